@@ -1,0 +1,56 @@
+"""The contract every draft source honours, so the speculative loop can treat them alike.
+
+A drafter sees the same token sequence as the target: the prompt once (`begin`), then every
+token the loop emits (`observe`, accepted drafts and the target's own token). It never sees
+rejected proposals. Its only job is to guess; correctness is the verifier's.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class Draft:
+    """Proposed tokens and, for stochastic drafters, the distribution each was drawn from.
+
+    `probs[i]` is q(. | prefix + tokens[:i]) after the SAME sampler chain as the target's p;
+    `probs is None` means a deterministic proposal (q is one-hot on the token), which is what
+    every n-gram lookup and a greedy draft model produce.
+    """
+
+    tokens: list[int] = field(default_factory=list)
+    probs: list[np.ndarray] | None = None
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+
+class Drafter(ABC):
+    """Base class of all draft sources. Subclasses keep whatever index they need incrementally:
+    `observe` must cost O(len(tokens)), never O(len(history))."""
+
+    #: the --spec-type name, e.g. "ngram-simple" or "draft-simple"
+    name: str = ""
+
+    @abstractmethod
+    def begin(self, prompt: Sequence[int]) -> None:
+        """Start a new sequence whose first tokens are `prompt` (forget any previous one)."""
+
+    @abstractmethod
+    def observe(self, tokens: Sequence[int]) -> None:
+        """Append tokens the loop emitted (in order) to the sequence."""
+
+    @abstractmethod
+    def propose(self, n_max: int) -> Draft:
+        """Guess up to `n_max` tokens that continue the sequence; an empty Draft means no guess."""
+
+    def feedback(self, n_drafted: int, n_accepted: int) -> None:  # noqa: B027 - optional hook
+        """Told after verification how many of this drafter's `n_drafted` tokens were accepted."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release resources and persist state (e.g. a dynamic n-gram cache file)."""

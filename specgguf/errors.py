@@ -1,0 +1,50 @@
+"""One exception type for every failure a user can cause, each carrying its exit status.
+
+The CLI turns a SpecggufError into exactly one line on stderr and its exit code; anything
+else escaping is a bug in specgguf. The codes are documented in the README's exit-code table,
+so scripts can branch on them: keep the two in step.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    USAGE = 1  # bad flag, bad value, removed (legacy) flag: llama.cpp also exits 1 here
+    MODEL = 3  # model file missing, not a GGUF, truncated, corrupt, unsupported
+    INCOMPATIBLE = 4  # target and draft vocabularies are not compatible
+    PROMPT = 5  # empty prompt, not UTF-8, longer than the context
+    PULL = 6  # default models not pulled, download or checksum failure
+    RUNTIME = 7  # llama.cpp failed while decoding
+    BATCH_PARTIAL = 8  # --jsonl: at least one line failed, the others were answered
+    INTERRUPTED = 130  # Ctrl-C: what was generated is kept
+
+
+class SpecggufError(Exception):
+    """A user-facing failure: `str(err)` is the one line to print."""
+
+    def __init__(self, message: str, code: ExitCode = ExitCode.USAGE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class UsageError(SpecggufError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message, ExitCode.USAGE)
+
+
+class ModelFileError(SpecggufError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message, ExitCode.MODEL)
+
+
+class IncompatibleModelsError(SpecggufError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message, ExitCode.INCOMPATIBLE)
+
+
+class PromptError(SpecggufError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message, ExitCode.PROMPT)
