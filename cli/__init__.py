@@ -1,0 +1,1 @@
+"""specgguf's Typer front end, installed as the package `specgguf_cli`."""

@@ -1,0 +1,228 @@
+"""Option declarations shared by `run` and `bench`, with llama.cpp's names, aliases and defaults,
+plus the validation llama.cpp performs (so a bad value fails before a model is loaded)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from specgguf.errors import UsageError
+
+Model = typer.Option(
+    None,
+    "-m",
+    "--model",
+    envvar="LLAMA_ARG_MODEL",
+    help="Target GGUF. Default: the pulled Qwen2.5-Coder-1.5B (see `specgguf pull`).",
+)
+ModelDraft = typer.Option(
+    None,
+    "-md",
+    "--model-draft",
+    "--spec-draft-model",
+    envvar="LLAMA_ARG_SPEC_DRAFT_MODEL",
+    help="Draft GGUF of the target's family. Default with no -m: the pulled Qwen2.5-Coder-0.5B.",
+)
+SpecType = typer.Option(
+    None,
+    "--spec-type",
+    envvar="LLAMA_ARG_SPEC_TYPE",
+    help="Comma list of: none, draft-simple, ngram-simple, ngram-map-k, ngram-map-k4v, "
+    "ngram-mod, ngram-cache (tried in llama.cpp's priority order; `none` resets the list). "
+    "Default: none, but draft-simple when a draft model is given (llama.cpp would ignore -md).",
+)
+NMax = typer.Option(
+    "3",
+    "--spec-draft-n-max",
+    envvar="LLAMA_ARG_SPEC_DRAFT_N_MAX",
+    help="Max tokens to draft per round, or `auto` to choose 0..N_MAX_AUTO each round from "
+    "measured costs and acceptance.",
+)
+NMin = typer.Option(
+    0,
+    "--spec-draft-n-min",
+    envvar="LLAMA_ARG_SPEC_DRAFT_N_MIN",
+    help="Min draft length; shorter drafts are thrown away.",
+)
+PMin = typer.Option(
+    0.0,
+    "--spec-draft-p-min",
+    "--draft-p-min",
+    envvar="LLAMA_ARG_SPEC_DRAFT_P_MIN",
+    help="Stop drafting when the draft's top probability is below this.",
+)
+PSplit = typer.Option(
+    0.1,
+    "--spec-draft-p-split",
+    "--draft-p-split",
+    envvar="LLAMA_ARG_SPEC_DRAFT_P_SPLIT",
+    help="Accepted for compatibility; tree drafting is not implemented, so it has no effect.",
+)
+DraftSampling = typer.Option(
+    "auto",
+    "--spec-draft-sampling",
+    envvar="LLAMA_ARG_SPEC_DRAFT_SAMPLING",
+    help="greedy (llama.cpp's default: propose the draft's argmax) or probabilistic (sample "
+    "the draft with the same sampler chain and use rejection sampling). auto: probabilistic "
+    "when --temp > 0.",
+)
+NGL = typer.Option(
+    "auto",
+    "-ngl",
+    "--n-gpu-layers",
+    "--gpu-layers",
+    envvar="LLAMA_ARG_N_GPU_LAYERS",
+    help="Layers to offload to the GPU: N, auto or all.",
+)
+NGLD = typer.Option(
+    "auto",
+    "-ngld",
+    "--spec-draft-ngl",
+    "--gpu-layers-draft",
+    "--n-gpu-layers-draft",
+    envvar="LLAMA_ARG_N_GPU_LAYERS_DRAFT",
+    help="Draft layers to offload: N, auto or all.",
+)
+Ctx = typer.Option(
+    0,
+    "-c",
+    "--ctx-size",
+    envvar="LLAMA_ARG_CTX_SIZE",
+    help="Context size (0: the model's training context). The draft uses the same.",
+)
+Batch = typer.Option(
+    2048, "-b", "--batch-size", envvar="LLAMA_ARG_BATCH", help="Logical batch size."
+)
+FlashAttn = typer.Option(
+    "auto",
+    "-fa",
+    "--flash-attn",
+    envvar="LLAMA_ARG_FLASH_ATTN",
+    help="Flash attention: on, off or auto.",
+)
+Threads = typer.Option(
+    0, "-t", "--threads", envvar="LLAMA_ARG_THREADS", help="Threads (0: all usable cores)."
+)
+ThreadsDraft = typer.Option(
+    0, "-td", "--threads-draft", "--spec-draft-threads", help="Draft threads (0: same as -t)."
+)
+NoRepack = typer.Option(
+    False,
+    "-nr",
+    "--no-repack",
+    envvar="LLAMA_ARG_NO_REPACK",
+    help="Disable weight repacking (llama.cpp's workaround for crashing "
+    "repacked kernels; about 15% slower here).",
+)
+NPredict = typer.Option(
+    -1,
+    "-n",
+    "--n-predict",
+    envvar="LLAMA_ARG_N_PREDICT",
+    help="Tokens to generate (-1: until EOS or the context is full).",
+)
+Prompt = typer.Option(None, "-p", "--prompt", help="Prompt text (else -f, else stdin).")
+File = typer.Option(None, "-f", "--file", help="Read the prompt from a UTF-8 file.")
+Seed = typer.Option(-1, "-s", "--seed", envvar="LLAMA_ARG_SEED", help="RNG seed (-1: random).")
+Temp = typer.Option(0.8, "--temp", help="Temperature (0: greedy).")
+TopK = typer.Option(40, "--top-k", help="Top-k (<= 0: off).")
+TopP = typer.Option(0.95, "--top-p", help="Top-p (1.0: off).")
+MinP = typer.Option(0.05, "--min-p", help="Min-p (0.0: off).")
+IgnoreEos = typer.Option(
+    False, "--ignore-eos", help="Keep generating past end-of-generation tokens."
+)
+Json = typer.Option(False, "--json", help="Print one JSON object on stdout instead of the text.")
+Verbose = typer.Option(False, "-v", "--verbose", help="Show llama.cpp's own log on stderr.")
+Quiet = typer.Option(False, "-q", "--quiet", help="No statistics or progress on stderr.")
+
+N_MAX_LIMIT = 256
+
+
+def parse_n_max(value: str) -> int | None:
+    """An int in 0..256, or None for `auto`."""
+    if value.strip().lower() == "auto":
+        return None
+    try:
+        n = int(value)
+    except ValueError:
+        raise UsageError(
+            f"invalid value for --spec-draft-n-max: {value!r} (expected a number or 'auto')"
+        ) from None
+    if not 0 <= n <= N_MAX_LIMIT:
+        raise UsageError(f"invalid value for --spec-draft-n-max: {n} (must be 0..{N_MAX_LIMIT})")
+    return n
+
+
+def validate(
+    *,
+    n_predict: int,
+    n_min: int,
+    p_min: float,
+    p_split: float,
+    temp: float,
+    top_p: float,
+    min_p: float,
+    ctx: int,
+    threads: int,
+    threads_draft: int,
+    flash_attn: str,
+    draft_sampling: str,
+    batch: int,
+) -> None:
+    checks = [
+        (n_predict >= -1, f"-n/--n-predict: {n_predict} (must be >= -1)"),
+        (0 <= n_min <= N_MAX_LIMIT, f"--spec-draft-n-min: {n_min} (must be 0..{N_MAX_LIMIT})"),
+        (0.0 <= p_min <= 1.0, f"--spec-draft-p-min: {p_min} (must be in [0, 1])"),
+        (0.0 <= p_split <= 1.0, f"--spec-draft-p-split: {p_split} (must be in [0, 1])"),
+        (temp >= 0.0, f"--temp: {temp} (must be >= 0)"),
+        (0.0 <= top_p <= 1.0, f"--top-p: {top_p} (must be in [0, 1])"),
+        (0.0 <= min_p <= 1.0, f"--min-p: {min_p} (must be in [0, 1])"),
+        (ctx >= 0, f"-c/--ctx-size: {ctx} (must be >= 0)"),
+        (threads >= 0, f"-t/--threads: {threads} (must be >= 0)"),
+        (threads_draft >= 0, f"-td/--threads-draft: {threads_draft} (must be >= 0)"),
+        (
+            flash_attn in ("on", "off", "auto"),
+            f"-fa/--flash-attn: {flash_attn!r} (on, off or auto)",
+        ),
+        (
+            draft_sampling in ("auto", "greedy", "probabilistic"),
+            f"--spec-draft-sampling: {draft_sampling!r} (greedy, probabilistic or auto)",
+        ),
+        (1 <= batch <= 1 << 16, f"-b/--batch-size: {batch} (must be 1..65536)"),
+    ]
+    for ok, what in checks:
+        if not ok:
+            raise UsageError(f"invalid value for {what}")
+
+
+def read_prompt(prompt: str | None, file: Path | None) -> str:
+    """-p, else -f, else stdin (when it is not a terminal)."""
+    import sys
+
+    from specgguf.errors import PromptError
+
+    if prompt is not None:
+        return prompt
+    if file is not None:
+        try:
+            data = Path(file).read_bytes()
+        except FileNotFoundError:
+            raise UsageError(f"-f {file}: no such file") from None
+        except IsADirectoryError:
+            raise UsageError(f"-f {file}: is a directory") from None
+        except OSError as e:
+            raise UsageError(f"-f {file}: {e.strerror}") from None
+        return decode_prompt(data, f"-f {file}")
+    if sys.stdin is None or sys.stdin.isatty():
+        raise PromptError("no prompt: pass -p TEXT, -f FILE, or pipe it on stdin")
+    return decode_prompt(sys.stdin.buffer.read(), "stdin")
+
+
+def decode_prompt(data: bytes, where: str) -> str:
+    from specgguf.errors import PromptError
+
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise PromptError(f"{where}: not valid UTF-8 (byte {e.start})") from None

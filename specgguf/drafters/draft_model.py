@@ -1,0 +1,105 @@
+"""draft-simple: a small model of the target's family guesses the next tokens autoregressively.
+
+Mirrors llama.cpp's common/speculative.cpp (draft-simple): the draft first catches up on the
+tokens it has not seen, then decodes one token at a time; drafting stops when the draft's top
+probability (top-k 10 at temperature 1) falls below --spec-draft-p-min (that token is not
+added) or at n_max; a draft shorter than --spec-draft-n-min is thrown away.
+
+Two ways of drafting:
+- greedy (always at --temp 0, and upstream's default): propose the draft's argmax; q is
+  one-hot, and verification reduces to "does the target's sample equal the draft".
+- probabilistic (specgguf's default at --temp > 0): sample from q, the user's sampler chain
+  applied to the draft's logits, and keep q for rejection sampling, which accepts more often
+  than matching a one-hot guess when the target itself is sampling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from specgguf.drafters.base import Draft, Drafter
+from specgguf.engine import Context
+from specgguf.sampling import SamplerParams, SparseDist, distribution, top_k_confidence
+
+
+class DraftModelDrafter(Drafter):
+    name = "draft-simple"
+
+    def __init__(
+        self,
+        ctx: Context,
+        sampler: SamplerParams,
+        *,
+        p_min: float = 0.0,
+        n_min: int = 0,
+        probabilistic: bool = False,
+        rng: np.random.Generator | None = None,
+    ) -> None:
+        self.ctx = ctx
+        self.sampler = sampler
+        self.p_min = p_min
+        self.n_min = n_min
+        self.probabilistic = probabilistic and not sampler.greedy
+        self.rng = rng or np.random.default_rng()
+        self.history: list[int] = []
+        # Tokens whose KV the draft context holds, position by position: always a prefix of
+        # history, possibly followed by drafted tokens that verification has not judged yet.
+        self.kv: list[int] = []
+
+    def begin(self, prompt: Sequence[int]) -> None:
+        self.history = list(prompt)
+        self.kv = []
+        self.ctx.truncate(0)
+        # Same as the target: everything but the last prompt token, no logits.
+        self._catch_up(len(self.history) - 1, outputs="none")
+
+    def observe(self, tokens: Sequence[int]) -> None:
+        base = len(self.history)
+        self.history.extend(tokens)
+        # Drafted tokens past `base` stay valid exactly as far as they match what was emitted.
+        m = 0
+        tail = self.kv[base:]
+        while m < len(tail) and m < len(tokens) and tail[m] == tokens[m]:
+            m += 1
+        keep = base + m
+        if keep < len(self.kv):
+            del self.kv[keep:]
+            self.ctx.truncate(keep)
+
+    def _catch_up(self, upto: int, outputs: str) -> np.ndarray | None:
+        pending = self.history[len(self.kv) : upto]
+        logits = self.ctx.decode(pending, len(self.kv), outputs=outputs)
+        self.kv.extend(pending)
+        return logits
+
+    def propose(self, n_max: int) -> Draft:
+        if n_max <= 0:
+            return Draft()
+        logits = self._catch_up(len(self.history), outputs="last")
+        assert logits is not None
+        tokens: list[int] = []
+        probs: list[SparseDist] = []
+        while True:
+            row = logits[0]
+            if self.probabilistic:
+                q = distribution(row, self.sampler)
+                if q.top()[1] < self.p_min:
+                    break
+                tok = q.sample(self.rng)
+                probs.append(q)
+            elif self.p_min > 0.0:
+                tok, confidence = top_k_confidence(row)
+                if confidence < self.p_min:
+                    break
+            else:  # no confidence threshold: a plain argmax, 20x cheaper than a partition
+                tok = int(np.argmax(row))
+            tokens.append(tok)
+            if len(tokens) >= n_max:
+                break
+            logits = self.ctx.decode([tok], len(self.kv), outputs="last")
+            self.kv.append(tok)
+        if len(tokens) < self.n_min:
+            return Draft()
+        return Draft(tokens, probs if self.probabilistic else None)

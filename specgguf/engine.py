@@ -1,0 +1,251 @@
+"""A thin, fast layer over llama-cpp-python's low-level (ctypes) API.
+
+Why not the high-level `Llama` class: it copies the logits of every evaluated position into
+a numpy array and keeps its own token bookkeeping. Speculative decoding needs the opposite:
+one batch whose logits are requested only for the positions we verify, zero-copy views of
+those rows, and KV caches that two models roll back independently.
+
+This module is the only one that imports llama_cpp; everything above it sees token ids,
+numpy rows and plain exceptions.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from specgguf.errors import ExitCode, ModelFileError, SpecggufError
+
+try:  # imported lazily by tests that only need pure modules
+    import llama_cpp as ll
+except ImportError as exc:  # pragma: no cover - exercised only on a broken install
+    raise SpecggufError(
+        "llama-cpp-python is not installed: run scripts/setup.sh", ExitCode.RUNTIME
+    ) from exc
+
+
+_backend_ready = False
+_log_callback = None  # keep a reference: llama.cpp calls it from C for the process lifetime
+_verbose = False
+
+
+def init_backend(verbose: bool = False) -> None:
+    """Initialise llama.cpp once, routing its logs to stderr only when asked (`-v`)."""
+    global _backend_ready, _log_callback, _verbose
+    _verbose = verbose
+    if _backend_ready:
+        return
+
+    @ll.llama_log_callback
+    def _log(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
+        if _verbose and text:
+            os.write(2, text)
+
+    _log_callback = _log
+    ll.llama_log_set(_log_callback, ctypes.c_void_p(0))
+    ll.llama_backend_init()
+    _backend_ready = True
+
+
+def system_info() -> str:
+    init_backend(_verbose)
+    return ll.llama_print_system_info().decode("utf-8", "replace").strip()
+
+
+def gpu_offload_supported() -> bool:
+    return bool(ll.llama_supports_gpu_offload())
+
+
+def parse_gpu_layers(value: str) -> int:
+    """llama.cpp's `-ngl N|auto|all` as the int llama_model_params wants (-1 = all layers).
+
+    llama.cpp's `auto` fits as many layers as free memory allows; the bindings expose no fit
+    API, so `auto` here means all layers when this build can offload at all, else none.
+    """
+    v = value.strip().lower()
+    if v == "all":
+        return -1
+    if v == "auto":
+        return -1 if gpu_offload_supported() else 0
+    try:
+        n = int(v)
+    except ValueError:
+        raise SpecggufError(
+            f"invalid value for -ngl: {value!r} (expected a number, 'auto' or 'all')"
+        ) from None
+    if n < -1:
+        raise SpecggufError(f"invalid value for -ngl: {value!r} (must be >= -1)")
+    return n
+
+
+FLASH_ATTN = {"on": 1, "off": 0, "auto": -1}
+
+
+class Model:
+    """Weights and vocabulary of one GGUF file."""
+
+    def __init__(self, path: Path, *, n_gpu_layers: int = 0, repack: bool = True) -> None:
+        init_backend(_verbose)
+        self.path = Path(path)
+        params = ll.llama_model_default_params()
+        params.n_gpu_layers = n_gpu_layers
+        # -nr/--no-repack: llama.cpp's way around crashes in repacked (AMX) kernels.
+        params.use_extra_bufts = repack
+        ptr = ll.llama_model_load_from_file(str(self.path).encode(), params)
+        if not ptr:
+            raise ModelFileError(f"{self.path}: llama.cpp failed to load the model (run with -v)")
+        self.ptr = ptr
+        self.vocab = ll.llama_model_get_vocab(ptr)
+        self.n_vocab = int(ll.llama_vocab_n_tokens(self.vocab))
+        self.n_ctx_train = int(ll.llama_model_n_ctx_train(ptr))
+        self.add_bos = bool(ll.llama_vocab_get_add_bos(self.vocab))
+        self.bos = int(ll.llama_vocab_bos(self.vocab))
+        self.eos = int(ll.llama_vocab_eos(self.vocab))
+        self._pieces: dict[int, bytes] = {}
+        self._buf = ctypes.create_string_buffer(256)
+
+    def tokenize(
+        self, text: str, *, add_special: bool = True, parse_special: bool = True
+    ) -> list[int]:
+        data = text.encode("utf-8")
+        cap = len(data) + 16
+        out = (ll.llama_token * cap)()
+        n = ll.llama_tokenize(self.vocab, data, len(data), out, cap, add_special, parse_special)
+        if n < 0:
+            cap = -n
+            out = (ll.llama_token * cap)()
+            n = ll.llama_tokenize(self.vocab, data, len(data), out, cap, add_special, parse_special)
+        return list(out[:n])
+
+    def piece(self, token: int) -> bytes:
+        """Bytes of one token (special tokens render as nothing); memoised: the loop asks
+        for every emitted token and pieces never change."""
+        cached = self._pieces.get(token)
+        if cached is None:
+            n = ll.llama_token_to_piece(self.vocab, token, self._buf, len(self._buf), 0, False)
+            if n < 0:
+                big = ctypes.create_string_buffer(-n)
+                n = ll.llama_token_to_piece(self.vocab, token, big, len(big), 0, False)
+                cached = big.raw[:n]
+            else:
+                cached = self._buf.raw[:n]
+            self._pieces[token] = cached
+        return cached
+
+    def is_eog(self, token: int) -> bool:
+        return bool(ll.llama_vocab_is_eog(self.vocab, token))
+
+    def token_text(self, token: int) -> str:
+        return (ll.llama_vocab_get_text(self.vocab, token) or b"").decode("utf-8", "replace")
+
+    def close(self) -> None:
+        if self.ptr:
+            ll.llama_model_free(self.ptr)
+            self.ptr = None
+
+
+@dataclass(frozen=True)
+class ContextParams:
+    n_ctx: int = 0  # 0: the model's training context, as llama.cpp
+    n_batch: int = 2048
+    n_ubatch: int = 512
+    n_threads: int = 0  # 0: all usable cores
+    flash_attn: str = "auto"
+
+
+def default_threads() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - non-Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class Context:
+    """One sequence's KV cache over a Model, plus a reusable batch.
+
+    Positions are managed by the caller: `decode(tokens, pos0)` places tokens at
+    pos0..pos0+n-1, and `truncate(n)` drops every cell at position >= n (the rollback).
+    """
+
+    def __init__(self, model: Model, params: ContextParams) -> None:
+        self.model = model
+        cp = ll.llama_context_default_params()
+        cp.n_ctx = params.n_ctx
+        cp.n_batch = params.n_batch
+        cp.n_ubatch = min(params.n_ubatch, params.n_batch)
+        threads = params.n_threads if params.n_threads > 0 else default_threads()
+        cp.n_threads = threads
+        cp.n_threads_batch = threads
+        cp.flash_attn_type = FLASH_ATTN[params.flash_attn]
+        cp.no_perf = True
+        ptr = ll.llama_init_from_model(model.ptr, cp)
+        if not ptr:
+            raise SpecggufError(
+                f"{model.path}: failed to create a context of {params.n_ctx} tokens "
+                "(out of memory? try a smaller -c)",
+                ExitCode.RUNTIME,
+            )
+        self.ptr = ptr
+        self.n_ctx = int(ll.llama_n_ctx(ptr))
+        self.n_batch = int(ll.llama_n_batch(ptr))
+        self.n_vocab = model.n_vocab
+        self.memory = ll.llama_get_memory(ptr)
+        self._batch = ll.llama_batch_init(self.n_batch, 0, 1)
+        for i in range(self.n_batch):  # one sequence, id 0, set once
+            self._batch.n_seq_id[i] = 1
+            self._batch.seq_id[i][0] = 0
+        self.n_past = 0
+
+    def decode(
+        self, tokens: Sequence[int], pos0: int, *, outputs: str = "last"
+    ) -> np.ndarray | None:
+        """Evaluate tokens at positions pos0.. and return a zero-copy (n_out, n_vocab) view of
+        the requested logits ("last", "all" or "none"); valid until the next decode.
+
+        Batches longer than n_batch (prompts) are split; only the final chunk can output.
+        """
+        n = len(tokens)
+        if n == 0:
+            return None
+        if pos0 + n > self.n_ctx:
+            raise SpecggufError(
+                f"context full: {pos0 + n} tokens needed, -c is {self.n_ctx}", ExitCode.PROMPT
+            )
+        b = self._batch
+        start = 0
+        while start < n:
+            end = min(n, start + self.n_batch)
+            final = end == n
+            m = end - start
+            for j in range(m):
+                b.token[j] = tokens[start + j]
+                b.pos[j] = pos0 + start + j
+                b.logits[j] = final and (outputs == "all" or (outputs == "last" and j == m - 1))
+            b.n_tokens = m
+            rc = ll.llama_decode(self.ptr, b)
+            if rc != 0:
+                raise SpecggufError(f"llama_decode failed with status {rc}", ExitCode.RUNTIME)
+            start = end
+        self.n_past = pos0 + n
+        if outputs == "none":
+            return None
+        n_out = 1 if outputs == "last" else m
+        ptr = ll.llama_get_logits(self.ptr)
+        return np.ctypeslib.as_array(ptr, shape=(n_out, self.n_vocab))
+
+    def truncate(self, n_keep: int) -> None:
+        """Roll back: forget every position >= n_keep."""
+        if n_keep < self.n_past:
+            ll.llama_memory_seq_rm(self.memory, 0, n_keep, -1)
+        self.n_past = min(self.n_past, n_keep)
+
+    def close(self) -> None:
+        if self.ptr:
+            ll.llama_batch_free(self._batch)
+            ll.llama_free(self.ptr)
+            self.ptr = None

@@ -1,0 +1,113 @@
+"""The sampler chain, as pure numpy: logits row in, (sparse) probability distribution out.
+
+Speculative sampling is only lossless when the draft's q and the target's p come out of the
+SAME transforms, so there is exactly one implementation here and both sides call it.
+
+The order and the semantics mirror llama.cpp's default chain (common/common.h, `samplers`):
+top-k -> top-p -> min-p -> temperature -> sample. Note that llama.cpp applies top-p and min-p
+BEFORE temperature, i.e. they look at softmax(logits) at temperature 1; we do the same so that
+`--top-p 0.9 --temp 0.5` means what it means in llama.cpp. Penalties, DRY, XTC and typical-p
+are not part of specgguf's surface (llama.cpp's defaults leave them off).
+
+Distributions are kept sparse (token ids + probabilities over the survivors): with a 150k-token
+vocabulary and top-k 40 that turns every later step into work on 40 numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class SamplerParams:
+    """llama.cpp's names and defaults (`--temp 0.8 --top-k 40 --top-p 0.95 --min-p 0.05`)."""
+
+    temp: float = 0.8
+    top_k: int = 40
+    top_p: float = 0.95
+    min_p: float = 0.05
+
+    @property
+    def greedy(self) -> bool:
+        """llama.cpp samples greedily for temp <= 0; so do we."""
+        return self.temp <= 0.0
+
+
+@dataclass(frozen=True)
+class SparseDist:
+    """A distribution over a few token ids; every id not listed has probability 0."""
+
+    ids: np.ndarray  # int64, distinct
+    probs: np.ndarray  # float64, sums to 1
+
+    def prob(self, token: int) -> float:
+        hit = np.flatnonzero(self.ids == token)
+        return float(self.probs[hit[0]]) if hit.size else 0.0
+
+    def top(self) -> tuple[int, float]:
+        i = int(np.argmax(self.probs))
+        return int(self.ids[i]), float(self.probs[i])
+
+    def sample(self, rng: np.random.Generator) -> int:
+        # Inverse-CDF on one uniform: the same draw costs the same randomness everywhere.
+        u = rng.random()
+        i = int(np.searchsorted(np.cumsum(self.probs), u * self.probs.sum(), side="right"))
+        return int(self.ids[min(i, self.ids.size - 1)])
+
+
+def one_hot(token: int) -> SparseDist:
+    return SparseDist(np.array([token], dtype=np.int64), np.array([1.0]))
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max())
+    return e / e.sum()
+
+
+def distribution(logits: np.ndarray, params: SamplerParams) -> SparseDist:
+    """Apply the chain to one logits row. Greedy params give the one-hot argmax.
+
+    `logits` may be a view into llama.cpp's output buffer: it is only read, never kept.
+    """
+    if params.greedy:
+        return one_hot(int(np.argmax(logits)))
+
+    n = logits.shape[0]
+    # top-k: O(V) partition instead of a full sort of the vocabulary.
+    if 0 < params.top_k < n:
+        ids = np.argpartition(logits, n - params.top_k)[n - params.top_k :]
+    else:
+        ids = np.arange(n)
+    vals = logits[ids].astype(np.float64)
+    order = np.argsort(-vals, kind="stable")
+    ids, vals = ids[order], vals[order]
+
+    # top-p on softmax at temperature 1: keep the shortest prefix whose mass reaches p.
+    if params.top_p < 1.0:
+        cum = np.cumsum(_softmax(vals))
+        keep = int(np.searchsorted(cum, params.top_p, side="left")) + 1
+        ids, vals = ids[:keep], vals[:keep]
+
+    # min-p: keep tokens with p_i >= min_p * p_max, i.e. logit >= max + log(min_p).
+    if params.min_p > 0.0:
+        keep = vals >= vals[0] + np.log(params.min_p)
+        keep[0] = True
+        ids, vals = ids[keep], vals[keep]
+
+    return SparseDist(ids.astype(np.int64), _softmax(vals / params.temp))
+
+
+def top_k_confidence(logits: np.ndarray, k: int = 10) -> tuple[int, float]:
+    """The draft's top token and its probability among its top-k at temperature 1.
+
+    This is what llama.cpp's draft-simple compares with --spec-draft-p-min (its draft sampler
+    is a lone top-k 10), so greedy drafting stops at the same places as upstream.
+    """
+    n = logits.shape[0]
+    k = min(k, n)
+    top = np.argpartition(logits, n - k)[n - k :]
+    vals = logits[top].astype(np.float64)
+    best = int(np.argmax(vals))
+    return int(top[best]), float(_softmax(vals)[best])

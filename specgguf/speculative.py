@@ -1,0 +1,194 @@
+"""The speculative decoding loop: draft, verify, accept, roll back.
+
+Invariant between rounds: the target's KV cache holds every token of the sequence except the
+last one (`id_last`). A round feeds [id_last] + K proposals to the target in ONE decode with
+logits for those K+1 positions, accepts a prefix of the proposals (specgguf.acceptance), emits
+that prefix plus one token of the target's own, and rolls the KV cache back to the accepted
+prefix. K = 0 is a plain decoding step through the very same path, which is how
+`--spec-type none` gives an honest baseline.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from specgguf.acceptance import verify
+from specgguf.drafters.base import Draft, Drafter
+from specgguf.engine import Context
+from specgguf.sampling import SamplerParams, SparseDist, distribution
+from specgguf.stats import RunStats
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    n_predict: int = -1  # -1: until EOS or the context is full (llama.cpp's default)
+    n_max: int = 3  # --spec-draft-n-max
+    sampler: SamplerParams = field(default_factory=SamplerParams)
+    ignore_eos: bool = False
+
+
+@dataclass
+class Round:
+    """What one round did; the stats, the --trace file and the colouring all read it."""
+
+    drafter: str | None  # None: no drafter proposed anything, a plain step
+    proposed: list[int]
+    n_accepted: int
+    emitted: list[int]  # accepted proposals + the target's token, cut at EOS / n_predict
+    draft_ms: float
+    verify_ms: float
+    target_probs: list[float] | None = None  # p(proposal) per position, only when traced
+
+
+#: chooses the draft budget for the next round: (drafter priority list, upper bound) -> K
+BudgetPolicy = Callable[[int], int]
+
+
+class SpeculativeDecoder:
+    """Generates from `target`, proposing with `drafters` (already in priority order)."""
+
+    def __init__(
+        self,
+        target: Context,
+        drafters: Sequence[Drafter],
+        config: GenerationConfig,
+        rng: np.random.Generator,
+        *,
+        is_eog: Callable[[int], bool],
+        trace_probs: bool = False,
+        budget_policy: object | None = None,
+    ) -> None:
+        self.target = target
+        self.drafters = list(drafters)
+        self.config = config
+        self.rng = rng
+        self.is_eog = is_eog
+        self.trace_probs = trace_probs
+        self.policy = budget_policy
+        self.stats = RunStats(n_max=config.n_max)
+        self.stop_reason = ""
+
+    # -- setup ----------------------------------------------------------------------------
+
+    def prefill(self, prompt: Sequence[int]) -> None:
+        """Evaluate the prompt on the target (all but its last token, no logits) and let each
+        drafter index it. Its time is the "encoded" line of the report."""
+        if not prompt:
+            raise ValueError("empty prompt")
+        t0 = time.perf_counter()
+        self.target.truncate(0)
+        self.target.decode(list(prompt[:-1]), 0, outputs="none")
+        for d in self.drafters:
+            d.begin(prompt)
+        self.stats.prompt_n = len(prompt)
+        self.stats.prompt_ms = (time.perf_counter() - t0) * 1e3
+        self._last = prompt[-1]
+
+    # -- one round --------------------------------------------------------------------------
+
+    def _draft(self, budget: int) -> tuple[Drafter | None, Draft]:
+        """Ask the drafters in priority order; the first non-empty draft wins (llama.cpp)."""
+        if budget <= 0:
+            return None, Draft()
+        for d in self.drafters:
+            draft = d.propose(budget)
+            if draft.tokens:
+                if len(draft.tokens) > budget:  # never trust a drafter with the budget
+                    draft = Draft(draft.tokens[:budget], draft.probs and draft.probs[:budget])
+                return d, draft
+        return None, Draft()
+
+    def step(self, remaining: int) -> Round:
+        """One draft-verify-accept-rollback round emitting 1..remaining tokens."""
+        n_past = self.target.n_past
+        room = self.target.n_ctx - n_past - 1  # cells left after id_last
+        budget = min(self.config.n_max, remaining - 1, room)
+        if self.policy is not None:
+            budget = self.policy.budget(budget)  # type: ignore[attr-defined]
+
+        t0 = time.perf_counter()
+        drafter, draft = self._draft(budget)
+        t1 = time.perf_counter()
+
+        logits = self.target.decode([self._last, *draft.tokens], n_past, outputs="all")
+        assert logits is not None
+        sampler = self.config.sampler
+        cache: dict[int, SparseDist] = {}
+
+        def p_at(i: int) -> SparseDist:
+            d = cache.get(i)
+            if d is None:
+                d = cache[i] = distribution(logits[i], sampler)
+            return d
+
+        verdict = verify(draft.tokens, draft.probs, p_at, self.rng)
+        target_probs = (
+            [p_at(i).prob(x) for i, x in enumerate(draft.tokens)] if self.trace_probs else None
+        )
+        t2 = time.perf_counter()
+
+        n_acc = verdict.n_accepted
+        emitted = [*draft.tokens[:n_acc], verdict.token]
+        # Roll back: keep id_last and the accepted proposals; the new token is not in KV yet.
+        self.target.truncate(n_past + 1 + n_acc)
+        for d in self.drafters:
+            d.observe(emitted)
+        if drafter is not None:
+            drafter.feedback(len(draft.tokens), n_acc)
+        self._last = emitted[-1]
+
+        rnd = Round(
+            drafter=drafter.name if drafter else None,
+            proposed=list(draft.tokens),
+            n_accepted=n_acc,
+            emitted=emitted,
+            draft_ms=(t1 - t0) * 1e3,
+            verify_ms=(t2 - t1) * 1e3,
+            target_probs=target_probs,
+        )
+        if self.policy is not None:
+            self.policy.observe(rnd)  # type: ignore[attr-defined]
+        return rnd
+
+    # -- the whole generation ---------------------------------------------------------------
+
+    def generate(self, prompt: Sequence[int]) -> Iterator[Round]:
+        """Yield rounds until EOS, -n or the end of the context; `stop_reason` tells which.
+
+        Emitted tokens are yielded as soon as a round is accepted, so a caller that streams
+        them loses nothing if the generator is abandoned (Ctrl-C, closed pipe).
+        """
+        self.prefill(prompt)
+        limit = self.config.n_predict
+        produced = 0
+        t_start = time.perf_counter()
+        try:
+            while True:
+                remaining = limit - produced if limit >= 0 else 1 << 30
+                if remaining <= 0:
+                    self.stop_reason = "limit"
+                    return
+                if self.target.n_past + 1 > self.target.n_ctx:
+                    self.stop_reason = "context"
+                    return
+                rnd = self.step(remaining)
+                eos_at = (
+                    next((i for i, t in enumerate(rnd.emitted) if self.is_eog(t)), None)
+                    if not self.config.ignore_eos
+                    else None
+                )
+                if eos_at is not None:
+                    rnd.emitted = rnd.emitted[:eos_at]  # EOS ends the text, it is not part of it
+                produced += len(rnd.emitted)
+                self.stats.add_round(rnd, eos=eos_at is not None)
+                self.stats.predicted_ms = (time.perf_counter() - t_start) * 1e3
+                yield rnd
+                if eos_at is not None:
+                    self.stop_reason = "eos"
+                    return
+        finally:
+            self.stats.predicted_ms = (time.perf_counter() - t_start) * 1e3

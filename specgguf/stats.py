@@ -1,0 +1,165 @@
+"""Run statistics with llama.cpp's labels and llama-server's / vLLM's definitions.
+
+- n_drafted: draft tokens sent to verification; n_accept: those accepted;
+  accept = 100 * n_accept / n_drafted (llama-speculative-simple).
+- mean acceptance length = 1 + accepted / drafting rounds; per-position acceptance = fraction
+  of drafting rounds whose i-th proposal was accepted (vLLM). Rounds without a proposal are
+  plain decoding steps and are counted apart (`plain_steps`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from specgguf.speculative import Round
+
+
+@dataclass
+class DrafterStats:
+    """Per --spec-type counters, as llama-server logs them per implementation."""
+
+    drafts: int = 0  # rounds in which this drafter's proposal was verified
+    drafts_accepted: int = 0  # of those, rounds with at least one token accepted
+    tokens_drafted: int = 0
+    tokens_accepted: int = 0
+    draft_ms: float = 0.0
+
+    @property
+    def mean_acceptance_length(self) -> float:
+        return 1.0 + self.tokens_accepted / self.drafts if self.drafts else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "drafts": self.drafts,
+            "drafts_accepted": self.drafts_accepted,
+            "tokens_drafted": self.tokens_drafted,
+            "tokens_accepted": self.tokens_accepted,
+            "accept_rate": self.tokens_accepted / self.tokens_drafted
+            if self.tokens_drafted
+            else 0.0,
+            "mean_acceptance_length": round(self.mean_acceptance_length, 4),
+            "draft_ms": round(self.draft_ms, 3),
+        }
+
+
+@dataclass
+class RunStats:
+    n_max: int = 0
+    prompt_n: int = 0
+    prompt_ms: float = 0.0
+    predicted_n: int = 0
+    predicted_ms: float = 0.0
+    n_drafted: int = 0
+    n_accept: int = 0
+    rounds: int = 0  # rounds that verified a proposal
+    plain_steps: int = 0  # rounds with nothing proposed
+    draft_ms: float = 0.0
+    verify_ms: float = 0.0
+    accepted_tokens_emitted: int = 0  # emitted tokens that came from accepted proposals
+    position_drafted: list[int] = field(default_factory=list)
+    position_accepted: list[int] = field(default_factory=list)
+    per_type: dict[str, DrafterStats] = field(default_factory=dict)
+
+    def add_round(self, rnd: Round, *, eos: bool = False) -> None:
+        self.predicted_n += len(rnd.emitted)
+        self.draft_ms += rnd.draft_ms
+        self.verify_ms += rnd.verify_ms
+        k = len(rnd.proposed)
+        if k == 0:
+            self.plain_steps += 1
+            return
+        self.rounds += 1
+        self.n_drafted += k
+        self.n_accept += rnd.n_accepted
+        self.accepted_tokens_emitted += min(rnd.n_accepted, len(rnd.emitted))
+        while len(self.position_drafted) < k:
+            self.position_drafted.append(0)
+            self.position_accepted.append(0)
+        for i in range(k):
+            self.position_drafted[i] += 1
+            self.position_accepted[i] += i < rnd.n_accepted
+        s = self.per_type.setdefault(rnd.drafter or "?", DrafterStats())
+        s.drafts += 1
+        s.drafts_accepted += rnd.n_accepted > 0
+        s.tokens_drafted += k
+        s.tokens_accepted += rnd.n_accepted
+        s.draft_ms += rnd.draft_ms
+
+    # -- derived figures ---------------------------------------------------------------------
+
+    @property
+    def accept_rate(self) -> float:
+        return self.n_accept / self.n_drafted if self.n_drafted else 0.0
+
+    @property
+    def mean_acceptance_length(self) -> float:
+        return 1.0 + self.n_accept / self.rounds if self.rounds else 0.0
+
+    @property
+    def per_position_acceptance(self) -> list[float]:
+        return [
+            a / d if d else 0.0
+            for a, d in zip(self.position_accepted, self.position_drafted, strict=True)
+        ]
+
+    @property
+    def predicted_per_second(self) -> float:
+        return 1e3 * self.predicted_n / self.predicted_ms if self.predicted_ms > 0 else 0.0
+
+    @property
+    def prompt_per_second(self) -> float:
+        return 1e3 * self.prompt_n / self.prompt_ms if self.prompt_ms > 0 else 0.0
+
+    # -- output ----------------------------------------------------------------------------
+
+    def report_lines(self) -> list[str]:
+        """llama-speculative-simple's report, then the extra figures, for stderr."""
+        lines = [
+            f"encoded {self.prompt_n:4d} tokens in {self.prompt_ms / 1e3:8.3f} seconds, "
+            f"speed: {self.prompt_per_second:8.3f} t/s",
+            f"decoded {self.predicted_n:4d} tokens in {self.predicted_ms / 1e3:8.3f} seconds, "
+            f"speed: {self.predicted_per_second:8.3f} t/s",
+            "",
+            f"n_draft   = {self.n_max}",
+            f"n_predict = {self.predicted_n}",
+            f"n_drafted = {self.n_drafted}",
+            f"n_accept  = {self.n_accept}",
+            f"accept    = {100 * self.accept_rate:.3f}%",
+            "",
+            f"rounds    = {self.rounds} drafting, {self.plain_steps} plain",
+            f"mean acceptance length = {self.mean_acceptance_length:.3f}",
+            "acceptance per position = "
+            + (" ".join(f"{a:.3f}" for a in self.per_position_acceptance) or "-"),
+            f"draft {self.draft_ms / 1e3:.3f} s, verify {self.verify_ms / 1e3:.3f} s",
+        ]
+        for name, s in self.per_type.items():
+            lines.append(
+                f"  {name:14s} drafts {s.drafts:5d} (accepted {s.drafts_accepted:5d}), "
+                f"tokens {s.tokens_drafted:6d} (accepted {s.tokens_accepted:6d}), "
+                f"mean acceptance length {s.mean_acceptance_length:.3f}"
+            )
+        return lines
+
+    def timings(self) -> dict[str, Any]:
+        """llama-server's `timings` names, plus the speculative extras."""
+        return {
+            "prompt_n": self.prompt_n,
+            "prompt_ms": round(self.prompt_ms, 3),
+            "prompt_per_second": round(self.prompt_per_second, 3),
+            "predicted_n": self.predicted_n,
+            "predicted_ms": round(self.predicted_ms, 3),
+            "predicted_per_second": round(self.predicted_per_second, 3),
+            "draft_n": self.n_drafted,
+            "draft_n_accepted": self.n_accept,
+            "accept_rate": round(self.accept_rate, 6),
+            "rounds": self.rounds,
+            "plain_steps": self.plain_steps,
+            "mean_acceptance_length": round(self.mean_acceptance_length, 4),
+            "per_position_acceptance": [round(a, 4) for a in self.per_position_acceptance],
+            "draft_ms": round(self.draft_ms, 3),
+            "verify_ms": round(self.verify_ms, 3),
+            "n_draft_max": self.n_max,
+            "per_type": {k: v.as_dict() for k, v in self.per_type.items()},
+        }
