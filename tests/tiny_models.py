@@ -1,0 +1,266 @@
+"""Tiny GGUF models built on the fly for fast tests of the speculative decoder.
+
+``build_tiny_model`` writes a llama-architecture GGUF (F32 tensors, a few hundred KiB) that
+llama.cpp loads and runs in milliseconds:
+
+* tokenizer: gpt2-style byte-level BPE (pre-tokenizer "gpt-2"), the 256 byte tokens at ids
+  0..255 (so any text, including multi-byte UTF-8, round-trips), a few merges, then three
+  control tokens ``<|endoftext|>`` (BOS/PAD), ``<|im_start|>``, ``<|im_end|>`` (EOS/EOT).
+  No BOS is added on tokenisation.
+* ``vocab="other"``: the same layout with the byte tokens rotated, so token texts differ
+  for ids >= 5 and llama.cpp's draft/target compatibility check fails.
+* weights: Gaussian from ``numpy.random.default_rng(seed)``. Residual channel 0 is a constant
+  "bias" channel (set in every embedding row, never written by the layers) through which
+  the output rows of the control tokens (and, with ``ascii_only``, of the non-printable and
+  non-ASCII bytes) get a strongly negative logit, so greedy decoding never emits EOS unless
+  ``eos_logit_bias`` says otherwise, and generated text is plain ASCII.
+* ``perturb_from_seed``: the weights of that seed plus Gaussian noise of relative size
+  ``perturb_scale`` (times each tensor's own std) drawn from ``seed``. ``DRAFT_PERTURB`` gives
+  greedy agreement with the unperturbed target of about 0.6 (measured 0.58-0.70 per prompt).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+DEFAULT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+# Relative noise added to the target's weights to make the draft model.
+DRAFT_PERTURB = 0.12
+# Initialisation gains (std multipliers over 1/sqrt(fan_in)), see _raw_weights.
+LOGIT_GAIN = 4.0
+QK_GAIN = 1.5
+V_GAIN = 0.5
+FFN_GAIN = 1.0
+# Output row of token t gets -ANTI_REPEAT * unit(embedding of t): discourages t -> t fixed points.
+ANTI_REPEAT = 1.0
+# Bias-channel weight of the byte tokens that ascii_only=True keeps out of generated text.
+SUPPRESSED_LOGIT_BIAS = -40.0
+# Seeds the conftest fixtures use.
+TARGET_SEED = 1234
+DRAFT_SEED = 99
+
+MERGES: tuple[tuple[str, str], ...] = (
+    ("Ġ", "t"), ("h", "e"), ("i", "n"), ("Ġ", "a"), ("e", "r"), ("o", "n"),
+    ("Ġt", "he"), ("r", "e"), ("Ġ", "s"), ("a", "t"), ("e", "n"), ("o", "r"),
+    ("Ġ", "w"), ("e", "s"), ("i", "s"), ("Ġ", "o"), ("i", "t"), ("a", "n"),
+    ("Ġ", "c"), ("e", "d"), ("in", "g"), ("Ġ", "b"), ("Ġ", "f"), ("Ġ", "i"),
+)  # fmt: skip
+SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+N_BYTE_TOKENS = 256
+N_VOCAB = N_BYTE_TOKENS + len(MERGES) + len(SPECIAL_TOKENS)
+ENDOFTEXT_ID = N_BYTE_TOKENS + len(MERGES)
+IM_START_ID = ENDOFTEXT_ID + 1
+IM_END_ID = ENDOFTEXT_ID + 2
+BOS_ID = ENDOFTEXT_ID
+EOS_ID = IM_END_ID
+EOT_ID = IM_END_ID
+
+_TOKEN_TYPE_NORMAL = 1
+_TOKEN_TYPE_CONTROL = 3
+
+
+def byte_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible byte -> printable unicode character mapping."""
+    bs = (
+        list(range(ord("!"), ord("~") + 1))
+        + list(range(ord("¡"), ord("¬") + 1))
+        + list(range(ord("®"), ord("ÿ") + 1))
+    )
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {b: chr(c) for b, c in zip(bs, cs, strict=True)}
+
+
+def _byte_order(vocab: str) -> list[int]:
+    """byte_order[i] = the byte that token id i stands for (i < 256)."""
+    if vocab == "bytes":
+        return list(range(256))
+    if vocab == "other":
+        return [(b + 7) % 256 for b in range(256)]
+    raise ValueError(f"unknown vocab {vocab!r}")
+
+
+def vocab_tokens(vocab: str = "bytes") -> tuple[list[str], list[int], list[str]]:
+    """(token texts, token types, merges) of the tiny BPE vocab."""
+    b2u = byte_to_unicode()
+    byte_order = _byte_order(vocab)
+    tokens = [b2u[b] for b in byte_order] + [a + b for a, b in MERGES] + list(SPECIAL_TOKENS)
+    types = [_TOKEN_TYPE_NORMAL] * (N_BYTE_TOKENS + len(MERGES)) + [_TOKEN_TYPE_CONTROL] * len(
+        SPECIAL_TOKENS
+    )
+    merges = [f"{a} {b}" for a, b in MERGES]
+    assert len(tokens) == N_VOCAB and len(set(tokens)) == N_VOCAB
+    return tokens, types, merges
+
+
+def _raw_weights(
+    rng: np.random.Generator,
+    *,
+    n_vocab: int,
+    n_embd: int,
+    n_layer: int,
+    n_head: int,
+    n_head_kv: int,
+    n_ff: int,
+) -> dict[str, np.ndarray]:
+    """Unscaled-structure Gaussian weights, numpy shape (n_out, n_in) as gguf expects."""
+    head_dim = n_embd // n_head
+    n_kv = n_head_kv * head_dim
+
+    def g(shape: tuple[int, ...], std: float) -> np.ndarray:
+        return (rng.standard_normal(shape) * std).astype(np.float32)
+
+    se = 1.0 / np.sqrt(n_embd)
+    w: dict[str, np.ndarray] = {
+        "token_embd.weight": g((n_vocab, n_embd), 1.0),
+        "output.weight": g((n_vocab, n_embd), LOGIT_GAIN * se),
+        "output_norm.weight": np.ones(n_embd, dtype=np.float32),
+    }
+    for i in range(n_layer):
+        p = f"blk.{i}."
+        w[p + "attn_norm.weight"] = np.ones(n_embd, dtype=np.float32)
+        w[p + "attn_q.weight"] = g((n_embd, n_embd), QK_GAIN * se)
+        w[p + "attn_k.weight"] = g((n_kv, n_embd), QK_GAIN * se)
+        w[p + "attn_v.weight"] = g((n_kv, n_embd), V_GAIN * se)
+        w[p + "attn_output.weight"] = g((n_embd, n_embd), 1.0 / np.sqrt(n_embd))
+        w[p + "ffn_norm.weight"] = np.ones(n_embd, dtype=np.float32)
+        w[p + "ffn_gate.weight"] = g((n_ff, n_embd), FFN_GAIN * se)
+        w[p + "ffn_up.weight"] = g((n_ff, n_embd), FFN_GAIN * se)
+        w[p + "ffn_down.weight"] = g((n_embd, n_ff), 1.0 / np.sqrt(n_ff))
+    return w
+
+
+def _apply_structure(
+    w: dict[str, np.ndarray],
+    *,
+    n_layer: int,
+    bias_channel: float,
+    eos_logit_bias: float,
+    suppressed_ids: list[int],
+) -> None:
+    """Bias channel 0 (constant in embeddings, never written by layers) + control-token rows."""
+    emb = w["token_embd.weight"]
+    emb[:, 0] = bias_channel
+    unit = emb / np.linalg.norm(emb, axis=1, keepdims=True)
+    w["output.weight"] -= (ANTI_REPEAT * unit).astype(np.float32)
+    for i in range(n_layer):
+        w[f"blk.{i}.attn_output.weight"][0, :] = 0.0
+        w[f"blk.{i}.ffn_down.weight"][0, :] = 0.0
+    out = w["output.weight"]
+    out[:, 0] = 0.0
+    out[suppressed_ids, 0] = SUPPRESSED_LOGIT_BIAS
+    for tid in (ENDOFTEXT_ID, IM_START_ID, IM_END_ID):
+        out[tid, :] = 0.0
+        out[tid, 0] = eos_logit_bias if tid == EOS_ID else SUPPRESSED_LOGIT_BIAS
+
+
+def _is_plain_ascii(b: int) -> bool:
+    return 32 <= b < 127 or b in (9, 10)
+
+
+def build_tiny_model(
+    path: str | Path,
+    *,
+    seed: int,
+    perturb_from_seed: int | None = None,
+    perturb_scale: float = 0.0,
+    vocab: str = "bytes",
+    chat_template: str | None = DEFAULT_TEMPLATE,
+    n_embd: int = 64,
+    n_layer: int = 2,
+    n_head: int = 4,
+    n_head_kv: int = 2,
+    n_ff: int = 128,
+    n_ctx_train: int = 2048,
+    eos_logit_bias: float = -40.0,
+    ascii_only: bool = True,
+    name: str | None = None,
+) -> Path:
+    """Write a tiny llama-architecture GGUF to ``path`` and return it.
+
+    ``eos_logit_bias`` multiplies the (positive, ~0.5-1) bias channel in the output row of EOS
+    (<|im_end|>): -40 makes it practically never chosen; +40 gives a model that ends at once. The
+    other two control tokens are always suppressed. ``ascii_only`` likewise suppresses the byte
+    tokens other than printable ASCII, "\\n" and "\\t" in generated text (so it is valid UTF-8
+    at every token boundary); prompts may still contain any text.
+    """
+    import gguf  # deferred: only the tests that build models need it
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    dims = dict(
+        n_vocab=N_VOCAB, n_embd=n_embd, n_layer=n_layer, n_head=n_head,
+        n_head_kv=n_head_kv, n_ff=n_ff,
+    )  # fmt: skip
+    if perturb_from_seed is None:
+        w = _raw_weights(np.random.default_rng(seed), **dims)
+    else:
+        w = _raw_weights(np.random.default_rng(perturb_from_seed), **dims)
+        rng = np.random.default_rng(seed)
+        for k in w:  # sorted-by-insertion: deterministic order
+            std = float(w[k].std())
+            noise = rng.standard_normal(w[k].shape).astype(np.float32)
+            w[k] = (w[k] + perturb_scale * std * noise).astype(np.float32)
+    suppressed = []
+    if ascii_only:
+        order = _byte_order(vocab)
+        suppressed = [i for i in range(N_BYTE_TOKENS) if not _is_plain_ascii(order[i])]
+    _apply_structure(
+        w,
+        n_layer=n_layer,
+        bias_channel=1.0,
+        eos_logit_bias=eos_logit_bias,
+        suppressed_ids=suppressed,
+    )
+
+    tokens, types, merges = vocab_tokens(vocab)
+
+    writer = gguf.GGUFWriter(path, arch="llama")
+    writer.add_name(name or f"tiny-{vocab}-seed{seed}")
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    writer.add_context_length(n_ctx_train)
+    writer.add_embedding_length(n_embd)
+    writer.add_block_count(n_layer)
+    writer.add_feed_forward_length(n_ff)
+    writer.add_head_count(n_head)
+    writer.add_head_count_kv(n_head_kv)
+    writer.add_rope_dimension_count(n_embd // n_head)
+    writer.add_rope_freq_base(10000.0)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_vocab_size(N_VOCAB)
+
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("gpt-2")
+    writer.add_token_list(tokens)
+    writer.add_token_types(types)
+    writer.add_token_merges(merges)
+    writer.add_bos_token_id(BOS_ID)
+    writer.add_eos_token_id(EOS_ID)
+    writer.add_eot_token_id(EOT_ID)
+    writer.add_pad_token_id(ENDOFTEXT_ID)
+    writer.add_add_bos_token(False)
+    writer.add_add_eos_token(False)
+    if chat_template is not None:
+        writer.add_chat_template(chat_template)
+
+    for k, v in w.items():
+        writer.add_tensor(k, np.ascontiguousarray(v, dtype=np.float32))
+
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
