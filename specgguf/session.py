@@ -123,6 +123,7 @@ class Session:
                     DraftModelDrafter(
                         self.draft_ctx,
                         sampler,
+                        n_max=self.spec.n_max,
                         p_min=self.spec.p_min,
                         n_min=self.spec.n_min,
                         probabilistic=probabilistic,

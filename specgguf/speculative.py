@@ -90,11 +90,19 @@ class SpeculativeDecoder:
 
     # -- one round --------------------------------------------------------------------------
 
-    def _draft(self, budget: int) -> tuple[Drafter | None, Draft]:
-        """Ask the drafters in priority order; the first non-empty draft wins (llama.cpp)."""
-        if budget <= 0:
+    def _draft(self, limit: int) -> tuple[Drafter | None, Draft]:
+        """Ask the drafters in priority order; the first non-empty draft wins (llama.cpp).
+
+        `limit` is what the context, -n and the budget policy allow this round; each drafter
+        is further capped by its own maximum (--spec-draft-n-max for the draft model, size_m
+        / n_max for the n-gram types), as each llama.cpp implementation is.
+        """
+        if limit <= 0:
             return None, Draft()
         for d in self.drafters:
+            budget = min(limit, d.max_draft)
+            if budget <= 0:
+                continue
             draft = d.propose(budget)
             if draft.tokens:
                 if len(draft.tokens) > budget:  # never trust a drafter with the budget
@@ -106,12 +114,12 @@ class SpeculativeDecoder:
         """One draft-verify-accept-rollback round emitting 1..remaining tokens."""
         n_past = self.target.n_past
         room = self.target.n_ctx - n_past - 1  # cells left after id_last
-        budget = min(self.config.n_max, remaining - 1, room)
+        limit = min(remaining - 1, room)
         if self.policy is not None:
-            budget = self.policy.budget(budget)  # type: ignore[attr-defined]
+            limit = self.policy.budget(limit)  # type: ignore[attr-defined]
 
         t0 = time.perf_counter()
-        drafter, draft = self._draft(budget)
+        drafter, draft = self._draft(limit)
         t1 = time.perf_counter()
 
         logits = self.target.decode([self._last, *draft.tokens], n_past, outputs="all")

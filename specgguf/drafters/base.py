@@ -36,6 +36,9 @@ class Drafter(ABC):
 
     #: the --spec-type name, e.g. "ngram-simple" or "draft-simple"
     name: str = ""
+    #: the longest draft this source makes on its own (llama.cpp: --spec-draft-n-max for model
+    #: drafters, size_m / n_max for the n-gram types); the loop never asks for more
+    max_draft: int = 8
 
     @abstractmethod
     def begin(self, prompt: Sequence[int]) -> None:

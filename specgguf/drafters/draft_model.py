@@ -32,6 +32,7 @@ class DraftModelDrafter(Drafter):
         ctx: Context,
         sampler: SamplerParams,
         *,
+        n_max: int = 3,
         p_min: float = 0.0,
         n_min: int = 0,
         probabilistic: bool = False,
@@ -39,6 +40,7 @@ class DraftModelDrafter(Drafter):
     ) -> None:
         self.ctx = ctx
         self.sampler = sampler
+        self.max_draft = n_max  # --spec-draft-n-max
         self.p_min = p_min
         self.n_min = n_min
         self.probabilistic = probabilistic and not sampler.greedy
@@ -63,7 +65,8 @@ class DraftModelDrafter(Drafter):
         tail = self.kv[base:]
         while m < len(tail) and m < len(tokens) and tail[m] == tokens[m]:
             m += 1
-        keep = base + m
+        # ...but the last token always stays pending: drafting starts from its logits.
+        keep = min(base + m, len(self.history) - 1)
         if keep < len(self.kv):
             del self.kv[keep:]
             self.ctx.truncate(keep)
