@@ -1,0 +1,321 @@
+"""The flags llama.cpp removed from its speculative-decoding surface: one table for two users.
+
+`specgguf run` refuses them exactly as llama.cpp does (same message, exit status 1, before any
+model is loaded), so a script fails the same way against either tool; `specgguf migrate`
+rewrites them. Both read the tables below, so they can never disagree about what was removed.
+
+Sources (the llama.cpp tree vendored in llama-cpp-python 0.3.36, `common/arg.cpp`, section
+"removed params", and `common/common.h`):
+
+=================================  ==================================  =========================
+removed (env)                      replacement                         llama.cpp prints "use ..."
+=================================  ==================================  =========================
+--draft, --draft-n, --draft-max    --spec-draft-n-max                  --spec-draft-n-max or
+  (LLAMA_ARG_DRAFT_MAX)              (--spec-ngram-mod-n-max when the    --spec-ngram-mod-n-max
+                                     only --spec-type is ngram-mod)
+--draft-min, --draft-n-min         --spec-draft-n-min                  --spec-draft-n-min or
+  (LLAMA_ARG_DRAFT_MIN)              (--spec-ngram-mod-n-min likewise)   --spec-ngram-mod-n-min
+--spec-ngram-size-n                --spec-ngram-<type>-size-n,         the respective
+                                     ngram-mod: --spec-ngram-mod-n-match --spec-ngram-*-size-n
+--spec-ngram-size-m                --spec-ngram-<type>-size-m          ...-size-m
+--spec-ngram-min-hits              --spec-ngram-<type>-min-hits        ...-min-hits
+-cd, --ctx-size-draft              nothing: the draft context follows  (not declared any more:
+                                     the target's (-c)                   "invalid argument")
+--spec-type draft                  --spec-type draft-simple            (unknown type "draft")
+=================================  ==================================  =========================
+
+<type> is the single ngram type named by --spec-type in the same command; with none or several
+the value cannot be placed safely and is reported instead of guessed.
+
+Defaults that changed (a migrated command that relied on the old one gets it written out):
+
+===================  ===========  ===========  =================================================
+setting              old default  new default  source of the old value
+===================  ===========  ===========  =================================================
+draft n_max          16           3            common.h `common_params_speculative::n_max = 16`
+                                               and tools/server/README.md "--draft-max ...
+                                               (default: 16)", last releases before the spec-*
+                                               rename; new: common.h `n_max = 3`
+draft p_min          0.75         0.00         same README "--draft-p-min P ... (default:
+                                               0.75)" and common.h `p_min = 0.75f`; releases of
+                                               late 2024 had 0.9 (and n_min 5), we use the last
+                                               value before the removal
+draft n_min          0            0            unchanged in the last releases: nothing written
+draft p_split        0.10         0.10         unchanged: nothing written
+draft context (-cd)  0 (= model)  = target's   README "-cd ... (default: 0, 0 = loaded from
+                                               model)"; dropped, reported when it differed
+===================  ===========  ===========  =================================================
+
+Old names that still work upstream and are therefore NOT flagged: -md, --model-draft, -ngld,
+--gpu-layers-draft, --n-gpu-layers-draft, --draft-p-min, --draft-p-split, -td, --threads-draft,
+-ctkd, -ctvd.
+
+This module must stay cheap to import: `specgguf run` calls check_run_argv before anything
+else, so it imports only the standard library (and migrate.py lazily, when a flag is found).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from specgguf.errors import UsageError
+
+# Tools whose command lines the migration understands. The names are the binaries' basenames.
+LLAMA_SERVER = "llama-server"
+LLAMA_CLI = "llama-cli"
+LLAMA_SPECULATIVE = "llama-speculative"
+LLAMA_SPECULATIVE_SIMPLE = "llama-speculative-simple"
+LLAMA_LOOKUP = "llama-lookup"
+SPECGGUF = "specgguf"
+VLLM = "vllm"
+GENERIC = "llama"  # flags seen without a recognisable tool: rename only, add nothing
+
+LLAMA_TOOLS = frozenset(
+    {LLAMA_SERVER, LLAMA_CLI, LLAMA_SPECULATIVE, LLAMA_SPECULATIVE_SIMPLE, LLAMA_LOOKUP}
+)
+#: tools that select a draft model through --spec-type (llama-speculative loads -md directly)
+SPEC_TYPE_TOOLS = frozenset({LLAMA_SERVER, LLAMA_CLI, LLAMA_SPECULATIVE_SIMPLE})
+
+
+@dataclass(frozen=True)
+class RemovedFlag:
+    """One removed option, with every spelling llama.cpp declared for it.
+
+    `draft_flag` replaces it when the value bounds a draft model (or the tool has no
+    --spec-type); `ngram_flags` replaces it per ngram type. A None target means "no
+    equivalent": such a value is reported, never dropped silently.
+    """
+
+    kind: str
+    names: tuple[str, ...]
+    hint: str
+    env: str | None = None
+    new_env: str | None = None
+    draft_flag: str | None = None
+    ngram_flags: Mapping[str, str | None] = field(default_factory=dict)
+
+
+REMOVED_FLAGS: tuple[RemovedFlag, ...] = (
+    RemovedFlag(
+        kind="n_max",
+        names=("--draft", "--draft-n", "--draft-max"),
+        hint="use --spec-draft-n-max or --spec-ngram-mod-n-max",
+        env="LLAMA_ARG_DRAFT_MAX",
+        new_env="LLAMA_ARG_SPEC_DRAFT_N_MAX",
+        draft_flag="--spec-draft-n-max",
+        ngram_flags={"ngram-mod": "--spec-ngram-mod-n-max"},
+    ),
+    RemovedFlag(
+        kind="n_min",
+        names=("--draft-min", "--draft-n-min"),
+        hint="use --spec-draft-n-min or --spec-ngram-mod-n-min",
+        env="LLAMA_ARG_DRAFT_MIN",
+        new_env="LLAMA_ARG_SPEC_DRAFT_N_MIN",
+        draft_flag="--spec-draft-n-min",
+        ngram_flags={"ngram-mod": "--spec-ngram-mod-n-min"},
+    ),
+    RemovedFlag(
+        kind="ngram_size_n",
+        names=("--spec-ngram-size-n",),
+        hint="use the respective --spec-ngram-*-size-n",
+        ngram_flags={
+            "ngram-simple": "--spec-ngram-simple-size-n",
+            "ngram-map-k": "--spec-ngram-map-k-size-n",
+            "ngram-map-k4v": "--spec-ngram-map-k4v-size-n",
+            "ngram-mod": "--spec-ngram-mod-n-match",
+            "ngram-cache": None,
+        },
+    ),
+    RemovedFlag(
+        kind="ngram_size_m",
+        names=("--spec-ngram-size-m",),
+        hint="use the respective --spec-ngram-*-size-m",
+        ngram_flags={
+            "ngram-simple": "--spec-ngram-simple-size-m",
+            "ngram-map-k": "--spec-ngram-map-k-size-m",
+            "ngram-map-k4v": "--spec-ngram-map-k4v-size-m",
+            "ngram-mod": None,
+            "ngram-cache": None,
+        },
+    ),
+    RemovedFlag(
+        kind="ngram_min_hits",
+        names=("--spec-ngram-min-hits",),
+        hint="use the respective --spec-ngram-*-min-hits",
+        ngram_flags={
+            "ngram-simple": "--spec-ngram-simple-min-hits",
+            "ngram-map-k": "--spec-ngram-map-k-min-hits",
+            "ngram-map-k4v": "--spec-ngram-map-k4v-min-hits",
+            "ngram-mod": None,
+            "ngram-cache": None,
+        },
+    ),
+    RemovedFlag(
+        kind="ctx_draft",
+        names=("-cd", "--ctx-size-draft"),
+        hint="the draft context now follows the target's (-c)",
+    ),
+)
+
+REMOVED_BY_NAME: dict[str, RemovedFlag] = {n: f for f in REMOVED_FLAGS for n in f.names}
+#: environment variables llama.cpp still declares only to refuse them
+REMOVED_ENV: dict[str, RemovedFlag] = {f.env: f for f in REMOVED_FLAGS if f.env}
+
+#: renamed --spec-type values
+REMOVED_SPEC_TYPES: dict[str, str] = {"draft": "draft-simple"}
+
+#: old variable names llama.cpp now ignores silently (worse than an error): rename in files
+RENAMED_ENV: dict[str, str] = {
+    "LLAMA_ARG_DRAFT_MAX": "LLAMA_ARG_SPEC_DRAFT_N_MAX",
+    "LLAMA_ARG_DRAFT_MIN": "LLAMA_ARG_SPEC_DRAFT_N_MIN",
+    "LLAMA_ARG_DRAFT_P_MIN": "LLAMA_ARG_SPEC_DRAFT_P_MIN",
+    "LLAMA_ARG_MODEL_DRAFT": "LLAMA_ARG_SPEC_DRAFT_MODEL",
+}
+#: old variables with no successor at all
+DEAD_ENV: dict[str, str] = {
+    "LLAMA_ARG_CTX_SIZE_DRAFT": "has no effect any more (the draft context follows the "
+    "target's); remove it",
+}
+
+#: spellings that name a draft model (old aliases still accepted upstream included)
+DRAFT_MODEL_FLAGS = frozenset(
+    {"-md", "--model-draft", "--spec-draft-model", "-hfd", "-hfrd", "--hf-repo-draft",
+     "--spec-draft-hf"}
+)
+CTX_FLAGS = frozenset({"-c", "--ctx-size"})
+SPEC_TYPE_FLAG = "--spec-type"
+SPEC_TYPE_ENV = "LLAMA_ARG_SPEC_TYPE"
+#: prefixes only the new surface has: a command using them was written for new llama.cpp
+NEW_ONLY_PREFIXES = ("--spec-draft-", "--spec-ngram-simple-", "--spec-ngram-map-k",
+                     "--spec-ngram-mod-")
+
+
+@dataclass(frozen=True)
+class OldDefault:
+    """A default that changed under a command that did not set it."""
+
+    flag: str
+    aliases: tuple[str, ...]
+    old: str
+    new: str
+    envs: tuple[str, ...]
+    tools: frozenset[str]
+    what: str
+
+
+OLD_DEFAULTS: tuple[OldDefault, ...] = (
+    OldDefault(
+        flag="--spec-draft-n-max",
+        aliases=("--draft", "--draft-n", "--draft-max"),
+        old="16",
+        new="3",
+        envs=("LLAMA_ARG_DRAFT_MAX", "LLAMA_ARG_SPEC_DRAFT_N_MAX"),
+        tools=frozenset({LLAMA_SERVER, LLAMA_CLI, LLAMA_SPECULATIVE_SIMPLE, LLAMA_SPECULATIVE,
+                         LLAMA_LOOKUP}),
+        what="--draft-max",
+    ),
+    OldDefault(
+        flag="--spec-draft-p-min",
+        aliases=("--draft-p-min",),
+        old="0.75",
+        new="0.00",
+        envs=("LLAMA_ARG_DRAFT_P_MIN", "LLAMA_ARG_SPEC_DRAFT_P_MIN"),
+        tools=SPEC_TYPE_TOOLS,
+        what="--draft-p-min",
+    ),
+)
+
+
+#: options whose value is free text or a path, with how many words they take: what follows
+#: them is never an option, even when it reads "--draft-max" (llama.cpp consumes it as the value)
+TEXT_VALUE_FLAGS: dict[str, int] = {
+    "-m": 1, "--model": 1, "-p": 1, "--prompt": 1, "-f": 1, "--file": 1, "-sys": 1,
+    "--system-prompt": 1, "-r": 1, "--reverse-prompt": 1, "--in-prefix": 1, "--in-suffix": 1,
+    "--grammar": 1, "-j": 1, "--json-schema": 1, "--chat-template": 1, "--api-key": 1,
+    "-a": 1, "--alias": 1, "--chat-template-kwargs": 1, "--spec-replace": 2,
+    **{name: 1 for name in DRAFT_MODEL_FLAGS},
+}
+
+
+def normalize_flag(token: str) -> str:
+    """llama.cpp (and vLLM) accept `--a_b` for `--a-b`; short flags are taken as written."""
+    return token.replace("_", "-") if token.startswith("--") else token
+
+
+def split_flag(token: str) -> tuple[str, str | None]:
+    """`--flag=value` -> ("--flag", "value"); anything else -> (token, None)."""
+    if token.startswith("-") and "=" in token:
+        name, value = token.split("=", 1)
+        return name, value
+    return token, None
+
+
+def removed_message(name: str, entry: RemovedFlag, *, env: bool = False) -> str:
+    """llama.cpp's wording, so scripts and people see the same line from either tool."""
+    where = "environment variable" if env else "argument"
+    return f'error while handling {where} "{name}": the argument has been removed. {entry.hint}'
+
+
+def spec_type_message(name: str, value: str, *, env: bool = False) -> str:
+    where = "environment variable" if env else "argument"
+    old = next(t for t in value.split(",") if t.strip() in REMOVED_SPEC_TYPES).strip()
+    return (
+        f'error while handling {where} "{name}": the speculative type "{old}" has been '
+        f"removed. use {REMOVED_SPEC_TYPES[old]}"
+    )
+
+
+def _has_removed_type(value: str) -> bool:
+    return any(t.strip() in REMOVED_SPEC_TYPES for t in value.split(","))
+
+
+def first_refusal(argv: Sequence[str], env: Mapping[str, str]) -> str | None:
+    """The line llama.cpp would print for the first removed item, or None.
+
+    llama.cpp reads environment variables before the command line, so an old variable is
+    reported first even when an old flag follows.
+    """
+    # arg.cpp declares --spec-type before the removed options, and walks them in that order
+    if SPEC_TYPE_ENV in env and _has_removed_type(env[SPEC_TYPE_ENV]):
+        return spec_type_message(SPEC_TYPE_ENV, env[SPEC_TYPE_ENV], env=True)
+    for var, entry in REMOVED_ENV.items():
+        if var in env:
+            return removed_message(var, entry, env=True)
+    i = 0
+    while i < len(argv):
+        name, value = split_flag(argv[i])
+        name = normalize_flag(name)
+        i += 1
+        if name in REMOVED_BY_NAME:
+            return removed_message(name, REMOVED_BY_NAME[name])
+        if name == SPEC_TYPE_FLAG:
+            if value is None and i < len(argv):
+                value, i = argv[i], i + 1
+            if value is not None and _has_removed_type(value):
+                return spec_type_message(SPEC_TYPE_FLAG, value)
+        elif value is None:
+            i += TEXT_VALUE_FLAGS.get(name, 0)
+    return None
+
+
+_SUBCOMMANDS = ("run", "bench")
+
+
+def check_run_argv(argv: list[str], env: Mapping[str, str]) -> None:
+    """Refuse a removed flag or variable before anything is loaded.
+
+    `argv` is what follows `specgguf` (`["run", ...]`) or what follows `specgguf run`. The
+    error has two lines: llama.cpp's own, then the exact corrected command (shell-quoted),
+    or why no correction can be given safely.
+    """
+    sub, args = (argv[0], list(argv[1:])) if argv and argv[0] in _SUBCOMMANDS else ("run", argv)
+    first = first_refusal(args, env)
+    if first is None:
+        return
+    from specgguf.migrate import corrected_run_command  # only now: keeps `run` start-up light
+
+    fixed, problems = corrected_run_command(sub, args, env)
+    if problems:
+        raise UsageError(f"{first}\ncannot be corrected automatically: {'; '.join(problems)}")
+    raise UsageError(f"{first}\ncorrected: {fixed}")

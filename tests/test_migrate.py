@@ -1,0 +1,883 @@
+"""`specgguf migrate`: argv rewriting, token-preserving file edits, reports, --check/--write/--diff.
+
+The golden outputs below are written out in full on purpose: they are the contract (what a
+user's script looks like afterwards), and a byte that moves should fail a test.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import os
+import shlex
+import stat
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from specgguf import migrate as mg
+from specgguf.migrate import migrate_argv, migrate_text, run_migrate
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def mig(cmd: str, **kw) -> mg.MigrationResult:
+    return migrate_argv(shlex.split(cmd), **kw)
+
+
+def migrated(cmd: str) -> str:
+    return shlex.join(mig(cmd).argv)
+
+
+# ----------------------------------------------------------------------------------------------
+# argv: the full mapping, table-driven
+# ----------------------------------------------------------------------------------------------
+
+S = "llama-server -m t.gguf"
+MAPPING = [
+    # n_max
+    (f"{S} -md d.gguf --spec-type draft-simple --draft 5",
+     f"{S} -md d.gguf --spec-type draft-simple --spec-draft-n-max 5"),
+    (f"{S} -md d.gguf --spec-type draft-simple --draft-n 5",
+     f"{S} -md d.gguf --spec-type draft-simple --spec-draft-n-max 5"),
+    (f"{S} --draft-max=7", f"{S} --spec-draft-n-max=7"),
+    (f"{S} --spec-type ngram-mod --draft-max 64",
+     f"{S} --spec-type ngram-mod --spec-ngram-mod-n-max 64"),
+    # n_min
+    (f"{S} --draft-min 2", f"{S} --spec-draft-n-min 2"),
+    (f"{S} --draft-n-min=2", f"{S} --spec-draft-n-min=2"),
+    (f"{S} --spec-type ngram-mod --draft-min 8",
+     f"{S} --spec-type ngram-mod --spec-ngram-mod-n-min 8"),
+    # ngram sizes, per type
+    *[(f"{S} --spec-type {t} --spec-ngram-size-n 8 --spec-ngram-size-m 24 --spec-ngram-min-hits 2",
+       f"{S} --spec-type {t} --spec-ngram-{t[6:]}-size-n 8 --spec-ngram-{t[6:]}-size-m 24 "
+       f"--spec-ngram-{t[6:]}-min-hits 2")
+      for t in ("ngram-simple", "ngram-map-k", "ngram-map-k4v")],
+    (f"{S} --spec-type ngram-mod --spec-ngram-size-n=12",
+     f"{S} --spec-type ngram-mod --spec-ngram-mod-n-match=12"),
+    (f"{S} --spec-ngram-size-n 8 --spec-type=ngram-simple",
+     f"{S} --spec-ngram-simple-size-n 8 --spec-type=ngram-simple"),
+    # -cd / --ctx-size-draft
+    (f"{S} -c 4096 -cd 4096", f"{S} -c 4096"),
+    (f"{S} --ctx-size-draft=2048 -c 8192", f"{S} -c 8192"),
+    # --spec-type draft
+    (f"{S} -md d.gguf --spec-type draft --spec-draft-n-max 4",
+     f"{S} -md d.gguf --spec-type draft-simple --spec-draft-n-max 4"),
+    (f"{S} -md d.gguf --spec-type draft --draft 4",
+     f"{S} -md d.gguf --spec-draft-p-min 0.75 --spec-type draft-simple --spec-draft-n-max 4"),
+    (f"{S} --spec-type=ngram-simple,draft -md d.gguf --spec-draft-n-max 4 --draft-p-min 0.5",
+     f"{S} --spec-type=ngram-simple,draft-simple -md d.gguf --spec-draft-n-max 4 "
+     "--draft-p-min 0.5"),
+    # underscores are the same options
+    (f"{S} --draft_max 3", f"{S} --spec-draft-n-max 3"),
+    # tools
+    ("llama-cli -m t.gguf -md d.gguf --draft 8 -p 'say --draft-max'",
+     "llama-cli -m t.gguf -md d.gguf --spec-type draft-simple --spec-draft-p-min 0.75 "
+     "--spec-draft-n-max 8 -p 'say --draft-max'"),
+    ("./build/bin/llama-speculative-simple -m t.gguf -md d.gguf --draft-max 16 --draft-min 5",
+     "./build/bin/llama-speculative-simple -m t.gguf -md d.gguf --spec-type draft-simple "
+     "--spec-draft-p-min 0.75 --spec-draft-n-max 16 --spec-draft-n-min 5"),
+    ("llama-speculative -m t.gguf -md d.gguf --draft 8",
+     "llama-speculative -m t.gguf -md d.gguf --spec-draft-n-max 8"),
+    ("llama-lookup -m t.gguf --draft-max 4 -lcd c.bin",
+     "llama-lookup -m t.gguf --spec-draft-n-max 4 -lcd c.bin"),
+    ("specgguf run -m t.gguf -md d.gguf --draft 5 -cd 512",
+     "specgguf run -m t.gguf -md d.gguf --spec-draft-n-max 5"),
+    ("llama-server.exe -m t.gguf --draft-min 1", "llama-server.exe -m t.gguf --spec-draft-n-min 1"),
+    # no tool word at all: rename only
+    ("--draft-max 5 -cd 100", "--spec-draft-n-max 5"),
+]
+
+
+@pytest.mark.parametrize(("old", "new"), MAPPING)
+def test_mapping(old, new):
+    res = mig(old)
+    assert shlex.join(res.argv) == new
+    assert res.unsafe == []
+    assert res.notes
+
+
+@pytest.mark.parametrize("cmd", [m[0] for m in MAPPING] + [m[1] for m in MAPPING])
+def test_migrating_migrated_output_changes_nothing(cmd):
+    once = mig(cmd).argv
+    twice = migrate_argv(once)
+    assert twice.argv == once
+    assert twice.notes == [] and twice.unsafe == []
+
+
+def test_every_removed_spelling_appears_in_the_mapping():
+    from specgguf.legacy import REMOVED_BY_NAME
+
+    seen = " ".join(m[0] for m in MAPPING)
+    for name in REMOVED_BY_NAME:
+        assert f"{name} " in seen or f"{name}=" in seen, name
+
+
+@pytest.mark.parametrize("cmd", [
+    "llama-server -m t.gguf --spec-draft-n-max 4 --spec-type ngram-simple",
+    "llama-server -m t.gguf -md d.gguf --spec-type draft-simple",
+    "llama-server -md d.gguf --model-draft d.gguf -ngld 99 --gpu-layers-draft 99 -td 4 "
+    "-ctkd q8_0 -ctvd q8_0 --draft-p-min 0.5 --draft-p-split 0.2 --spec-type draft-simple",
+    "llama-server -m t.gguf --port 8080 -p --draft-max",
+    "vllm serve M --speculative-config '{\"model\": \"D\", \"num_speculative_tokens\": 5}'",
+])
+def test_current_commands_are_left_alone(cmd):
+    res = mig(cmd)
+    assert not res.needs_attention, (res.notes, res.unsafe)
+
+
+# ----------------------------------------------------------------------------------------------
+# argv: old defaults, spec-type, reasons
+# ----------------------------------------------------------------------------------------------
+
+
+def test_tutorial_command_gets_spec_type_and_the_old_p_min():
+    res = mig("llama-server -m t.gguf -md d.gguf --draft-max 5 --draft-min 1")
+    assert shlex.join(res.argv) == (
+        "llama-server -m t.gguf -md d.gguf --spec-type draft-simple --spec-draft-p-min 0.75 "
+        "--spec-draft-n-max 5 --spec-draft-n-min 1")
+    assert any("llama.cpp ignores -md unless --spec-type" in n for n in res.notes)
+    assert any("old --draft-p-min default was 0.75, the new default is 0.00" in n
+               for n in res.notes)
+
+
+def test_a_command_that_relied_on_the_old_draft_max_default_gets_16():
+    res = mig("llama-server -m t.gguf -md d.gguf -c 8192")
+    assert res.argv[5:11] == ["--spec-type", "draft-simple", "--spec-draft-n-max", "16",
+                              "--spec-draft-p-min", "0.75"]
+    assert "added --spec-draft-n-max 16: the old --draft-max default was 16, the new default " \
+           "is 3" in res.notes
+
+
+def test_new_style_command_only_gets_spec_type_not_old_defaults():
+    """The reference's own example uses --spec-draft-n-max: it was written for new llama.cpp."""
+    res = mig("llama-server -m target.gguf -md draft.gguf --spec-draft-n-max 4 -ngl all "
+              "-c 8192 -fa on")
+    assert shlex.join(res.argv) == ("llama-server -m target.gguf -md draft.gguf --spec-type "
+                                    "draft-simple --spec-draft-n-max 4 -ngl all -c 8192 -fa on")
+
+
+@pytest.mark.parametrize(("cmd", "added"), [
+    ("llama-speculative -m t.gguf -md d.gguf --draft-min 2", ["--spec-draft-n-max", "16"]),
+    ("llama-lookup -m t.gguf --draft-min 1", ["--spec-draft-n-max", "16"]),
+    ("llama-server -m t.gguf -md d.gguf --draft-p-min 0.9 --draft-min 1",
+     ["--spec-type", "draft-simple", "--spec-draft-n-max", "16"]),
+    ("specgguf run -m t.gguf -md d.gguf --draft-min 1", []),
+    ("llama-server -m t.gguf --draft-min 1", []),  # no draft model: no draft defaults
+])
+def test_old_defaults_are_written_where_they_applied(cmd, added):
+    res = mig(cmd)
+    renamed = {"--spec-draft-n-min", "1", "2"}
+    assert [w for w in res.argv if w not in shlex.split(cmd) and w not in renamed] == added
+
+
+def test_old_default_not_written_when_the_file_sets_it_through_the_environment():
+    res = mig("llama-server -m t.gguf -md d.gguf", env_names={"LLAMA_ARG_DRAFT_MAX"})
+    assert "--spec-draft-n-max" not in res.argv
+    assert "--spec-draft-n-max not added: LLAMA_ARG_DRAFT_MAX is set in this file" in res.notes
+
+
+@pytest.mark.parametrize(("cmd", "note"), [
+    ("llama-server -m t.gguf -c 4096 -cd 4096", "(-c 4096, the same value)"),
+    ("llama-server -m t.gguf -c 8192 -cd 2048", "warning: -cd 2048 removed: the draft context "
+                                                 "now follows the target's: it was 2048, it is "
+                                                 "now -c 8192"),
+    ("llama-server -m t.gguf -cd 2048", "(no -c: the model's training context), it was 2048"),
+])
+def test_ctx_size_draft_is_dropped_and_a_difference_reported(cmd, note):
+    res = mig(cmd)
+    assert "-cd" not in res.argv
+    assert any(note in n for n in res.notes), res.notes
+
+
+def test_ctx_size_draft_with_a_variable_is_dropped_but_not_compared():
+    res = mig("llama-server -m t.gguf -c 4096 -cd $DCTX", dynamic={6})
+    assert res.argv == ["llama-server", "-m", "t.gguf", "-c", "4096"]
+    assert "cannot compare $DCTX with -c here" in res.notes[0]
+
+
+@pytest.mark.parametrize(("cmd", "dynamic", "why"), [
+    ("llama-server --spec-type ngram-simple,ngram-map-k --spec-ngram-size-n 8", (), "several"),
+    ("llama-server --spec-ngram-size-m 8", (), "no ngram type in --spec-type"),
+    ("llama-server --spec-type ngram-mod --spec-ngram-min-hits 2", (), "ngram-mod has no"),
+    ("llama-server --spec-type $T --spec-ngram-size-n 8", (2,), "--spec-type is $T"),
+    ("llama-server -m t.gguf $EXTRA --spec-ngram-size-n 8", (3,), "$EXTRA may set --spec-type"),
+    ("llama-server -m t.gguf $EXTRA --draft-max 8", (3,), "$EXTRA may set --spec-type"),
+    ("llama-server -md d.gguf --spec-type draft-simple,ngram-mod --draft-max 8", (),
+     "both ngram-mod and draft-simple"),
+    ("llama-server -md d.gguf --spec-type ngram-simple", (), "-md d.gguf is ignored"),
+    ("llama-server -md d.gguf $EXTRA", (3,), "needs --spec-type draft-simple now, unless $EXTRA"),
+])
+def test_what_cannot_be_migrated_safely_is_reported_not_guessed(cmd, dynamic, why):
+    res = mig(cmd, dynamic=dynamic)
+    assert any(why in u for u in res.unsafe), res.unsafe
+    for word in shlex.split(cmd):
+        if word.startswith("--spec-ngram-size") or word == "--draft-max":
+            assert word in res.argv  # left as it was
+
+
+def test_spec_type_from_the_environment_blocks_the_addition():
+    res = mig("llama-server -m t.gguf -md d.gguf", env_names={"LLAMA_ARG_SPEC_TYPE"})
+    assert "--spec-type" not in res.argv
+    assert res.unsafe
+
+
+def test_ops_describe_the_change_on_word_indices():
+    res = mig("llama-server -md d.gguf -cd 9 --draft 4")
+    assert [(op.kind, op.index) for op in res.ops] == [
+        ("set", 5), ("delete", 3), ("delete", 4), ("insert", 2)]
+    assert mg.apply_ops(res.original, res.ops) == res.argv
+
+
+# ----------------------------------------------------------------------------------------------
+# vLLM
+# ----------------------------------------------------------------------------------------------
+
+VLLM = [
+    ("vllm serve M --speculative-model D --num-speculative-tokens 5",
+     "vllm serve M --speculative-config '{\"model\": \"D\", \"num_speculative_tokens\": 5}'"),
+    ("vllm serve M --speculative-model '[ngram]' --num-speculative-tokens 5 "
+     "--ngram-prompt-lookup-max 4 --ngram-prompt-lookup-min 1",
+     "vllm serve M --speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 5, "
+     "\"prompt_lookup_max\": 4, \"prompt_lookup_min\": 1}'"),
+    ("python -m vllm.entrypoints.openai.api_server --model M --speculative_model=D "
+     "--num_speculative_tokens=3 --speculative-draft-tensor-parallel-size 1",
+     "python -m vllm.entrypoints.openai.api_server --model M '--speculative-config={\"model\": "
+     "\"D\", \"num_speculative_tokens\": 3, \"draft_tensor_parallel_size\": 1}'"),
+    ("vllm serve M --num-speculative-tokens 5 --ngram-prompt-lookup-max 4 --port 8000",
+     "vllm serve M --speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 5, "
+     "\"prompt_lookup_max\": 4}' --port 8000"),
+]
+
+
+@pytest.mark.parametrize(("old", "new"), VLLM)
+def test_vllm_flags_become_one_speculative_config(old, new):
+    res = mig(old)
+    assert shlex.join(res.argv) == new
+    assert migrate_argv(res.argv).argv == res.argv  # round trip
+
+
+@pytest.mark.parametrize("model", ["my draft", "it's/D", 'quo"te'])
+def test_vllm_json_survives_the_shell(model):
+    res = migrate_argv(["vllm", "serve", "M", "--speculative-model", model,
+                        "--num-speculative-tokens", "2"])
+    words = shlex.split(shlex.join(res.argv))
+    assert json.loads(words[words.index("--speculative-config") + 1]) == {
+        "model": model, "num_speculative_tokens": 2}
+
+
+@pytest.mark.parametrize(("cmd", "dynamic", "why"), [
+    ("vllm serve M --speculative-model $DRAFT --num-speculative-tokens 5", (4,),
+     "a shell variable cannot be placed inside"),
+    ("vllm serve M --speculative-model D --speculative-config {}", (), "merge them by hand"),
+    ("vllm serve M --speculative-model D --speculative-disable-mqa-scorer", (),
+     "no --speculative-config equivalent"),
+    ("vllm serve M --num-speculative-tokens five", (), "not an integer"),
+])
+def test_vllm_refusals(cmd, dynamic, why):
+    res = mig(cmd, dynamic=dynamic)
+    assert any(why in u for u in res.unsafe), res.unsafe
+
+
+# ----------------------------------------------------------------------------------------------
+# lexer and token-preserving edits
+# ----------------------------------------------------------------------------------------------
+
+
+def test_shell_lexer_words_quotes_expansions_and_separators():
+    text = 'A=1 llama-server -m "$M" -p \'a b\' --x=${Y:-2} $(cmd "q") 2>&1 | tee l # c\nnext'
+    cmds = mg.lex_shell(text)
+    assert [[w.value for w in c if not w.redirect] for c in cmds] == [
+        ["A=1", "llama-server", "-m", "$M", "-p", "a b", "--x=${Y:-2}", '$(cmd "q")'],
+        ["tee", "l"], ["next"]]
+    words = cmds[0]
+    assert [w.dynamic for w in words[:6]] == [False, False, False, True, False, False]
+    assert words[5].quote == "'" and words[3].quote == '"'
+    for w in words:  # every character knows where it came from
+        for ch, p in zip(w.value, w.pos, strict=True):
+            assert text[p] == ch
+
+
+def test_continuations_and_comments():
+    text = "llama-server \\\n  -m x \\\n  --draft 4  # old\n# llama-server --draft 1\n"
+    cmds = mg.lex_shell(text)
+    assert [[w.value for w in c] for c in cmds] == [["llama-server", "-m", "x", "--draft", "4"]]
+
+
+def test_words_that_are_not_a_known_tool_are_left_alone_in_files():
+    text = "echo --draft-max 5\ncmake --build b -t llama-server\npip install vllm --draft 2\n"
+    assert migrate_text(text, "shell") == (text, [])
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("llama-server --draft_max=4", "llama-server --spec-draft-n-max=4"),
+    ('llama-server "--draft-max" 4', 'llama-server "--spec-draft-n-max" 4'),
+    ("llama-server --spec-type 'draft' -md d", "llama-server --spec-type 'draft-simple' -md d "
+                                               "--spec-draft-n-max 16 --spec-draft-p-min 0.75"),
+    ('llama-server -md "my d.gguf" --draft 2',
+     'llama-server -md "my d.gguf" --spec-type draft-simple --spec-draft-p-min 0.75 '
+     "--spec-draft-n-max 2"),
+    ("llama-server -m x -cd 512 > log 2>&1 &", "llama-server -m x > log 2>&1 &"),
+])
+def test_only_the_changed_characters_move(text, expected):
+    new, _ = migrate_text(text, "shell")
+    assert new == expected
+
+
+SCRIPT = """\
+#!/usr/bin/env bash
+set -euo pipefail
+# Old tutorial: llama-server --draft-max 16 (comment kept as is)
+MODEL="$HOME/models/t.gguf"
+
+\t./build/bin/llama-server \\
+\t    -m "$MODEL" \\
+\t    -md '/models/my draft.gguf' \\
+\t    --draft-max 8 \\
+\t    -cd 4096 \\
+\t    -c 4096 \\
+\t    --port 8080 >server.log 2>&1 &   # background
+
+llama-cli -m t.gguf --spec-type ngram-simple --spec-ngram-size-n=8 -p "say --draft-max"
+sh -c "llama-speculative -m t.gguf -md d.gguf --draft 4"
+vllm serve meta/Llama --speculative-model 'meta/Small 1B' \\
+  --num-speculative-tokens 5
+"""
+SCRIPT_MIGRATED = """\
+#!/usr/bin/env bash
+set -euo pipefail
+# Old tutorial: llama-server --draft-max 16 (comment kept as is)
+MODEL="$HOME/models/t.gguf"
+
+\t./build/bin/llama-server \\
+\t    -m "$MODEL" \\
+\t    -md '/models/my draft.gguf' --spec-type draft-simple --spec-draft-p-min 0.75 \\
+\t    --spec-draft-n-max 8 \\
+\t    -c 4096 \\
+\t    --port 8080 >server.log 2>&1 &   # background
+
+llama-cli -m t.gguf --spec-type ngram-simple --spec-ngram-simple-size-n=8 -p "say --draft-max"
+sh -c "llama-speculative -m t.gguf -md d.gguf --spec-draft-n-max 4"
+vllm serve meta/Llama --speculative-config '{"model": "meta/Small 1B", "num_speculative_tokens": 5}'
+"""
+
+
+def test_shell_script_with_several_invocations():
+    new, findings = migrate_text(SCRIPT, "shell")
+    assert new == SCRIPT_MIGRATED
+    assert [f.line for f in findings] == [6, 14, 15, 16]
+    assert migrate_text(new, "shell") == (new, [])
+
+
+def test_bytes_outside_the_changed_tokens_are_identical():
+    """Every edit lies inside (or right after) a word of a migrated command."""
+    _, findings = migrate_text(SCRIPT, "shell")
+    edits = sorted((e for f in findings for e in f.edits), key=lambda e: e.start)
+    words = [w for c in mg.lex_shell(SCRIPT) for w in c]
+    for e in edits:
+        inside = any(w.start <= e.start and e.end <= w.end for w in words)
+        after = any(e.start == e.end == w.end for w in words)
+        between = any(w.end == e.start for w in words) and e.text == ""
+        assert inside or after or between, e
+    # and everything between edits is the original text, byte for byte
+    out, last = [], 0
+    for e in edits:
+        out.append(SCRIPT[last:e.start])
+        last = e.end
+    kept = "".join(out) + SCRIPT[last:]
+    new = mg.apply_edits(SCRIPT, edits)
+    pos = 0
+    for piece in out + [SCRIPT[last:]]:
+        found = new.find(piece, pos)
+        assert found >= 0
+        pos = found + len(piece)
+    assert len(kept) < len(SCRIPT)
+
+
+def test_a_deletion_right_after_an_insertion_point():
+    new, _ = migrate_text("llama-server -m x -md d -cd 512 # old\n", "shell")
+    assert new == ("llama-server -m x -md d --spec-type draft-simple --spec-draft-n-max 16 "
+                   "--spec-draft-p-min 0.75 # old\n")
+
+
+def test_a_word_that_cannot_be_written_safely_is_reported():
+    with pytest.raises(mg.CannotQuote):
+        mg.ShellStyle("yaml-plain").quote("a: b")
+    assert mg.ShellStyle("yaml-plain").quote('{"model": "D"}') == """'{"model":"D"}'"""
+    assert mg.ShellStyle("sq").quote('{"a": 1}') == r'"{\"a\": 1}"'  # inside '...'
+    assert mg.ShellStyle("dq").quote('{"a": 1}') == r"""'{\"a\": 1}'"""  # inside "..."
+
+
+def test_crlf_line_endings_are_kept():
+    text = "llama-server -m t \\\r\n  --draft 4 \\\r\n  -c 10\r\n"
+    new, _ = migrate_text(text, "shell")
+    assert new == "llama-server -m t \\\r\n  --spec-draft-n-max 4 \\\r\n  -c 10\r\n"
+
+
+# ----------------------------------------------------------------------------------------------
+# Dockerfile, Makefile, YAML, Markdown
+# ----------------------------------------------------------------------------------------------
+
+DOCKERFILE = """\
+FROM ghcr.io/ggml-org/llama.cpp:server-cuda
+ENV LLAMA_ARG_DRAFT_MAX=8
+CMD ["-m", "/models/t.gguf", \\
+     "-md", "/models/d.gguf", "--draft-min", "2"]
+
+FROM python:3.11 AS api
+RUN pip install vllm && \\
+    llama-cli -m x --draft 3 -cd 100
+ENTRYPOINT ["python", "-m", "vllm.entrypoints.openai.api_server", "--speculative-model", "[ngram]", "--num-speculative-tokens", "5"]
+ENTRYPOINT ["/bin/sh", "-c", "llama-server -m /m --draft-max 4 -md /d"]
+"""  # noqa: E501
+DOCKERFILE_MIGRATED = """\
+FROM ghcr.io/ggml-org/llama.cpp:server-cuda
+ENV LLAMA_ARG_SPEC_DRAFT_N_MAX=8
+CMD ["-m", "/models/t.gguf", \\
+     "-md", "/models/d.gguf", "--spec-type", "draft-simple", "--spec-draft-p-min", "0.75", "--spec-draft-n-min", "2"]
+
+FROM python:3.11 AS api
+RUN pip install vllm && \\
+    llama-cli -m x --spec-draft-n-max 3
+ENTRYPOINT ["python", "-m", "vllm.entrypoints.openai.api_server", "--speculative-config", "{\\"method\\": \\"ngram\\", \\"num_speculative_tokens\\": 5}"]
+ENTRYPOINT ["/bin/sh", "-c", "llama-server -m /m --spec-draft-n-max 4 -md /d --spec-type draft-simple --spec-draft-p-min 0.75"]
+"""  # noqa: E501
+
+
+def test_dockerfile_shell_exec_and_implicit_entrypoint():
+    new, findings = migrate_text(DOCKERFILE, "dockerfile")
+    assert new == DOCKERFILE_MIGRATED
+    assert any("--spec-draft-n-max not added: LLAMA_ARG_DRAFT_MAX is set" in n
+               for f in findings for n in f.notes)
+    exec_form = new.splitlines()[8].removeprefix("ENTRYPOINT ")
+    assert json.loads(json.loads(exec_form)[4]) == {"method": "ngram", "num_speculative_tokens": 5}
+    assert migrate_text(new, "dockerfile") == (new, [])
+
+
+def test_dockerfile_cmd_after_an_entrypoint_tool():
+    text = 'FROM ubuntu\nENTRYPOINT ["/app/llama-server"]\nCMD ["-m", "x", "--draft", "2"]\n'
+    new, _ = migrate_text(text, "dockerfile")
+    assert new.splitlines()[2] == 'CMD ["-m", "x", "--spec-draft-n-max", "2"]'
+
+
+MAKEFILE = """\
+N ?= 8
+serve:
+\tllama-server -m $(MODEL) -md $(DRAFT) --draft-max $(N)
+
+vllm:
+\tvllm serve $(M) --speculative-model D --num-speculative-tokens 3
+"""
+
+
+def test_makefile_keeps_make_variables_and_doubles_dollars_it_adds():
+    new, findings = migrate_text(MAKEFILE, "make")
+    assert new.splitlines()[2] == ("\tllama-server -m $(MODEL) -md $(DRAFT) --spec-type "
+                                   "draft-simple --spec-draft-p-min 0.75 --spec-draft-n-max $(N)")
+    assert new.splitlines()[5] == ("\tvllm serve $(M) --speculative-config '{\"model\": \"D\", "
+                                   "\"num_speculative_tokens\": 3}'")
+    assert mg.ShellStyle(make=True).quote("$x y") == "'$$x y'"
+    assert len(findings) == 2
+
+
+COMPOSE = """\
+services:
+  llama:
+    image: ghcr.io/ggml-org/llama.cpp:server
+    command: -m /models/t.gguf -md /models/d.gguf --draft-max 16   # legacy
+    environment:
+      LLAMA_ARG_CTX_SIZE_DRAFT: 4096
+  llama2:
+    image: ghcr.io/ggml-org/llama.cpp:server
+    command:
+      - -m
+      - /models/t.gguf
+      - -md
+      - /models/d.gguf  # the draft
+      - --draft-min
+      - "1"
+  vllm:
+    image: vllm/vllm-openai:latest
+    command: ["--model", "M", "--speculative-model", "D", "--num-speculative-tokens", "5"]
+  vllm2:
+    image: vllm/vllm-openai:v0.6.3
+    command: >
+      --model M
+      --speculative-model D
+      --num-speculative-tokens 5
+  vllm3:
+    image: vllm/vllm-openai
+    command: vllm serve M --speculative-model D --num-speculative-tokens 5
+  custom:
+    image: ubuntu
+    entrypoint: ["sh", "-c", "llama-server -m /m/t.gguf --draft 3 -cd 1"]
+"""
+COMPOSE_MIGRATED = """\
+services:
+  llama:
+    image: ghcr.io/ggml-org/llama.cpp:server
+    command: -m /models/t.gguf -md /models/d.gguf --spec-type draft-simple --spec-draft-p-min 0.75 --spec-draft-n-max 16   # legacy
+    environment:
+      LLAMA_ARG_CTX_SIZE_DRAFT: 4096
+  llama2:
+    image: ghcr.io/ggml-org/llama.cpp:server
+    command:
+      - -m
+      - /models/t.gguf
+      - -md
+      - /models/d.gguf  # the draft
+      - --spec-type
+      - draft-simple
+      - --spec-draft-n-max
+      - "16"
+      - --spec-draft-p-min
+      - "0.75"
+      - --spec-draft-n-min
+      - "1"
+  vllm:
+    image: vllm/vllm-openai:latest
+    command: ["--model", "M", "--speculative-config", "{\\"model\\": \\"D\\", \\"num_speculative_tokens\\": 5}"]
+  vllm2:
+    image: vllm/vllm-openai:v0.6.3
+    command: >
+      --model M
+      --speculative-config '{"model": "D", "num_speculative_tokens": 5}'
+  vllm3:
+    image: vllm/vllm-openai
+    command: vllm serve M --speculative-config '{"model":"D","num_speculative_tokens":5}'
+  custom:
+    image: ubuntu
+    entrypoint: ["sh", "-c", "llama-server -m /m/t.gguf --spec-draft-n-max 3"]
+"""  # noqa: E501
+
+
+def test_compose_strings_lists_flow_and_block_scalars():
+    new, findings = migrate_text(COMPOSE, "yaml")
+    assert new == COMPOSE_MIGRATED
+    assert any("LLAMA_ARG_CTX_SIZE_DRAFT has no effect" in u for f in findings for u in f.unsafe)
+    assert migrate_text(new, "yaml")[0] == new
+
+
+def test_compose_result_is_still_valid_yaml_with_the_same_meaning():
+    yaml = pytest.importorskip("yaml")
+    services = yaml.safe_load(migrate_text(COMPOSE, "yaml")[0])["services"]
+    assert services["llama2"]["command"][4:8] == ["--spec-type", "draft-simple",
+                                                  "--spec-draft-n-max", "16"]
+    assert json.loads(services["vllm"]["command"][3])["model"] == "D"
+    assert json.loads(shlex.split(services["vllm3"]["command"])[4]) == {
+        "model": "D", "num_speculative_tokens": 5}
+    assert json.loads(shlex.split(services["vllm2"]["command"])[3])["num_speculative_tokens"] == 5
+
+
+def test_compose_command_under_an_entrypoint_tool():
+    text = ("services:\n  s:\n    image: mine\n    entrypoint: [\"/app/llama-server\"]\n"
+            "    command: [\"-m\", \"x\", \"--draft\", \"3\"]\n")
+    new, _ = migrate_text(text, "yaml")
+    assert new.splitlines()[4] == '    command: ["-m", "x", "--spec-draft-n-max", "3"]'
+
+
+def test_yaml_quoted_scalars_and_k8s_args():
+    text = """\
+a:
+  command: "llama-server -md 'my d' --draft 2 -c 1"
+b:
+  command: 'vllm serve M --speculative-model "x y" --num-speculative-tokens 2'
+spec:
+  containers:
+    - name: llama
+      image: ghcr.io/ggml-org/llama.cpp:server
+      args: ["-m", "t", "--draft-max", "4"]
+    - name: other
+      command: ["/usr/bin/llama-cli"]
+      args:
+        - --draft-min
+        - '2'
+jobs:
+  test:
+    steps:
+      - run: |
+          llama-server -m x --draft 4 &
+          sleep 1
+"""
+    yaml = pytest.importorskip("yaml")
+    new, _ = migrate_text(text, "yaml")
+    doc = yaml.safe_load(new)
+    assert shlex.split(doc["a"]["command"]) == [
+        "llama-server", "-md", "my d", "--spec-type", "draft-simple", "--spec-draft-p-min",
+        "0.75", "--spec-draft-n-max", "2", "-c", "1"]
+    b = shlex.split(doc["b"]["command"])
+    assert json.loads(b[4]) == {"model": "x y", "num_speculative_tokens": 2}
+    containers = doc["spec"]["containers"]
+    assert containers[0]["args"] == ["-m", "t", "--spec-draft-n-max", "4"]
+    assert containers[1]["args"] == ["--spec-draft-n-min", "2"]
+    assert doc["jobs"]["test"]["steps"][0]["run"].splitlines()[0] == (
+        "llama-server -m x --spec-draft-n-max 4 &")
+
+
+MARKDOWN = """\
+# Speculative decoding
+
+Inline `llama-server --draft-max 5` is prose and stays.
+
+```bash
+llama-server -m t.gguf -md d.gguf --draft-max 5 --draft-min 1
+```
+
+```python
+subprocess.run(["llama-server", "--draft-max", "5"])
+```
+
+```yaml
+command: ["llama-server", "-cd", "2048", "-c", "2048", "-m", "x"]
+```
+
+~~~dockerfile
+CMD llama-lookup -m x --draft 4
+~~~
+
+```
+$ vllm serve M --speculative-model D --num-speculative-tokens 5
+```
+"""
+
+
+def test_markdown_code_blocks_only():
+    new, findings = migrate_text(MARKDOWN, "markdown")
+    lines = new.splitlines()
+    assert lines[2] == "Inline `llama-server --draft-max 5` is prose and stays."
+    assert lines[5] == ("llama-server -m t.gguf -md d.gguf --spec-type draft-simple "
+                        "--spec-draft-p-min 0.75 --spec-draft-n-max 5 --spec-draft-n-min 1")
+    assert lines[9] == 'subprocess.run(["llama-server", "--draft-max", "5"])'
+    assert lines[13] == 'command: ["llama-server", "-c", "2048", "-m", "x"]'
+    assert lines[17] == "CMD llama-lookup -m x --spec-draft-n-max 4"
+    assert lines[21] == ("$ vllm serve M --speculative-config '{\"model\": \"D\", "
+                         "\"num_speculative_tokens\": 5}'")
+    assert [f.line for f in findings] == [6, 14, 18, 22]
+
+
+def test_reference_tutorial_commands():
+    """The commands in speculative-decoding.md's last section, as they are written there."""
+    text = """\
+```sh
+llama-server -m target.gguf -md draft.gguf --spec-draft-n-max 4 -ngl all -c 8192 -fa on
+llama-server -m t.gguf -md d.gguf --draft-max 5 --draft-min 1
+vllm serve M --speculative-config '{"model": "...", "num_speculative_tokens": 5}'
+vllm serve M --speculative-model M2 --num-speculative-tokens 5
+```
+"""
+    new, findings = migrate_text(text, "markdown")
+    assert new.splitlines()[1:5] == [
+        "llama-server -m target.gguf -md draft.gguf --spec-type draft-simple "
+        "--spec-draft-n-max 4 -ngl all -c 8192 -fa on",
+        "llama-server -m t.gguf -md d.gguf --spec-type draft-simple --spec-draft-p-min 0.75 "
+        "--spec-draft-n-max 5 --spec-draft-n-min 1",
+        "vllm serve M --speculative-config '{\"model\": \"...\", \"num_speculative_tokens\": 5}'",
+        "vllm serve M --speculative-config '{\"model\": \"M2\", \"num_speculative_tokens\": 5}'",
+    ]
+    assert [f.line for f in findings] == [2, 3, 5]
+    reference = Path("/work/shared/reference/speculative-decoding.md")
+    if reference.exists():  # the live document: every command it quotes migrates cleanly
+        again, found = migrate_text(reference.read_text(), "markdown")
+        assert all(not f.unsafe for f in found)
+
+
+def test_specgguf_migrate_examples_in_docs_are_not_rewritten():
+    text = "```sh\nspecgguf migrate -- llama-server --draft-max 5\n```\n"
+    assert migrate_text(text, "markdown") == (text, [])
+
+
+# ----------------------------------------------------------------------------------------------
+# run_migrate: --check, --write, --diff, reports
+# ----------------------------------------------------------------------------------------------
+
+
+def run(paths, **kw) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = run_migrate([str(p) for p in paths], stdout=out, stderr=err, **kw)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    (tmp_path / "start.sh").write_text(SCRIPT)
+    (tmp_path / "Dockerfile").write_text(DOCKERFILE)
+    (tmp_path / "Makefile").write_text(MAKEFILE)
+    (tmp_path / "compose.yml").write_text(COMPOSE)
+    (tmp_path / "README.md").write_text(MARKDOWN)
+    (tmp_path / "clean.sh").write_text("llama-server -m x --spec-draft-n-max 4\n")
+    return tmp_path
+
+
+def test_report_format_is_path_line_old_new(tree):
+    code, out, err = run([tree / "start.sh"])
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    path = tree / "start.sh"
+    assert lines[0].startswith(f"{path}:6: ./build/bin/llama-server -m \"$MODEL\" -md ")
+    assert " -> ./build/bin/llama-server -m \"$MODEL\" -md '/models/my draft.gguf' " \
+           "--spec-type draft-simple --spec-draft-p-min 0.75 --spec-draft-n-max 8 -c 4096 " \
+           "--port 8080" in lines[0]
+    assert f"{path}:6: note: added --spec-draft-p-min 0.75: the old --draft-p-min default " \
+           "was 0.75, the new default is 0.00" in lines
+    assert (tree / "start.sh").read_text() == SCRIPT  # reporting changes nothing
+
+
+def test_check_exit_codes(tree):
+    assert run([tree / "clean.sh"], check=True)[0] == 0
+    assert run([tree / "start.sh"], check=True)[0] == 1
+    assert run([tree / "clean.sh", tree / "Makefile"], check=True)[0] == 1
+    code, _, err = run([tree / "missing.sh"], check=True)
+    assert code == 1 and "missing.sh: no such file" in err
+    # unsafe items need a person even without --check
+    assert run([tree / "compose.yml"])[0] == 1
+
+
+def test_write_rewrites_atomically_and_keeps_mode(tree, monkeypatch):
+    script = tree / "start.sh"
+    script.chmod(0o751)
+    replaced = []
+    real_replace = os.replace
+
+    def spy(src, dst):
+        replaced.append((src, dst))
+        assert Path(src).parent == Path(dst).parent  # same directory: same filesystem
+        assert Path(dst).read_text() == SCRIPT  # the old file is whole until the swap
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", spy)
+    code, out, _ = run([script], write=True)
+    assert code == 0 and f"{script}: rewritten" in out
+    assert script.read_text() == SCRIPT_MIGRATED
+    assert stat.S_IMODE(script.stat().st_mode) == 0o751
+    assert len(replaced) == 1
+    assert sorted(p.name for p in tree.iterdir()) == sorted(
+        ["start.sh", "Dockerfile", "Makefile", "compose.yml", "README.md", "clean.sh"])
+    assert run([script], check=True)[0] == 0  # nothing left
+
+
+def test_write_failure_leaves_the_file_and_no_temporary(tree, monkeypatch):
+    def broken(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", broken)
+    with pytest.raises(OSError):
+        run([tree / "start.sh"], write=True)
+    assert (tree / "start.sh").read_text() == SCRIPT
+    assert not [p for p in tree.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_write_through_a_symlink_keeps_the_link(tree):
+    link = tree / "link.sh"
+    link.symlink_to(tree / "start.sh")
+    run([link], write=True)
+    assert link.is_symlink()
+    assert (tree / "start.sh").read_text() == SCRIPT_MIGRATED
+
+
+def test_write_every_kind_then_check_is_clean_except_what_needs_a_person(tree):
+    run([tree], write=True)
+    assert (tree / "Dockerfile").read_text() == DOCKERFILE_MIGRATED
+    assert (tree / "compose.yml").read_text() == COMPOSE_MIGRATED
+    code, out, _ = run([tree], check=True)
+    assert code == 1
+    assert all(":6: cannot migrate safely: LLAMA_ARG_CTX_SIZE_DRAFT" in line
+               for line in out.splitlines())
+
+
+def test_diff_is_a_unified_diff(tree):
+    code, out, _ = run([tree / "start.sh"], diff=True)
+    assert code == 0
+    assert out.startswith(f"--- {tree / 'start.sh'}\n+++ {tree / 'start.sh'}\n@@ ")
+    assert "-\t    --draft-max 8 \\\n" in out and "+\t    --spec-draft-n-max 8 \\\n" in out
+    assert "\n# " in out  # the reasons follow, as comments
+    assert (tree / "start.sh").read_text() == SCRIPT
+
+
+def test_binary_and_non_utf8_files_are_skipped(tmp_path):
+    (tmp_path / "bin.sh").write_bytes(b"llama-server --draft 4\0\x01")
+    (tmp_path / "latin.sh").write_bytes(b"llama-server --draft 4 # caf\xe9\n")
+    code, out, err = run([tmp_path / "bin.sh", tmp_path / "latin.sh"], check=True)
+    assert (code, out) == (0, "")
+    assert "not UTF-8" in err
+
+
+def test_file_kinds():
+    assert mg.file_kind("x/Dockerfile") == mg.file_kind("Dockerfile.gpu") == "dockerfile"
+    assert mg.file_kind("Makefile") == mg.file_kind("rules.mk") == "make"
+    assert mg.file_kind("docker-compose.yaml") == "yaml"
+    assert mg.file_kind("README.md") == "markdown"
+    assert mg.file_kind("run.sh") == mg.file_kind("run", "#!/bin/bash\n") == "shell"
+    assert mg.file_kind("notes.txt") is None
+
+
+# ----------------------------------------------------------------------------------------------
+# the Typer command
+# ----------------------------------------------------------------------------------------------
+
+
+def _app() -> typer.Typer:
+    spec = importlib.util.spec_from_file_location("specgguf_cli_migrate_cmd",
+                                                  ROOT / "cli" / "migrate_cmd.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    app = typer.Typer()
+    app.command("migrate", context_settings={"allow_extra_args": True,
+                                             "ignore_unknown_options": True})(module.migrate)
+
+    @app.command("other")
+    def other() -> None:  # a second command keeps `migrate` a subcommand
+        pass
+
+    return app
+
+
+def test_cli_migrates_a_command_after_double_dash():
+    result = CliRunner().invoke(_app(), ["migrate", "--", "llama-server", "-m", "t.gguf", "-md",
+                                         "d.gguf", "--draft-max", "5", "--draft-min", "1"])
+    assert result.exit_code == 0
+    lines = result.output.splitlines()
+    assert lines[0] == ("llama-server -m t.gguf -md d.gguf --spec-type draft-simple "
+                        "--spec-draft-p-min 0.75 --spec-draft-n-max 5 --spec-draft-n-min 1")
+    assert all(line.startswith("# ") for line in lines[1:]) and len(lines) == 5
+
+
+def test_cli_check_with_a_command_and_with_files(tree):
+    app, runner = _app(), CliRunner()
+    assert runner.invoke(app, ["migrate", "--check", "--", "llama-server", "--draft",
+                               "3"]).exit_code == 1
+    assert runner.invoke(app, ["migrate", "--check", "--", "llama-server", "-m",
+                               "x"]).exit_code == 0
+    result = runner.invoke(app, ["migrate", "--check", str(tree / "start.sh")])
+    assert result.exit_code == 1 and f"{tree / 'start.sh'}:6: " in result.output
+    assert runner.invoke(app, ["migrate", "--check", str(tree / "clean.sh")]).exit_code == 0
+    result = runner.invoke(app, ["migrate", "--write", str(tree / "start.sh")])
+    assert result.exit_code == 0 and (tree / "start.sh").read_text() == SCRIPT_MIGRATED
+
+
+def test_cli_usage_errors():
+    app, runner = _app(), CliRunner()
+    assert runner.invoke(app, ["migrate"]).exit_code == 1
+    result = runner.invoke(app, ["migrate", "--write", "--", "llama-server", "--draft", "3"])
+    assert result.exit_code == 1
+
+
+def test_cli_unsafe_command_exits_1_and_says_why():
+    result = CliRunner().invoke(_app(), ["migrate", "--", "llama-server", "--spec-ngram-size-n",
+                                         "4"])
+    assert result.exit_code == 1
+    assert "# cannot migrate safely: --spec-ngram-size-n 4: no ngram type" in result.output
+
+
+def test_pre_commit_hook_manifest():
+    text = (ROOT / ".pre-commit-hooks.yaml").read_text()
+    assert "- id: specgguf-migrate" in text
+    assert "entry: specgguf migrate --check" in text
+    assert "language: python" in text
+    assert "types_or: [shell, dockerfile, makefile, yaml, markdown]" in text
+    yaml = pytest.importorskip("yaml")
+    (hook,) = yaml.safe_load(text)
+    assert hook["id"] == "specgguf-migrate"
