@@ -45,6 +45,9 @@ class DraftModelDrafter(Drafter):
         self.n_min = n_min
         self.probabilistic = probabilistic and not sampler.greedy
         self.rng = rng or np.random.default_rng()
+        # Optional cost model (specgguf.adaptive): asked before each further draft token
+        # whether a token at this confidence is still worth its cost (--spec-draft-n-max auto).
+        self.policy = None
         self.history: list[int] = []
         # Tokens whose KV the draft context holds, position by position: always a prefix of
         # history, possibly followed by drafted tokens that verification has not judged yet.
@@ -86,18 +89,23 @@ class DraftModelDrafter(Drafter):
         probs: list[SparseDist] = []
         while True:
             row = logits[0]
+            q: SparseDist | None = None
             if self.probabilistic:
                 q = distribution(row, self.sampler)
-                if q.top()[1] < self.p_min:
-                    break
+                confidence = q.top()[1]
+            elif self.p_min > 0.0 or self.policy is not None:
+                tok, confidence = top_k_confidence(row)
+            else:  # no threshold to test: a plain argmax, 20x cheaper than a partition
+                tok, confidence = int(np.argmax(row)), 1.0
+            if confidence < self.p_min:
+                break  # llama.cpp: a low-confidence token is not added
+            if self.policy is not None and not self.policy.continue_drafting(
+                self.name, len(tokens), confidence
+            ):
+                break
+            if q is not None:
                 tok = q.sample(self.rng)
                 probs.append(q)
-            elif self.p_min > 0.0:
-                tok, confidence = top_k_confidence(row)
-                if confidence < self.p_min:
-                    break
-            else:  # no confidence threshold: a plain argmax, 20x cheaper than a partition
-                tok = int(np.argmax(row))
             tokens.append(tok)
             if len(tokens) >= n_max:
                 break
