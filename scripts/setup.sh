@@ -36,7 +36,7 @@ if [ -z "$wheel" ]; then
   wheel=$(ls "$WHEELS"/llama_cpp_python-"$LLAMA_CPP_PYTHON_VERSION"-*.whl | head -n1)
 fi
 
-installed=$("$PY" -m pip show llama-cpp-python 2>/dev/null | awk '/^Version:/{print $2}')
+installed=$("$PY" -m pip show llama-cpp-python 2>/dev/null | awk '/^Version:/{print $2}' || true)
 marker="$VENV/.specgguf-llama-wheel"
 if [ "$installed" != "$LLAMA_CPP_PYTHON_VERSION" ] || [ "$(cat "$marker" 2>/dev/null)" != "$wheel" ]; then
   "$PY" -m pip install -q --no-deps --force-reinstall "$wheel" >&2

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Set up (scripts/setup.sh), pull the real model pair for the tests marked `real`, then run
+# ruff and the whole test suite. Extra arguments go to pytest, e.g. `-m "not real"`.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VENV=${SPECGGUF_VENV:-$ROOT/.venv}
+bash "$ROOT/scripts/setup.sh"
+if [ "${SPECGGUF_SKIP_PULL:-0}" != 1 ]; then
+  "$VENV/bin/specgguf" pull -q   # verified by SHA-256; a no-op when already present
+fi
+"$VENV/bin/ruff" check "$ROOT"
+cd "$ROOT"
+exec "$VENV/bin/python" -m pytest -q -ra "$@"
