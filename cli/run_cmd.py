@@ -1,12 +1,79 @@
-"""`specgguf run`: generate from one prompt, streaming text to stdout and statistics to stderr."""
+"""`specgguf run`: generate from one prompt, streaming text to stdout and statistics to stderr.
+
+Three ways in, one loaded Session:
+
+* one prompt (-p, -f or stdin): text on stdout (or one --json object), llama.cpp's report on
+  stderr. With --chat (default with the pulled instruct pair) it is sent as one user message
+  through the target's chat template.
+* --jsonl: JSON Lines from -f or stdin, one JSON object out per line, in order (specgguf.batch).
+* -cnv/--conversation: an interactive chat, one user turn per stdin line (a line ending in "\\"
+  continues on the next). Each turn re-renders the whole conversation and re-evaluates it from
+  position 0 (the decoder's prefill does not reuse the KV prefix), so a turn costs a prompt
+  pass over everything said so far; fine for the short contexts this tool is about.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
+import typer
 from specgguf_cli import options as o
+
+Color = typer.Option(
+    "auto",
+    "-co",
+    "--color",
+    "--colour",
+    help="Colour tokens that came from accepted drafts: auto (when stdout is a terminal and "
+    "NO_COLOR is unset), always, never.",
+)
+Jsonl = typer.Option(
+    False,
+    "--jsonl",
+    help='Batch mode: read JSON Lines ({"prompt": ...} or {"messages": [...]}, optional '
+    "n_predict, temperature, top_k, top_p, min_p, seed, id) from -f or stdin; write one JSON "
+    "object per line, in order. Exit 8 when any line failed.",
+)
+Chat = typer.Option(
+    None,
+    "--chat/--no-chat",
+    help="Send the prompt as one user message through the target's chat template. "
+    'Default: on with the pulled default (instruct) pair, off with -m; --jsonl "prompt" '
+    'lines are plain text unless --chat is given ("messages" lines always use the template).',
+)
+Conversation = typer.Option(
+    False,
+    "-cnv",
+    "--conversation",
+    help="Interactive chat: read user turns from stdin (one per line; end a line with \\ to "
+    "continue it), keep the conversation across turns. -p/-f give the first turn.",
+)
+SystemPrompt = typer.Option(
+    None, "-sys", "--system-prompt", help="System message for --chat, -cnv and --jsonl prompts."
+)
+ChatTemplateFile = typer.Option(
+    None,
+    "--chat-template-file",
+    help="Jinja chat template to use instead of the target GGUF's tokenizer.chat_template.",
+)
+Trace = typer.Option(
+    None,
+    "--trace",
+    help="Write one JSON object per speculative round to this file (drafter, proposed tokens, "
+    "accepted count, emitted tokens, the target's probability of each proposal, timings).",
+)
+
+COLOR_CHOICES = {
+    "auto": "auto",
+    "always": "always",
+    "never": "never",
+    "on": "always",
+    "off": "never",
+}
 
 
 @o.with_ngram_options
@@ -37,6 +104,13 @@ def run(
     min_p: float = o.MinP,
     ignore_eos: bool = o.IgnoreEos,
     json_out: bool = o.Json,
+    jsonl: bool = Jsonl,
+    chat: bool | None = Chat,
+    conversation: bool = Conversation,
+    system_prompt: str | None = SystemPrompt,
+    chat_template_file: Path | None = ChatTemplateFile,
+    color: str = Color,
+    trace: Path | None = Trace,
     verbose: bool = o.Verbose,
     quiet: bool = o.Quiet,
     ngram=None,
@@ -46,7 +120,7 @@ def run(
     With no -m, uses the pulled default pair (Qwen2.5-Coder 1.5B target, 0.5B draft) and
     draft-simple. A draft model given with -md and no --spec-type selects draft-simple.
     """
-    from specgguf.errors import ExitCode
+    from specgguf.errors import UsageError
     from specgguf.sampling import SamplerParams
     from specgguf.spec_types import parse_spec_types
 
@@ -67,17 +141,120 @@ def run(
         batch=batch_size,
     )
     n_max = o.parse_n_max(spec_draft_n_max)
+    color_mode = COLOR_CHOICES.get(color.strip().lower())
+    if color_mode is None:
+        raise UsageError(f"invalid value for -co/--color: {color!r} (auto, always or never)")
+    if jsonl and conversation:
+        raise UsageError("--jsonl and -cnv/--conversation cannot be combined")
+    if jsonl and prompt is not None:
+        raise UsageError("--jsonl reads its lines from -f FILE or stdin, not -p")
+    if conversation and json_out:
+        raise UsageError("--json cannot be combined with -cnv/--conversation")
+    if chat is False and (conversation or system_prompt is not None):
+        what = "-cnv/--conversation" if conversation else "-sys/--system-prompt"
+        raise UsageError(f"{what} needs the chat template: drop --no-chat")
+    default_pair = model is None
+    if jsonl:  # each line says what it is: "messages" is chat, "prompt" is text unless --chat
+        use_chat = chat if chat is not None else system_prompt is not None
+    else:
+        use_chat = chat if chat is not None else (default_pair or system_prompt is not None)
+        use_chat = use_chat or conversation
+
     if model is None:
         from specgguf.models import require_default_pair
 
         model, default_draft = require_default_pair()
         model_draft = model_draft or default_draft
     types = parse_spec_types(spec_type, have_draft_model=model_draft is not None)
-    text = o.read_prompt(prompt, file)
 
-    from specgguf.session import LoadOptions, Session, SpecOptions, resolve_seed
+    # Input, template file and trace file: all opened before any weight is read.
+    lines = text = None
+    if jsonl:
+        lines = _jsonl_source(file)
+    elif not conversation or prompt is not None or file is not None:
+        text = o.read_prompt(prompt, file)
+    template_src = None
+    if chat_template_file is not None:
+        from specgguf.chat import read_template_file
 
-    session = Session(
+        template_src = read_template_file(chat_template_file)
+    tracer = None
+    if trace is not None:
+        from specgguf.trace import TraceWriter
+
+        tracer = TraceWriter.open(trace)
+
+    try:
+        with _loading(model, model_draft if "draft-simple" in types else None, quiet, verbose):
+            session = _open_session(
+                model,
+                model_draft,
+                types,
+                n_max=n_max,
+                n_min=spec_draft_n_min,
+                p_min=spec_draft_p_min,
+                draft_sampling=spec_draft_sampling,
+                n_gpu_layers=n_gpu_layers,
+                n_gpu_layers_draft=n_gpu_layers_draft,
+                ctx_size=ctx_size,
+                batch_size=batch_size,
+                flash_attn=flash_attn,
+                threads=threads,
+                threads_draft=threads_draft,
+                no_repack=no_repack,
+                verbose=verbose,
+                ngram=ngram,
+            )
+        try:
+            if tracer is not None:
+                tracer.piece = session.target_model.piece
+            ctx = _Run(
+                session=session,
+                sampler=SamplerParams(temp=temp, top_k=top_k, top_p=top_p, min_p=min_p),
+                n_predict=n_predict,
+                seed=seed,
+                ignore_eos=ignore_eos,
+                tracer=tracer,
+                quiet=quiet,
+                system_prompt=system_prompt,
+                template_src=template_src,
+                template_file=chat_template_file,
+                meta={
+                    "model": str(model),
+                    "draft_model": str(model_draft) if "draft-simple" in types else None,
+                    "spec_type": types or ["none"],
+                },
+            )
+            if jsonl:
+                assert lines is not None
+                return _run_batch(ctx, lines, use_chat=use_chat)
+            colored = _color_enabled(color_mode, json_out)
+            if colored and not quiet:
+                from specgguf.output import LEGEND
+
+                print(LEGEND, file=sys.stderr)
+            if conversation:
+                return _run_conversation(ctx, text, color=colored)
+            assert text is not None
+            return _run_single(ctx, text, use_chat=use_chat, json_out=json_out, color=colored)
+        finally:
+            session.close()
+    finally:
+        if lines is not None:
+            lines.close()
+        if tracer is not None:
+            tracer.close()
+
+
+# -- setup ------------------------------------------------------------------------------------
+
+
+def _open_session(model, model_draft, types, *, n_max, n_min, p_min, draft_sampling, ngram,
+                  n_gpu_layers, n_gpu_layers_draft, ctx_size, batch_size, flash_attn, threads,
+                  threads_draft, no_repack, verbose):  # fmt: skip
+    from specgguf.session import LoadOptions, Session, SpecOptions
+
+    return Session(
         LoadOptions(
             model=model,
             model_draft=model_draft,
@@ -94,41 +271,308 @@ def run(
         SpecOptions(
             types=types,
             n_max=n_max if n_max is not None else 3,
-            n_min=spec_draft_n_min,
-            p_min=spec_draft_p_min,
-            draft_sampling=spec_draft_sampling,
+            n_min=n_min,
+            p_min=p_min,
+            draft_sampling=draft_sampling,
+            ngram=ngram,
         ),
     )
+
+
+def _loading(model: Path, model_draft: Path | None, quiet: bool, verbose: bool):
+    """A spinner on stderr while the weights load; nothing when stderr is not a terminal, with
+    -q, or with -v (llama.cpp's own log is then on stderr)."""
+    if quiet or verbose:
+        return nullcontext()
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        return nullcontext()
+    what = Path(model).name + (f" + draft {Path(model_draft).name}" if model_draft else "")
+    return console.status(f"loading {what}", spinner="dots")
+
+
+def _color_enabled(mode: str, json_out: bool) -> bool:
+    if json_out or mode == "never":
+        return False
+    if mode == "always":
+        return True
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
     try:
-        tokens = session.tokenize(text)
-        used_seed = resolve_seed(seed)
-        sampler = SamplerParams(temp=temp, top_k=top_k, top_p=top_p, min_p=min_p)
-        decoder = session.decoder(sampler, n_predict, used_seed, ignore_eos=ignore_eos)
-        result = stream_generation(session, decoder, tokens, json_out=json_out)
-        stats = decoder.stats
-        if not json_out and result.text and not result.text.endswith("\n"):
-            sys.stdout.write("\n")  # the text ends before the report starts on a terminal
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _jsonl_source(file: Path | None):
+    """The byte lines of -f FILE, else of stdin (not a terminal). Opened before any load."""
+    from specgguf.errors import PromptError, UsageError
+
+    if file is not None:
+        try:
+            return open(file, "rb")  # noqa: SIM115 - closed by run()
+        except FileNotFoundError:
+            raise UsageError(f"-f {file}: no such file") from None
+        except IsADirectoryError:
+            raise UsageError(f"-f {file}: is a directory") from None
+        except OSError as e:
+            raise UsageError(f"-f {file}: {e.strerror}") from None
+    if sys.stdin is None or sys.stdin.isatty():
+        raise PromptError("no input: --jsonl reads JSON Lines from -f FILE or stdin")
+    stdin = getattr(sys.stdin, "buffer", sys.stdin)
+
+    class _Borrowed:  # iterate stdin without closing it
+        def __iter__(self):
+            return iter(stdin)
+
+        def close(self):
+            pass
+
+    return _Borrowed()
+
+
+class _Run:
+    """What every generation of one `run` shares: the session, the command line's sampler,
+    -n and seed, the trace file and the chat template (compiled on first use)."""
+
+    def __init__(self, *, session, sampler, n_predict, seed, ignore_eos, tracer, quiet,
+                 system_prompt, template_src, template_file, meta):  # fmt: skip
+        from specgguf.session import resolve_seed
+
+        self.session = session
+        self.sampler = sampler
+        self.n_predict = n_predict
+        self.seed = resolve_seed(seed)  # one seed per run; a --jsonl line may give its own
+        self.ignore_eos = ignore_eos
+        self.tracer = tracer
+        self.quiet = quiet
+        self.system_prompt = system_prompt
+        self.template_src = template_src
+        self.template_file = template_file
+        self.meta = meta
+        self._template = None
+
+    def decoder(self, sampler, n_predict: int, seed: int):
+        """The one place a decoder is built (a budget policy, when there is one, goes here)."""
+        return self.session.decoder(
+            sampler,
+            n_predict,
+            seed,
+            ignore_eos=self.ignore_eos,
+            trace_probs=self.tracer is not None,
+        )
+
+    def template(self):
+        if self._template is None:
+            from specgguf.chat import ChatTemplate, template_for
+
+            info = self.session.info.target
+            vocab = info.vocab
+
+            def tok(i):
+                return vocab.tokens[i] if i is not None and 0 <= i < len(vocab.tokens) else ""
+
+            kw = dict(bos_token=tok(vocab.bos_id), eos_token=tok(vocab.eos_id))
+            if self.template_src is not None:
+                self._template = ChatTemplate.compile(
+                    self.template_src,
+                    f"--chat-template-file {self.template_file}",
+                    strip_bos=vocab.add_bos,
+                    **kw,
+                )
+            else:
+                self._template, warning = template_for(
+                    info.chat_template, add_bos=vocab.add_bos, **kw
+                )
+                if warning and not self.quiet:
+                    print(f"warning: {warning}", file=sys.stderr)
+        return self._template
+
+    def chat_prompt(self, messages: list[dict]) -> str:
+        if self.system_prompt and not any(m.get("role") == "system" for m in messages):
+            messages = [{"role": "system", "content": self.system_prompt}, *messages]
+        return self.template().render(messages, add_generation_prompt=True)
+
+    def result_fields(self, result, stats, seed: int) -> dict:
+        """The --json object (a --jsonl line adds id and line)."""
+        return {
+            "text": result.text,
+            "stop_reason": result.stop_reason,
+            "tokens_predicted": stats.predicted_n,
+            "tokens_evaluated": stats.prompt_n,
+            **self.meta,
+            "seed": seed,
+            "timings": stats.timings(),
+        }
+
+
+# -- the three modes --------------------------------------------------------------------------
+
+
+def _run_single(run: _Run, text: str, *, use_chat: bool, json_out: bool, color: bool) -> int:
+    from specgguf.errors import ExitCode
+
+    if use_chat:
+        text = run.chat_prompt([{"role": "user", "content": text}])
+    tokens = run.session.tokenize(text)
+    decoder = run.decoder(run.sampler, run.n_predict, run.seed)
+    if run.tracer is not None:
+        run.tracer.begin()
+    result = stream_generation(
+        run.session, decoder, tokens, json_out=json_out, color=color, trace=run.tracer
+    )
+    stats = decoder.stats
+    if not json_out and result.text and not result.text.endswith("\n"):
+        sys.stdout.write("\n")  # the text ends before the report starts on a terminal
+        sys.stdout.flush()
+    if not run.quiet:
+        for line in stats.report_lines():
+            print(line, file=sys.stderr)
+    if json_out:
+        obj = run.result_fields(result, stats, run.seed)
+        sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+        sys.stdout.flush()
+    return int(ExitCode.INTERRUPTED) if result.stop_reason == "interrupted" else 0
+
+
+def _run_batch(run: _Run, lines, *, use_chat: bool) -> int:
+    """--jsonl: `messages` lines always go through the chat template; `prompt` lines are plain
+    text completion (llama-server's /completion), wrapped as one user message only with an
+    explicit --chat or -sys (the default pair's implicit --chat is for -p). Per-line settings
+    override the command line's."""
+    from dataclasses import replace
+
+    from specgguf.batch import BatchCounts, run_batch
+    from specgguf.session import resolve_seed
+    from specgguf.stats import RunStats
+
+    total = RunStats(n_max=run.session.spec.n_max)
+    counts = BatchCounts()
+
+    def answer(item) -> dict:
+        if item.messages is not None:
+            text = run.chat_prompt(item.messages)
+        elif use_chat:
+            text = run.chat_prompt([{"role": "user", "content": item.prompt}])
+        else:
+            text = item.prompt
+        tokens = run.session.tokenize(text)
+        ov = item.overrides()
+        sampler = replace(
+            run.sampler,
+            **{
+                k: v
+                for k, v in (
+                    ("temp", ov.get("temperature")),
+                    ("top_k", ov.get("top_k")),
+                    ("top_p", ov.get("top_p")),
+                    ("min_p", ov.get("min_p")),
+                )
+                if v is not None
+            },
+        )
+        seed = resolve_seed(item.seed) if item.seed is not None else run.seed
+        decoder = run.decoder(sampler, ov.get("n_predict", run.n_predict), seed)
+        if run.tracer is not None:
+            run.tracer.begin(request=counts.lines - 1, line=item.line, id=item.id)
+        result = stream_generation(run.session, decoder, tokens, json_out=True, trace=run.tracer)
+        s = decoder.stats
+        total.prompt_n += s.prompt_n
+        total.predicted_n += s.predicted_n
+        total.predicted_ms += s.predicted_ms
+        total.n_drafted += s.n_drafted
+        total.n_accept += s.n_accept
+        return run.result_fields(result, s, seed)
+
+    code = run_batch(lines, answer, sys.stdout, counts=counts)
+    if not run.quiet:
+        print(
+            f"batch: {counts.lines} lines, {counts.answered} answered, {counts.failed} failed"
+            + (" (interrupted)" if counts.interrupted else ""),
+            file=sys.stderr,
+        )
+        print(
+            f"decoded {total.predicted_n:4d} tokens in {total.predicted_ms / 1e3:8.3f} seconds, "
+            f"speed: {total.predicted_per_second:8.3f} t/s; n_drafted = {total.n_drafted}, "
+            f"n_accept = {total.n_accept}, accept = {100 * total.accept_rate:.3f}%",
+            file=sys.stderr,
+        )
+    return code
+
+
+def _read_turn(interactive: bool) -> str | None:
+    """One user turn from stdin: a line, continued while it ends in a backslash. None at EOF."""
+    parts: list[str] = []
+    while True:
+        if interactive:
+            sys.stdout.write("\n> " if not parts else "  ")
             sys.stdout.flush()
-        if not quiet:
-            for line in stats.report_lines():
-                print(line, file=sys.stderr)
-        if json_out:
-            obj = {
-                "text": result.text,
-                "stop_reason": result.stop_reason,
-                "tokens_predicted": stats.predicted_n,
-                "tokens_evaluated": stats.prompt_n,
-                "model": str(model),
-                "draft_model": str(model_draft) if "draft-simple" in types else None,
-                "spec_type": types or ["none"],
-                "seed": used_seed,
-                "timings": stats.timings(),
-            }
-            sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+        line = sys.stdin.readline()
+        if not line:
+            return "\n".join(parts) if parts else None
+        line = line.rstrip("\r\n")
+        if line.endswith("\\"):
+            parts.append(line[:-1])
+            continue
+        parts.append(line)
+        return "\n".join(parts)
+
+
+def _run_conversation(run: _Run, first: str | None, *, color: bool) -> int:
+    """-cnv: one user turn per stdin line until EOF (or /exit); the whole conversation is
+    re-rendered and re-evaluated every turn (no KV prefix reuse: a turn costs a prompt pass
+    over the conversation so far). Ctrl-C stops the current answer (kept, as said so far);
+    Ctrl-C at the prompt ends the conversation with exit status 130."""
+    from specgguf.errors import ExitCode, PromptError
+
+    interactive = bool(sys.stdin) and sys.stdin.isatty() and sys.stdout.isatty()
+    messages: list[dict] = []
+    if run.system_prompt:
+        messages.append({"role": "system", "content": run.system_prompt})
+    turn = 0
+    while True:
+        if first is not None:
+            user, first = first, None
+        else:
+            try:
+                user = _read_turn(interactive)
+            except KeyboardInterrupt:
+                sys.stdout.write("\n")
+                return int(ExitCode.INTERRUPTED)
+            if user is None or user.strip() in ("/exit", "/quit"):
+                return 0
+        if not user.strip():
+            continue
+        messages.append({"role": "user", "content": user})
+        text = run.template().render(messages, add_generation_prompt=True)
+        try:
+            tokens = run.session.tokenize(text)
+        except PromptError as e:
+            raise PromptError(f"turn {turn + 1}: the conversation no longer fits: {e}") from None
+        decoder = run.decoder(run.sampler, run.n_predict, run.seed)
+        if run.tracer is not None:
+            run.tracer.begin(turn=turn)
+        result = stream_generation(
+            run.session, decoder, tokens, json_out=False, color=color, trace=run.tracer
+        )
+        if not result.text.endswith("\n"):
+            sys.stdout.write("\n")
             sys.stdout.flush()
-        return int(ExitCode.INTERRUPTED) if result.stop_reason == "interrupted" else 0
-    finally:
-        session.close()
+        messages.append({"role": "assistant", "content": result.text})
+        s = decoder.stats
+        if not run.quiet:
+            print(
+                f"[{s.predicted_n} tokens, {s.predicted_per_second:.1f} t/s, prompt "
+                f"{s.prompt_n} tokens, accept {100 * s.accept_rate:.1f}% "
+                f"({s.n_accept}/{s.n_drafted}), {result.stop_reason}]",
+                file=sys.stderr,
+            )
+        turn += 1
+
+
+# -- streaming --------------------------------------------------------------------------------
 
 
 class GenerationResult:
@@ -137,8 +581,9 @@ class GenerationResult:
         self.stop_reason = stop_reason
 
 
-def stream_generation(session, decoder, tokens, *, json_out: bool, color: bool = False):
-    """Run the decoder, writing each round's text as soon as it is accepted.
+def stream_generation(session, decoder, tokens, *, json_out: bool, color: bool = False, trace=None):
+    """Run the decoder, writing each round's text as soon as it is accepted (and each round to
+    `trace`, a specgguf.trace.TraceWriter, when given).
 
     Ctrl-C stops generation, keeps what was already written, and reports "interrupted".
     """
@@ -149,6 +594,8 @@ def stream_generation(session, decoder, tokens, *, json_out: bool, color: bool =
     stop_reason = ""
     try:
         for rnd in decoder.generate(tokens):
+            if trace is not None:
+                trace.write(rnd)
             stream.write([piece(t) for t in rnd.emitted], drafted=rnd.n_accepted)
         stop_reason = decoder.stop_reason
     except KeyboardInterrupt:

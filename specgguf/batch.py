@@ -1,0 +1,207 @@
+"""Batch mode (`run --jsonl`): JSON Lines in, one JSON object out per line, in input order.
+
+Each input line is `{"prompt": "..."}` or `{"messages": [{"role": ..., "content": ...}, ...]}`,
+with optional per-line `n_predict`, `temperature`, `top_k`, `top_p`, `min_p`, `seed` and `id`.
+Blank lines are skipped (they are not JSON Lines records). A line that cannot be answered (not
+JSON, not UTF-8, a missing or mistyped field, an unknown key, a prompt longer than the context)
+gets an error object in its place and the batch goes on; the exit status tells whether any line
+failed (ExitCode.BATCH_PARTIAL).
+
+Every output object carries `line` (1-based input line number) and `id` (the line's `id`, else
+null); an error object has `error: {type, code, message}` instead of the generation fields.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from specgguf.errors import ExitCode, SpecggufError
+
+#: per-line keys and what they override on the command line
+OVERRIDES = ("n_predict", "temperature", "top_k", "top_p", "min_p", "seed")
+KNOWN_KEYS = frozenset(("prompt", "messages", "id", *OVERRIDES))
+SEED_LIMIT = 1 << 32  # llama.cpp's seed is a uint32; -1 means random
+
+_CODE_NAMES = {
+    ExitCode.USAGE: "usage",
+    ExitCode.MODEL: "model",
+    ExitCode.INCOMPATIBLE: "incompatible",
+    ExitCode.PROMPT: "prompt",
+    ExitCode.RUNTIME: "runtime",
+    ExitCode.INTERRUPTED: "interrupted",
+}
+
+
+class BatchLineError(SpecggufError):
+    """What is wrong with one input line (exit code PROMPT: the input, not the command)."""
+
+    def __init__(self, message: str, item_id: Any = None) -> None:
+        super().__init__(message, ExitCode.PROMPT)
+        self.item_id = item_id
+
+
+@dataclass
+class BatchItem:
+    line: int  # 1-based line number in the input
+    id: Any = None  # str, int or None, echoed back
+    prompt: str | None = None
+    messages: list[dict[str, Any]] | None = None
+    n_predict: int | None = None
+    temperature: float | None = None
+    top_k: int | None = None
+    top_p: float | None = None
+    min_p: float | None = None
+    seed: int | None = None
+
+    def overrides(self) -> dict[str, Any]:
+        """The per-line settings that were given."""
+        return {k: getattr(self, k) for k in OVERRIDES if getattr(self, k) is not None}
+
+
+@dataclass
+class BatchCounts:
+    lines: int = 0  # records read (blank lines not counted)
+    answered: int = 0
+    failed: int = 0
+    interrupted: bool = False
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return (isinstance(v, int | float) and not isinstance(v, bool)) and math.isfinite(v)
+
+
+def parse_line(text: str | bytes, line: int) -> BatchItem:
+    """One JSONL record -> a validated BatchItem; BatchLineError says what is wrong."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise BatchLineError(f"not valid UTF-8 (byte {e.start})") from None
+    if line == 1:
+        text = text.removeprefix("\ufeff")
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise BatchLineError(f"not JSON: {e.msg} (column {e.colno})") from None
+    if not isinstance(obj, dict):
+        raise BatchLineError(f"expected a JSON object, got {type(obj).__name__}")
+
+    item_id = obj.get("id")
+    if item_id is not None and not (isinstance(item_id, str) or _is_int(item_id)):
+        raise BatchLineError('"id" must be a string or an integer')
+
+    def fail(message: str) -> BatchLineError:
+        return BatchLineError(message, item_id)
+
+    unknown = sorted(set(obj) - KNOWN_KEYS)
+    if unknown:
+        raise fail(
+            f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
+            f"(known: {', '.join(sorted(KNOWN_KEYS))})"
+        )
+    item = BatchItem(line=line, id=item_id)
+    has_prompt, has_messages = "prompt" in obj, "messages" in obj
+    if has_prompt == has_messages:
+        raise fail('each line needs exactly one of "prompt" or "messages"')
+    if has_prompt:
+        if not isinstance(obj["prompt"], str):
+            raise fail('"prompt" must be a string')
+        item.prompt = obj["prompt"]
+    else:
+        from specgguf.chat import validate_messages
+
+        try:
+            item.messages = validate_messages(obj["messages"])
+        except SpecggufError as e:
+            raise fail(str(e)) from None
+
+    def get(key: str, ok: Callable[[Any], bool], what: str) -> Any:
+        v = obj.get(key)
+        if v is not None and not ok(v):
+            raise fail(f'"{key}" must be {what}, got {json.dumps(v)}')
+        return v
+
+    item.n_predict = get("n_predict", lambda v: _is_int(v) and v >= -1, "an integer >= -1")
+    t = get("temperature", lambda v: _is_number(v) and v >= 0, "a number >= 0")
+    item.temperature = float(t) if t is not None else None
+    item.top_k = get("top_k", _is_int, "an integer")
+    p = get("top_p", lambda v: _is_number(v) and 0 <= v <= 1, "a number in [0, 1]")
+    item.top_p = float(p) if p is not None else None
+    m = get("min_p", lambda v: _is_number(v) and 0 <= v <= 1, "a number in [0, 1]")
+    item.min_p = float(m) if m is not None else None
+    item.seed = get(
+        "seed", lambda v: _is_int(v) and -1 <= v < SEED_LIMIT, f"an integer in -1..{SEED_LIMIT - 1}"
+    )
+    return item
+
+
+def error_object(line: int, item_id: Any, err: BaseException) -> dict[str, Any]:
+    if isinstance(err, SpecggufError):
+        code = int(err.code)
+        kind = _CODE_NAMES.get(err.code, "error")
+        message = str(err)
+    else:  # a bug in specgguf: still one line, and the batch goes on
+        code = int(ExitCode.RUNTIME)
+        kind = "internal"
+        message = f"{type(err).__name__}: {err}"
+    return {"id": item_id, "line": line, "error": {"type": kind, "code": code, "message": message}}
+
+
+def run_batch(
+    lines: Iterable[str | bytes],
+    answer: Callable[[BatchItem], dict[str, Any]],
+    out: TextIO,
+    *,
+    counts: BatchCounts | None = None,
+) -> int:
+    """Answer every record of `lines` in order, writing one JSON object per record to `out`
+    (flushed per line). `answer` returns the generation fields for a valid item; whatever it
+    raises (except KeyboardInterrupt) becomes that line's error object.
+
+    Returns ExitCode.OK, BATCH_PARTIAL when any line failed, or INTERRUPTED when an answer
+    reports stop_reason "interrupted" (or Ctrl-C arrives): that line is written, the rest
+    is not read.
+    """
+    c = counts if counts is not None else BatchCounts()
+    for n, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        c.lines += 1
+        item_id: Any = None
+        try:
+            item = parse_line(raw, n)
+            item_id = item.id
+            result = answer(item)
+        except KeyboardInterrupt:
+            c.interrupted = True
+            stop = SpecggufError("interrupted", ExitCode.INTERRUPTED)
+            _write(out, error_object(n, item_id, stop))
+            c.failed += 1
+            break
+        except Exception as err:  # noqa: BLE001 - one bad line never stops the batch
+            if isinstance(err, BatchLineError) and err.item_id is not None:
+                item_id = err.item_id
+            c.failed += 1
+            _write(out, error_object(n, item_id, err))
+            continue
+        c.answered += 1
+        _write(out, {"id": item_id, "line": n, **result})
+        if result.get("stop_reason") == "interrupted":
+            c.interrupted = True
+            break
+    if c.interrupted:
+        return int(ExitCode.INTERRUPTED)
+    return int(ExitCode.BATCH_PARTIAL) if c.failed else int(ExitCode.OK)
+
+
+def _write(out: TextIO, obj: dict[str, Any]) -> None:
+    out.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    out.flush()

@@ -1,0 +1,232 @@
+"""Chat templates: messages -> one prompt string, the way Hugging Face `transformers` renders them.
+
+The template is the Jinja source stored in the target GGUF (`tokenizer.chat_template`) or given
+with --chat-template-file. It is untrusted input (it came with a downloaded file), so it runs in
+Jinja's ImmutableSandboxedEnvironment: no attribute access to Python internals, no mutation of
+the messages. The environment mirrors transformers' `_compile_jinja_template`: trim_blocks and
+lstrip_blocks, the loop-controls extension ({% break %}, {% continue %}), a `{% generation %}`
+block (rendered as-is), `raise_exception`, `strftime_now`, and a `tojson` that keeps non-ASCII
+characters and does not HTML-escape (Jinja's own would turn "<" into "\\u003c").
+
+Like llama.cpp (common/chat.cpp), a rendered prompt that starts with the BOS text has it removed
+when the tokenizer adds BOS itself, so the model never sees two. A model without a template
+falls back to ChatML, as llama.cpp does.
+
+Pure: no llama_cpp import; the caller tokenizes the result.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from specgguf.errors import ExitCode, PromptError, SpecggufError, UsageError
+
+#: llama.cpp's fallback (CHATML_TEMPLATE_SRC) for models without tokenizer.chat_template.
+CHATML_TEMPLATE = (
+    "{%- for message in messages -%}\n"
+    "  {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' -}}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}\n"
+    "  {{- '<|im_start|>assistant\\n' -}}\n"
+    "{%- endif -%}"
+)
+
+
+class ChatTemplateError(SpecggufError):
+    """A template that does not compile (code given by where it came from), or one that refused
+    the conversation while rendering (raise_exception: a PROMPT error)."""
+
+
+def _tojson(x: Any, ensure_ascii: bool = False, indent=None, separators=None, sort_keys=False):
+    return json.dumps(
+        x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
+    )
+
+
+def _raise_exception(message: str):
+    from jinja2.exceptions import TemplateError
+
+    raise TemplateError(message)
+
+
+def _strftime_now(fmt: str) -> str:
+    return datetime.now().strftime(fmt)
+
+
+def _environment():
+    from jinja2 import nodes
+    from jinja2.ext import Extension
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    class GenerationBlock(Extension):
+        """transformers' `{% generation %}...{% endgeneration %}` (it marks assistant text for
+        training masks); for rendering, the body is output unchanged."""
+
+        tags = {"generation"}
+
+        def parse(self, parser):
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+            return nodes.Scope(body).set_lineno(lineno)
+
+    env = ImmutableSandboxedEnvironment(
+        trim_blocks=True,
+        lstrip_blocks=True,
+        extensions=["jinja2.ext.loopcontrols", GenerationBlock],
+        keep_trailing_newline=False,
+    )
+    env.filters["tojson"] = _tojson
+    env.globals["raise_exception"] = _raise_exception
+    env.globals["strftime_now"] = _strftime_now
+    return env
+
+
+@dataclass(frozen=True)
+class ChatTemplate:
+    """A compiled chat template plus the special-token texts it may refer to."""
+
+    source: str
+    origin: str  # for messages: "the target GGUF", "--chat-template-file X", "ChatML (fallback)"
+    bos_token: str = ""
+    eos_token: str = ""
+    strip_bos: bool = False  # the tokenizer adds BOS itself: drop a leading bos_token
+    _compiled: Any = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def compile(
+        cls,
+        source: str,
+        origin: str,
+        *,
+        bos_token: str = "",
+        eos_token: str = "",
+        strip_bos: bool = False,
+        error_code: ExitCode = ExitCode.USAGE,
+    ) -> ChatTemplate:
+        from jinja2.exceptions import TemplateSyntaxError
+
+        try:
+            compiled = _environment().from_string(source)
+        except TemplateSyntaxError as e:
+            raise ChatTemplateError(
+                f"chat template from {origin}: line {e.lineno}: {e.message}", error_code
+            ) from None
+        return cls(source, origin, bos_token, eos_token, strip_bos, compiled)
+
+    def render(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        add_generation_prompt: bool = True,
+        **extra: Any,
+    ) -> str:
+        """The prompt text for `messages` (validated first); template failures become one
+        PromptError-coded line."""
+        from jinja2.exceptions import TemplateError
+
+        msgs = validate_messages(messages)
+        try:
+            text = self._compiled.render(
+                messages=msgs,
+                add_generation_prompt=add_generation_prompt,
+                bos_token=self.bos_token,
+                eos_token=self.eos_token,
+                **extra,
+            )
+        except TemplateError as e:
+            raise ChatTemplateError(
+                f"chat template from {self.origin}: {e.message or type(e).__name__}",
+                ExitCode.PROMPT,
+            ) from None
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError) as e:
+            # a template indexing past the messages, adding None to a string, ...
+            raise ChatTemplateError(
+                f"chat template from {self.origin} failed: {type(e).__name__}: {e}",
+                ExitCode.PROMPT,
+            ) from None
+        if self.strip_bos and self.bos_token and text.startswith(self.bos_token):
+            text = text[len(self.bos_token) :]
+        return text
+
+
+def validate_messages(messages: Any) -> list[dict[str, Any]]:
+    """A non-empty list of {"role": str, "content": str, ...}; copies, so a template cannot
+    see (or keep) the caller's objects. Extra keys (name, tool_calls, ...) pass through."""
+    if not isinstance(messages, list | tuple):
+        raise PromptError('"messages" must be a list of {"role": ..., "content": ...} objects')
+    if not messages:
+        raise PromptError('"messages" is empty')
+    out: list[dict[str, Any]] = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, Mapping):
+            raise PromptError(f"messages[{i}] is not an object")
+        role = m.get("role")
+        if not isinstance(role, str) or not role:
+            raise PromptError(f'messages[{i}]: "role" must be a non-empty string')
+        content = m.get("content")
+        if not isinstance(content, str):
+            raise PromptError(f'messages[{i}]: "content" must be a string')
+        out.append(dict(m))
+    return out
+
+
+def conversation(system_prompt: str | None, turns: Sequence[tuple[str, str]]) -> list[dict]:
+    """[system] + the (role, content) turns, as the template wants them."""
+    msgs: list[dict] = []
+    if system_prompt:
+        msgs.append({"role": "system", "content": system_prompt})
+    msgs.extend({"role": r, "content": c} for r, c in turns)
+    return msgs
+
+
+def read_template_file(path: Path) -> str:
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise UsageError(f"--chat-template-file {path}: no such file") from None
+    except IsADirectoryError:
+        raise UsageError(f"--chat-template-file {path}: is a directory") from None
+    except OSError as e:
+        raise UsageError(f"--chat-template-file {path}: {e.strerror}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UsageError(f"--chat-template-file {path}: not valid UTF-8 (byte {e.start})") from None
+
+
+def template_for(
+    gguf_template: str | None,
+    *,
+    template_file: Path | None = None,
+    bos_token: str = "",
+    eos_token: str = "",
+    add_bos: bool = False,
+) -> tuple[ChatTemplate, str | None]:
+    """The template to use: --chat-template-file, else the GGUF's, else ChatML.
+
+    Returns (template, warning); the warning is set when falling back to ChatML.
+    """
+    kw = dict(bos_token=bos_token, eos_token=eos_token, strip_bos=add_bos)
+    if template_file is not None:
+        src = read_template_file(template_file)
+        return ChatTemplate.compile(src, f"--chat-template-file {template_file}", **kw), None
+    if gguf_template:
+        return (
+            ChatTemplate.compile(
+                gguf_template,
+                "the target GGUF (tokenizer.chat_template; override with --chat-template-file)",
+                error_code=ExitCode.MODEL,
+                **kw,
+            ),
+            None,
+        )
+    warning = (
+        "the target GGUF has no chat template (tokenizer.chat_template): using ChatML, "
+        "as llama.cpp does; pass --chat-template-file to use another"
+    )
+    return ChatTemplate.compile(CHATML_TEMPLATE, "ChatML (fallback)", **kw), warning

@@ -1,0 +1,101 @@
+"""--trace FILE: one JSON object per speculative round, flushed as it happens.
+
+For users who want to see where their acceptance rate comes from: which drafter proposed, what
+it proposed, how much the target accepted, what the target thought of each proposal, and where
+the time went. The records' `n_accepted` sum to the run's n_accept (plain steps have 0).
+
+Record keys: `round` (0-based, per generation), `drafter` (null for a plain step), `proposed`,
+`n_accepted`, `emitted` (token ids; `emitted` is cut at end-of-generation like the text),
+`target_probs` (the target's probability of each proposal under the run's sampler, from the
+same verification pass: past the first rejected proposal it is conditioned on the rejected
+prefix; null when the decoder was not built with trace_probs=True), `draft_ms`, `verify_ms`,
+and, when the writer knows the vocabulary, `proposed_text` / `emitted_text` (each token's
+text, lossy for tokens that are part of a multi-byte character). Batch and conversation runs
+add `request`/`line`/`id` or `turn` fields set with `begin()`, first in each record.
+
+The file is opened before any model is loaded, so an unwritable path costs nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from specgguf.errors import UsageError
+
+if TYPE_CHECKING:  # speculative imports the engine (llama_cpp); the writer does not need it
+    from specgguf.speculative import Round
+
+
+class TraceWriter:
+    def __init__(
+        self, out: TextIO, *, piece: Callable[[int], bytes] | None = None, owns: bool = False
+    ) -> None:
+        self.out = out
+        self.piece = piece  # token id -> bytes; may be set once the model is loaded
+        self._owns = owns
+        self._context: dict[str, Any] = {}
+        self._round = 0
+        self.records = 0
+
+    @classmethod
+    def open(cls, path: Path | str) -> TraceWriter:
+        """Open (truncate) `path` for writing; "-" is not accepted (stdout carries the text)."""
+        if str(path) == "-":
+            raise UsageError("--trace -: stdout carries the generated text; give a file name")
+        try:
+            f = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        except FileNotFoundError:
+            raise UsageError(f"--trace {path}: no such directory") from None
+        except IsADirectoryError:
+            raise UsageError(f"--trace {path}: is a directory") from None
+        except OSError as e:
+            raise UsageError(f"--trace {path}: {e.strerror}") from None
+        return cls(f, owns=True)
+
+    def begin(self, **context: Any) -> None:
+        """Start a new generation: round numbers restart at 0 and `context` (e.g. request=3,
+        id="a") is written first in each of its records."""
+        self._context = dict(context)
+        self._round = 0
+
+    def _texts(self, tokens: list[int]) -> list[str]:
+        assert self.piece is not None
+        return [self.piece(t).decode("utf-8", "replace") for t in tokens]
+
+    def record(self, rnd: Round) -> dict[str, Any]:
+        rec: dict[str, Any] = {
+            **self._context,
+            "round": self._round,
+            "drafter": rnd.drafter,
+            "proposed": list(rnd.proposed),
+            "n_accepted": rnd.n_accepted,
+            "emitted": list(rnd.emitted),
+            "target_probs": (
+                [round(p, 6) for p in rnd.target_probs] if rnd.target_probs is not None else None
+            ),
+            "draft_ms": round(rnd.draft_ms, 3),
+            "verify_ms": round(rnd.verify_ms, 3),
+        }
+        if self.piece is not None:
+            rec["proposed_text"] = self._texts(rnd.proposed)
+            rec["emitted_text"] = self._texts(rnd.emitted)
+        return rec
+
+    def write(self, rnd: Round) -> None:
+        self.out.write(json.dumps(self.record(rnd), ensure_ascii=False) + "\n")
+        self.out.flush()
+        self._round += 1
+        self.records += 1
+
+    def close(self) -> None:
+        if self._owns and not self.out.closed:
+            self.out.close()
+
+    def __enter__(self) -> TraceWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

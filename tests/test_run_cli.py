@@ -1,0 +1,288 @@
+"""`specgguf run` end to end on the tiny models: --json, --color, --trace, --chat, -cnv,
+--chat-template-file, the loading status, and the usage errors that come before any load."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from specgguf_cli.app import run_cli
+
+from specgguf.errors import ExitCode
+from specgguf.output import ACCEPTED_STYLE, LEGEND, RESET
+from tests.tiny_models import TARGET_SEED, build_tiny_model
+
+FAST = ["-t", "1", "-c", "512", "-fa", "off"]
+ESC = re.compile(r"\x1b\[[0-9;]*m")
+JSON_KEYS = {
+    "text",
+    "stop_reason",
+    "tokens_predicted",
+    "tokens_evaluated",
+    "model",
+    "draft_model",
+    "spec_type",
+    "seed",
+    "timings",
+}
+
+
+def chatml(*turns: tuple[str, str]) -> str:
+    return "".join(f"<|im_start|>{r}\n{c}<|im_end|>\n" for r, c in turns) + (
+        "<|im_start|>assistant\n"
+    )
+
+
+@pytest.fixture
+def run(tiny_target, tiny_draft, capsys):
+    """run(*args) -> (exit code, stdout, stderr) of `specgguf run -m T -md D <fast> *args`."""
+
+    def _run(*args, model=None, draft=True):
+        argv = ["run", "-m", str(model or tiny_target)]
+        if draft:
+            argv += ["-md", str(tiny_draft)]
+        code = run_cli([*argv, *FAST, *map(str, args)])
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return _run
+
+
+def as_json(result) -> dict:
+    code, out, _ = result
+    assert code == 0
+    return json.loads(out)
+
+
+# -- --json keeps its shape -------------------------------------------------------------------
+
+
+def test_json_keys_unchanged(run, tiny_target, tiny_draft):
+    obj = as_json(run("-p", "the cat sat on", "-n", "10", "--temp", "0", "--json"))
+    assert set(obj) == JSON_KEYS
+    assert obj["tokens_predicted"] == 10 and obj["stop_reason"] == "limit"
+    assert obj["model"] == str(tiny_target) and obj["draft_model"] == str(tiny_draft)
+    assert obj["spec_type"] == ["draft-simple"]
+
+
+# -- colour -----------------------------------------------------------------------------------
+
+
+def test_color_always_marks_accepted_tokens(run):
+    args = ("-p", "the cat sat on", "-n", "32", "--temp", "0")
+    code, coloured, err = run(*args, "--color", "always")
+    assert code == 0
+    assert ACCEPTED_STYLE in coloured and RESET in coloured
+    assert LEGEND in err.splitlines()
+    code, plain, err_plain = run(*args, "--color", "never")
+    assert ESC.search(plain) is None and LEGEND not in err_plain
+    assert ESC.sub("", coloured) == plain
+    # the coloured characters are exactly the tokens from accepted drafts
+    n_accept = int(re.search(r"n_accept\s+=\s+(\d+)", err).group(1))
+    assert n_accept > 0
+    assert coloured.count(ACCEPTED_STYLE) <= n_accept
+
+
+def test_color_auto_is_off_when_piped_on_for_a_terminal(run, monkeypatch):
+    args = ("-p", "the cat sat on", "-n", "24", "--temp", "0")
+    _, out, err = run(*args)  # capsys: not a terminal
+    assert ESC.search(out) is None and LEGEND not in err
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    _, out, err = run(*args, "--color", "auto")
+    assert ACCEPTED_STYLE in out and LEGEND in err
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    monkeypatch.setenv("NO_COLOR", "1")
+    _, out, _ = run(*args)
+    assert ESC.search(out) is None
+
+
+def test_color_never_in_json(run):
+    obj = as_json(run("-p", "the cat", "-n", "16", "--temp", "0", "--json", "--color", "always"))
+    assert ESC.search(obj["text"]) is None
+
+
+def test_piped_subprocess_has_no_colour(tiny_target, tiny_draft):
+    exe = Path(sys.executable).with_name("specgguf")
+    cmd = [str(exe), "run", "-m", str(tiny_target), "-md", str(tiny_draft), *FAST]
+    cmd += ["-p", "the cat sat on", "-n", "16", "--temp", "0"]
+    env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
+    proc = subprocess.run(cmd, capture_output=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert b"\x1b[" not in proc.stdout and proc.stdout.strip()
+    assert LEGEND.encode() not in proc.stderr
+    assert b"loading" not in proc.stderr  # no status when stderr is not a terminal
+
+
+# -- trace ------------------------------------------------------------------------------------
+
+
+def test_trace_accepted_counts_sum_to_n_accept(run, tmp_path):
+    trace = tmp_path / "trace.jsonl"
+    code, out, err = run(
+        "-p", "Once upon a time, in a land", "-n", "48", "--temp", "0", "--json",
+        "--trace", trace, "--spec-draft-n-max", "4",
+    )  # fmt: skip
+    assert code == 0
+    obj = json.loads(out)
+    recs = [json.loads(x) for x in trace.read_text().splitlines()]
+    t = obj["timings"]
+    assert sum(r["n_accepted"] for r in recs) == t["draft_n_accepted"] > 0
+    assert int(re.search(r"n_accept\s+=\s+(\d+)", err).group(1)) == t["draft_n_accepted"]
+    assert sum(len(r["proposed"]) for r in recs) == t["draft_n"]
+    assert len(recs) == t["rounds"] + t["plain_steps"]
+    assert [r["round"] for r in recs] == list(range(len(recs)))
+    assert "".join("".join(r["emitted_text"]) for r in recs) == obj["text"]
+    for r in recs:
+        assert set(r) >= {"round", "drafter", "proposed", "n_accepted", "emitted",
+                          "target_probs", "draft_ms", "verify_ms"}  # fmt: skip
+        assert len(r["target_probs"]) == len(r["proposed"]) <= 4
+        assert r["emitted"][: r["n_accepted"]] == r["proposed"][: r["n_accepted"]]
+        # greedy: the target's distribution is one-hot, accepted proposals have p = 1
+        assert all(p == 1.0 for p in r["target_probs"][: r["n_accepted"]])
+        if r["n_accepted"] < len(r["proposed"]):
+            assert r["target_probs"][r["n_accepted"]] == 0.0
+        assert (r["drafter"] is None) == (not r["proposed"])
+
+
+def test_trace_unwritable_fails_before_loading(run, tmp_path):
+    code, _, err = run("-p", "x", "--trace", tmp_path / "no" / "such" / "t.jsonl")
+    assert code == ExitCode.USAGE and "--trace" in err
+    code, _, err = run("-p", "x", "--trace", tmp_path)
+    assert code == ExitCode.USAGE and "is a directory" in err
+
+
+# -- chat -------------------------------------------------------------------------------------
+
+
+def test_chat_flag_uses_the_gguf_template(run):
+    args = ("-n", "12", "--temp", "0", "--json", "-q")
+    chat = as_json(run("--chat", "-p", "hi", *args))
+    raw = as_json(run("-p", chatml(("user", "hi")), *args))
+    assert (chat["text"], chat["tokens_evaluated"]) == (raw["text"], raw["tokens_evaluated"])
+    sys_chat = as_json(run("-sys", "be brief", "-p", "hi", *args))  # -sys implies --chat
+    sys_raw = as_json(run("-p", chatml(("system", "be brief"), ("user", "hi")), *args))
+    assert sys_chat["text"] == sys_raw["text"]
+    assert sys_chat["tokens_evaluated"] == sys_raw["tokens_evaluated"]
+    plain = as_json(run("-p", "hi", *args))  # -m given: no chat by default
+    assert plain["tokens_evaluated"] == 2
+
+
+def test_chat_is_default_for_the_default_pair(run, tiny_target, tiny_draft, monkeypatch, capsys):
+    monkeypatch.setattr(
+        "specgguf.models.require_default_pair", lambda: (Path(tiny_target), Path(tiny_draft))
+    )
+    args = ["-n", "8", "--temp", "0", "--json", "-q", "-p", "hi"]
+    assert run_cli(["run", *FAST, *args]) == 0
+    default = json.loads(capsys.readouterr().out)
+    assert run_cli(["run", *FAST, *args, "--no-chat"]) == 0
+    no_chat = json.loads(capsys.readouterr().out)
+    ref = as_json(run("-p", chatml(("user", "hi")), "-n", "8", "--temp", "0", "--json"))
+    assert default["tokens_evaluated"] == ref["tokens_evaluated"] != no_chat["tokens_evaluated"]
+    assert default["text"] == ref["text"]
+
+
+def test_chat_template_file_overrides(run, tmp_path):
+    f = tmp_path / "t.jinja"
+    f.write_text("{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}[bot] ")
+    args = ("-n", "8", "--temp", "0", "--json", "-q")
+    a = as_json(run("--chat", "--chat-template-file", f, "-p", "hi", *args))
+    b = as_json(run("-p", "[user] hi\n[bot] ", *args))
+    assert (a["text"], a["tokens_evaluated"]) == (b["text"], b["tokens_evaluated"])
+    code, _, err = run("--chat", "--chat-template-file", tmp_path / "nope", "-p", "hi")
+    assert code == ExitCode.USAGE and "no such file" in err
+    f.write_text("{% for %}")
+    code, _, err = run("--chat", "--chat-template-file", f, "-p", "hi", "-n", "1")
+    assert code == ExitCode.USAGE and "line 1" in err
+
+
+def test_model_without_template_falls_back_to_chatml(run, tmp_path):
+    bare = build_tiny_model(tmp_path / "bare.gguf", seed=TARGET_SEED, chat_template=None)
+    code, out, err = run("--chat", "-p", "hi", "-n", "4", "--temp", "0", "--json",
+                         model=bare, draft=False)  # fmt: skip
+    assert code == 0 and "using ChatML" in err
+    ref = as_json(run("-p", chatml(("user", "hi")), "-n", "4", "--temp", "0", "--json"))
+    assert json.loads(out)["tokens_evaluated"] == ref["tokens_evaluated"]
+
+
+def test_chat_stops_at_end_of_turn(tmp_path, capsys):
+    eager = build_tiny_model(tmp_path / "eos.gguf", seed=TARGET_SEED, eos_logit_bias=40.0)
+    argv = ["run", "-m", str(eager), *FAST, "--chat", "-p", "hi", "-n", "20", "--json", "-q"]
+    assert run_cli(argv) == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert obj["stop_reason"] == "eos" and obj["text"] == ""
+
+
+def test_conversation_keeps_context(run, monkeypatch, tmp_path):
+    trace = tmp_path / "t.jsonl"
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"hi\n\nwhat\\\nnext\n")))
+    code, out, err = run("-cnv", "-sys", "S", "-n", "6", "--temp", "0", "--trace", trace)
+    assert code == 0
+    recs = [json.loads(x) for x in trace.read_text().splitlines()]
+    assert {r["turn"] for r in recs} == {0, 1}  # the blank line is not a turn
+    answers = ["".join("".join(r["emitted_text"]) for r in recs if r["turn"] == t) for t in (0, 1)]
+    assert out == "".join(a if a.endswith("\n") else a + "\n" for a in answers)
+    assert len(re.findall(r"^\[6 tokens", err, re.M)) == 2
+    # turn 2 sees the whole conversation: it is what --no-chat gives on the rendered text
+    convo = chatml(
+        ("system", "S"), ("user", "hi"), ("assistant", answers[0]), ("user", "what\nnext")
+    )
+    ref = as_json(run("-p", convo, "-n", "6", "--temp", "0", "--json"))
+    assert ref["text"] == answers[1]
+    prompt_tokens = [int(x) for x in re.findall(r"prompt (\d+) tokens", err)]
+    assert prompt_tokens[1] == ref["tokens_evaluated"] > prompt_tokens[0]
+
+
+def test_conversation_first_turn_from_p_and_exit_command(run, monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"/exit\nnever read\n")))
+    code, out, err = run("-cnv", "-p", "hi", "-n", "4", "--temp", "0")
+    assert code == 0
+    assert len(re.findall(r"^\[4 tokens", err, re.M)) == 1
+    ref = as_json(run("-p", chatml(("user", "hi")), "-n", "4", "--temp", "0", "--json"))
+    assert out == ref["text"] + "\n"
+
+
+def test_conversation_that_outgrows_the_context(run, monkeypatch):
+    long_turn = ("the cat " * 300 + "\n").encode()
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(long_turn)))
+    code, _, err = run("-cnv", "-n", "4", "--temp", "0")
+    assert code == ExitCode.PROMPT and "no longer fits" in err
+
+
+# -- loading status ---------------------------------------------------------------------------
+
+
+def test_loading_status_only_on_a_terminal(run, monkeypatch):
+    args = ("-p", "hi", "-n", "2", "--temp", "0")
+    _, _, err = run(*args)
+    assert "loading" not in err
+    monkeypatch.setenv("FORCE_COLOR", "1")  # rich: treat stderr as a terminal
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")
+    monkeypatch.setenv("TTY_INTERACTIVE", "1")
+    _, _, err = run(*args)
+    assert "loading target.gguf + draft draft.gguf" in err
+    _, _, err = run(*args, "-q")
+    assert err == ""
+
+
+# -- usage errors come before any model is loaded ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        (["--color", "purple", "-p", "x"], "--color"),
+        (["--no-chat", "-cnv"], "needs the chat template"),
+        (["--no-chat", "-sys", "S", "-p", "x"], "needs the chat template"),
+        (["-cnv", "--json"], "--json cannot be combined"),
+    ],
+)
+def test_usage_errors(args, match, capsys):
+    code = run_cli(["run", "-m", "/nonexistent.gguf", *args])
+    assert code == ExitCode.USAGE
+    assert match in capsys.readouterr().err
