@@ -128,3 +128,27 @@ def test_sampled_first_tokens_follow_target_distribution(tiny_target, tiny_draft
     keys = set(second_spec) | set(second_plain)
     tvd_second = 0.5 * sum(abs(second_spec.get(t, 0) - second_plain.get(t, 0)) / n for t in keys)
     assert tvd_second < 0.09
+
+
+def test_context_end_stops_cleanly_and_matches_plain(tiny_target, tiny_draft):
+    """Drafts are cut to the room left in the context; generation ends with reason
+    "context" at the same token as plain decoding, and never overflows the KV cache."""
+    outs = []
+    for types in ([], ["draft-simple"]):
+        load = LoadOptions(
+            model=tiny_target, model_draft=tiny_draft, n_ctx=64, threads=1, flash_attn="off"
+        )
+        s = Session(load, SpecOptions(types=types, n_max=8))
+        try:
+            dec = s.decoder(GREEDY, -1, 0, ignore_eos=True)
+            tokens = s.tokenize(PROMPTS[0])
+            out: list[int] = []
+            for rnd in dec.generate(tokens):
+                out.extend(rnd.emitted)
+                assert s.target.n_past <= s.target.n_ctx
+            assert dec.stop_reason == "context"
+            assert len(tokens) + len(out) == s.target.n_ctx + 1  # the last token needs no cell
+            outs.append(out)
+        finally:
+            s.close()
+    assert outs[0] == outs[1]
