@@ -23,9 +23,17 @@ app = typer.Typer(
 )
 
 
+_registered = False
+
+
 def _register() -> None:
     """Subcommands live in their own modules; importing them here keeps start-up light
-    (llama_cpp is only imported by commands that load a model)."""
+    (llama_cpp is only imported by commands that load a model). Once per process: run_cli
+    may be called many times in-process (tests, embedding)."""
+    global _registered
+    if _registered:
+        return
+    _registered = True
     from specgguf_cli import pull_cmd, run_cmd
 
     app.command("run", context_settings={"ignore_unknown_options": False})(run_cmd.run)
@@ -94,6 +102,12 @@ def run_cli(argv: list[str]) -> int:
     except BrokenPipeError:
         _silence_stdout()
         return 141
+    except SystemExit as e:
+        # Typer turns EPIPE into sys.exit(1) itself; a closed stdout is 141, quietly.
+        if isinstance(e.__context__, BrokenPipeError):
+            _silence_stdout()
+            return 141
+        raise
 
 
 def main() -> None:

@@ -209,7 +209,9 @@ def render_report(report: dict, console: Console) -> None:
 
 
 def check(
-    model: str = typer.Option(..., "-m", "--model", help="target model (GGUF file)"),
+    model: str | None = typer.Option(
+        None, "-m", "--model", help="target model (GGUF file); default: the pulled pair"
+    ),
     model_draft: str | None = typer.Option(
         None, "-md", "--model-draft", "--spec-draft-model", help="draft model (GGUF file)"
     ),
@@ -224,6 +226,11 @@ def check(
     and 4 when llama.cpp would refuse the pair.
     """
     try:
+        if model is None:  # like `run`: the pulled default pair, both models
+            from specgguf.models import require_default_pair
+
+            target, default_draft = require_default_pair()
+            model, model_draft = str(target), model_draft or str(default_draft)
         report = check_report(model, model_draft, ctx_size)
     except SpecggufError as err:
         typer.echo(f"error: {err}", err=True)

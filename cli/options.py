@@ -171,7 +171,7 @@ def validate(
     batch: int,
 ) -> None:
     checks = [
-        (n_predict >= -1, f"-n/--n-predict: {n_predict} (must be >= -1)"),
+        (-1 <= n_predict <= 2**31 - 1, f"-n/--n-predict: {n_predict} (must be -1..2147483647)"),
         (0 <= n_min <= N_MAX_LIMIT, f"--spec-draft-n-min: {n_min} (must be 0..{N_MAX_LIMIT})"),
         (0.0 <= p_min <= 1.0, f"--spec-draft-p-min: {p_min} (must be in [0, 1])"),
         (0.0 <= p_split <= 1.0, f"--spec-draft-p-split: {p_split} (must be in [0, 1])"),

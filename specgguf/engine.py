@@ -32,6 +32,9 @@ except ImportError as exc:  # pragma: no cover - exercised only on a broken inst
 _backend_ready = False
 _log_callback = None  # keep a reference: llama.cpp calls it from C for the process lifetime
 _verbose = False
+# A Ctrl-C that lands while llama.cpp is inside our log callback would be swallowed by ctypes;
+# the callback records it here and Context.decode re-raises it once llama_decode returns.
+_pending_interrupt = False
 
 
 def init_backend(verbose: bool = False) -> None:
@@ -43,8 +46,12 @@ def init_backend(verbose: bool = False) -> None:
 
     @ll.llama_log_callback
     def _log(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
-        if _verbose and text:
-            os.write(2, text)
+        global _pending_interrupt
+        try:
+            if _verbose and text:
+                os.write(2, text)
+        except KeyboardInterrupt:
+            _pending_interrupt = True
 
     _log_callback = _log
     ll.llama_log_set(_log_callback, ctypes.c_void_p(0))
@@ -84,6 +91,13 @@ def parse_gpu_layers(value: str) -> int:
 
 
 FLASH_ATTN = {"on": 1, "off": 0, "auto": -1}
+
+
+def _raise_pending_interrupt() -> None:
+    global _pending_interrupt
+    if _pending_interrupt:
+        _pending_interrupt = False
+        raise KeyboardInterrupt
 
 
 class Model:
@@ -185,9 +199,11 @@ class Context:
         cp.no_perf = True
         ptr = ll.llama_init_from_model(model.ptr, cp)
         if not ptr:
+            size = params.n_ctx or model.n_ctx_train
             raise SpecggufError(
-                f"{model.path}: failed to create a context of {params.n_ctx} tokens "
-                "(out of memory? try a smaller -c)",
+                f"{model.path}: failed to create a context of {size} tokens"
+                + (" (-c 0: the model's training context)" if not params.n_ctx else "")
+                + " (out of memory? try a smaller -c)",
                 ExitCode.RUNTIME,
             )
         self.ptr = ptr
@@ -228,6 +244,7 @@ class Context:
                 b.logits[j] = final and (outputs == "all" or (outputs == "last" and j == m - 1))
             b.n_tokens = m
             rc = ll.llama_decode(self.ptr, b)
+            _raise_pending_interrupt()
             if rc != 0:
                 raise SpecggufError(f"llama_decode failed with status {rc}", ExitCode.RUNTIME)
             start = end

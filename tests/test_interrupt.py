@@ -1,0 +1,214 @@
+"""Ctrl-C and closed pipes, on a real `python -m specgguf_cli.app run` process.
+
+Ctrl-C during generation keeps what was already streamed, prints the statistics and exits
+130 (with --json: still one valid JSON object, stop reason "interrupted"); a reader that goes
+away (`specgguf run ... | head -c 20`) ends the run quietly, with no traceback.
+
+The tiny models with --ignore-eos and -c 32768 generate for minutes, so a signal sent once
+output has started always lands mid-generation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from specgguf_cli.app import run_cli
+
+ROOT = Path(__file__).resolve().parent.parent
+LONG = ["-t", "1", "-c", "32768", "-fa", "off", "--ignore-eos", "-n", "100000", "--temp", "0"]
+PROMPT = ["-p", "hello"]
+WAIT_S = 60  # for output to start, and for the process to end after the signal
+
+
+def long_argv(target, draft, *extra) -> list[str]:
+    return ["run", "-m", str(target), "-md", str(draft), *LONG, *PROMPT, *map(str, extra)]
+
+
+def env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
+
+
+def _default_sigint() -> None:
+    # A shell without job control starts background jobs with SIGINT ignored, and a child
+    # inherits that (Python then installs no handler): give the run a terminal's default.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def start(argv: list[str]) -> subprocess.Popen:
+    """A new session, so the signal goes to its process group as a terminal's Ctrl-C does."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "specgguf_cli.app", *argv],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+        env=env(),
+        start_new_session=True,
+        preexec_fn=_default_sigint,
+    )
+
+
+def read_until(proc: subprocess.Popen, n_bytes: int) -> bytes:
+    """Read stdout until at least n_bytes arrived (or fail if the process ends or stalls)."""
+    fd = proc.stdout.fileno()
+    got = b""
+    deadline = time.monotonic() + WAIT_S
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while len(got) < n_bytes:
+            left = deadline - time.monotonic()
+            assert left > 0, f"no output after {WAIT_S} s: {got!r}"
+            if sel.select(timeout=left):
+                chunk = os.read(fd, 4096)
+                assert chunk, f"stdout closed early: {got!r}, stderr {proc.stderr.read()!r}"
+                got += chunk
+    return got
+
+
+def interrupt(proc: subprocess.Popen) -> tuple[int, bytes, str]:
+    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        out, err = proc.communicate(timeout=WAIT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise AssertionError(
+            f"the run did not end after SIGINT; stdout {out[-200:]!r}, stderr {err[-2000:]!r}"
+        ) from None
+    return proc.returncode, out, err.decode("utf-8", "replace")
+
+
+def assert_no_traceback(err: str) -> None:
+    assert "Traceback" not in err, err
+    assert "Exception ignored" not in err, err
+    assert "Error" not in err, err
+
+
+@pytest.fixture(scope="module")
+def greedy_reference(tiny_target, tiny_draft):
+    """The first tokens the same command writes when left alone (greedy: deterministic)."""
+    import io
+    from contextlib import redirect_stdout
+
+    argv = ["run", "-m", str(tiny_target), "-md", str(tiny_draft), *LONG, *PROMPT]
+    argv[argv.index("100000")] = "48"
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        assert run_cli([*argv, "-q"]) == 0
+    text = buf.getvalue().rstrip("\n")
+    assert len(text) >= 40
+    return text
+
+
+def assert_same_start(text: str, reference: str) -> None:
+    n = min(len(text), len(reference))
+    assert n > 0 and text[:n] == reference[:n], (text[:80], reference[:80])
+
+
+# -- Ctrl-C -----------------------------------------------------------------------------------
+
+
+def test_sigint_keeps_the_streamed_text_prints_stats_exits_130(
+    tiny_target, tiny_draft, greedy_reference
+):
+    proc = start(long_argv(tiny_target, tiny_draft))
+    before = read_until(proc, 16)
+    code, rest, err = interrupt(proc)
+    out = (before + rest).decode("utf-8")
+    assert code == 130, err
+    assert len(out) >= 16
+    assert out.endswith("\n")  # the text is ended before the report
+    assert_same_start(out.rstrip("\n"), greedy_reference)
+    # the statistics follow, on stderr
+    assert "decoded" in err and "n_predict" in err and "n_drafted" in err
+    n_predict = int(err.split("n_predict =")[1].split()[0])
+    assert n_predict > 0
+    assert_no_traceback(err)
+
+
+def test_sigint_with_json_emits_valid_json(tiny_target, tiny_draft, tmp_path, greedy_reference):
+    """--json writes nothing until the end, so --trace (flushed every round) tells when
+    generation is under way."""
+    trace = tmp_path / "trace.jsonl"
+    proc = start(long_argv(tiny_target, tiny_draft, "--json", "--trace", trace))
+    deadline = time.monotonic() + WAIT_S
+    while not (trace.exists() and trace.stat().st_size > 0):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "generation never started"
+        time.sleep(0.02)
+    time.sleep(0.2)  # a few rounds more
+    code, out, err = interrupt(proc)
+    assert code == 130, err
+    lines = out.decode("utf-8").splitlines()
+    assert len(lines) == 1, lines
+    obj = json.loads(lines[0])
+    assert obj["stop_reason"] == "interrupted"
+    assert obj["tokens_predicted"] > 0 and obj["text"]
+    assert_same_start(obj["text"], greedy_reference)
+    assert "decoded" in err and "n_predict" in err
+    assert_no_traceback(err)
+
+
+# -- closed pipe ------------------------------------------------------------------------------
+
+
+def test_closed_pipe_ends_quietly(tiny_target, tiny_draft):
+    proc = start(long_argv(tiny_target, tiny_draft))
+    first = read_until(proc, 20)
+    proc.stdout.close()  # the reader goes away, as `| head -c 20` does
+    try:
+        err = proc.stderr.read().decode("utf-8", "replace")
+        proc.wait(timeout=WAIT_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert first
+    assert proc.returncode != 0  # a run cut short is not a success
+    assert_no_traceback(err)
+    assert "Broken pipe" not in err and "BrokenPipe" not in err
+
+
+def test_closed_pipe_exit_status_is_141(tiny_target, tiny_draft):
+    proc = start(long_argv(tiny_target, tiny_draft))
+    read_until(proc, 20)
+    proc.stdout.close()
+    try:
+        proc.stderr.read()
+        proc.wait(timeout=WAIT_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 141
+
+
+def test_pipe_into_head_in_a_shell(tiny_target, tiny_draft):
+    """`specgguf run ... | head -c 20` exactly as a user types it (pipefail off)."""
+    cmd = " ".join(
+        shlex.quote(a)
+        for a in [sys.executable, "-m", "specgguf_cli.app", *long_argv(tiny_target, tiny_draft)]
+    )
+    t0 = time.monotonic()
+    res = subprocess.run(
+        ["bash", "-c", f"set +o pipefail; {cmd} | head -c 20"],
+        capture_output=True,
+        cwd=ROOT,
+        env=env(),
+        timeout=WAIT_S * 2,
+    )
+    assert res.returncode == 0  # head's status
+    assert len(res.stdout) == 20
+    err = res.stderr.decode("utf-8", "replace")
+    assert_no_traceback(err)
+    assert "Broken pipe" not in err and "BrokenPipe" not in err
+    assert time.monotonic() - t0 < WAIT_S  # it ended at once, not after minutes of generation
