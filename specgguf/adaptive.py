@@ -1,0 +1,790 @@
+"""`--spec-draft-n-max auto`: choose how much to draft from measured costs and acceptance.
+
+Speculation pays only when the tokens a round is expected to emit outweigh what the round
+costs. In units of one plain target step (a 1-token pass), a round with k proposals costs
+
+    C(k) = draft * k + verify(k)         (verify(0) = 1: a plain step, no drafting)
+
+and emits E(k) = 1 + a1 + a1*a2 + ... + a1*...*ak tokens, where a_i is the probability that
+proposal i is accepted given that proposals 1..i-1 were (speculative-decoding.md, "Expected
+gain"; constant a gives (1 - a^(k+1)) / (1 - a)). The speedup over plain decoding is
+E(k) / C(k); `best_k` picks the k in 0..n_max that maximises it, and k = 0 (do not speculate)
+whenever nothing beats 1. On a GPU verify(k) is ~1 and drafts are cheap, so long drafts win; on
+the 2-core CPUs of measured-here.md (draft 0.5, verify(1) 1.5, verify(3) 1.8) they rarely do.
+
+`AdaptivePolicy` is the speculative loop's budget policy (specgguf.speculative): it learns
+verify(k) and the per-token draft cost from the rounds' own timings, acceptance per drafter and
+per draft position from decayed counts, and a confidence -> acceptance calibration for model
+drafters; it answers `budget(limit)` before each round and `continue_drafting(...)` before each
+further draft token. It never touches what is accepted, only how much is proposed, so the
+output is exactly as lossless as with a fixed n_max.
+
+Priors never speculate blindly: an unmeasured verify width is priced at a full target step
+per extra token, an unmeasured draft cost at one target step per token, and acceptance starts
+at 0.5 (weight of one round). So the first rounds are explicit probes, k = 0, 1, 2, 3, 4, that
+measure the costs; a wider pass (6, 8, ...) is tried now and then once the measured curve's
+slope says it could pay. Acceptance is counted per drafter and per position with counts that
+decay every round (0.97), so after a run of k = 0 rounds the old evidence has faded; the
+policy then probes again, a burst of 3 rounds at growing intervals (8, 16, 32, 64 rounds),
+so it notices when speculation starts paying (e.g. the text turns repetitive and n-gram
+lookup hits). Probing is not free, and re-probing a skipped draft model is dear: it must first
+catch up on every token emitted meanwhile (on the 2-core CPU a batch costs ~0.12 target steps
+per token). So probes after the initial ones must fit an exploration budget, 5% of the plain
+time elapsed, counting what past probes cost beyond plain steps plus the catch-up a probe of
+that drafter would need now: auto then never trails plain decoding by more than its initial
+probes and a few percent, and where probes are cheap (n-gram lookup, a GPU) it probes freely.
+
+Per token, `continue_drafting` prices the next draft token with the draft's confidence
+calibrated online (10 bins, decayed counts, a bin without data trusts the confidence itself):
+continue iff some longer draft has positive net value  tokens - rate * extra cost, where
+rate is the speedup the policy expects anyway (worth_continuing).
+
+Pure module: no llama_cpp import; the decision functions take plain numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+Acceptance = float | Sequence[float]
+
+#: the longest draft `--spec-draft-n-max auto` considers unless told otherwise
+DEFAULT_N_MAX_CAP = 8
+
+
+# -- pure cost model ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Costs relative to one plain target step.
+
+    verify[k] is the cost of one target pass over 1 + k tokens (k proposals), verify[0] is the
+    plain step itself (normally 1.0). Past the end of the tuple the curve is extrapolated with
+    its average slope (at least `min_slope` per token). `draft` is the cost of one draft step
+    (one draft-model decode; ~0 for n-gram lookup).
+    """
+
+    verify: tuple[float, ...] = (1.0,)
+    draft: float = 0.0
+    min_slope: float = 0.0
+
+    def verify_cost(self, k: int) -> float:
+        v = self.verify
+        if k < len(v):
+            return v[k]
+        last = len(v) - 1
+        slope = (v[last] - v[0]) / last if last > 0 else 1.0
+        return v[last] + (k - last) * max(slope, self.min_slope)
+
+    def round_cost(self, k: int) -> float:
+        """Cost of a round with k proposals: k draft steps (the first is the draft catching up
+        on the last emitted token, the others decode the proposals) and one verify pass."""
+        return self.draft * k + self.verify_cost(k) if k > 0 else self.verify_cost(0)
+
+
+def _acc(acceptance: Acceptance, i: int) -> float:
+    """Acceptance of position i (0-based); a short sequence repeats its last value."""
+    if isinstance(acceptance, (int, float)):
+        a = float(acceptance)
+    elif len(acceptance) == 0:
+        a = 0.0
+    else:
+        a = float(acceptance[min(i, len(acceptance) - 1)])
+    return min(1.0, max(0.0, a))
+
+
+def expected_tokens(acceptance_per_position: Acceptance, k: int) -> float:
+    """Expected tokens one round emits with k proposals: 1 + sum_j prod_{i<=j} a_i.
+
+    `acceptance_per_position[i]` is P(proposal i accepted | proposals before it accepted); a
+    float means the same rate everywhere, which gives (1 - a^(k+1)) / (1 - a).
+    """
+    total, reach = 1.0, 1.0
+    for i in range(max(0, k)):
+        reach *= _acc(acceptance_per_position, i)
+        total += reach
+    return total
+
+
+def speedups(
+    costs: Costs, acceptance: Acceptance, n_max: int, *, p_empty: float = 0.0
+) -> list[float]:
+    """Expected speedup over plain decoding for k = 0..n_max (index k); speedups[0] == 1.
+
+    `p_empty`: probability that a drafting attempt ends before its first token (a model
+    drafter that, after one draft step, finds its guess not worth proposing); such a round
+    costs that draft step plus a plain step and emits one token.
+    """
+    base = costs.verify_cost(0)
+    p = min(1.0, max(0.0, p_empty))
+    out = [1.0]
+    expected, reach = 1.0, 1.0  # expected_tokens(acceptance, k), built up one k at a time
+    for k in range(1, max(0, n_max) + 1):
+        reach *= _acc(acceptance, k - 1)
+        expected += reach
+        tokens = (1 - p) * expected + p
+        cost = (1 - p) * costs.round_cost(k) + p * (costs.draft + base)
+        out.append(tokens * base / cost)
+    return out
+
+
+def best_k(
+    costs: Costs,
+    acceptance: Acceptance,
+    n_max: int,
+    *,
+    margin: float = 0.0,
+    p_empty: float = 0.0,
+) -> tuple[int, float]:
+    """The draft length in 0..n_max with the highest expected speedup, and that speedup.
+
+    A k > 0 is chosen only if its speedup exceeds 1 + margin (the margin keeps noise-level
+    gains from switching speculation on); ties go to the shorter draft. (0, 1.0) means
+    "do not speculate".
+    """
+    best, best_s = 0, 1.0
+    for k, s in enumerate(speedups(costs, acceptance, n_max, p_empty=p_empty)):
+        if k > 0 and s > 1.0 + margin and s > best_s + 1e-12:
+            best, best_s = k, s
+    return best, best_s
+
+
+def worth_continuing(
+    costs: Costs,
+    position: int,
+    *,
+    p_reach: float,
+    a_next: float,
+    future: Acceptance,
+    n_max: int,
+    rate: float = 1.0,
+) -> bool:
+    """Whether a model drafter that has proposed `position` tokens this round should propose
+    one more, whose acceptance (given the earlier ones were accepted) is `a_next`.
+
+    `p_reach`: probability that every earlier proposal is accepted; `future`: acceptance of the
+    positions after this one (per position, as in `expected_tokens`, index 0 = position + 1);
+    `n_max`: the most tokens this round may draft; `rate`: what a unit of cost is worth in
+    tokens (the throughput the policy expects anyway, >= 1 plain step's token).
+
+    Stopping now leaves the round at `position` proposals. Continuing to j > position adds the
+    expected tokens of positions position..j-1 and costs the extra verify width plus the draft
+    decodes still needed: the logits for this token are already computed (sunk), but each
+    token kept before n_max is decoded at once to get the next position's logits. Continue iff
+    some j has positive net value  gain_tokens - rate * extra_cost.
+    """
+    i = position
+    if i >= n_max:
+        return False
+    v_i = costs.verify_cost(i)
+    gain, reach = 0.0, p_reach * min(1.0, max(0.0, a_next))
+    for j in range(i + 1, n_max + 1):
+        if j > i + 1:
+            reach *= _acc(future, j - i - 2)
+        gain += reach
+        draft_steps = (j - i) if j < n_max else (j - i - 1)
+        extra = costs.draft * draft_steps + costs.verify_cost(j) - v_i
+        if gain - rate * extra > 1e-12:
+            return True
+    return False
+
+
+# -- online estimates --------------------------------------------------------------------------
+
+
+class _DecayedMean:
+    """Mean with exponentially decaying weights; robust to one-off outliers once warm."""
+
+    __slots__ = ("mean", "weight", "n")
+
+    def __init__(self) -> None:
+        self.mean = 0.0
+        self.weight = 0.0
+        self.n = 0
+
+    def add(self, x: float, decay: float) -> None:
+        if self.n >= 3 and self.mean > 0:  # a stall (another process, a long catch-up) is
+            x = min(max(x, self.mean / 3), self.mean * 3)  # clipped, not averaged in whole
+        self.weight = self.weight * decay + 1.0
+        self.mean += (x - self.mean) / self.weight
+        self.n += 1
+
+    @property
+    def known(self) -> bool:
+        return self.n > 0
+
+
+class _DrafterModel:
+    """What the policy has learned about one drafter (by its --spec-type name)."""
+
+    def __init__(self, cap: int, bins: int) -> None:
+        self.draft_ms = _DecayedMean()  # per proposed token
+        self.trials = [0.0] * cap  # position i reached (earlier proposals all accepted)
+        self.hits = [0.0] * cap  # ... and accepted
+        self.cal_trials = [0.0] * bins  # confidence bin -> reached
+        self.cal_hits = [0.0] * bins  # ... and accepted
+        self.gated = False  # asks continue_drafting (a model drafter with confidences)
+        self.attempts = 0.0  # decayed: rounds in which continue_drafting was asked
+        self.empties = 0.0  # ... and said stop before the first token
+        self.rounds = 0
+        self.empty_attempts = 0  # asked, and stopped before the first token
+        self.pending = 1  # tokens a model drafter must catch up on before its next draft
+        self.catch_up = _DecayedMean()  # target steps per caught-up token (relative)
+        self.tokens_drafted = 0
+        self.tokens_accepted = 0
+
+    def decay(self, f: float) -> None:
+        for arr in (self.trials, self.hits, self.cal_trials, self.cal_hits):
+            for i in range(len(arr)):
+                arr[i] *= f
+        self.attempts *= f
+        self.empties *= f
+
+    def p_empty(self) -> float:
+        return self.empties / (self.attempts + 1.0)  # prior: attempts do propose
+
+
+@dataclass
+class _RoundState:
+    """continue_drafting's view of the current round, for one drafter."""
+
+    p_reach: float = 1.0  # P(every proposal so far is accepted), by the calibration
+    confidences: list[float] = field(default_factory=list)  # of the proposed tokens
+    stopped: bool = False  # the policy said stop (after the draft computed that position)
+
+
+@dataclass
+class _Plan:
+    k: int  # budget for this drafter this round
+    speedup: float  # what the model expects of it
+    probe: bool
+
+
+class AdaptivePolicy:
+    """Budget policy for `SpeculativeDecoder(..., budget_policy=...)`.
+
+    Wiring (what `run --spec-draft-n-max auto` and `bench` do):
+
+        policy = AdaptivePolicy(n_max_cap=8)
+        decoder = session.decoder(sampler, n, seed, budget_policy=policy)
+        policy.attach(decoder.drafters)   # per-drafter budgets + continue_drafting hooks
+        ... generate ...
+        policy.detach()                   # restores the drafters' own caps
+
+    `attach` is optional but better: it lets the policy give each drafter its own budget
+    (through `drafter.max_draft`, restored by `detach`), so a draft model that does not pay is
+    skipped outright instead of catching up and then stopping at position 0; and it sets
+    `drafter.policy` on model drafters so `continue_drafting` is asked per token.
+    """
+
+    PROBE_LADDER = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+    INITIAL_PROBE_MAX = 4
+    EXPAND_EVERY = 8  # rounds between tries of the next wider pass while the widest one pays
+    REFRESH_EVERY = 32  # rounds between plain steps that re-measure the unit while drafting
+
+    def __init__(
+        self,
+        n_max_cap: int = DEFAULT_N_MAX_CAP,
+        *,
+        decay: float = 0.97,
+        cost_decay: float = 0.9,
+        prior_acceptance: float = 0.5,
+        prior_weight: float = 1.0,
+        confidence_bins: int = 10,
+        margin: float = 0.02,
+        probe_gap: int = 8,
+        probe_gap_max: int = 64,
+        probe_rounds: int = 3,
+        explore_budget: float = 0.05,
+        explore_allowance: float = 2.0,
+        optimism: float = 0.15,
+    ) -> None:
+        if n_max_cap < 1:
+            raise ValueError("n_max_cap must be >= 1")
+        self.cap = n_max_cap
+        self.decay = decay
+        self.cost_decay = cost_decay
+        self.prior_acceptance = prior_acceptance
+        self.prior_weight = prior_weight
+        self.bins = confidence_bins
+        self.margin = margin
+        self.probe_gap0 = probe_gap
+        self.probe_gap_max = probe_gap_max
+        self.probe_rounds = probe_rounds
+        self._burst = 0
+        #: exploration may cost at most this fraction of the time plain decoding would take
+        self.explore_budget = explore_budget
+        self.explore_allowance = explore_allowance  # target steps, once per generation
+        self.optimism = optimism  # acceptance bonus under which a re-probe must look useful
+        self._explore_spent = 0.0  # what probe rounds cost beyond plain steps (target steps)
+        self._elapsed = 0  # tokens emitted so far (what plain decoding would spend steps on)
+        self._probing = False  # the round in flight is a probe
+        self._burst_names: list[str] = []
+        self._since_plain = 0  # rounds since the last plain step (k = 0)
+        self._observed = 0
+
+        self._verify = [_DecayedMean() for _ in range(n_max_cap + 1)]  # ms, by #proposals
+        self._drafters: dict[str, _DrafterModel] = {}
+        widths = [k for k in self.PROBE_LADDER if k < n_max_cap] + [n_max_cap]
+        #: initial probes (k = 0 first: the plain step is the unit of every cost)
+        # (two plain steps: the first round after the prompt is slower than the others and
+        # is not taken as a sample, see observe)
+        self._ladder = [0] + [k for k in widths if k <= self.INITIAL_PROBE_MAX]
+        #: wider passes are measured only once the narrower ones show that they might pay
+        self._wider = [k for k in widths if k > self.INITIAL_PROBE_MAX]
+        self._tick = 0
+        self._zero_run = 0
+        self._gap = probe_gap
+        self._plans: dict[str, _Plan] = {}
+        self._attached: list[tuple[Any, int]] = []
+        # continue_drafting's state within the current round, per drafter name
+        self._round: dict[str, _RoundState] = {}
+        #: k returned by each budget() call, in order (what `auto` chose round by round)
+        self.chosen: list[int] = []
+        self._cache: dict[tuple, Any] = {}  # derived estimates, cleared by observe()
+        self.probes = 0
+
+    # -- attaching to drafters ------------------------------------------------------------------
+
+    def attach(self, drafters: Sequence[Any]) -> None:
+        self.detach()
+        self._cache.clear()
+        for d in drafters:
+            self._attached.append((d, int(d.max_draft)))
+            self._model(d.name)
+            if hasattr(d, "policy"):
+                d.policy = self
+                self._drafters[d.name].gated = True
+
+    def new_sequence(self) -> None:
+        """Start another prompt with what was learned (costs, acceptance, calibration): for
+        --jsonl batches and conversations, where one policy can serve every decoder. The
+        initial probes are not repeated; call `attach` with the new decoder's drafters."""
+        for m in self._drafters.values():
+            m.pending = 1  # a model drafter's begin() catches up on the prompt itself
+        self._observed = 0
+        self._round = {}
+        self._plans = {}
+        self._since_plain = 0
+        self._zero_run = 0
+        self._burst = 0
+
+    def detach(self) -> None:
+        for d, cap in self._attached:
+            d.max_draft = cap
+            if getattr(d, "policy", None) is self:
+                d.policy = None
+        self._attached = []
+
+    def _model(self, name: str) -> _DrafterModel:
+        m = self._drafters.get(name)
+        if m is None:
+            m = self._drafters[name] = _DrafterModel(self.cap, self.bins)
+        return m
+
+    # -- estimates -------------------------------------------------------------------------------
+
+    def target_step_ms(self) -> float | None:
+        """Estimated plain-step time; if k = 0 was never measured, the cheapest pass seen
+        (which makes every wider pass look relatively dearer: the pessimistic side)."""
+        if self._verify[0].known:
+            return self._verify[0].mean
+        known = [v.mean for v in self._verify if v.known]
+        return min(known) if known else None
+
+    def verify_curve(self) -> tuple[float, ...]:
+        key = ("curve",)
+        if key not in self._cache:
+            self._cache[key] = self._verify_curve()
+        return self._cache[key]
+
+    def _verify_curve(self) -> tuple[float, ...]:
+        """Relative verify cost for k = 0..cap: measured where known, linearly interpolated
+        between measurements, and beyond the widest measured pass extrapolated with a full
+        target step per extra token until a probe measures it."""
+        base = self.target_step_ms()
+        if base is None or base <= 0:
+            return tuple(1.0 + k for k in range(self.cap + 1))
+        known = {k: v.mean / base for k, v in enumerate(self._verify) if v.known}
+        known[0] = known.get(0, 1.0)
+        ks = sorted(known)
+        out = []
+        for k in range(self.cap + 1):
+            if k in known:
+                out.append(known[k])
+                continue
+            lo = max(x for x in ks if x < k)
+            hi = [x for x in ks if x > k]
+            if hi:
+                h = hi[0]
+                out.append(known[lo] + (known[h] - known[lo]) * (k - lo) / (h - lo))
+            else:
+                out.append(known[lo] + (k - lo) * 1.0)
+        return tuple(out)
+
+    def acceptance(self, name: str) -> list[float]:
+        key = ("acc", name)
+        if key not in self._cache:
+            self._cache[key] = self._acceptance(name)
+        return list(self._cache[key])
+
+    def _acceptance(self, name: str) -> list[float]:
+        """Estimated P(accept position i | earlier ones accepted), i = 0..cap-1: decayed
+        counts shrunk towards the previous position's estimate (the first towards the prior)."""
+        m = self._drafters.get(name)
+        out: list[float] = []
+        prior = self.prior_acceptance
+        w = self.prior_weight
+        for i in range(self.cap):
+            t, h = (m.trials[i], m.hits[i]) if m else (0.0, 0.0)
+            a = (h + w * prior) / (t + w)
+            out.append(a)
+            prior = a
+        return out
+
+    def calibrated(self, name: str, confidence: float) -> float:
+        """P(accept | the draft's confidence), binned and decayed; a bin without data says
+        the confidence itself (a draft at 0.9 is right ~90% of the time if calibrated)."""
+        c = min(1.0, max(0.0, confidence))
+        m = self._drafters.get(name)
+        if m is None:
+            return c
+        b = min(self.bins - 1, int(c * self.bins))
+        return (m.cal_hits[b] + self.prior_weight * c) / (m.cal_trials[b] + self.prior_weight)
+
+    def costs(self, name: str) -> Costs:
+        key = ("costs", name)
+        if key not in self._cache:
+            self._cache[key] = self._costs(name)
+        return self._cache[key]
+
+    def _costs(self, name: str) -> Costs:
+        base = self.target_step_ms()
+        m = self._drafters.get(name)
+        known = m is not None and m.draft_ms.known and base
+        # unmeasured: as dear as the target (probes measure it)
+        draft = m.draft_ms.mean / base if known else 1.0  # type: ignore[union-attr,operator]
+        return Costs(verify=self.verify_curve(), draft=draft, min_slope=0.0)
+
+    # -- the loop's hooks -----------------------------------------------------------------------
+
+    def _plan_model(self) -> dict[str, _Plan]:
+        plans: dict[str, _Plan] = {}
+        for name, m in self._drafters.items():
+            costs, acc = self.costs(name), self.acceptance(name)
+            k, s = best_k(costs, acc, self.cap, margin=self.margin, p_empty=m.p_empty())
+            if k > 0 and m.gated:
+                # continue_drafting cuts low-confidence tails, so allow the length that pays
+                # when the draft is confident (the best calibrated bin), never less than k.
+                top = max(
+                    (
+                        (m.cal_hits[b] + self.prior_weight * (b + 0.5) / self.bins)
+                        / (m.cal_trials[b] + self.prior_weight)
+                        for b in range(self.bins)
+                        if m.cal_trials[b] >= 1.0
+                    ),
+                    default=0.0,
+                )
+                k_up, _ = best_k(costs, [max(a, top) for a in acc], self.cap, margin=self.margin)
+                k = max(k, k_up)
+            plans[name] = _Plan(k, s, probe=False)
+        # Wider passes than the widest measured one are priced at a full target step per extra
+        # token. When the measured curve's average slope says a wider one could pay, try the
+        # next width now and then, so a GPU (or free n-gram drafts) can grow past the ladder.
+        widest = max((k for k, v in enumerate(self._verify) if v.known), default=0)
+        nxt = next((k for k in self._wider if k > widest), None)
+        if nxt is not None and widest > 0:
+            curve = self.verify_curve()[: widest + 1]
+            wants = [
+                name
+                for name, m in self._drafters.items()
+                if best_k(
+                    Costs(verify=curve, draft=self.costs(name).draft),
+                    self.acceptance(name),
+                    nxt,
+                    margin=self.margin,
+                    p_empty=m.p_empty(),
+                )[0]
+                > widest
+            ]
+            if wants:
+                self._tick += 1
+                if self._tick % self.EXPAND_EVERY == 0 and self._may_explore():
+                    for name in wants:
+                        plans[name] = _Plan(nxt, plans[name].speedup, probe=True)
+                    self.probes += 1
+        return plans
+
+    def _plan_probe(
+        self, k: int | None = None, names: Sequence[str] | None = None
+    ) -> dict[str, _Plan]:
+        plans = {}
+        for name in self._drafters:
+            if names is not None and name not in names:
+                plans[name] = _Plan(0, 1.0, probe=False)
+                continue
+            kk = k
+            if kk is None:  # the least bad k >= 1 under current estimates
+                sp = speedups(self.costs(name), self.acceptance(name), self.cap)
+                kk = max(range(1, self.cap + 1), key=lambda j: (sp[j], -j))
+            plans[name] = _Plan(kk, 1.0, probe=True)
+        return plans
+
+    def budget(self, limit: int) -> int:
+        """Draft budget for the next round (0: a plain step), at most `limit`."""
+        default = 0
+        ladder = bool(self._ladder)
+        if ladder:  # initial probes: measure the cost curve rather than assume it
+            default = self._ladder.pop(0)
+            plans = self._plan_probe(default)
+            self.probes += default > 0
+        else:
+            plans = self._plan_model()
+            if all(p.k == 0 for p in plans.values()):
+                self._zero_run += 1
+                if self._zero_run >= self._gap:  # time to check whether speculation pays now
+                    names = [
+                        n for n in self._drafters if self._could_pay(n) and self._may_explore(n)
+                    ]
+                    if names or (not self._drafters and self._may_explore()):
+                        self._burst, self._burst_names = self.probe_rounds, names
+                        self._zero_run = 0
+                        self._gap = min(self._gap * 2, self.probe_gap_max)
+                if self._burst > 0:  # a few rounds in a row: one round is too little evidence
+                    self._burst -= 1
+                    plans = self._plan_probe(names=self._burst_names)
+                    self.probes += 1
+                    # no drafter known yet (not attached, none has proposed): a short probe
+                    default = 1 if not plans else 0
+            else:
+                self._zero_run = 0
+                self._burst = 0
+                self._gap = self.probe_gap0
+                if self._since_plain >= self.REFRESH_EVERY:
+                    # while speculating, a plain step now and then keeps the unit of every
+                    # cost (the plain step's time, which drifts with the context) measured
+                    plans = {n: _Plan(0, p.speedup, probe=False) for n, p in plans.items()}
+        self._plans = plans
+        # (the initial probes are the price of measuring at all: not charged to exploration)
+        self._probing = not ladder and (default > 0 or any(p.probe for p in plans.values()))
+        for d, cap in self._attached:
+            p = plans.get(d.name)
+            d.max_draft = min(cap, p.k) if p is not None else 0
+        k = max((p.k for p in plans.values()), default=default)
+        k = max(0, min(k, limit, self.cap))
+        self.chosen.append(k)
+        return k
+
+    def _likely_curve(self) -> tuple[float, ...]:
+        """The verify curve as the policy expects it to be: measured where known, and beyond
+        the widest measured pass extrapolated with the slope of the two widest ones (what
+        probe decisions use; the plan itself prices unmeasured widths at a full step)."""
+        curve = list(self.verify_curve())
+        known = [w for w, v in enumerate(self._verify) if v.known]
+        w = max(known, default=0)
+        if w == 0:
+            return tuple(curve)
+        prev = max(x for x in [0, *known] if x < w)
+        slope = max(0.0, (curve[w] - curve[prev]) / (w - prev))
+        for k in range(w + 1, len(curve)):
+            curve[k] = curve[w] + slope * (k - w)
+        return tuple(curve)
+
+    def catch_up_cost(self, name: str) -> float:
+        """Cost, in target steps, of each token a model drafter must catch up on when it is
+        resumed after being skipped (0 for n-gram drafters, which see every token anyway).
+        Unmeasured: half a draft step per token (a batch is cheaper per token than steps)."""
+        m = self._drafters.get(name)
+        if m is None or not m.gated:
+            return 0.0
+        return m.catch_up.mean if m.catch_up.known else 0.5 * self.costs(name).draft
+
+    def _may_explore(self, name: str | None = None) -> bool:
+        """Probes after the initial ones stay within `explore_budget` of the elapsed plain
+        time, counting what probing `name` would cost right now: resuming a skipped draft
+        model means catching it up on everything emitted meanwhile, a cost that grows with the
+        skipped run. Where that is dear (a CPU on which a batch costs nearly as much per token
+        as a step) auto stops probing the draft model and stays within a few percent of plain
+        decoding; where probes are cheap, or pay for themselves, it probes freely."""
+        liability = 0.0
+        if name is not None:
+            m = self._drafters[name]
+            liability = self.catch_up_cost(name) * max(0, m.pending - 1)
+        allowed = self.explore_budget * self._elapsed + self.explore_allowance
+        return self._explore_spent + liability <= allowed
+
+    def _could_pay(self, name: str) -> bool:
+        """Whether drafting with `name` would pay if its acceptance were `optimism` higher
+        than estimated: a probe that cannot change the decision is not worth its price."""
+        m = self._drafters[name]
+        acc = [min(1.0, a + self.optimism) for a in self.acceptance(name)]
+        costs = Costs(verify=self._likely_curve(), draft=self.costs(name).draft)
+        k, _ = best_k(costs, acc, self.cap, margin=self.margin, p_empty=m.p_empty())
+        return k > 0
+
+    def continue_drafting(self, name: str, position: int, confidence: float) -> bool:
+        """Asked by a model drafter before it proposes token `position` (0-based) of this
+        round, whose top probability is `confidence`: is that token still worth its cost?"""
+        m = self._model(name)
+        m.gated = True
+        st = self._round.get(name)
+        if position == 0 or st is None:
+            st = self._round[name] = _RoundState()
+        plan = self._plans.get(name)
+        n_max = plan.k if plan is not None else self.cap
+        if position >= n_max:
+            ok = False
+        elif plan is not None and plan.probe:
+            ok = True  # a probe measures the full width
+        else:
+            a_now = self.calibrated(name, confidence)
+            acc = self.acceptance(name)
+            ok = worth_continuing(
+                self.costs(name),
+                position,
+                p_reach=st.p_reach,
+                a_next=a_now,
+                future=acc[position + 1 :] or acc[-1:],
+                n_max=n_max,
+                rate=max(1.0, plan.speedup if plan is not None else 1.0),
+            )
+            if ok:
+                st.p_reach *= a_now
+        if ok:
+            st.confidences.append(confidence)
+        else:
+            st.stopped = True
+        return ok
+
+    def observe(self, rnd: Any) -> None:
+        """Learn from a finished round (specgguf.speculative.Round)."""
+        k = len(rnd.proposed)
+        self._observed += 1
+        self._since_plain = 0 if k == 0 else self._since_plain + 1
+        if k <= self.cap and self._observed > 1:  # the first round follows the prompt's pass
+            self._verify[k].add(float(rnd.verify_ms), self.cost_decay)
+        self._elapsed += len(rnd.emitted)
+        base = self.target_step_ms()
+        if self._probing and base:
+            # a probe's price: its time beyond the plain steps its tokens would have taken,
+            # including a model drafter's catch-up on everything emitted while it was skipped
+            cost = (float(rnd.draft_ms) + float(rnd.verify_ms)) / base
+            self._explore_spent = max(0.0, self._explore_spent + cost - len(rnd.emitted))
+        self._probing = False
+        for m in self._drafters.values():
+            m.decay(self.decay)
+        self._cache.clear()  # estimates change only here
+        rounds, self._round = self._round, {}
+        # A model drafter's first step catches up on every token it has not seen; after rounds
+        # in which it was skipped that is a batch, whose time says nothing about one draft
+        # step. Such rounds are left out of the draft-cost estimate.
+        clean: dict[str, bool] = {}
+        for name, m in self._drafters.items():
+            if not m.gated:
+                continue
+            clean[name] = m.pending <= 2
+            ran = name in rounds or (k > 0 and rnd.drafter == name)
+            if ran and not clean[name] and base and m.draft_ms.known:
+                # what the catch-up batch cost beyond the draft steps themselves, per token
+                st = rounds.get(name)
+                steps = (k if rnd.drafter == name else 0) + (1 if st and st.stopped else 0)
+                extra = float(rnd.draft_ms) - max(1, steps) * m.draft_ms.mean
+                m.catch_up.add(max(0.0, extra) / (m.pending - 1) / base, self.cost_decay)
+            m.pending = 1 if ran else m.pending + len(rnd.emitted)
+        # A model drafter that was asked and stopped before its first token spent one draft
+        # step for nothing: the budget weighs such empty attempts in (`p_empty`).
+        for name, st in rounds.items():
+            m = self._model(name)
+            m.attempts += 1.0
+            if st.stopped and not st.confidences and not (k and rnd.drafter == name):
+                m.empties += 1.0
+                m.empty_attempts += 1
+                if k == 0 and clean.get(name, True):
+                    m.draft_ms.add(float(rnd.draft_ms), self.cost_decay)
+        if k == 0 or not rnd.drafter:
+            return
+        m = self._model(rnd.drafter)
+        st = rounds.get(rnd.drafter)
+        # draft steps: one per proposal, plus the one whose token was then judged not worth it
+        steps = k + (1 if st is not None and st.stopped else 0)
+        if clean.get(rnd.drafter, True):
+            m.draft_ms.add(float(rnd.draft_ms) / steps, self.cost_decay)
+        n_acc = int(rnd.n_accepted)
+        m.rounds += 1
+        m.tokens_drafted += k
+        m.tokens_accepted += n_acc
+        for i in range(min(k, self.cap)):
+            if i > n_acc:
+                break  # never reached: an earlier proposal was rejected
+            m.trials[i] += 1.0
+            m.hits[i] += 1.0 if i < n_acc else 0.0
+        for i, c in enumerate(st.confidences[:k] if st is not None else []):
+            if i > n_acc:
+                break
+            b = min(self.bins - 1, int(min(1.0, max(0.0, c)) * self.bins))
+            m.cal_trials[b] += 1.0
+            m.cal_hits[b] += 1.0 if i < n_acc else 0.0
+
+    # -- reporting ---------------------------------------------------------------------------
+
+    def summary(self) -> dict[str, Any]:
+        """What `auto` chose and why: chosen-k histogram, measured costs, acceptance."""
+        base = self.target_step_ms()
+        curve = self.verify_curve()
+        drafters = {}
+        for name, m in self._drafters.items():
+            costs, acc = self.costs(name), self.acceptance(name)
+            k, s = best_k(costs, acc, self.cap, margin=self.margin, p_empty=m.p_empty())
+            drafters[name] = {
+                "draft_ms_per_token": round(m.draft_ms.mean, 3) if m.draft_ms.known else None,
+                "draft_cost_rel": round(costs.draft, 4) if m.draft_ms.known else None,
+                "acceptance": [round(a, 4) for a in acc],
+                "rounds": m.rounds,
+                "empty_attempts": m.empty_attempts,
+                "tokens_drafted": m.tokens_drafted,
+                "tokens_accepted": m.tokens_accepted,
+                "best_k": k,
+                "expected_speedup": round(s, 4),
+            }
+        hist = Counter(self.chosen)
+        return {
+            "n_max_cap": self.cap,
+            "rounds": len(self.chosen),
+            "probes": self.probes,
+            "explore_cost_steps": round(self._explore_spent, 3),
+            "chosen_k": {str(k): hist[k] for k in sorted(hist)},
+            "mean_k": round(sum(self.chosen) / len(self.chosen), 3) if self.chosen else 0.0,
+            "target_step_ms": round(base, 3) if base else None,
+            "verify_cost_rel": {
+                str(k): round(c, 4)
+                for k, c in enumerate(curve)
+                if self._verify[k].known and math.isfinite(c)
+            },
+            "drafters": drafters,
+        }
+
+    def report_lines(self) -> list[str]:
+        """A few lines for stderr after `run --spec-draft-n-max auto`."""
+        s = self.summary()
+        lines = [
+            f"auto: {s['rounds']} rounds, mean k {s['mean_k']:.2f}, probes {s['probes']}, "
+            "chosen k " + " ".join(f"{k}:{n}" for k, n in s["chosen_k"].items()),
+        ]
+        if s["target_step_ms"]:
+            lines.append(
+                f"auto: target step {s['target_step_ms']:.1f} ms, verify cost by k "
+                + " ".join(f"{k}:{c:.2f}" for k, c in s["verify_cost_rel"].items())
+            )
+        for name, d in s["drafters"].items():
+            cost = f"{d['draft_cost_rel']:.2f}" if d["draft_cost_rel"] is not None else "?"
+            lines.append(
+                f"auto: {name}: draft step {cost} of a target step, acceptance "
+                + " ".join(f"{a:.2f}" for a in d["acceptance"][:4])
+                + f", best k {d['best_k']} (x{d['expected_speedup']:.2f})"
+            )
+        return lines

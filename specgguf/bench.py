@@ -1,0 +1,770 @@
+"""`specgguf bench`: does speculation pay on THIS machine, and with which settings?
+
+Plain decoding and each speculative configuration run on the same prompts with the models
+loaded once, interleaved (for each prompt: plain, A, B, ..., then the next prompt or repeat),
+after one short untimed warm-up run per configuration. Speed is the decode rate (tokens after
+the prompt / their time, prefill excluded); each configuration's ratio to plain decoding is
+taken pair by pair (same prompt, same repetition, back to back), which cancels most of the
+drift of a shared machine. The target's cost curve (a pass over k tokens vs over 1, the draft
+step vs the target step) is measured too, so the report can say WHY a configuration pays or
+not (specgguf.adaptive's cost model), and the recommendation is the best measured
+configuration, or plain decoding when none beats it by more than `margin`.
+
+Separate from the CLI (cli/bench_cmd.py) so it can be tested on the tiny models.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from specgguf.adaptive import DEFAULT_N_MAX_CAP, AdaptivePolicy, Costs, best_k
+from specgguf.errors import PromptError, UsageError
+from specgguf.spec_types import parse_spec_types
+
+#: auto's largest draft (`--spec-draft-n-max auto` chooses 0..AUTO_CAP each round)
+AUTO_CAP = DEFAULT_N_MAX_CAP
+#: a speculative configuration is recommended only if its median ratio beats plain by this
+MARGIN = 0.03
+#: the prompt set shipped with specgguf (one JSON object per line: {"class", "prompt"})
+BUILTIN_PROMPTS = Path(__file__).resolve().parent.parent / "scripts" / "bench_prompts.jsonl"
+
+
+# -- configurations ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """One way of decoding: spec types (empty: plain) and draft length (None: auto)."""
+
+    types: tuple[str, ...] = ()
+    n_max: int | None = 3
+
+    @property
+    def plain(self) -> bool:
+        return not self.types
+
+    @property
+    def auto(self) -> bool:
+        return bool(self.types) and self.n_max is None
+
+    @property
+    def uses_n_max(self) -> bool:
+        """--spec-draft-n-max only bounds draft-simple (n-gram types have their own size_m),
+        except in auto mode, where the policy's cap bounds every drafter."""
+        return self.auto or "draft-simple" in self.types
+
+    @property
+    def label(self) -> str:
+        if self.plain:
+            return "none"
+        name = ",".join(self.types)
+        if self.auto:
+            return f"{name} auto"
+        return f"{name} n_max={self.n_max}" if self.uses_n_max else name
+
+    def run_flags(self) -> list[str]:
+        """The `specgguf run` flags that select this configuration."""
+        if self.plain:
+            return ["--spec-type", "none"]
+        flags = ["--spec-type", ",".join(self.types)]
+        if self.uses_n_max:
+            flags += ["--spec-draft-n-max", "auto" if self.auto else str(self.n_max)]
+        return flags
+
+
+PLAIN = BenchConfig((), 0)
+
+
+def parse_n_max_list(value: str, *, what: str = "--spec-draft-n-max") -> list[int | None]:
+    """ "3", "2,3,auto", "1..8" -> [3], [2, 3, None], [1, ..., 8] (None: auto)."""
+    out: list[int | None] = []
+    for raw in value.split(","):
+        item = raw.strip().lower()
+        if not item:
+            continue
+        if item == "auto":
+            out.append(None)
+            continue
+        try:
+            if ".." in item:
+                a, b = (int(x) for x in item.split("..", 1))
+                if a > b:
+                    raise ValueError
+                out.extend(range(a, b + 1))
+            else:
+                out.append(int(item))
+        except ValueError:
+            raise UsageError(
+                f"invalid value for {what}: {raw.strip()!r} (expected N, A..B or auto)"
+            ) from None
+    for n in out:
+        if n is not None and not 0 <= n <= 256:
+            raise UsageError(f"invalid value for {what}: {n} (must be 0..256)")
+    if not out:
+        raise UsageError(f"invalid value for {what}: {value!r} (empty)")
+    return list(dict.fromkeys(out))
+
+
+def parse_configs(
+    values: Sequence[str] | None,
+    n_max_values: Sequence[int | None],
+    *,
+    have_draft_model: bool,
+) -> list[BenchConfig]:
+    """Configurations to compare, plain decoding first.
+
+    Each value (from repeated --spec-type) holds configurations separated by ';'; each is a
+    comma list of types as `run --spec-type` takes it, optionally followed by ':N', ':auto'
+    or ':A..B' (its draft lengths). Without ':', a configuration that uses draft-simple runs
+    once per value of `n_max_values` (--spec-draft-n-max / --sweep-n-max); n-gram-only ones
+    run once. `none` (plain decoding) is always included, as the reference.
+    With no --spec-type: draft-simple, ngram-simple and draft-simple auto when a draft model is
+    there, else ngram-simple and ngram-simple auto.
+    """
+    if not values:
+        values = (
+            ["draft-simple;ngram-simple;draft-simple:auto"]
+            if have_draft_model
+            else ["ngram-simple;ngram-simple:auto"]
+        )
+    configs: list[BenchConfig] = [PLAIN]
+    for value in values:
+        for item in value.split(";"):
+            item = item.strip()
+            if not item:
+                continue
+            spec, _, lengths = item.partition(":")
+            types = tuple(parse_spec_types(spec, have_draft_model=have_draft_model))
+            if not types:
+                continue  # `none`: the reference, already there
+            if lengths:
+                ns = parse_n_max_list(lengths, what=f"--spec-type {item}")
+            elif "draft-simple" in types:
+                ns = list(n_max_values)
+            else:
+                ns = [3]  # n-gram only: --spec-draft-n-max does not apply
+            for n in ns:
+                cfg = BenchConfig(types, n)
+                if not cfg.uses_n_max:
+                    cfg = BenchConfig(types, 3)
+                if cfg not in configs:
+                    configs.append(cfg)
+    return configs
+
+
+# -- prompts -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BenchPrompt:
+    cls: str
+    text: str
+
+
+def parse_prompt_lines(data: str, where: str) -> list[BenchPrompt] | None:
+    """JSON Lines of {"prompt": ..., "class": ...}; None if `data` is not such a file."""
+    prompts: list[BenchPrompt] = []
+    for n, line in enumerate(data.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            if n == 1 or not prompts:
+                return None  # not JSON Lines: the whole file is one prompt
+            raise PromptError(f"{where}:{n}: not a JSON object") from None
+        if not isinstance(obj, dict) or not isinstance(obj.get("prompt"), str):
+            if not prompts and not isinstance(obj, dict):
+                return None
+            raise PromptError(f'{where}:{n}: expected {{"class": ..., "prompt": "..."}}')
+        cls = obj.get("class", "custom")
+        prompts.append(BenchPrompt(str(cls), obj["prompt"]))
+    return prompts or None
+
+
+def load_prompts(
+    text: str | None = None,
+    file: Path | None = None,
+    classes: Sequence[str] | None = None,
+    per_class: int = 0,
+) -> list[BenchPrompt]:
+    """-p TEXT, else -f FILE (JSON Lines, or plain text = one prompt), else the built-in set;
+    then keep the classes asked for (--prompt-class) and at most `per_class` of each."""
+    if text is not None:
+        prompts = [BenchPrompt("custom", text)]
+    else:
+        path = Path(file) if file is not None else BUILTIN_PROMPTS
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            if file is None:
+                raise UsageError(
+                    f"the built-in prompt set {path} is missing: pass -p TEXT or -f FILE"
+                ) from None
+            raise UsageError(f"-f {file}: no such file") from None
+        except OSError as e:
+            raise UsageError(f"-f {file}: {e.strerror}") from None
+        try:
+            decoded = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise PromptError(f"{path}: not valid UTF-8 (byte {e.start})") from None
+        parsed = parse_prompt_lines(decoded, str(path))
+        prompts = parsed if parsed is not None else [BenchPrompt("custom", decoded)]
+    if classes:
+        wanted = [c.strip() for c in classes if c.strip()]
+        known = sorted({p.cls for p in prompts})
+        unknown = [c for c in wanted if c not in known]
+        if unknown:
+            raise UsageError(
+                f"--prompt-class {unknown[0]!r}: no such class in the prompts "
+                f"(have: {', '.join(known)})"
+            )
+        prompts = [p for p in prompts if p.cls in wanted]
+    if per_class > 0:
+        seen: dict[str, int] = {}
+        kept = []
+        for p in prompts:
+            seen[p.cls] = seen.get(p.cls, 0) + 1
+            if seen[p.cls] <= per_class:
+                kept.append(p)
+        prompts = kept
+    if not prompts:
+        raise PromptError("no prompts to benchmark")
+    return prompts
+
+
+# -- measuring ---------------------------------------------------------------------------------
+
+
+@dataclass
+class CostCurve:
+    """This machine's costs, relative to one plain target step (a 1-token pass)."""
+
+    target_ms: dict[int, float]  # median ms of a target pass over n tokens (n = 1..)
+    draft_ms: float | None  # median ms of one draft-model step (1 token), None: no draft
+    samples: int = 0  # timings behind each median
+
+    @property
+    def step_ms(self) -> float:
+        return self.target_ms[1]
+
+    def verify(self) -> tuple[float, ...]:
+        """Index k = proposals: a pass over k + 1 tokens relative to 1."""
+        return tuple(self.target_ms[n] / self.step_ms for n in sorted(self.target_ms))
+
+    @property
+    def draft_rel(self) -> float | None:
+        return self.draft_ms / self.step_ms if self.draft_ms is not None else None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "target_step_ms": round(self.step_ms, 3),
+            "draft_step_ms": round(self.draft_ms, 3) if self.draft_ms is not None else None,
+            "draft_step_rel": round(self.draft_rel, 4) if self.draft_rel is not None else None,
+            "samples": self.samples,
+            # tokens in one target pass -> its cost relative to a 1-token pass
+            "pass_cost_rel": {
+                str(n): round(ms / self.step_ms, 4) for n, ms in sorted(self.target_ms.items())
+            },
+        }
+
+
+def _timed(fn: Callable[[], Any]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1e3
+
+
+def measure_cost_curve(
+    session: Any,
+    tokens: Sequence[int],
+    max_k: int,
+    reps: int = 5,
+    pool: CostSamples | None = None,
+) -> CostCurve:
+    """Time target passes over 1..max_k+1 tokens (all logits, as a verify pass) after the
+    prompt, and one draft step, each `reps` times interleaved, and return the medians. KV
+    caches are rolled back after every pass. With `pool`, the samples are added to it and the
+    medians are over everything pooled (run_bench samples between prompts, so one busy moment
+    on a shared machine cannot skew the whole curve)."""
+    pool = pool if pool is not None else CostSamples()
+    target = session.target
+    n0 = max(0, len(tokens) - 1)
+    room = target.n_ctx - n0
+    widest = max(1, min(max_k + 1, room))
+    filler = (list(tokens) * (widest // max(1, len(tokens)) + 1))[:widest]
+    target.truncate(0)
+    if n0:
+        target.decode(list(tokens[:n0]), 0, outputs="none")
+    dctx = getattr(session, "draft_ctx", None)
+    if dctx is not None:
+        dctx.truncate(0)
+        if n0:
+            dctx.decode(list(tokens[:n0]), 0, outputs="none")
+    for _ in range(max(1, reps)):
+        for n in range(1, widest + 1):
+            ms = _timed(lambda n=n: target.decode(filler[:n], n0, outputs="all"))
+            pool.target.setdefault(n, []).append(ms)
+            target.truncate(n0)
+        if dctx is not None:
+            pool.draft.append(_timed(lambda: dctx.decode(filler[:1], n0, outputs="last")))
+            dctx.truncate(n0)
+    target.truncate(0)
+    if dctx is not None:
+        dctx.truncate(0)
+    return pool.curve()
+
+
+@dataclass
+class CostSamples:
+    """Raw timings behind a CostCurve (ms), by tokens per target pass."""
+
+    target: dict[int, list[float]] = field(default_factory=dict)
+    draft: list[float] = field(default_factory=list)
+
+    def curve(self) -> CostCurve:
+        return CostCurve(
+            target_ms={n: statistics.median(v) for n, v in sorted(self.target.items())},
+            draft_ms=statistics.median(self.draft) if self.draft else None,
+            samples=min((len(v) for v in self.target.values()), default=0),
+        )
+
+
+@dataclass
+class RunResult:
+    prompt: int
+    rep: int
+    tokens: list[int]
+    tps: float
+    timings: dict[str, Any]
+    auto: dict[str, Any] | None = None
+    cpu_share: float = 0.0  # process CPU seconds per wall second during the run (0: unknown)
+
+
+def run_one(
+    session: Any,
+    cfg: BenchConfig,
+    tokens: list[int],
+    *,
+    n_predict: int,
+    sampler: Any,
+    seed: int,
+    ignore_eos: bool,
+    base_spec: Any,
+    ngram_state: dict[str, Any],
+    prompt: int = -1,
+    rep: int = -1,
+) -> RunResult:
+    """Generate once with `cfg`; the session's spec options are switched to it meanwhile."""
+    session.spec = replace(
+        base_spec,
+        types=list(cfg.types),
+        n_max=cfg.n_max if cfg.n_max is not None else AUTO_CAP,
+    )
+    # each configuration keeps its own n-gram drafters (their options and caches)
+    session._ngram_drafters = ngram_state
+    policy = AdaptivePolicy(n_max_cap=AUTO_CAP) if cfg.auto else None
+    dec = session.decoder(sampler, n_predict, seed, ignore_eos=ignore_eos, budget_policy=policy)
+    if policy is not None:
+        policy.attach(dec.drafters)
+    out: list[int] = []
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    try:
+        for rnd in dec.generate(tokens):
+            out.extend(rnd.emitted)
+    finally:
+        if policy is not None:
+            policy.detach()
+    wall = time.perf_counter() - wall0
+    stats = dec.stats
+    return RunResult(
+        prompt,
+        rep,
+        out,
+        stats.predicted_per_second,
+        stats.timings(),
+        policy.summary() if policy is not None else None,
+        cpu_share=(time.process_time() - cpu0) / wall if wall > 0 else 0.0,
+    )
+
+
+@dataclass
+class BenchOptions:
+    n_predict: int = 128
+    repeat: int = 1
+    warmup: bool = True
+    seed: int = 0
+    ignore_eos: bool = False
+    cost_reps: int = 3  # cost-curve samples before the runs (2 more after each prompt)
+
+
+@dataclass
+class BenchResult:
+    configs: list[BenchConfig]
+    prompts: list[BenchPrompt]
+    runs: dict[BenchConfig, list[RunResult]]
+    costs: CostCurve
+    greedy: bool
+    options: BenchOptions
+    load: tuple[float, float, float] | None = None
+    interrupted: bool = False  # Ctrl-C: only the runs that finished
+    rows: list[ConfigSummary] = field(default_factory=list)
+
+
+Progress = Callable[[str], None]
+
+
+def run_bench(
+    session: Any,
+    configs: Sequence[BenchConfig],
+    prompts: Sequence[BenchPrompt],
+    sampler: Any,
+    options: BenchOptions,
+    progress: Progress | None = None,
+) -> BenchResult:
+    """Measure every configuration on every prompt (see the module docstring)."""
+    configs = list(configs)
+    if PLAIN not in configs:
+        configs.insert(0, PLAIN)
+    tick = progress or (lambda _label: None)
+    tokenized = [session.tokenize(p.text) for p in prompts]
+    base_spec = session.spec
+    states: dict[BenchConfig, dict[str, Any]] = {c: {} for c in configs}
+    runs: dict[BenchConfig, list[RunResult]] = {c: [] for c in configs}
+
+    def one(cfg: BenchConfig, toks: list[int], n: int, pi: int, rep: int) -> RunResult:
+        return run_one(
+            session,
+            cfg,
+            toks,
+            n_predict=n,
+            sampler=sampler,
+            seed=options.seed,
+            ignore_eos=options.ignore_eos,
+            base_spec=base_spec,
+            ngram_state=states[cfg],
+            prompt=pi,
+            rep=rep,
+        )
+
+    try:
+        if options.warmup:
+            for cfg in configs:
+                tick(f"warm-up {cfg.label}")
+                one(cfg, tokenized[0], min(16, options.n_predict), -1, -1)
+        tick("cost curve")
+        max_k = max([AUTO_CAP] + [c.n_max or 0 for c in configs if c.uses_n_max])
+        pool = CostSamples()
+        costs = measure_cost_curve(session, tokenized[0], max_k, options.cost_reps, pool)
+        interrupted = False
+        try:
+            for pi, toks in enumerate(tokenized):
+                for rep in range(options.repeat):
+                    for cfg in configs:
+                        tick(f"{prompts[pi].cls} #{pi + 1} {cfg.label}")
+                        runs[cfg].append(one(cfg, toks, options.n_predict, pi, rep))
+                # a few more cost samples between prompts, at this prompt's context length
+                costs = measure_cost_curve(session, toks, max_k, 2, pool)
+        except KeyboardInterrupt:
+            # Ctrl-C: report the runs that finished (a pair needs its plain run, which always
+            # comes first in its block); before any measured run there is nothing to report.
+            if not runs[configs[0]]:
+                raise
+            interrupted = True
+    finally:
+        session.spec = base_spec
+        current = getattr(session, "_ngram_drafters", None)
+        for st in states.values():
+            if st is not current:
+                for d in st.values():
+                    d.close()
+    result = BenchResult(
+        configs,
+        list(prompts),
+        runs,
+        costs,
+        greedy=getattr(sampler, "greedy", False),
+        options=options,
+        load=os.getloadavg() if hasattr(os, "getloadavg") else None,
+        interrupted=interrupted,
+    )
+    result.rows = summarize(result)
+    return result
+
+
+def total_steps(n_configs: int, n_prompts: int, options: BenchOptions) -> int:
+    """How many progress ticks run_bench makes."""
+    return (n_configs if options.warmup else 0) + 1 + n_configs * n_prompts * options.repeat
+
+
+# -- summaries ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Spread:
+    median: float
+    lo: float
+    hi: float
+
+    @classmethod
+    def of(cls, xs: Sequence[float]) -> Spread | None:
+        return cls(statistics.median(xs), min(xs), max(xs)) if xs else None
+
+    def as_dict(self, nd: int = 4) -> dict[str, float]:
+        return {
+            "median": round(self.median, nd),
+            "min": round(self.lo, nd),
+            "max": round(self.hi, nd),
+        }
+
+
+@dataclass
+class ConfigSummary:
+    config: BenchConfig
+    tps: Spread | None
+    ratio: Spread | None  # tokens/s over plain's, pair by pair
+    ratio_by_class: dict[str, float]
+    accept_rate: float
+    mean_acceptance_length: float
+    per_position_acceptance: list[float]
+    n_drafted: int
+    same_as_plain: tuple[int, int] | None  # (identical runs, runs); greedy only
+    auto: dict[str, Any] | None  # merged AdaptivePolicy summaries
+    stalled_pairs: int = 0  # pairs left out of the ratios (see STARVED)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "label": self.config.label,
+            "spec_type": list(self.config.types) or ["none"],
+            "n_max": "auto" if self.config.auto else self.config.n_max,
+            "run_flags": self.config.run_flags(),
+            "tokens_per_second": self.tps.as_dict(3) if self.tps else None,
+            "ratio_to_plain": self.ratio.as_dict() if self.ratio else None,
+            "stalled_pairs": self.stalled_pairs,
+            "ratio_by_class": {k: round(v, 4) for k, v in self.ratio_by_class.items()},
+            "accept_rate": round(self.accept_rate, 4),
+            "mean_acceptance_length": round(self.mean_acceptance_length, 4),
+            "per_position_acceptance": [round(a, 4) for a in self.per_position_acceptance],
+            "n_drafted": self.n_drafted,
+            "same_text_as_plain": (
+                {"identical": self.same_as_plain[0], "runs": self.same_as_plain[1]}
+                if self.same_as_plain
+                else None
+            ),
+            "auto": self.auto,
+        }
+
+
+def _merge_auto(summaries: list[dict[str, Any]]) -> dict[str, Any] | None:
+    if not summaries:
+        return None
+    hist: dict[str, int] = {}
+    for s in summaries:
+        for k, n in s["chosen_k"].items():
+            hist[k] = hist.get(k, 0) + n
+    rounds = sum(hist.values())
+    mean_k = sum(int(k) * n for k, n in hist.items()) / rounds if rounds else 0.0
+    return {
+        "rounds": rounds,
+        "probes": sum(s["probes"] for s in summaries),
+        "chosen_k": dict(sorted(hist.items(), key=lambda kv: int(kv[0]))),
+        "mean_k": round(mean_k, 3),
+        "last": summaries[-1],  # the last run's estimates (costs, acceptance, best k)
+    }
+
+
+#: a run that got less than this fraction of the bench's median CPU share (process CPU time /
+#: wall time) was starved by something else on the machine (on 2 cores one competing process
+#: makes llama.cpp's threads wait on each other): its pair is left out of the ratios, and
+#: counted. A steady background load lowers every run's share alike and drops nothing.
+STARVED = 0.5
+
+
+def summarize(result: BenchResult) -> list[ConfigSummary]:
+    plain = {(r.prompt, r.rep): r for r in result.runs[PLAIN]}
+    shares = [r.cpu_share for runs in result.runs.values() for r in runs if r.cpu_share > 0]
+    typical = statistics.median(shares) if shares else 0.0
+
+    def stalled(r: RunResult) -> bool:
+        return 0 < r.cpu_share < STARVED * typical
+
+    rows = []
+    for cfg in result.configs:
+        runs = result.runs[cfg]
+        ratios: list[float] = []
+        by_class: dict[str, list[float]] = {}
+        same = compared = dropped = 0
+        for r in runs:
+            ref = plain.get((r.prompt, r.rep))
+            if ref is None or ref.tps <= 0:
+                continue
+            compared += 1
+            same += r.tokens == ref.tokens
+            if stalled(ref) or stalled(r):
+                dropped += 1
+                continue
+            ratios.append(r.tps / ref.tps)
+            by_class.setdefault(result.prompts[r.prompt].cls, []).append(r.tps / ref.tps)
+        drafted = sum(r.timings["draft_n"] for r in runs)
+        accepted = sum(r.timings["draft_n_accepted"] for r in runs)
+        drafting_rounds = sum(r.timings["rounds"] for r in runs)
+        pos: list[float] = []
+        for r in runs:  # weighted by drafting rounds, as RunStats counts them
+            for i, a in enumerate(r.timings["per_position_acceptance"]):
+                while len(pos) <= i:
+                    pos.append(0.0)
+                pos[i] += a * r.timings["rounds"]
+        rows.append(
+            ConfigSummary(
+                config=cfg,
+                tps=Spread.of([r.tps for r in runs]),
+                ratio=Spread.of(ratios),
+                ratio_by_class={c: statistics.median(v) for c, v in by_class.items()},
+                accept_rate=accepted / drafted if drafted else 0.0,
+                mean_acceptance_length=1.0 + accepted / drafting_rounds if drafting_rounds else 0.0,
+                per_position_acceptance=[p / drafting_rounds for p in pos]
+                if drafting_rounds
+                else [],
+                n_drafted=drafted,
+                same_as_plain=(same, compared) if result.greedy and not cfg.plain else None,
+                stalled_pairs=dropped,
+                auto=_merge_auto([r.auto for r in runs if r.auto is not None]),
+            )
+        )
+    return rows
+
+
+# -- recommendation ----------------------------------------------------------------------------
+
+
+def conditional_acceptance(per_position: Sequence[float]) -> list[float]:
+    """vLLM's per-position acceptance (fraction of drafting rounds whose i-th proposal was
+    accepted) -> P(i accepted | i-1 accepted), what the cost model wants."""
+    out, prev = [], 1.0
+    for a in per_position:
+        out.append(min(1.0, a / prev) if prev > 0 else 0.0)
+        prev = a
+    return out
+
+
+@dataclass
+class Recommendation:
+    speculate: bool
+    config: BenchConfig
+    expected_speedup: float  # the measured median ratio to plain decoding
+    command: str
+    reason: str
+    model_view: list[str] = field(default_factory=list)  # what the cost model predicts
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "speculate": self.speculate,
+            "config": self.config.label,
+            "run_flags": self.config.run_flags(),
+            "expected_speedup": round(self.expected_speedup, 4),
+            "command": self.command,
+            "reason": self.reason,
+            "cost_model": self.model_view,
+        }
+
+
+def command_line(cfg: BenchConfig, model_args: Sequence[str] = ()) -> str:
+    import shlex
+
+    return shlex.join(["specgguf", "run", *model_args, *cfg.run_flags()])
+
+
+def model_view(rows: Sequence[ConfigSummary], costs: CostCurve) -> list[str]:
+    """The cost model's reading of the measurements: for each drafting configuration with
+    fixed n_max, the best draft length given this machine's curve and its acceptance."""
+    lines = []
+    verify = costs.verify()
+    for row in rows:
+        cfg = row.config
+        if cfg.plain or cfg.auto or not row.per_position_acceptance:
+            continue
+        draft = costs.draft_rel if "draft-simple" in cfg.types and costs.draft_rel else 0.0
+        acc = conditional_acceptance(row.per_position_acceptance)
+        n = len(verify) - 1
+        k, s = best_k(Costs(verify=verify, draft=draft), acc, n)
+        what = f"n_max {k} (x{s:.2f} predicted)" if k else "no drafting (nothing beats x1.00)"
+        lines.append(
+            f"{cfg.label}: draft step {draft:.2f}, acceptance "
+            + " ".join(f"{a:.2f}" for a in acc[:4])
+            + f" -> best {what}"
+        )
+    return lines
+
+
+def recommend(
+    rows: Sequence[ConfigSummary],
+    costs: CostCurve | None = None,
+    *,
+    model_args: Sequence[str] = (),
+    margin: float = MARGIN,
+) -> Recommendation:
+    """The configuration with the best median ratio to plain decoding, if it beats plain by
+    more than `margin`; otherwise plain decoding ("do not speculate here")."""
+    candidates = [r for r in rows if not r.config.plain and r.ratio is not None]
+    view = model_view(rows, costs) if costs is not None else []
+    best = max(candidates, key=lambda r: r.ratio.median, default=None)  # type: ignore[union-attr]
+    if best is not None and best.ratio is not None and best.ratio.median > 1.0 + margin:
+        r = best.ratio
+        return Recommendation(
+            True,
+            best.config,
+            r.median,
+            command_line(best.config, model_args),
+            f"{best.config.label} decoded at x{r.median:.2f} the speed of plain decoding "
+            f"(median of pairwise ratios, range x{r.lo:.2f}..x{r.hi:.2f})",
+            view,
+        )
+    if best is None or best.ratio is None:
+        reason = "no speculative configuration was measured"
+    else:
+        reason = (
+            f"no configuration beats plain decoding by more than {margin:.0%}: the best, "
+            f"{best.config.label}, ran at x{best.ratio.median:.2f}"
+        )
+    return Recommendation(False, PLAIN, 1.0, command_line(PLAIN, model_args), reason, view)
+
+
+def to_json(
+    result: BenchResult, rec: Recommendation, extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    return {
+        **(extra or {}),
+        "n_predict": result.options.n_predict,
+        "repeat": result.options.repeat,
+        "seed": result.options.seed,
+        "greedy": result.greedy,
+        "interrupted": result.interrupted,
+        "load_average": list(result.load) if result.load else None,
+        "prompts": [{"class": p.cls, "chars": len(p.text)} for p in result.prompts],
+        "cost_curve": result.costs.as_dict(),
+        "configs": [
+            {
+                **row.as_dict(),
+                "runs": [
+                    {
+                        "prompt": r.prompt,
+                        "class": result.prompts[r.prompt].cls,
+                        "rep": r.rep,
+                        "tokens_per_second": round(r.tps, 3),
+                        "tokens": len(r.tokens),
+                        "cpu_share": round(r.cpu_share, 3),
+                    }
+                    for r in result.runs[row.config]
+                ],
+            }
+            for row in result.rows
+        ],
+        "recommendation": rec.as_dict(),
+    }

@@ -1,0 +1,387 @@
+"""`--spec-draft-n-max auto`: the cost model's decisions on synthetic costs and acceptance
+(pure, no model), then the policy inside the real loop on the tiny models (lossless)."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+import pytest
+
+from specgguf.adaptive import (
+    AdaptivePolicy,
+    Costs,
+    best_k,
+    expected_tokens,
+    speedups,
+    worth_continuing,
+)
+
+# measured-here.md: the 1.5B target's k-token pass relative to 1 token, on 2 cores
+CPU_CURVE = (1.0, 1.5, 1.8, 1.6, 2.0, 2.15, 2.3, 2.55, 2.8)
+FLAT_CURVE = tuple(1.0 + 0.03 * k for k in range(9))  # a memory-bound GPU
+
+
+# -- pure functions ----------------------------------------------------------------------------
+
+
+def test_expected_tokens_matches_closed_form():
+    for a in (0.0, 0.3, 0.6, 0.9):
+        for k in range(6):
+            assert expected_tokens(a, k) == pytest.approx((1 - a ** (k + 1)) / (1 - a))
+    assert expected_tokens(1.0, 4) == 5.0
+    # per position: 1 + a1 + a1*a2 + ...; a short list repeats its last value
+    assert expected_tokens([0.5, 0.5, 1.0], 3) == pytest.approx(1 + 0.5 + 0.25 + 0.25)
+    assert expected_tokens([0.8], 2) == pytest.approx(1 + 0.8 + 0.64)
+    assert expected_tokens(0.7, 0) == 1.0
+
+
+def test_costs_extrapolate_past_the_measured_curve():
+    c = Costs(verify=(1.0, 1.5, 2.0), draft=0.5)
+    assert c.verify_cost(2) == 2.0
+    assert c.verify_cost(4) == pytest.approx(3.0)  # average slope 0.5 per token
+    assert c.round_cost(0) == 1.0  # a plain step drafts nothing
+    assert c.round_cost(2) == pytest.approx(0.5 * 2 + 2.0)
+    assert Costs(verify=(1.0,)).verify_cost(3) == 4.0  # nothing measured: a full step each
+
+
+@pytest.mark.parametrize("verify", [tuple(1.0 + 0.5 * k for k in range(9)), CPU_CURVE])
+def test_expensive_drafts_at_moderate_acceptance_do_not_speculate(verify):
+    # the issue's example: draft step 0.5, a 2-token pass 1.5, acceptance 0.6 -> plain decoding
+    k, s = best_k(Costs(verify=verify, draft=0.5), 0.6, 8)
+    assert (k, s) == (0, 1.0)
+    assert all(x < 1.0 for x in speedups(Costs(verify=verify, draft=0.5), 0.6, 8)[1:])
+
+
+def test_verify_cost_of_one_and_a_half_per_extra_token_never_pays():
+    assert best_k(Costs(verify=tuple(1.0 + 1.5 * k for k in range(9)), draft=0.5), 0.6, 8)[0] == 0
+
+
+def test_free_drafts_and_high_acceptance_draft_long():
+    k, s = best_k(Costs(verify=CPU_CURVE, draft=0.0), 0.9, 8)
+    assert k >= 6 and s > 2.0
+    k, s = best_k(Costs(verify=FLAT_CURVE, draft=0.0), 0.9, 8)
+    assert k == 8 and s > 4.0
+    # a cheap draft model on a GPU: long drafts too
+    assert best_k(Costs(verify=FLAT_CURVE, draft=0.1), 0.9, 8)[0] >= 6
+
+
+def test_best_k_follows_acceptance_and_margin():
+    costs = Costs(verify=CPU_CURVE, draft=0.5)
+    ks = [best_k(costs, a, 8)[0] for a in (0.5, 0.8, 0.95, 0.99)]
+    assert ks[0] == 0 and ks[-1] > 0
+    assert ks == sorted(ks)  # more acceptance never means shorter drafts here
+    k, s = best_k(costs, 0.99, 8)
+    assert best_k(costs, 0.99, 8, margin=s - 1.0 + 0.01) == (0, 1.0)  # margin: not worth it
+    assert best_k(costs, 0.99, 0) == (0, 1.0)  # n_max 0: nothing to choose
+
+
+def test_empty_attempts_lower_the_expected_speedup():
+    costs = Costs(verify=FLAT_CURVE, draft=0.2)
+    s0 = best_k(costs, 0.9, 8)[1]
+    s1 = best_k(costs, 0.9, 8, p_empty=0.5)[1]
+    assert s1 < s0
+
+
+def test_continue_drafting_stops_at_low_confidence_when_drafts_are_expensive():
+    expensive = Costs(verify=CPU_CURVE, draft=0.5)
+    cheap = Costs(verify=FLAT_CURVE, draft=0.02)
+    kw = dict(p_reach=0.8, future=0.8, n_max=6)
+    assert not worth_continuing(expensive, 1, a_next=0.2, **kw)
+    assert worth_continuing(cheap, 1, a_next=0.2, **kw)
+    assert worth_continuing(expensive, 1, a_next=0.99, p_reach=1.0, future=0.99, n_max=6)
+    # never past n_max
+    assert not worth_continuing(cheap, 6, a_next=1.0, p_reach=1.0, future=1.0, n_max=6)
+    # the last allowed token needs no further draft decode: only its verify width counts
+    assert worth_continuing(
+        Costs(verify=FLAT_CURVE, draft=5.0), 5, a_next=0.9, p_reach=1.0, future=0.9, n_max=6
+    )
+
+
+# -- the policy on synthetic rounds ------------------------------------------------------------
+
+
+@dataclass
+class FakeRound:
+    drafter: str | None
+    proposed: list[int]
+    n_accepted: int
+    emitted: list[int]
+    draft_ms: float
+    verify_ms: float
+
+
+@dataclass
+class FakeDrafter:
+    name: str = "draft-simple"
+    max_draft: int = 8
+    policy: object | None = None
+
+
+@dataclass
+class Sim:
+    """A speculative loop without a model: verify and draft times and acceptance are given."""
+
+    verify: tuple[float, ...]  # relative, as CPU_CURVE
+    draft: float  # relative per draft step
+    acceptance: float
+    step_ms: float = 70.0
+    gated: bool = False
+    confidence: float = 0.8
+    seed: int = 0
+    catch_up: float = 0.0  # relative cost per extra token the draft catches up on
+    ks: list[int] = field(default_factory=list)
+
+    def run(self, policy: AdaptivePolicy, rounds: int, drafter: FakeDrafter | None = None):
+        rng = random.Random(self.seed)
+        d = drafter or FakeDrafter()
+        tokens, ms = 0, 0.0
+        pending = 1  # tokens the draft has not seen (the real drafter's catch-up)
+        for _ in range(rounds):
+            k = min(policy.budget(10_000), d.max_draft)
+            proposed, stopped = 0, False
+            for pos in range(k):
+                if self.gated and not policy.continue_drafting(d.name, pos, self.confidence):
+                    stopped = True
+                    break
+                proposed += 1
+            n_acc = 0
+            while n_acc < proposed and rng.random() < self.acceptance:
+                n_acc += 1
+            v = self.verify[proposed] * self.step_ms
+            dr = self.draft * (proposed + stopped) * self.step_ms
+            if proposed or stopped:
+                dr += self.catch_up * (pending - 1) * self.step_ms
+                pending = 1
+            else:
+                pending += n_acc + 1
+            policy.observe(
+                FakeRound(
+                    d.name if proposed else None,
+                    [1] * proposed,
+                    n_acc,
+                    [0] * (n_acc + 1),
+                    dr,
+                    v,
+                )
+            )
+            self.ks.append(proposed)
+            tokens += n_acc + 1
+            ms += v + dr
+        return tokens / ms * self.step_ms  # speedup over plain decoding
+
+
+def test_first_rounds_probe_instead_of_assuming_costs():
+    policy = AdaptivePolicy(n_max_cap=8)
+    policy.attach([FakeDrafter()])
+    assert policy.budget(100) == 0  # nothing measured: the first round is a plain step
+    sim = Sim(FLAT_CURVE, 0.1, 0.6)
+    sim.run(policy, 6)
+    assert policy.chosen[:6] == [0, 0, 1, 2, 3, 4]  # then 1, 2, 3, 4: measure each width
+    assert policy.budget(2) <= 2  # never more than the loop allows
+
+
+def test_policy_does_not_speculate_where_it_does_not_pay():
+    policy = AdaptivePolicy(n_max_cap=8)
+    speedup = Sim(CPU_CURVE, 0.5, 0.6).run(policy, 300)
+    tail = policy.chosen[100:]
+    assert tail.count(0) / len(tail) > 0.85  # plain decoding but for the probes
+    assert speedup > 0.9  # close to plain: probing costs little
+    summary = policy.summary()
+    assert summary["drafters"]["draft-simple"]["best_k"] == 0
+    assert summary["verify_cost_rel"]["1"] == pytest.approx(1.5, rel=0.01)
+
+
+def test_policy_drafts_long_with_cheap_drafts_and_high_acceptance():
+    policy = AdaptivePolicy(n_max_cap=8)
+    speedup = Sim(FLAT_CURVE, 0.02, 0.95).run(policy, 300)
+    assert sum(policy.chosen[150:]) / 150 > 6  # grew past the initial probes to long drafts
+    assert speedup > 3.0
+
+
+def test_policy_probes_after_runs_of_plain_steps_at_growing_intervals():
+    policy = AdaptivePolicy(
+        n_max_cap=4, probe_gap=4, probe_gap_max=32, probe_rounds=2, explore_budget=1.0, optimism=1.0
+    )
+    Sim(FLAT_CURVE, 0.3, 0.0).run(policy, 400)  # nothing is ever accepted
+    chosen = policy.chosen[6:]  # after the initial probes
+    starts = [i for i in range(1, len(chosen)) if chosen[i] > 0 and chosen[i - 1] == 0]
+    gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    assert len(starts) >= 6  # it keeps checking
+    assert gaps == sorted(gaps)  # ... less and less often
+    assert gaps[-1] <= 32 + 2 + 1  # ... but at least every probe_gap_max rounds
+    assert all(chosen[i + 1] > 0 for i in starts)  # a probe is a short burst, not one round
+
+
+def test_exploration_stays_within_its_budget_when_probes_are_dear():
+    # this CPU: the draft model does not pay, and resuming it after a skipped run means a
+    # catch-up batch at ~0.12 target steps per token (measured here). Probing it again would
+    # cost more than the exploration budget: auto stays at plain decoding after its probes.
+    policy = AdaptivePolicy(n_max_cap=4)
+    d = FakeDrafter(max_draft=4)
+    policy.attach([d])
+    speedup = Sim(CPU_CURVE, 0.5, 0.6, gated=True, catch_up=0.12).run(policy, 1000, d)
+    s = policy.summary()
+    assert s["explore_cost_steps"] <= 0.05 * 1000
+    assert speedup > 0.95
+    # n-gram lookup has nothing to catch up on and costs nothing: where it does not pay
+    # (acceptance 0.3) it keeps being probed, as its old evidence fades, within the budget
+    ngram = AdaptivePolicy(n_max_cap=4)
+    nd = type("Ngram", (), {"name": "ngram-simple", "max_draft": 4})()
+    ngram.attach([nd])
+    speedup = Sim(CPU_CURVE, 0.0, 0.3).run(ngram, 1000, nd)
+    assert ngram.probes > s["probes"] + 10
+    assert ngram.summary()["explore_cost_steps"] <= 0.05 * 1000 + 5
+    assert speedup > 0.9
+
+
+def test_policy_notices_when_speculation_starts_paying():
+    policy = AdaptivePolicy(n_max_cap=8)
+    Sim(FLAT_CURVE, 0.3, 0.05, seed=1).run(policy, 200)
+    assert policy.chosen[-30:].count(0) >= 22  # plain steps, but for the probes
+    sim = Sim(FLAT_CURVE, 0.3, 0.97, seed=2)
+    sim.run(policy, 200)
+    resumed = next(i for i, k in enumerate(sim.ks) if k > 0)
+    assert resumed <= 70  # found by a probe, not by chance
+    assert sum(policy.chosen[-50:]) / 50 > 5
+
+
+def test_per_position_acceptance_decays_to_recent_rounds():
+    policy = AdaptivePolicy(n_max_cap=4)
+    for _ in range(60):
+        policy.observe(FakeRound("d", [1, 2, 3], 3, [1, 2, 3, 4], 1.0, 10.0))
+    assert policy.acceptance("d")[0] > 0.95
+    for _ in range(60):
+        policy.observe(FakeRound("d", [1, 2, 3], 0, [5], 1.0, 10.0))
+    acc = policy.acceptance("d")
+    assert acc[0] < 0.2  # recent rejections dominate
+    # positions 1, 2 were not reached in the recent rounds: old evidence fades towards the
+    # previous position, it is not frozen at 1.0
+    assert acc[1] < 0.9
+    # a long run of plain steps: every count decays, the estimate goes back to the prior
+    for _ in range(300):
+        policy.observe(FakeRound(None, [], 0, [7], 0.0, 10.0))
+    assert policy.acceptance("d")[0] == pytest.approx(policy.prior_acceptance, abs=0.05)
+
+
+def test_confidence_is_calibrated_online():
+    policy = AdaptivePolicy(n_max_cap=2, decay=1.0)
+    assert policy.calibrated("d", 0.35) == pytest.approx(0.35)  # no data: trust the confidence
+    d = FakeDrafter("d", max_draft=2)
+    policy.attach([d])
+    for _ in range(300):  # first tokens drafted at confidence 0.35 are always rejected
+        k = min(policy.budget(100), d.max_draft)
+        proposed = 0
+        for pos in range(k):
+            if not policy.continue_drafting("d", pos, 0.35 if pos == 0 else 0.95):
+                break
+            proposed += 1
+        policy.observe(FakeRound("d" if proposed else None, [1] * proposed, 0, [2], 1.0, 10.0))
+    assert policy.calibrated("d", 0.35) < 0.15
+    assert policy.calibrated("d", 0.95) == pytest.approx(0.95)  # never reached: no evidence
+
+
+def measured_policy(draft_rel: float, curve: tuple[float, ...], acc: float) -> AdaptivePolicy:
+    policy = AdaptivePolicy(n_max_cap=6)
+    d = FakeDrafter(max_draft=6)
+    policy.attach([d])
+    Sim(curve, draft_rel, acc, gated=True, confidence=0.9).run(policy, 80, d)
+    return policy
+
+
+def test_policy_continue_drafting_depends_on_cost_and_confidence():
+    expensive = measured_policy(0.5, CPU_CURVE, 0.97)
+    cheap = measured_policy(0.02, FLAT_CURVE, 0.97)
+    for policy in (expensive, cheap):
+        policy._ladder = []
+        k = policy.budget(100)
+        assert k >= 2, policy.summary()
+        assert policy.continue_drafting("draft-simple", 0, 0.95)
+    # position 1, unsure: the expensive draft stops, the cheap one keeps going
+    assert not expensive.continue_drafting("draft-simple", 1, 0.3)
+    assert cheap.continue_drafting("draft-simple", 1, 0.3)
+    # ... unless a wrong guess is near certain: then the long drafts the cheap one makes
+    # (worth several plain steps each) are better spent elsewhere
+    assert not cheap.continue_drafting("draft-simple", 2, 0.01)
+
+
+def test_attach_sets_per_drafter_budgets_and_detach_restores_them():
+    model = FakeDrafter("draft-simple", 3)
+    ngram = type("Ngram", (), {"name": "ngram-simple", "max_draft": 48})()  # no policy hook
+    policy = AdaptivePolicy(n_max_cap=8)
+    policy.attach([ngram, model])
+    assert model.policy is policy and not hasattr(ngram, "policy")
+    assert policy.budget(100) == 0 and model.max_draft == 0 and ngram.max_draft == 0
+    assert policy.budget(100) == 0
+    assert policy.budget(100) == 1 and model.max_draft == 1 and ngram.max_draft == 1
+    policy.detach()
+    assert model.max_draft == 3 and ngram.max_draft == 48 and model.policy is None
+
+
+def test_draft_cost_ignores_catch_up_after_skipped_rounds():
+    # a draft model that does not pay is skipped for runs of rounds; the round that resumes
+    # it catches up on everything emitted meanwhile: that batch is measured apart (per
+    # token), it is not the cost of a draft step
+    policy = AdaptivePolicy(n_max_cap=8)
+    d = FakeDrafter(max_draft=8)
+    policy.attach([d])
+    Sim(FLAT_CURVE, 0.1, 0.05, gated=True, catch_up=0.04).run(policy, 600, d)
+    s = policy.summary()
+    assert s["probes"] > 20  # resumed many times
+    assert s["drafters"]["draft-simple"]["draft_cost_rel"] == pytest.approx(0.1, rel=0.1)
+    assert policy.catch_up_cost("draft-simple") == pytest.approx(0.04, rel=0.2)
+
+
+def test_one_policy_can_serve_several_prompts():
+    policy = AdaptivePolicy(n_max_cap=8)
+    Sim(FLAT_CURVE, 0.02, 0.95).run(policy, 60)
+    learned = policy.acceptance("draft-simple")
+    policy.new_sequence()
+    assert policy.acceptance("draft-simple") == learned
+    policy.attach([FakeDrafter()])
+    assert policy.budget(100) > 0  # no second round of initial probes: it drafts at once
+
+
+def test_summary_reports_choices_costs_and_acceptance():
+    policy = AdaptivePolicy(n_max_cap=8)
+    Sim(CPU_CURVE, 0.5, 0.7).run(policy, 50)
+    s = policy.summary()
+    assert s["rounds"] == 50 == sum(s["chosen_k"].values())
+    assert s["target_step_ms"] == pytest.approx(70.0)
+    d = s["drafters"]["draft-simple"]
+    assert d["draft_cost_rel"] == pytest.approx(0.5, rel=0.01)
+    assert len(d["acceptance"]) == 8
+    assert policy.report_lines()[0].startswith("auto: 50 rounds")
+
+
+# -- in the real loop (tiny models) ------------------------------------------------------------
+
+
+def test_auto_is_lossless_and_records_its_choices(tiny_target, tiny_draft):
+    from specgguf.sampling import SamplerParams
+    from specgguf.session import LoadOptions, Session, SpecOptions
+
+    greedy = SamplerParams(temp=0.0)
+    load = LoadOptions(
+        model=tiny_target, model_draft=tiny_draft, n_ctx=512, threads=1, flash_attn="off"
+    )
+    plain = Session(load, SpecOptions(types=[]))
+    spec = Session(load, SpecOptions(types=["ngram-simple", "draft-simple"], n_max=8))
+    try:
+        for prompt in ["the cat sat on", "def main():\n    return"]:
+            dec = plain.decoder(greedy, 60, 0)
+            ref = [t for r in dec.generate(plain.tokenize(prompt)) for t in r.emitted]
+            policy = AdaptivePolicy(n_max_cap=8)
+            dec = spec.decoder(greedy, 60, 0, budget_policy=policy)
+            policy.attach(dec.drafters)
+            got = [t for r in dec.generate(spec.tokenize(prompt)) for t in r.emitted]
+            policy.detach()
+            assert got == ref
+            assert len(policy.chosen) == dec.stats.rounds + dec.stats.plain_steps
+            assert policy.chosen[:6] == [0, 0, 1, 2, 3, 4]  # the initial probes
+            assert dec.stats.n_drafted > 0
+            assert all(d.max_draft in (8, 48) for d in dec.drafters)  # restored
+            assert policy.summary()["rounds"] == len(policy.chosen)
+    finally:
+        spec.close()
+        plain.close()
