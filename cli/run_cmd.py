@@ -219,6 +219,7 @@ def run(
                 system_prompt=system_prompt,
                 template_src=template_src,
                 template_file=chat_template_file,
+                auto=n_max is None,
                 meta={
                     "model": str(model),
                     "draft_model": str(model_draft) if "draft-simple" in types else None,
@@ -249,6 +250,9 @@ def run(
 # -- setup ------------------------------------------------------------------------------------
 
 
+from specgguf.adaptive import DEFAULT_N_MAX_CAP  # noqa: E402 - pure and light
+
+
 def _open_session(model, model_draft, types, *, n_max, n_min, p_min, draft_sampling, ngram,
                   n_gpu_layers, n_gpu_layers_draft, ctx_size, batch_size, flash_attn, threads,
                   threads_draft, no_repack, verbose):  # fmt: skip
@@ -270,7 +274,7 @@ def _open_session(model, model_draft, types, *, n_max, n_min, p_min, draft_sampl
         ),
         SpecOptions(
             types=types,
-            n_max=n_max if n_max is not None else 3,
+            n_max=n_max if n_max is not None else DEFAULT_N_MAX_CAP,  # auto: the cap
             n_min=n_min,
             p_min=p_min,
             draft_sampling=draft_sampling,
@@ -338,8 +342,17 @@ class _Run:
     -n and seed, the trace file and the chat template (compiled on first use)."""
 
     def __init__(self, *, session, sampler, n_predict, seed, ignore_eos, tracer, quiet,
-                 system_prompt, template_src, template_file, meta):  # fmt: skip
+                 system_prompt, template_src, template_file, meta, auto=False):  # fmt: skip
         from specgguf.session import resolve_seed
+
+        # --spec-draft-n-max auto: one cost model for the whole run; what it learned on one
+        # prompt (costs, acceptance) carries over to the next (--jsonl, -cnv).
+        self.policy = None
+        if auto and session.spec.types:
+            from specgguf.adaptive import AdaptivePolicy
+
+            self.policy = AdaptivePolicy(n_max_cap=session.spec.n_max)
+        self._policy_used = False
 
         self.session = session
         self.sampler = sampler
@@ -355,14 +368,23 @@ class _Run:
         self._template = None
 
     def decoder(self, sampler, n_predict: int, seed: int):
-        """The one place a decoder is built (a budget policy, when there is one, goes here)."""
-        return self.session.decoder(
+        """The one place a decoder is built, with the auto budget policy when there is one."""
+        if self.policy is not None and self._policy_used:
+            self.policy.new_sequence()
+        dec = self.session.decoder(
             sampler,
             n_predict,
             seed,
             ignore_eos=self.ignore_eos,
             trace_probs=self.tracer is not None,
+            budget_policy=self.policy,
         )
+        if self.policy is not None:
+            # per-drafter budgets and the per-token question go through the policy; attach
+            # first restores whatever a previous decoder's drafters had (cached n-gram ones)
+            self.policy.attach(dec.drafters)
+            self._policy_used = True
+        return dec
 
     def template(self):
         if self._template is None:
@@ -430,8 +452,13 @@ def _run_single(run: _Run, text: str, *, use_chat: bool, json_out: bool, color: 
     if not run.quiet:
         for line in stats.report_lines():
             print(line, file=sys.stderr)
+        if run.policy is not None:
+            for line in run.policy.report_lines():
+                print(line, file=sys.stderr)
     if json_out:
         obj = run.result_fields(result, stats, run.seed)
+        if run.policy is not None:
+            obj["auto"] = run.policy.summary()
         sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
         sys.stdout.flush()
     return int(ExitCode.INTERRUPTED) if result.stop_reason == "interrupted" else 0

@@ -286,3 +286,16 @@ def test_usage_errors(args, match, capsys):
     code = run_cli(["run", "-m", "/nonexistent.gguf", *args])
     assert code == ExitCode.USAGE
     assert match in capsys.readouterr().err
+
+
+def test_auto_n_max_is_lossless_and_reports_its_choices(run):
+    """--spec-draft-n-max auto only changes how much is drafted: the text equals plain
+    greedy decoding, and the JSON says which k the policy chose each round."""
+    args = ("-p", "the cat sat on", "-n", "96", "--temp", "0", "--ignore-eos", "--json")
+    plain = as_json(run(*args, "--spec-type", "none"))
+    auto = as_json(run(*args, "--spec-draft-n-max", "auto"))
+    assert auto["text"] == plain["text"]
+    summary = auto["auto"]
+    assert summary["rounds"] == auto["timings"]["rounds"] + auto["timings"]["plain_steps"]
+    assert sum(summary["chosen_k"].values()) == summary["rounds"]
+    assert any(int(k) > 0 for k in summary["chosen_k"])  # it probed drafting at least once
