@@ -115,6 +115,28 @@ NoRepack = typer.Option(
     help="Disable weight repacking (llama.cpp's workaround for crashing "
     "repacked kernels; about 15% slower here).",
 )
+_KV_HELP = "KV cache data type: f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1."
+CacheTypeK = typer.Option("f16", "-ctk", "--cache-type-k", envvar="LLAMA_ARG_CACHE_TYPE_K",
+                          help="Target " + _KV_HELP)
+CacheTypeV = typer.Option("f16", "-ctv", "--cache-type-v", envvar="LLAMA_ARG_CACHE_TYPE_V",
+                          help="Target " + _KV_HELP)
+CacheTypeKDraft = typer.Option("f16", "-ctkd", "--spec-draft-type-k", "--cache-type-k-draft",
+                               envvar="LLAMA_ARG_CACHE_TYPE_K_DRAFT", help="Draft " + _KV_HELP)
+CacheTypeVDraft = typer.Option("f16", "-ctvd", "--spec-draft-type-v", "--cache-type-v-draft",
+                               envvar="LLAMA_ARG_CACHE_TYPE_V_DRAFT", help="Draft " + _KV_HELP)
+
+
+def validate_cache_types(**flags: str) -> None:
+    """llama.cpp's kv_cache_types; checked before any model is loaded."""
+    from specgguf.engine import KV_CACHE_TYPES
+
+    for flag, value in flags.items():
+        if value not in KV_CACHE_TYPES:
+            raise UsageError(
+                f"invalid value for {flag}: {value!r} (one of: {', '.join(KV_CACHE_TYPES)})"
+            )
+
+
 NPredict = typer.Option(
     -1,
     "-n",

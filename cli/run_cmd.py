@@ -94,6 +94,10 @@ def run(
     threads: int = o.Threads,
     threads_draft: int = o.ThreadsDraft,
     no_repack: bool = o.NoRepack,
+    cache_type_k: str = o.CacheTypeK,
+    cache_type_v: str = o.CacheTypeV,
+    cache_type_k_draft: str = o.CacheTypeKDraft,
+    cache_type_v_draft: str = o.CacheTypeVDraft,
     n_predict: int = o.NPredict,
     prompt: str | None = o.Prompt,
     file: Path | None = o.File,
@@ -141,6 +145,11 @@ def run(
         batch=batch_size,
     )
     n_max = o.parse_n_max(spec_draft_n_max)
+    o.validate_cache_types(**{
+        "-ctk": cache_type_k, "-ctv": cache_type_v,
+        "-ctkd": cache_type_k_draft, "-ctvd": cache_type_v_draft,
+    })  # fmt: skip
+    kv_types = (cache_type_k, cache_type_v, cache_type_k_draft, cache_type_v_draft)
     color_mode = COLOR_CHOICES.get(color.strip().lower())
     if color_mode is None:
         raise UsageError(f"invalid value for -co/--color: {color!r} (auto, always or never)")
@@ -204,6 +213,7 @@ def run(
                 no_repack=no_repack,
                 verbose=verbose,
                 ngram=ngram,
+                kv_types=kv_types,
             )
         try:
             if tracer is not None:
@@ -255,7 +265,7 @@ from specgguf.adaptive import DEFAULT_N_MAX_CAP  # noqa: E402 - pure and light
 
 def _open_session(model, model_draft, types, *, n_max, n_min, p_min, draft_sampling, ngram,
                   n_gpu_layers, n_gpu_layers_draft, ctx_size, batch_size, flash_attn, threads,
-                  threads_draft, no_repack, verbose):  # fmt: skip
+                  threads_draft, no_repack, verbose, kv_types=("f16",) * 4):  # fmt: skip
     from specgguf.session import LoadOptions, Session, SpecOptions
 
     return Session(
@@ -271,6 +281,10 @@ def _open_session(model, model_draft, types, *, n_max, n_min, p_min, draft_sampl
             flash_attn=flash_attn,
             repack=not no_repack,
             verbose=verbose,
+            cache_type_k=kv_types[0],
+            cache_type_v=kv_types[1],
+            cache_type_k_draft=kv_types[2],
+            cache_type_v_draft=kv_types[3],
         ),
         SpecOptions(
             types=types,

@@ -92,6 +92,12 @@ def parse_gpu_layers(value: str) -> int:
 
 FLASH_ATTN = {"on": 1, "off": 0, "auto": -1}
 
+#: llama.cpp's accepted KV cache types (common/arg.cpp kv_cache_types) -> ggml_type ids
+KV_CACHE_TYPES = {
+    "f32": 0, "f16": 1, "bf16": 30, "q8_0": 8, "q4_0": 2, "q4_1": 3, "iq4_nl": 20, "q5_0": 6,
+    "q5_1": 7,
+}  # fmt: skip
+
 
 def _raise_pending_interrupt() -> None:
     global _pending_interrupt
@@ -170,6 +176,8 @@ class ContextParams:
     n_ubatch: int = 512
     n_threads: int = 0  # 0: all usable cores
     flash_attn: str = "auto"
+    type_k: str = "f16"  # -ctk / -ctkd
+    type_v: str = "f16"  # -ctv / -ctvd
 
 
 def default_threads() -> int:
@@ -196,6 +204,8 @@ class Context:
         cp.n_threads = threads
         cp.n_threads_batch = threads
         cp.flash_attn_type = FLASH_ATTN[params.flash_attn]
+        cp.type_k = KV_CACHE_TYPES[params.type_k]
+        cp.type_v = KV_CACHE_TYPES[params.type_v]
         cp.no_perf = True
         ptr = ll.llama_init_from_model(model.ptr, cp)
         if not ptr:
@@ -203,7 +213,8 @@ class Context:
             raise SpecggufError(
                 f"{model.path}: failed to create a context of {size} tokens"
                 + (" (-c 0: the model's training context)" if not params.n_ctx else "")
-                + " (out of memory? try a smaller -c)",
+                + " (llama.cpp's reason: run with -v; common ones: out of memory, try a smaller -c;"
+                " a quantized KV cache whose block size does not divide the head size)",
                 ExitCode.RUNTIME,
             )
         self.ptr = ptr

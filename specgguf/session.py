@@ -38,6 +38,10 @@ class LoadOptions:
     flash_attn: str = "auto"
     repack: bool = True
     verbose: bool = False
+    cache_type_k: str = "f16"
+    cache_type_v: str = "f16"
+    cache_type_k_draft: str = "f16"
+    cache_type_v_draft: str = "f16"
 
 
 @dataclass
@@ -63,7 +67,8 @@ class Session:
         self.target = engine.Context(
             self.target_model,
             engine.ContextParams(
-                load.n_ctx, load.n_batch, load.n_ubatch, load.threads, load.flash_attn
+                load.n_ctx, load.n_batch, load.n_ubatch, load.threads, load.flash_attn,
+                load.cache_type_k, load.cache_type_v,
             ),
         )
         self.draft_model: engine.Model | None = None
@@ -83,6 +88,8 @@ class Session:
                     load.n_ubatch,
                     load.threads_draft or load.threads,
                     load.flash_attn,
+                    load.cache_type_k_draft,
+                    load.cache_type_v_draft,
                 ),
             )
         self._ngram_drafters: dict[str, Drafter] = {}

@@ -299,3 +299,41 @@ def test_auto_n_max_is_lossless_and_reports_its_choices(run):
     assert summary["rounds"] == auto["timings"]["rounds"] + auto["timings"]["plain_steps"]
     assert sum(summary["chosen_k"].values()) == summary["rounds"]
     assert any(int(k) > 0 for k in summary["chosen_k"])  # it probed drafting at least once
+
+
+def test_kv_cache_types_reach_llama_cpp(tiny_target, tiny_draft):
+    """-ctk/-ctv (and the draft's -ctkd/-ctvd) set the KV cache type: an f32 cache holds the
+    same tokens in more bytes than f16 (llama_state_get_size). (The tiny models' 16-wide heads
+    cannot hold quantized blocks of 32, so q8_0 is not usable on them.)"""
+    import llama_cpp as ll
+
+    from specgguf.sampling import SamplerParams
+    from specgguf.session import LoadOptions, Session, SpecOptions
+
+    sizes, texts = {}, {}
+    for kv in ("f16", "f32"):
+        load = LoadOptions(
+            model=tiny_target, model_draft=tiny_draft, n_ctx=256, threads=1, flash_attn="on",
+            cache_type_k=kv, cache_type_v=kv, cache_type_k_draft=kv, cache_type_v_draft=kv,
+        )  # fmt: skip
+        s = Session(load, SpecOptions(types=["draft-simple"]))
+        try:
+            dec = s.decoder(SamplerParams(temp=0), 24, 0)
+            texts[kv] = [t for r in dec.generate(s.tokenize("the cat sat on")) for t in r.emitted]
+            sizes[kv] = (
+                ll.llama_state_get_size(s.target.ptr),
+                ll.llama_state_get_size(s.draft_ctx.ptr),
+            )
+        finally:
+            s.close()
+    assert sizes["f32"][0] > sizes["f16"][0] and sizes["f32"][1] > sizes["f16"][1]
+    assert len(texts["f32"]) == len(texts["f16"]) == 24
+
+
+def test_bad_kv_cache_type_is_refused_before_loading(run):
+    code, out, err = run("-p", "x", "-ctkd", "q3_k")
+    assert code == 1 and out == ""
+    assert err.strip().splitlines() == [
+        "error: invalid value for -ctkd: 'q3_k' "
+        "(one of: f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1)"
+    ]
