@@ -7,7 +7,6 @@ refuses bad input before any weight is read, and a fresh speculative decoder per
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from specgguf.errors import PromptError
 from specgguf.preflight import preflight
 from specgguf.sampling import SamplerParams
 from specgguf.spec_types import NGRAM_TYPES
-from specgguf.speculative import GenerationConfig, Round, SpeculativeDecoder
+from specgguf.speculative import BudgetPolicy, GenerationConfig, SpeculativeDecoder
 
 
 @dataclass
@@ -67,8 +66,13 @@ class Session:
         self.target = engine.Context(
             self.target_model,
             engine.ContextParams(
-                load.n_ctx, load.n_batch, load.n_ubatch, load.threads, load.flash_attn,
-                load.cache_type_k, load.cache_type_v,
+                load.n_ctx,
+                load.n_batch,
+                load.n_ubatch,
+                load.threads,
+                load.flash_attn,
+                load.cache_type_k,
+                load.cache_type_v,
             ),
         )
         self.draft_model: engine.Model | None = None
@@ -147,7 +151,7 @@ class Session:
         *,
         ignore_eos: bool = False,
         trace_probs: bool = False,
-        budget_policy: object | None = None,
+        budget_policy: BudgetPolicy | None = None,
     ) -> SpeculativeDecoder:
         rng = np.random.default_rng(seed)
         config = GenerationConfig(
@@ -162,9 +166,6 @@ class Session:
             trace_probs=trace_probs,
             budget_policy=budget_policy,
         )
-
-    def generate(self, tokens: list[int], decoder: SpeculativeDecoder) -> Iterator[Round]:
-        return decoder.generate(tokens)
 
     def close(self) -> None:
         for d in self._ngram_drafters.values():

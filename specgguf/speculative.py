@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -44,8 +45,13 @@ class Round:
     target_probs: list[float] | None = None  # p(proposal) per position, only when traced
 
 
-#: chooses the draft budget for the next round: (drafter priority list, upper bound) -> K
-BudgetPolicy = Callable[[int], int]
+class BudgetPolicy(Protocol):
+    """Decides how much to draft each round (specgguf.adaptive.AdaptivePolicy): it may lower
+    the round's limit, never raise it, and learns from every finished round."""
+
+    def budget(self, limit: int) -> int: ...
+
+    def observe(self, rnd: Round) -> None: ...
 
 
 class SpeculativeDecoder:
@@ -60,7 +66,7 @@ class SpeculativeDecoder:
         *,
         is_eog: Callable[[int], bool],
         trace_probs: bool = False,
-        budget_policy: object | None = None,
+        budget_policy: BudgetPolicy | None = None,
     ) -> None:
         self.target = target
         self.drafters = list(drafters)
@@ -116,7 +122,7 @@ class SpeculativeDecoder:
         room = self.target.n_ctx - n_past - 1  # cells left after id_last
         limit = min(remaining - 1, room)
         if self.policy is not None:
-            limit = self.policy.budget(limit)  # type: ignore[attr-defined]
+            limit = self.policy.budget(limit)
 
         t0 = time.perf_counter()
         drafter, draft = self._draft(limit)
@@ -159,7 +165,7 @@ class SpeculativeDecoder:
             target_probs=target_probs,
         )
         if self.policy is not None:
-            self.policy.observe(rnd)  # type: ignore[attr-defined]
+            self.policy.observe(rnd)
         return rnd
 
     # -- the whole generation ---------------------------------------------------------------

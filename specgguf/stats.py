@@ -57,7 +57,6 @@ class RunStats:
     plain_steps: int = 0  # rounds with nothing proposed
     draft_ms: float = 0.0
     verify_ms: float = 0.0
-    accepted_tokens_emitted: int = 0  # emitted tokens that came from accepted proposals
     position_drafted: list[int] = field(default_factory=list)
     position_accepted: list[int] = field(default_factory=list)
     per_type: dict[str, DrafterStats] = field(default_factory=dict)
@@ -73,7 +72,6 @@ class RunStats:
         self.rounds += 1
         self.n_drafted += k
         self.n_accept += rnd.n_accepted
-        self.accepted_tokens_emitted += min(rnd.n_accepted, len(rnd.emitted))
         while len(self.position_drafted) < k:
             self.position_drafted.append(0)
             self.position_accepted.append(0)

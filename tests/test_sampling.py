@@ -49,7 +49,6 @@ def test_same_chain_for_draft_and_target_is_deterministic() -> None:
 def test_top_k_confidence_uses_top_10_softmax() -> None:
     logits = np.full(100, -10.0, dtype=np.float32)
     logits[7] = 2.0
-    logits[:9] += 0.0
     tok, p = top_k_confidence(logits)
     assert tok == 7
     assert p == pytest.approx(np.exp(2.0) / (np.exp(2.0) + 9 * np.exp(-10.0)))
