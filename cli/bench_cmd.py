@@ -162,32 +162,20 @@ def bench(
         n_max_values = parse_n_max_list(spec_draft_n_max)
 
     default_pair = model is None
-    if model is None:
-        from specgguf.models import require_default_pair
-
-        model, default_draft = require_default_pair()
-        model_draft = model_draft or default_draft
+    model, model_draft = o.resolve_models(model, model_draft)
     configs = parse_configs(spec_type, n_max_values, have_draft_model=model_draft is not None)
     classes = [c for v in (prompt_class or []) for c in v.split(",")]
     prompts = load_prompts(prompt, file, classes, per_class)
 
-    from specgguf.session import LoadOptions, Session, SpecOptions, resolve_seed
+    from specgguf.session import Session, SpecOptions, resolve_seed
 
     all_types = sorted({t for c in configs for t in c.types}, key=PRIORITY.index)
     session = Session(
-        LoadOptions(
-            model=model,
-            model_draft=model_draft,
-            n_gpu_layers=n_gpu_layers,
-            n_gpu_layers_draft=n_gpu_layers_draft,
-            n_ctx=ctx_size,
-            n_batch=batch_size,
-            threads=threads,
-            threads_draft=threads_draft,
-            flash_attn=flash_attn,
-            repack=not no_repack,
-            verbose=verbose,
-        ),
+        o.load_options(
+            model, model_draft, n_gpu_layers=n_gpu_layers, n_gpu_layers_draft=n_gpu_layers_draft,
+            ctx_size=ctx_size, batch_size=batch_size, flash_attn=flash_attn, threads=threads,
+            threads_draft=threads_draft, no_repack=no_repack, verbose=verbose,
+        ),  # fmt: skip
         SpecOptions(
             types=all_types,
             n_max=3,

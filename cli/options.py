@@ -295,3 +295,40 @@ def with_ngram_options(func):
     wrapper.__signature__ = sig.replace(parameters=base + [p for _, p in params.values()])
     del wrapper.__wrapped__  # make Typer read the extended signature, not the original
     return wrapper
+
+
+def resolve_models(model: Path | None, model_draft: Path | None) -> tuple[Path, Path | None]:
+    """No -m: the pulled default pair, draft included (exit 6 with a hint when not pulled)."""
+    if model is not None:
+        return model, model_draft
+    from specgguf.models import require_default_pair
+
+    target, default_draft = require_default_pair()
+    return target, model_draft or default_draft
+
+
+def load_options(
+    model: Path, model_draft: Path | None, *, n_gpu_layers: str, n_gpu_layers_draft: str,
+    ctx_size: int, batch_size: int, flash_attn: str, threads: int, threads_draft: int,
+    no_repack: bool, verbose: bool, kv_types: tuple[str, str, str, str] = ("f16",) * 4,
+):  # fmt: skip
+    """The loading flags shared by `run` and `bench`, as specgguf.session.LoadOptions."""
+    from specgguf.session import LoadOptions
+
+    return LoadOptions(
+        model=model,
+        model_draft=model_draft,
+        n_gpu_layers=n_gpu_layers,
+        n_gpu_layers_draft=n_gpu_layers_draft,
+        n_ctx=ctx_size,
+        n_batch=batch_size,
+        threads=threads,
+        threads_draft=threads_draft,
+        flash_attn=flash_attn,
+        repack=not no_repack,
+        verbose=verbose,
+        cache_type_k=kv_types[0],
+        cache_type_v=kv_types[1],
+        cache_type_k_draft=kv_types[2],
+        cache_type_v_draft=kv_types[3],
+    )

@@ -169,11 +169,7 @@ def run(
         use_chat = chat if chat is not None else (default_pair or system_prompt is not None)
         use_chat = use_chat or conversation
 
-    if model is None:
-        from specgguf.models import require_default_pair
-
-        model, default_draft = require_default_pair()
-        model_draft = model_draft or default_draft
+    model, model_draft = o.resolve_models(model, model_draft)
     types = parse_spec_types(spec_type, have_draft_model=model_draft is not None)
 
     # Input, template file and trace file: all opened before any weight is read.
@@ -266,26 +262,14 @@ from specgguf.adaptive import DEFAULT_N_MAX_CAP  # noqa: E402 - pure and light
 def _open_session(model, model_draft, types, *, n_max, n_min, p_min, draft_sampling, ngram,
                   n_gpu_layers, n_gpu_layers_draft, ctx_size, batch_size, flash_attn, threads,
                   threads_draft, no_repack, verbose, kv_types=("f16",) * 4):  # fmt: skip
-    from specgguf.session import LoadOptions, Session, SpecOptions
+    from specgguf.session import Session, SpecOptions
 
     return Session(
-        LoadOptions(
-            model=model,
-            model_draft=model_draft,
-            n_gpu_layers=n_gpu_layers,
-            n_gpu_layers_draft=n_gpu_layers_draft,
-            n_ctx=ctx_size,
-            n_batch=batch_size,
-            threads=threads,
-            threads_draft=threads_draft,
-            flash_attn=flash_attn,
-            repack=not no_repack,
-            verbose=verbose,
-            cache_type_k=kv_types[0],
-            cache_type_v=kv_types[1],
-            cache_type_k_draft=kv_types[2],
-            cache_type_v_draft=kv_types[3],
-        ),
+        o.load_options(
+            model, model_draft, n_gpu_layers=n_gpu_layers, n_gpu_layers_draft=n_gpu_layers_draft,
+            ctx_size=ctx_size, batch_size=batch_size, flash_attn=flash_attn, threads=threads,
+            threads_draft=threads_draft, no_repack=no_repack, verbose=verbose, kv_types=kv_types,
+        ),  # fmt: skip
         SpecOptions(
             types=types,
             n_max=n_max if n_max is not None else DEFAULT_N_MAX_CAP,  # auto: the cap

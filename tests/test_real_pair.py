@@ -80,26 +80,16 @@ def test_greedy_draft_simple_matches_plain_or_diverges_at_near_tie(sessions, pro
     assert gap < NEAR_TIE, f"divergence at a clear winner (gap {gap:.3f}): a real bug"
 
 
+def specgguf_run(*args: str) -> list[str]:
+    """`specgguf run -m <real target> *args` as a subprocess command line."""
+    return [sys.executable, "-m", "specgguf_cli.app", "run", "-m", str(model_path(TARGET)), *args]
+
+
 def test_cli_run_reports_drafting_and_json(tmp_path):
-    cmd = [
-        sys.executable,
-        "-m",
-        "specgguf_cli.app",
-        "run",
-        "-m",
-        str(model_path(TARGET)),
-        "-md",
-        str(model_path(DRAFT)),
-        "-p",
-        CODE_PROMPTS[0],
-        "-n",
-        "32",
-        "--temp",
-        "0",
-        "-c",
-        "512",
-        "--json",
-    ]
+    cmd = specgguf_run(
+        "-md", str(model_path(DRAFT)), "-p", CODE_PROMPTS[0], "-n", "32", "--temp", "0",
+        "-c", "512", "--json",
+    )  # fmt: skip
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     obj = json.loads(res.stdout)
@@ -112,20 +102,7 @@ def test_cli_run_reports_drafting_and_json(tmp_path):
 
 @pytest.mark.skipif(not is_present(OTHER), reason="run `specgguf pull other` first")
 def test_incompatible_pair_is_refused_before_loading():
-    cmd = [
-        sys.executable,
-        "-m",
-        "specgguf_cli.app",
-        "run",
-        "-m",
-        str(model_path(TARGET)),
-        "-md",
-        str(model_path(OTHER)),
-        "-p",
-        "x",
-        "-n",
-        "4",
-    ]
+    cmd = specgguf_run("-md", str(model_path(OTHER)), "-p", "x", "-n", "4")
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert res.returncode == 4
     lines = res.stderr.strip().splitlines()
