@@ -81,6 +81,7 @@ def bench(
     model_draft: Path | None = o.ModelDraft,
     spec_type: list[str] | None = SpecTypes,
     spec_draft_n_max: str = NMaxList,
+    no_auto_profile: bool = o.NoAutoProfile,
     sweep_n_max: str | None = SweepNMax,
     spec_draft_n_min: int = o.NMin,
     spec_draft_p_min: float = o.PMin,
@@ -192,11 +193,23 @@ def bench(
             warmup=warmup,
             seed=resolve_seed(seed),
             ignore_eos=ignore_eos,
+            warm_auto=not no_auto_profile,
         )
+        profile_file = None
+        if not no_auto_profile:
+            from specgguf.profile import load_profile, profile_path
+
+            profile_file = profile_path(session.load)
+            options.profile = load_profile(profile_file)
         sampler = SamplerParams(temp=temp, top_k=top_k, top_p=top_p, min_p=min_p)
         show = not quiet and sys.stderr.isatty()
         with _progress(show, total_steps(len(configs), len(prompts), options)) as tick:
             result = run_bench(session, configs, prompts, sampler, options, progress=tick)
+        if profile_file is not None and result.costs.target_ms:
+            # what bench measured is what `run --spec-draft-n-max auto` starts from next time
+            from specgguf.profile import save_profile
+
+            save_profile(profile_file, result.costs.to_profile())
     finally:
         session.close()
 

@@ -33,11 +33,18 @@ SpecType = typer.Option(
     "Default: none, but draft-simple when a draft model is given (llama.cpp would ignore -md).",
 )
 NMax = typer.Option(
-    "3",
+    "auto",
     "--spec-draft-n-max",
     envvar="LLAMA_ARG_SPEC_DRAFT_N_MAX",
     help="Max tokens to draft per round, or `auto` to choose 0..N_MAX_AUTO each round from "
     "measured costs and acceptance.",
+)
+NoAutoProfile = typer.Option(
+    False,
+    "--no-auto-profile",
+    help="With --spec-draft-n-max auto: neither read nor update this machine's cost profile "
+    "($SPECGGUF_PROFILES, default ~/.cache/specgguf/profiles); every run then measures its "
+    "costs from scratch.",
 )
 NMin = typer.Option(
     0,
@@ -63,9 +70,11 @@ DraftSampling = typer.Option(
     "auto",
     "--spec-draft-sampling",
     envvar="LLAMA_ARG_SPEC_DRAFT_SAMPLING",
-    help="greedy (llama.cpp's default: propose the draft's argmax) or probabilistic (sample "
-    "the draft with the same sampler chain and use rejection sampling). auto: probabilistic "
-    "when --temp > 0.",
+    help="greedy (llama.cpp's default: propose the draft's argmax; sampled output is then "
+    "token for token that of plain decoding with the same seed) or probabilistic (sample the "
+    "draft with the same sampler chain and use rejection sampling: more accepted at --temp > "
+    "0, but the text then depends on the draft lengths). auto: probabilistic when --temp > 0 "
+    "and --spec-draft-n-max is a number, greedy otherwise.",
 )
 NGL = typer.Option(
     "auto",
@@ -116,14 +125,28 @@ NoRepack = typer.Option(
     "repacked kernels; about 15% slower here).",
 )
 _KV_HELP = "KV cache data type: f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1."
-CacheTypeK = typer.Option("f16", "-ctk", "--cache-type-k", envvar="LLAMA_ARG_CACHE_TYPE_K",
-                          help="Target " + _KV_HELP)
-CacheTypeV = typer.Option("f16", "-ctv", "--cache-type-v", envvar="LLAMA_ARG_CACHE_TYPE_V",
-                          help="Target " + _KV_HELP)
-CacheTypeKDraft = typer.Option("f16", "-ctkd", "--spec-draft-type-k", "--cache-type-k-draft",
-                               envvar="LLAMA_ARG_CACHE_TYPE_K_DRAFT", help="Draft " + _KV_HELP)
-CacheTypeVDraft = typer.Option("f16", "-ctvd", "--spec-draft-type-v", "--cache-type-v-draft",
-                               envvar="LLAMA_ARG_CACHE_TYPE_V_DRAFT", help="Draft " + _KV_HELP)
+CacheTypeK = typer.Option(
+    "f16", "-ctk", "--cache-type-k", envvar="LLAMA_ARG_CACHE_TYPE_K", help="Target " + _KV_HELP
+)
+CacheTypeV = typer.Option(
+    "f16", "-ctv", "--cache-type-v", envvar="LLAMA_ARG_CACHE_TYPE_V", help="Target " + _KV_HELP
+)
+CacheTypeKDraft = typer.Option(
+    "f16",
+    "-ctkd",
+    "--spec-draft-type-k",
+    "--cache-type-k-draft",
+    envvar="LLAMA_ARG_CACHE_TYPE_K_DRAFT",
+    help="Draft " + _KV_HELP,
+)
+CacheTypeVDraft = typer.Option(
+    "f16",
+    "-ctvd",
+    "--spec-draft-type-v",
+    "--cache-type-v-draft",
+    envvar="LLAMA_ARG_CACHE_TYPE_V_DRAFT",
+    help="Draft " + _KV_HELP,
+)
 
 
 def validate_cache_types(**flags: str) -> None:

@@ -82,6 +82,7 @@ def run(
     model_draft: Path | None = o.ModelDraft,
     spec_type: str | None = o.SpecType,
     spec_draft_n_max: str = o.NMax,
+    no_auto_profile: bool = o.NoAutoProfile,
     spec_draft_n_min: int = o.NMin,
     spec_draft_p_min: float = o.PMin,
     spec_draft_p_split: float = o.PSplit,
@@ -211,6 +212,7 @@ def run(
                 ngram=ngram,
                 kv_types=kv_types,
             )
+        ctx = None
         try:
             if tracer is not None:
                 tracer.piece = session.target_model.piece
@@ -226,6 +228,7 @@ def run(
                 template_src=template_src,
                 template_file=chat_template_file,
                 auto=n_max is None,
+                profile=not no_auto_profile,
                 meta={
                     "model": str(model),
                     "draft_model": str(model_draft) if "draft-simple" in types else None,
@@ -245,6 +248,8 @@ def run(
             assert text is not None
             return _run_single(ctx, text, use_chat=use_chat, json_out=json_out, color=colored)
         finally:
+            if ctx is not None:
+                ctx.save_profile()
             session.close()
     finally:
         if lines is not None:
@@ -266,13 +271,23 @@ def _open_session(model, model_draft, types, *, n_max, n_min, p_min, draft_sampl
 
     return Session(
         o.load_options(
-            model, model_draft, n_gpu_layers=n_gpu_layers, n_gpu_layers_draft=n_gpu_layers_draft,
-            ctx_size=ctx_size, batch_size=batch_size, flash_attn=flash_attn, threads=threads,
-            threads_draft=threads_draft, no_repack=no_repack, verbose=verbose, kv_types=kv_types,
+            model,
+            model_draft,
+            n_gpu_layers=n_gpu_layers,
+            n_gpu_layers_draft=n_gpu_layers_draft,
+            ctx_size=ctx_size,
+            batch_size=batch_size,
+            flash_attn=flash_attn,
+            threads=threads,
+            threads_draft=threads_draft,
+            no_repack=no_repack,
+            verbose=verbose,
+            kv_types=kv_types,
         ),  # fmt: skip
         SpecOptions(
             types=types,
             n_max=n_max if n_max is not None else DEFAULT_N_MAX_CAP,  # auto: the cap
+            adaptive=n_max is None,
             n_min=n_min,
             p_min=p_min,
             draft_sampling=draft_sampling,
@@ -340,7 +355,8 @@ class _Run:
     -n and seed, the trace file and the chat template (compiled on first use)."""
 
     def __init__(self, *, session, sampler, n_predict, seed, ignore_eos, tracer, quiet,
-                 system_prompt, template_src, template_file, meta, auto=False):  # fmt: skip
+                 system_prompt, template_src, template_file, meta, auto=False,
+                 profile=False):  # fmt: skip
         from specgguf.session import resolve_seed
 
         # --spec-draft-n-max auto: one cost model for the whole run; what it learned on one
@@ -351,6 +367,13 @@ class _Run:
 
             self.policy = AdaptivePolicy(n_max_cap=session.spec.n_max)
         self._policy_used = False
+        # what earlier runs measured on this machine seeds the cost model (specgguf.profile)
+        self.profile_file = None
+        if self.policy is not None and profile:
+            from specgguf.profile import load_profile, profile_path
+
+            self.profile_file = profile_path(session.load)
+            self.policy.seed(load_profile(self.profile_file))
 
         self.session = session
         self.sampler = sampler
@@ -383,6 +406,20 @@ class _Run:
             self.policy.attach(dec.drafters)
             self._policy_used = True
         return dec
+
+    def save_profile(self) -> None:
+        """Merge what auto measured into the machine profile (also after Ctrl-C: the costs
+        measured so far are as true as after a full run). Failing to write is not an error."""
+        if self.profile_file is None or self.policy is None:
+            return
+        from specgguf.profile import save_profile
+
+        try:
+            measured = self.policy.export_profile()
+            if measured is not None:
+                save_profile(self.profile_file, measured)
+        except Exception:  # a lost profile costs the next run its probes; never mask an error
+            pass
 
     def template(self):
         if self._template is None:

@@ -6,7 +6,13 @@ target's (K+1)-th distribution. Deterministic drafters (n-gram lookup, greedy dr
 one-hot q, which turns the rule into "accept with probability p(x), else sample p without x".
 Greedy targets have a one-hot p, which turns it into "accept while x == argmax".
 
-Everything here is pure: distributions and a numpy Generator in, decisions out.
+Randomness comes per position (specgguf.sampling.PositionRandom): the target's sample at a
+position uses that position's SAMPLE uniform whether or not a proposal stood there. For a
+one-hot q "accept with probability p(x), else sample p without x" is then "accept iff the
+target's sample is x, else emit that sample" -- the same distribution, and the same token
+plain decoding would have produced with the same seed.
+
+Everything here is pure: distributions and uniforms in, decisions out.
 """
 
 from __future__ import annotations
@@ -16,7 +22,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specgguf.sampling import SparseDist, one_hot
+from specgguf.sampling import ACCEPT, SAMPLE, SparseDist
+
+#: uniform for (position in this round, purpose); a numpy Generator is also accepted
+Uniforms = Callable[[int, int], float]
 
 
 def residual(p: SparseDist, q: SparseDist) -> SparseDist:
@@ -48,23 +57,33 @@ def verify(
     proposals: Sequence[int],
     draft_dists: Sequence[SparseDist] | None,
     target_dist: Callable[[int], SparseDist],
-    rng: np.random.Generator,
+    rand: Uniforms | np.random.Generator,
 ) -> Verdict:
     """Walk the proposals left to right, stop at the first rejection.
 
     `target_dist(i)` is p at position i (i = 0..K); it is called lazily, so rows after the
     first rejection are never turned into distributions. `draft_dists` is None for
-    deterministic drafters (one-hot q).
+    deterministic drafters (one-hot q). `rand(i, purpose)` is the uniform for position i of
+    this round (PositionRandom); a Generator draws them in sequence instead.
     """
+    if isinstance(rand, np.random.Generator):
+        gen = rand
+        rand = lambda _i, _purpose: gen.random()  # noqa: E731
     for i, x in enumerate(proposals):
         p = target_dist(i)
-        q = one_hot(x) if draft_dists is None else draft_dists[i]
+        if draft_dists is None:  # one-hot q: accept iff the target's own sample is x
+            token = p.sample_at(rand(i, SAMPLE))
+            if token == x:
+                continue
+            return Verdict(i, token)
+        q = draft_dists[i]
         px, qx = p.prob(x), q.prob(x)
         if qx <= 0.0:
             raise ValueError(f"proposal {x} at position {i} has zero draft probability")
-        # u < p/q accepts with probability min(1, p/q); a one-hot p (greedy) needs no randomness.
-        if px >= qx or (px > 0.0 and rng.random() < px / qx):
+        # u < p/q accepts with probability min(1, p/q)
+        if px >= qx or (px > 0.0 and rand(i, ACCEPT) < px / qx):
             continue
-        return Verdict(i, residual(p, q).sample(rng) if p.ids.size > 1 else p.top()[0])
-    bonus = target_dist(len(proposals))
-    return Verdict(len(proposals), bonus.sample(rng) if bonus.ids.size > 1 else bonus.top()[0])
+        return Verdict(i, residual(p, q).sample_at(rand(i, SAMPLE)))
+    return Verdict(
+        len(proposals), target_dist(len(proposals)).sample_at(rand(len(proposals), SAMPLE))
+    )

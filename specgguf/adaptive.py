@@ -50,6 +50,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from specgguf.profile import CostProfile, Estimate
+
 Acceptance = float | Sequence[float]
 
 #: the longest draft `--spec-draft-n-max auto` considers unless told otherwise
@@ -229,6 +231,8 @@ class _DrafterModel:
         self.cal_trials = [0.0] * bins  # confidence bin -> reached
         self.cal_hits = [0.0] * bins  # ... and accepted
         self.gated = False  # asks continue_drafting (a model drafter with confidences)
+        self.cheap = False  # an n-gram lookup: free to draft, shadow drafts measure acceptance
+        self.shadow_trials = 0  # shadow drafts resolved
         self.attempts = 0.0  # decayed: rounds in which continue_drafting was asked
         self.empties = 0.0  # ... and said stop before the first token
         self.rounds = 0
@@ -283,6 +287,8 @@ class AdaptivePolicy:
     """
 
     PROBE_LADDER = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+    PRIOR_WEIGHT = 6.0  # samples a profile's estimate counts as at most
+    KNOWN_WEIGHT = 3.0  # a profile width with this many samples is not probed again
     INITIAL_PROBE_MAX = 4
     EXPAND_EVERY = 8  # rounds between tries of the next wider pass while the widest one pays
     REFRESH_EVERY = 32  # rounds between plain steps that re-measure the unit while drafting
@@ -296,7 +302,7 @@ class AdaptivePolicy:
         prior_acceptance: float = 0.5,
         prior_weight: float = 1.0,
         confidence_bins: int = 10,
-        margin: float = 0.02,
+        margin: float = 0.05,
         probe_gap: int = 8,
         probe_gap_max: int = 64,
         probe_rounds: int = 3,
@@ -348,6 +354,14 @@ class AdaptivePolicy:
         self.chosen: list[int] = []
         self._cache: dict[tuple, Any] = {}  # derived estimates, cleared by observe()
         self.probes = 0
+        # what a machine profile (specgguf.profile) said before this run measured anything
+        self._prior_verify: dict[int, Estimate] = {}
+        self._prior_draft: dict[str, Estimate] = {}
+        self.seeded = False
+        # shadow drafts of cheap (n-gram) drafters on rounds they sat out: [name, tokens, hits]
+        self._shadows: list[list[Any]] = []
+        self.shadow_samples = 0
+        self._seen_timing: dict[str, Any] = {}  # a model drafter's last DraftTiming, consumed
 
     # -- attaching to drafters ------------------------------------------------------------------
 
@@ -356,10 +370,52 @@ class AdaptivePolicy:
         self._cache.clear()
         for d in drafters:
             self._attached.append((d, int(d.max_draft)))
-            self._model(d.name)
+            self._model(d.name).cheap = bool(getattr(d, "cheap", False))
             if hasattr(d, "policy"):
                 d.policy = self
                 self._drafters[d.name].gated = True
+
+    # -- the machine profile ----------------------------------------------------------------
+
+    def seed(self, profile: CostProfile | None) -> None:
+        """Start from costs measured by earlier runs on this machine (specgguf.profile). Each
+        prior counts as at most PRIOR_WEIGHT samples, so this run's own measurements soon
+        dominate; probe widths the profile knows well are not probed again."""
+        if profile is None:
+            return
+        cap = self.PRIOR_WEIGHT
+        self._prior_verify = {
+            k: Estimate(e.value, min(e.weight, cap))
+            for k, e in profile.verify.items()
+            if 1 <= k <= self.cap and e.weight > 0
+        }
+        self._prior_draft = {
+            n: Estimate(e.value, min(e.weight, cap))
+            for n, e in profile.draft.items()
+            if e.weight > 0
+        }
+        self.seeded = bool(self._prior_verify)
+        self._cache.clear()
+
+    def export_profile(self) -> CostProfile | None:
+        """What THIS run measured (not the priors it was seeded with), for
+        specgguf.profile.save_profile to merge into the machine's profile."""
+        base = self.target_step_ms()
+        if not base or not self._verify[0].known:
+            return None
+        verify = {
+            k: Estimate(v.mean / base, float(v.n))
+            for k, v in enumerate(self._verify)
+            if k >= 1 and v.known
+        }
+        draft = {
+            name: Estimate(m.draft_ms.mean / base, float(m.draft_ms.n))
+            for name, m in self._drafters.items()
+            if m.gated and m.draft_ms.known
+        }
+        if not verify and not draft:
+            return None
+        return CostProfile(verify, draft, round(base, 3))
 
     def new_sequence(self) -> None:
         """Start another prompt with what was learned (costs, acceptance, calibration): for
@@ -407,10 +463,9 @@ class AdaptivePolicy:
         """Relative verify cost for k = 0..cap: measured where known, linearly interpolated
         between measurements, and beyond the widest measured pass extrapolated with a full
         target step per extra token until a probe measures it."""
-        base = self.target_step_ms()
-        if base is None or base <= 0:
+        known = self._known_curve()
+        if not known:
             return tuple(1.0 + k for k in range(self.cap + 1))
-        known = {k: v.mean / base for k, v in enumerate(self._verify) if v.known}
         known[0] = known.get(0, 1.0)
         ks = sorted(known)
         out = []
@@ -426,6 +481,25 @@ class AdaptivePolicy:
             else:
                 out.append(known[lo] + (k - lo) * 1.0)
         return tuple(out)
+
+    def _known_curve(self) -> dict[int, float]:
+        """Relative verify cost by width where measured this run or known from the profile,
+        the two weighted by their sample counts."""
+        base = self.target_step_ms()
+        out: dict[int, float] = {}
+        for k in range(self.cap + 1):
+            v, prior = self._verify[k], self._prior_verify.get(k)
+            num = den = 0.0
+            if v.known and base:
+                num, den = v.mean / base * v.n, float(v.n)
+            if prior is not None:
+                num, den = num + prior.value * prior.weight, den + prior.weight
+            if den > 0:
+                out[k] = num / den
+        return out
+
+    def _known_widths(self) -> list[int]:
+        return sorted(k for k in self._known_curve() if k > 0)
 
     def acceptance(self, name: str) -> list[float]:
         key = ("acc", name)
@@ -464,12 +538,24 @@ class AdaptivePolicy:
         return self._cache[key]
 
     def _costs(self, name: str) -> Costs:
+        d = self._draft_rel(name)
+        # unmeasured: as dear as the target (probes measure it)
+        return Costs(verify=self.verify_curve(), draft=1.0 if d is None else d, min_slope=0.0)
+
+    def _draft_rel(self, name: str) -> float | None:
+        """One draft step of `name` relative to a plain target step: measured this run and/or
+        known from the profile (weighted by samples); None when neither knows."""
         base = self.target_step_ms()
         m = self._drafters.get(name)
-        known = m is not None and m.draft_ms.known and base
-        # unmeasured: as dear as the target (probes measure it)
-        draft = m.draft_ms.mean / base if known else 1.0  # type: ignore[union-attr,operator]
-        return Costs(verify=self.verify_curve(), draft=draft, min_slope=0.0)
+        num = den = 0.0
+        if m is not None and m.draft_ms.known and base:
+            num, den = m.draft_ms.mean / base * m.draft_ms.n, float(m.draft_ms.n)
+        prior = self._prior_draft.get(name)
+        if prior is not None:
+            num, den = num + prior.value * prior.weight, den + prior.weight
+        if den > 0:
+            return num / den
+        return 0.0 if m is not None and m.cheap else None
 
     # -- the loop's hooks -----------------------------------------------------------------------
 
@@ -525,7 +611,7 @@ class AdaptivePolicy:
     ) -> dict[str, _Plan]:
         plans = {}
         for name in self._drafters:
-            if names is not None and name not in names:
+            if (names is not None and name not in names) or self.hopeless(name):
                 plans[name] = _Plan(0, 1.0, probe=False)
                 continue
             kk = k
@@ -538,9 +624,9 @@ class AdaptivePolicy:
     def budget(self, limit: int) -> int:
         """Draft budget for the next round (0: a plain step), at most `limit`."""
         default = 0
-        ladder = bool(self._ladder)
-        if ladder:  # initial probes: measure the cost curve rather than assume it
-            default = self._ladder.pop(0)
+        ladder = self._next_ladder_width()
+        if ladder is not None:  # initial probes: measure the cost curve rather than assume it
+            default = ladder
             plans = self._plan_probe(default)
             self.probes += default > 0
         else:
@@ -548,9 +634,7 @@ class AdaptivePolicy:
             if all(p.k == 0 for p in plans.values()):
                 self._zero_run += 1
                 if self._zero_run >= self._gap:  # time to check whether speculation pays now
-                    names = [
-                        n for n in self._drafters if self._could_pay(n) and self._may_explore(n)
-                    ]
+                    names = [n for n in self._drafters if self._worth_probing(n)]
                     if names or (not self._drafters and self._may_explore()):
                         self._burst, self._burst_names = self.probe_rounds, names
                         self._zero_run = 0
@@ -571,29 +655,119 @@ class AdaptivePolicy:
                     plans = {n: _Plan(0, p.speedup, probe=False) for n, p in plans.items()}
         self._plans = plans
         # (the initial probes are the price of measuring at all: not charged to exploration)
-        self._probing = not ladder and (default > 0 or any(p.probe for p in plans.values()))
+        self._probing = ladder is None and (default > 0 or any(p.probe for p in plans.values()))
         for d, cap in self._attached:
             p = plans.get(d.name)
             d.max_draft = min(cap, p.k) if p is not None else 0
+            if d.max_draft == 0 and cap > 0 and limit > 0 and getattr(d, "cheap", False):
+                self._shadow(d, min(cap, self.cap))
         k = max((p.k for p in plans.values()), default=default)
         k = max(0, min(k, limit, self.cap))
         self.chosen.append(k)
         return k
+
+    def _next_ladder_width(self) -> int | None:
+        """The next initial probe width, skipping what the machine profile already knows well
+        and stopping early once every drafter is known to be hopeless; None when done."""
+        while self._ladder:
+            k = self._ladder.pop(0)
+            if k == 0:
+                return 0
+            if self._drafters and all(self.hopeless(n) for n in self._drafters):
+                self._ladder.clear()
+                return None
+            prior = self._prior_verify.get(k)
+            known = prior is not None and prior.weight >= self.KNOWN_WEIGHT
+            unknown_draft = any(
+                m.gated and self._draft_rel(n) is None for n, m in self._drafters.items()
+            )
+            if not known or unknown_draft:
+                return k
+        return None
+
+    def _worth_probing(self, name: str) -> bool:
+        """A re-probe burst for `name` after a run of plain steps: only if it is not hopeless
+        on this machine, its acceptance could plausibly make it pay, and the exploration budget
+        allows it. Cheap drafters are measured by shadow drafts instead, so they are probed
+        only while no verify width is known at all."""
+        m = self._drafters[name]
+        if m.cheap and self._known_widths():
+            return False
+        return not self.hopeless(name) and self._could_pay(name) and self._may_explore(name)
+
+    def _shadow(self, drafter: Any, n: int) -> None:
+        """Ask a cheap drafter that sits this round out what it would have proposed; the
+        tokens emitted next say how much of it the target would have accepted (exactly, under
+        greedy decoding; in expectation when sampling, since an n-gram draft is one-hot and
+        P(accept) = p(token) = P(the sampled token is that token))."""
+        try:
+            draft = drafter.propose(n)
+        except Exception:  # a shadow is never worth a failed generation
+            return
+        if draft.tokens:
+            self._shadows.append([drafter.name, list(draft.tokens[:n]), 0])
+
+    def _resolve_shadows(self, emitted: Sequence[int]) -> None:
+        keep = []
+        for sh in self._shadows:
+            name, toks, hits = sh
+            done = False
+            for t in emitted:
+                if toks[hits] != t:
+                    done = True
+                    break
+                hits += 1
+                if hits == len(toks):
+                    done = True
+                    break
+            sh[2] = hits
+            if not done:
+                keep.append(sh)
+                continue
+            m = self._model(name)
+            m.shadow_trials += 1
+            self.shadow_samples += 1
+            for i in range(min(len(toks), self.cap)):
+                if i > hits:
+                    break
+                m.trials[i] += 1.0
+                m.hits[i] += 1.0 if i < hits else 0.0
+        self._shadows = keep
 
     def _likely_curve(self) -> tuple[float, ...]:
         """The verify curve as the policy expects it to be: measured where known, and beyond
         the widest measured pass extrapolated with the slope of the two widest ones (what
         probe decisions use; the plan itself prices unmeasured widths at a full step)."""
         curve = list(self.verify_curve())
-        known = [w for w, v in enumerate(self._verify) if v.known]
-        w = max(known, default=0)
-        if w == 0:
+        known = self._known_curve()
+        widths = [k for k in known if k > 0]
+        if not widths:
             return tuple(curve)
-        prev = max(x for x in [0, *known] if x < w)
-        slope = max(0.0, (curve[w] - curve[prev]) / (w - prev))
+        w = max(widths)
+        # least-squares slope of the known points through (0, 1): one noisy pass cannot tilt
+        # the whole extrapolation the way the slope between the two widest ones could
+        slope = sum(k * (known[k] - 1.0) for k in widths) / sum(k * k for k in widths)
+        slope = max(0.0, slope)
         for k in range(w + 1, len(curve)):
             curve[k] = curve[w] + slope * (k - w)
         return tuple(curve)
+
+    def ceiling(self, name: str) -> float:
+        """The best speedup drafting with `name` could reach if every proposal were accepted,
+        under the costs known now (unknown widths extrapolated along the known curve)."""
+        d = self._draft_rel(name)
+        costs = Costs(verify=self._likely_curve(), draft=1.0 if d is None else d)
+        return max(speedups(costs, 1.0, self.cap))
+
+    def hopeless(self, name: str) -> bool:
+        """Drafting with `name` cannot pay on this machine whatever the text: even at 100%
+        acceptance the draft steps plus the wider pass cost more than the tokens they bring.
+        Only decided once its draft cost and at least two verify widths are known (measured or
+        from the profile); such a drafter is never probed again, which is what keeps auto
+        within a hair of plain decoding where speculation cannot win (a small CPU)."""
+        if self._draft_rel(name) is None or len(self._known_widths()) < 2:
+            return False
+        return self.ceiling(name) < 1.0 + self.margin
 
     def catch_up_cost(self, name: str) -> float:
         """Cost, in target steps, of each token a model drafter must catch up on when it is
@@ -679,6 +853,8 @@ class AdaptivePolicy:
         for m in self._drafters.values():
             m.decay(self.decay)
         self._cache.clear()  # estimates change only here
+        self._resolve_shadows(rnd.emitted)
+        timed = self._learn_draft_timing(base)
         rounds, self._round = self._round, {}
         # A model drafter's first step catches up on every token it has not seen; after rounds
         # in which it was skipped that is a batch, whose time says nothing about one draft
@@ -688,8 +864,10 @@ class AdaptivePolicy:
             if not m.gated:
                 continue
             clean[name] = m.pending <= 2
-            ran = name in rounds or (k > 0 and rnd.drafter == name)
-            if ran and not clean[name] and base and m.draft_ms.known:
+            ran = name in rounds or (k > 0 and rnd.drafter == name) or name in timed
+            if name in timed:
+                pass  # the drafter timed its own steps and catch-up
+            elif ran and not clean[name] and base and m.draft_ms.known:
                 # what the catch-up batch cost beyond the draft steps themselves, per token
                 st = rounds.get(name)
                 steps = (k if rnd.drafter == name else 0) + (1 if st and st.stopped else 0)
@@ -704,7 +882,7 @@ class AdaptivePolicy:
             if st.stopped and not st.confidences and not (k and rnd.drafter == name):
                 m.empties += 1.0
                 m.empty_attempts += 1
-                if k == 0 and clean.get(name, True):
+                if k == 0 and clean.get(name, True) and name not in timed:
                     m.draft_ms.add(float(rnd.draft_ms), self.cost_decay)
         if k == 0 or not rnd.drafter:
             return
@@ -712,7 +890,7 @@ class AdaptivePolicy:
         st = rounds.get(rnd.drafter)
         # draft steps: one per proposal, plus the one whose token was then judged not worth it
         steps = k + (1 if st is not None and st.stopped else 0)
-        if clean.get(rnd.drafter, True):
+        if clean.get(rnd.drafter, True) and rnd.drafter not in timed:
             m.draft_ms.add(float(rnd.draft_ms) / steps, self.cost_decay)
         n_acc = int(rnd.n_accepted)
         m.rounds += 1
@@ -730,19 +908,51 @@ class AdaptivePolicy:
             m.cal_trials[b] += 1.0
             m.cal_hits[b] += 1.0 if i < n_acc else 0.0
 
+    def _learn_draft_timing(self, base: float | None) -> set[str]:
+        """Draft costs from model drafters that time themselves (DraftModelDrafter.timing).
+
+        The cost model charges `draft` per proposal, so that is what is measured: a round's
+        drafting time (the catch-up of the 1-2 tokens emitted last round, then one decode per
+        further proposal, plus a decode whose token was judged not worth proposing) divided by
+        the tokens proposed; after a full acceptance the catch-up is a 2-token batch, dearer
+        than a step, and it belongs in the price. An attempt that proposed nothing counts its
+        time as one proposal's (the p_empty case). A longer catch-up (resuming a skipped draft
+        model) is priced per token instead. Returns the names measured this way, whose
+        round-level timing is then not used."""
+        timed: set[str] = set()
+        for d, _cap in self._attached:
+            t = getattr(d, "timing", None)
+            if t is None or t is self._seen_timing.get(d.name):
+                continue
+            self._seen_timing[d.name] = t
+            m = self._model(d.name)
+            timed.add(d.name)
+            if t.catch_up_tokens <= 2:
+                m.draft_ms.add((t.catch_up_ms + t.steps_ms) / max(1, t.proposed), self.cost_decay)
+                continue
+            if base and t.catch_up_tokens >= 4:
+                m.catch_up.add(t.catch_up_ms / t.catch_up_tokens / base, self.cost_decay)
+            if t.steps and t.proposed > 1:  # the decodes after the catch-up, one per proposal
+                m.draft_ms.add(t.steps_ms / t.steps, self.cost_decay)
+        return timed
+
     # -- reporting ---------------------------------------------------------------------------
 
     def summary(self) -> dict[str, Any]:
         """What `auto` chose and why: chosen-k histogram, measured costs, acceptance."""
         base = self.target_step_ms()
-        curve = self.verify_curve()
+        known = self._known_curve()
         drafters = {}
         for name, m in self._drafters.items():
             costs, acc = self.costs(name), self.acceptance(name)
             k, s = best_k(costs, acc, self.cap, margin=self.margin, p_empty=m.p_empty())
+            d_rel = self._draft_rel(name)
             drafters[name] = {
                 "draft_ms_per_token": round(m.draft_ms.mean, 3) if m.draft_ms.known else None,
-                "draft_cost_rel": round(costs.draft, 4) if m.draft_ms.known else None,
+                "draft_cost_rel": round(d_rel, 4) if d_rel is not None else None,
+                "ceiling": round(self.ceiling(name), 4),
+                "hopeless": self.hopeless(name),
+                "shadow_drafts": m.shadow_trials,
                 "acceptance": [round(a, 4) for a in acc],
                 "rounds": m.rounds,
                 "empty_attempts": m.empty_attempts,
@@ -761,10 +971,9 @@ class AdaptivePolicy:
             "mean_k": round(sum(self.chosen) / len(self.chosen), 3) if self.chosen else 0.0,
             "target_step_ms": round(base, 3) if base else None,
             "verify_cost_rel": {
-                str(k): round(c, 4)
-                for k, c in enumerate(curve)
-                if self._verify[k].known and math.isfinite(c)
+                str(k): round(c, 4) for k, c in sorted(known.items()) if math.isfinite(c)
             },
+            "profile_seeded": self.seeded,
             "drafters": drafters,
         }
 
@@ -779,6 +988,7 @@ class AdaptivePolicy:
             lines.append(
                 f"auto: target step {s['target_step_ms']:.1f} ms, verify cost by k "
                 + " ".join(f"{k}:{c:.2f}" for k, c in s["verify_cost_rel"].items())
+                + (" (with this machine's profile)" if s["profile_seeded"] else "")
             )
         for name, d in s["drafters"].items():
             cost = f"{d['draft_cost_rel']:.2f}" if d["draft_cost_rel"] is not None else "?"
@@ -786,5 +996,10 @@ class AdaptivePolicy:
                 f"auto: {name}: draft step {cost} of a target step, acceptance "
                 + " ".join(f"{a:.2f}" for a in d["acceptance"][:4])
                 + f", best k {d['best_k']} (x{d['expected_speedup']:.2f})"
+                + (
+                    f"; cannot pay here (x{d['ceiling']:.2f} even at 100% acceptance)"
+                    if d["hopeless"]
+                    else ""
+                )
             )
         return lines

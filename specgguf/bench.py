@@ -26,6 +26,7 @@ from typing import Any
 
 from specgguf.adaptive import DEFAULT_N_MAX_CAP, AdaptivePolicy, Costs, best_k
 from specgguf.errors import PromptError, UsageError
+from specgguf.profile import CostProfile, Estimate
 from specgguf.spec_types import parse_spec_types
 
 #: auto's largest draft (`--spec-draft-n-max auto` chooses 0..AUTO_CAP each round)
@@ -263,6 +264,15 @@ class CostCurve:
     def draft_rel(self) -> float | None:
         return self.draft_ms / self.step_ms if self.draft_ms is not None else None
 
+    def to_profile(self, draft_name: str = "draft-simple") -> CostProfile:
+        """These medians as a machine profile (specgguf.profile) that seeds `auto`."""
+        w = float(max(1, self.samples))
+        verify = {
+            n - 1: Estimate(ms / self.step_ms, w) for n, ms in self.target_ms.items() if n > 1
+        }
+        draft = {draft_name: Estimate(self.draft_rel, w)} if self.draft_rel is not None else {}
+        return CostProfile(verify, draft, round(self.step_ms, 3))
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "target_step_ms": round(self.step_ms, 3),
@@ -361,16 +371,20 @@ def run_one(
     ngram_state: dict[str, Any],
     prompt: int = -1,
     rep: int = -1,
+    profile: CostProfile | None = None,
 ) -> RunResult:
     """Generate once with `cfg`; the session's spec options are switched to it meanwhile."""
     session.spec = replace(
         base_spec,
         types=list(cfg.types),
         n_max=cfg.n_max if cfg.n_max is not None else AUTO_CAP,
+        adaptive=cfg.auto,
     )
     # each configuration keeps its own n-gram drafters (their options and caches)
     session._ngram_drafters = ngram_state
     policy = AdaptivePolicy(n_max_cap=AUTO_CAP) if cfg.auto else None
+    if policy is not None:
+        policy.seed(profile)
     dec = session.decoder(sampler, n_predict, seed, ignore_eos=ignore_eos, budget_policy=policy)
     if policy is not None:
         policy.attach(dec.drafters)
@@ -403,6 +417,10 @@ class BenchOptions:
     seed: int = 0
     ignore_eos: bool = False
     cost_reps: int = 3  # cost-curve samples before the runs (2 more after each prompt)
+    #: auto runs start from this machine's profile (what `run` would read) merged with the
+    #: curve this bench measures; False: every auto run starts cold, measuring its own costs
+    warm_auto: bool = True
+    profile: CostProfile | None = None  # the machine's profile as read before the bench
 
 
 @dataclass
@@ -439,6 +457,8 @@ def run_bench(
     states: dict[BenchConfig, dict[str, Any]] = {c: {} for c in configs}
     runs: dict[BenchConfig, list[RunResult]] = {c: [] for c in configs}
 
+    seed_profile: CostProfile | None = None
+
     def one(cfg: BenchConfig, toks: list[int], n: int, pi: int, rep: int) -> RunResult:
         return run_one(
             session,
@@ -452,7 +472,14 @@ def run_bench(
             ngram_state=states[cfg],
             prompt=pi,
             rep=rep,
+            profile=seed_profile,
         )
+
+    def seed_from(curve: CostCurve) -> CostProfile | None:
+        if not options.warm_auto:
+            return None
+        measured = curve.to_profile()
+        return options.profile.merged(measured) if options.profile is not None else measured
 
     try:
         if options.warmup:
@@ -463,6 +490,7 @@ def run_bench(
         max_k = max([AUTO_CAP] + [c.n_max or 0 for c in configs if c.uses_n_max])
         pool = CostSamples()
         costs = measure_cost_curve(session, tokenized[0], max_k, options.cost_reps, pool)
+        seed_profile = seed_from(costs)
         interrupted = False
         try:
             for pi, toks in enumerate(tokenized):
@@ -472,6 +500,7 @@ def run_bench(
                         runs[cfg].append(one(cfg, toks, options.n_predict, pi, rep))
                 # a few more cost samples between prompts, at this prompt's context length
                 costs = measure_cost_curve(session, toks, max_k, 2, pool)
+                seed_profile = seed_from(costs)
         except KeyboardInterrupt:
             # Ctrl-C: report the runs that finished (a pair needs its plain run, which always
             # comes first in its block); before any measured run there is nothing to report.

@@ -51,10 +51,46 @@ class SparseDist:
         return int(self.ids[i]), float(self.probs[i])
 
     def sample(self, rng: np.random.Generator) -> int:
-        # Inverse-CDF on one uniform: the same draw costs the same randomness everywhere.
-        u = rng.random()
+        return self.sample_at(rng.random())
+
+    def sample_at(self, u: float) -> int:
+        """Inverse CDF at the uniform `u` (ids in the order the sampler chain left them, by
+        decreasing logit): the same distribution and the same u give the same token."""
+        if self.ids.size == 1:
+            return int(self.ids[0])
         i = int(np.searchsorted(np.cumsum(self.probs), u * self.probs.sum(), side="right"))
         return int(self.ids[min(i, self.ids.size - 1)])
+
+
+#: what each uniform of a sequence position is for (PositionRandom streams)
+SAMPLE, ACCEPT, DRAFT = 0, 1, 2
+_MASK64 = (1 << 64) - 1
+
+
+class PositionRandom:
+    """Uniforms keyed by (seed, sequence position, purpose) instead of drawn in sequence.
+
+    With a sequential generator, how many numbers a speculative round consumes depends on how
+    much was drafted, so the same seed gives different (equally valid) text for different
+    draft lengths, and `--spec-draft-n-max auto`, whose lengths follow measured timings,
+    would not be reproducible at all. Keyed uniforms make the target's sample at a position a
+    function of the seed, the position and p alone: a one-hot draft is accepted iff it equals
+    that sample (probability p(x); on rejection the sample is distributed as p without x, the
+    residual), so sampled speculative output is token for token the output of plain decoding
+    with the same seed, whatever was drafted. (splitmix64: cheap, well mixed, no state.)
+    """
+
+    __slots__ = ("seed",)
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed & _MASK64
+
+    def uniform(self, position: int, stream: int = SAMPLE) -> float:
+        z = (self.seed + 0x9E3779B97F4A7C15 * (position * 4 + stream + 1)) & _MASK64
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+        z ^= z >> 31
+        return (z >> 11) / float(1 << 53)
 
 
 def one_hot(token: int) -> SparseDist:

@@ -11,14 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from specgguf import engine
 from specgguf.drafters.base import Drafter
 from specgguf.drafters.draft_model import DraftModelDrafter
 from specgguf.errors import PromptError
 from specgguf.preflight import preflight
-from specgguf.sampling import SamplerParams
+from specgguf.sampling import PositionRandom, SamplerParams
 from specgguf.spec_types import NGRAM_TYPES
 from specgguf.speculative import BudgetPolicy, GenerationConfig, SpeculativeDecoder
 
@@ -49,7 +47,10 @@ class SpecOptions:
     n_max: int = 3
     n_min: int = 0
     p_min: float = 0.0
-    draft_sampling: str = "auto"  # auto: probabilistic when --temp > 0, else greedy
+    # auto: probabilistic when --temp > 0 and the draft length is fixed; greedy (one-hot)
+    # otherwise, so that under --spec-draft-n-max auto a seed still fixes the text
+    draft_sampling: str = "auto"
+    adaptive: bool = False  # --spec-draft-n-max auto (n_max is then auto's cap)
     ngram: Any = None  # specgguf.drafters.ngram_params.NgramOptions
 
 
@@ -115,7 +116,7 @@ class Session:
 
     # -- drafters -----------------------------------------------------------------------------
 
-    def _drafters(self, sampler: SamplerParams, rng: np.random.Generator) -> list[Drafter]:
+    def _drafters(self, sampler: SamplerParams, random: PositionRandom) -> list[Drafter]:
         out: list[Drafter] = []
         for t in self.spec.types:
             if t in NGRAM_TYPES:
@@ -128,7 +129,9 @@ class Session:
             elif t == "draft-simple":
                 assert self.draft_ctx is not None
                 probabilistic = self.spec.draft_sampling == "probabilistic" or (
-                    self.spec.draft_sampling == "auto" and not sampler.greedy
+                    self.spec.draft_sampling == "auto"
+                    and not sampler.greedy
+                    and not self.spec.adaptive
                 )
                 out.append(
                     DraftModelDrafter(
@@ -138,7 +141,7 @@ class Session:
                         p_min=self.spec.p_min,
                         n_min=self.spec.n_min,
                         probabilistic=probabilistic,
-                        rng=rng,
+                        random=random,
                     )
                 )
         return out
@@ -153,15 +156,15 @@ class Session:
         trace_probs: bool = False,
         budget_policy: BudgetPolicy | None = None,
     ) -> SpeculativeDecoder:
-        rng = np.random.default_rng(seed)
+        random = PositionRandom(seed)
         config = GenerationConfig(
             n_predict=n_predict, n_max=self.spec.n_max, sampler=sampler, ignore_eos=ignore_eos
         )
         return SpeculativeDecoder(
             self.target,
-            self._drafters(sampler, rng),
+            self._drafters(sampler, random),
             config,
-            rng,
+            random,
             is_eog=self.target_model.is_eog,
             trace_probs=trace_probs,
             budget_policy=budget_policy,

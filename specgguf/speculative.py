@@ -15,12 +15,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import numpy as np
-
 from specgguf.acceptance import verify
 from specgguf.drafters.base import Draft, Drafter
 from specgguf.engine import Context
-from specgguf.sampling import SamplerParams, SparseDist, distribution
+from specgguf.sampling import PositionRandom, SamplerParams, SparseDist, distribution
 from specgguf.stats import RunStats
 
 
@@ -62,7 +60,7 @@ class SpeculativeDecoder:
         target: Context,
         drafters: Sequence[Drafter],
         config: GenerationConfig,
-        rng: np.random.Generator,
+        random: PositionRandom,
         *,
         is_eog: Callable[[int], bool],
         trace_probs: bool = False,
@@ -71,7 +69,7 @@ class SpeculativeDecoder:
         self.target = target
         self.drafters = list(drafters)
         self.config = config
-        self.rng = rng
+        self.random = random  # uniforms keyed by sequence position: see PositionRandom
         self.is_eog = is_eog
         self.trace_probs = trace_probs
         self.policy = budget_policy
@@ -139,7 +137,10 @@ class SpeculativeDecoder:
                 d = cache[i] = distribution(logits[i], sampler)
             return d
 
-        verdict = verify(draft.tokens, draft.probs, p_at, self.rng)
+        def uniform(i: int, purpose: int) -> float:
+            return self.random.uniform(n_past + 1 + i, purpose)  # i: position in this round
+
+        verdict = verify(draft.tokens, draft.probs, p_at, uniform)
         target_probs = (
             [p_at(i).prob(x) for i, x in enumerate(draft.tokens)] if self.trace_probs else None
         )

@@ -33,3 +33,10 @@ def tiny_draft(tiny_models_dir):
 def tiny_other_vocab(tiny_models_dir):
     """A model whose vocab is incompatible with the target's under llama.cpp's rule."""
     return build_tiny_model(tiny_models_dir / "other.gguf", seed=TARGET_SEED, vocab="other")
+
+
+@pytest.fixture(autouse=True)
+def _private_profiles(tmp_path_factory, monkeypatch):
+    """Every test gets its own machine-profile folder ($SPECGGUF_PROFILES): an `auto` run in
+    one test must not seed another, nor write into the developer's home."""
+    monkeypatch.setenv("SPECGGUF_PROFILES", str(tmp_path_factory.mktemp("profiles")))

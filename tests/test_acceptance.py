@@ -116,3 +116,54 @@ def test_rows_after_a_rejection_are_never_computed() -> None:
 
     verify([1, 2, 3], None, target, np.random.default_rng(0))
     assert asked == [0]
+
+
+# -- position-keyed randomness -----------------------------------------------------------------
+
+
+def test_position_uniforms_are_deterministic_uniform_and_distinct_per_purpose():
+    from specgguf.sampling import ACCEPT, DRAFT, SAMPLE, PositionRandom
+
+    r = PositionRandom(42)
+    xs = np.array([r.uniform(i) for i in range(50_000)])
+    assert xs.min() >= 0.0 and xs.max() < 1.0
+    assert abs(xs.mean() - 0.5) < 0.01 and abs(xs.var() - 1 / 12) < 0.003
+    assert np.histogram(xs, bins=10, range=(0, 1))[0].min() > 4_700  # no empty corner
+    assert abs(np.corrcoef(xs[:-1], xs[1:])[0, 1]) < 0.02  # neighbours independent
+    assert r.uniform(7) == PositionRandom(42).uniform(7)
+    assert len({r.uniform(7, s) for s in (SAMPLE, ACCEPT, DRAFT)}) == 3
+    assert r.uniform(7) != PositionRandom(43).uniform(7)
+
+
+def _toy_model(prefix: tuple[int, ...]) -> SparseDist:
+    """A deterministic 'language model': a distribution over 6 tokens per prefix."""
+    g = np.random.default_rng(hash(prefix) & 0xFFFFFFFF)
+    p = g.dirichlet(np.ones(6) * 0.7)
+    return SparseDist(np.arange(6, dtype=np.int64), p)
+
+
+def test_one_hot_speculation_emits_exactly_the_plain_samples_whatever_is_drafted():
+    from specgguf.sampling import PositionRandom
+
+    rand = PositionRandom(7)
+    plain: list[int] = []
+    for pos in range(60):
+        plain.append(_toy_model(tuple(plain)).sample_at(rand.uniform(pos)))
+    chooser = np.random.default_rng(1)
+    for _trial in range(20):
+        seq: list[int] = []
+        while len(seq) < 60:
+            k = int(chooser.integers(0, 6))
+            # proposals: sometimes the plain sample (a good drafter), sometimes a guess
+            props = [
+                plain[len(seq) + i] if chooser.random() < 0.6 else int(chooser.integers(0, 6))
+                for i in range(min(k, 59 - len(seq)))
+            ]
+            base = len(seq)
+
+            def p_at(i, prefix=tuple(seq), props=props):
+                return _toy_model(prefix + tuple(props[:i]))
+
+            v = verify(props, None, p_at, lambda i, s, base=base: rand.uniform(base + i, s))
+            seq += [*props[: v.n_accepted], v.token]
+        assert seq[:60] == plain

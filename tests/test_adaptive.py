@@ -385,3 +385,158 @@ def test_auto_is_lossless_and_records_its_choices(tiny_target, tiny_draft):
     finally:
         spec.close()
         plain.close()
+
+
+# -- cost ceilings, shadow drafts, self-timed drafters -----------------------------------------
+
+# bench on the 2-core development machine: a pass over n tokens relative to one token
+STEEP_CPU = (1.0, 1.57, 2.07, 2.58, 3.15, 3.59, 4.19, 6.02, 6.49)
+
+
+def test_a_draft_that_cannot_pay_even_at_full_acceptance_is_dropped_for_good():
+    # 0.5B draft at half a target step on this CPU: even 100% acceptance loses to plain
+    # decoding, so after measuring that, auto never drafts again whatever the acceptance
+    policy = AdaptivePolicy(n_max_cap=8)
+    d = FakeDrafter(max_draft=8)
+    policy.attach([d])
+    sim = Sim(STEEP_CPU, 0.48, 0.98, gated=True, confidence=0.95, catch_up=0.12)
+    speedup = sim.run(policy, 400, d)
+    assert policy.hopeless("draft-simple")
+    assert policy.ceiling("draft-simple") < 1.05
+    first_plain_run = next(i for i in range(2, 400) if sim.ks[i] == 0)
+    assert sum(sim.ks[first_plain_run:]) == 0  # no re-probe, not even a burst
+    assert speedup > 0.98  # the price of finding out: a few probe rounds in 400
+    line = [x for x in policy.report_lines() if "cannot pay here" in x]
+    assert line and "draft-simple" in line[0]
+
+
+def test_a_draft_that_could_pay_is_not_declared_hopeless():
+    policy = AdaptivePolicy(n_max_cap=8)
+    d = FakeDrafter(max_draft=8)
+    policy.attach([d])
+    Sim(FLAT_CURVE, 0.1, 0.9, gated=True, confidence=0.95).run(policy, 60, d)
+    assert not policy.hopeless("draft-simple")
+    assert policy.ceiling("draft-simple") > 3
+
+
+def test_unknown_widths_are_extrapolated_with_a_least_squares_slope():
+    # one noisy cheap pass (width 3) must not tilt the extrapolation: the slope is fitted
+    # through every known width and (0, 1), not taken from the two widest points
+    policy = AdaptivePolicy(n_max_cap=8)
+    for k, rel in ((0, 1.0), (1, 1.5), (2, 2.0), (3, 2.1)):
+        for _ in range(3):
+            policy.observe(FakeRound(None if k == 0 else "x", [1] * k, 0, [0], 0.0, 70.0 * rel))
+    curve = policy._likely_curve()
+    slope = (0.5 * 1 + 1.0 * 2 + 1.1 * 3) / (1 + 4 + 9)
+    assert curve[3] == pytest.approx(2.1)
+    assert curve[6] == pytest.approx(2.1 + 3 * slope)
+    assert curve[6] > 2.1 + 3 * 0.1  # the two widest points alone would say 0.1 per token
+
+
+@dataclass
+class Stream:
+    """A cheap drafter over a known token stream: proposes the next tokens, right or wrong."""
+
+    text: list[int]
+    wrong_every: int = 0  # 0: always right; n: every n-th proposed token is wrong
+    name: str = "ngram-simple"
+    max_draft: int = 8
+    cheap: bool = True
+    pos: int = 0
+    calls: int = 0
+
+    def propose(self, n: int):
+        from specgguf.drafters.base import Draft
+
+        self.calls += 1
+        out = self.text[self.pos : self.pos + n]
+        if self.wrong_every:
+            out = [t if (self.pos + i) % self.wrong_every else -1 for i, t in enumerate(out)]
+        return Draft(list(out))
+
+
+def run_stream(policy: AdaptivePolicy, drafter: Stream, rounds: int) -> list[int]:
+    """The loop, minus the model: what the cheap drafter proposes is checked against the
+    stream; returns the number of proposals sent to the target per round."""
+    sent = []
+    for _ in range(rounds):
+        k = min(policy.budget(10_000), drafter.max_draft)
+        proposed = drafter.propose(k).tokens if k > 0 else []
+        n_acc = 0
+        while n_acc < len(proposed) and proposed[n_acc] == drafter.text[drafter.pos + n_acc]:
+            n_acc += 1
+        emitted = drafter.text[drafter.pos : drafter.pos + n_acc + 1]
+        drafter.pos += len(emitted)
+        rel = STEEP_CPU[len(proposed)]
+        policy.observe(
+            FakeRound(
+                "ngram-simple" if proposed else None, proposed, n_acc, emitted, 0.01, 70 * rel
+            )
+        )
+        sent.append(len(proposed))
+    return sent
+
+
+def seeded(curve=STEEP_CPU) -> AdaptivePolicy:
+    from specgguf.profile import CostProfile, Estimate
+
+    policy = AdaptivePolicy(n_max_cap=8)
+    policy.seed(CostProfile({k: Estimate(c, 10.0) for k, c in enumerate(curve) if k}))
+    return policy
+
+
+def test_shadow_drafts_let_a_cheap_drafter_start_without_blind_probes():
+    # a copy-heavy stretch: the lookup is always right. Its shadow drafts, asked while it
+    # sits out, show that at once, so the first drafts the target sees are all accepted
+    policy = seeded()
+    drafter = Stream(list(range(2000)))
+    policy.attach([drafter])
+    sent = run_stream(policy, drafter, 60)
+    first = next(i for i, k in enumerate(sent) if k > 0)
+    assert first <= 8
+    assert policy.summary()["drafters"]["ngram-simple"]["shadow_drafts"] > 0
+    assert policy.acceptance("ngram-simple")[0] > 0.9
+    assert sum(sent[-20:]) / 20 >= 3  # and it drafts long
+
+
+def test_shadow_drafts_keep_a_useless_cheap_drafter_off_the_target():
+    policy = seeded()
+    drafter = Stream(list(range(2000)), wrong_every=1)  # every guess wrong
+    policy.attach([drafter])
+    sent = run_stream(policy, drafter, 300)
+    assert sum(sent) == 0  # never a wasted verify pass: the shadows already said no
+    assert drafter.calls >= 250  # ... because it kept measuring, for free
+    assert policy.acceptance("ngram-simple")[0] < 0.2
+
+
+def test_shadow_drafts_notice_when_a_cheap_drafter_starts_paying():
+    policy = seeded()
+    drafter = Stream(list(range(4000)), wrong_every=1)
+    policy.attach([drafter])
+    run_stream(policy, drafter, 200)
+    drafter.wrong_every = 0  # the text turns repetitive
+    sent = run_stream(policy, drafter, 100)
+    # within about the memory of the decayed counts (0.97 per round): ~33 rounds
+    assert next(i for i, k in enumerate(sent) if k > 0) <= 40
+    assert sum(sent[-20:]) / 20 >= 3
+
+
+def test_draft_cost_comes_from_the_drafters_own_timing():
+    # a round's drafting: a 2-token catch-up (30 ms) + 2 decodes (40 ms) for 3 proposals:
+    # 70/3 ms per proposal; a 10-token catch-up after skipped rounds is priced per token
+    from specgguf.drafters.draft_model import DraftTiming
+
+    d = FakeDrafter(max_draft=8)
+    policy = AdaptivePolicy(n_max_cap=8)
+    policy.attach([d])
+    for _ in range(4):
+        policy.budget(100)
+        policy.observe(FakeRound(None, [], 0, [0], 0.0, 70.0))
+    for catch_up, ms in ((2, 30.0), (10, 100.0), (2, 30.0)):
+        policy.budget(100)
+        d.timing = DraftTiming(ms, catch_up, 40.0, 2, 3)
+        policy.observe(FakeRound("draft-simple", [1, 2, 3], 3, [1, 2, 3, 4], ms + 40.0, 140.0))
+    # the long catch-up round's own decodes (20 ms each) count as steps; its batch does not
+    m = policy._drafters["draft-simple"]
+    assert 70.0 / 3 > m.draft_ms.mean > 20.0
+    assert policy.catch_up_cost("draft-simple") == pytest.approx(10.0 / 70.0)

@@ -65,7 +65,11 @@ def as_json(result) -> dict:
 
 def test_json_keys_unchanged(run, tiny_target, tiny_draft):
     obj = as_json(run("-p", "the cat sat on", "-n", "10", "--temp", "0", "--json"))
-    assert set(obj) == JSON_KEYS
+    assert set(obj) == JSON_KEYS | {"auto"}  # --spec-draft-n-max auto is the default
+    fixed = as_json(
+        run("-p", "the cat sat on", "-n", "10", "--temp", "0", "--json", "--spec-draft-n-max", "3")
+    )
+    assert set(fixed) == JSON_KEYS and fixed["text"] == obj["text"]
     assert obj["tokens_predicted"] == 10 and obj["stop_reason"] == "limit"
     assert obj["model"] == str(tiny_target) and obj["draft_model"] == str(tiny_draft)
     assert obj["spec_type"] == ["draft-simple"]
@@ -90,7 +94,8 @@ def test_color_always_marks_accepted_tokens(run):
 
 
 def test_color_auto_is_off_when_piped_on_for_a_terminal(run, monkeypatch):
-    args = ("-p", "the cat sat on", "-n", "24", "--temp", "0")
+    # a fixed draft length: auto would (rightly) not draft with these tiny models
+    args = ("-p", "the cat sat on", "-n", "24", "--temp", "0", "--spec-draft-n-max", "3")
     _, out, err = run(*args)  # capsys: not a terminal
     assert ESC.search(out) is None and LEGEND not in err
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)

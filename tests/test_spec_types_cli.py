@@ -23,7 +23,9 @@ PROMPT = ["-p", "the cat sat on the mat and the cat sat on", "-n", "80", "--temp
 def run_json(tiny_target, tiny_draft, capsys):
     def _run(*args: str) -> dict:
         argv = ["run", "-m", str(tiny_target), "-md", str(tiny_draft), *FAST, *PROMPT]
-        code = run_cli([*argv, *SMALL_NGRAMS, "--ignore-eos", "--json", "-q", *args])
+        # a fixed draft length (auto, the default, may decide drafting does not pay here)
+        fixed = ["--spec-draft-n-max", "3"]
+        code = run_cli([*argv, *SMALL_NGRAMS, *fixed, "--ignore-eos", "--json", "-q", *args])
         out = capsys.readouterr().out
         assert code == 0, out
         return json.loads(out)

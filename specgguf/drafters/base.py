@@ -39,6 +39,9 @@ class Drafter(ABC):
     #: the longest draft this source makes on its own (llama.cpp: --spec-draft-n-max for model
     #: drafters, size_m / n_max for the n-gram types); the loop never asks for more
     max_draft: int = 8
+    #: proposing costs next to nothing (a table lookup), so a cost model may ask for drafts it
+    #: will not send to the target, just to keep measuring this source's acceptance for free
+    cheap: bool = False
 
     @abstractmethod
     def begin(self, prompt: Sequence[int]) -> None:

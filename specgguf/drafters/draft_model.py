@@ -15,13 +15,35 @@ Two ways of drafting:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from specgguf.drafters.base import Draft, Drafter
 from specgguf.engine import Context
-from specgguf.sampling import SamplerParams, SparseDist, distribution, top_k_confidence
+from specgguf.sampling import (
+    DRAFT,
+    PositionRandom,
+    SamplerParams,
+    SparseDist,
+    distribution,
+    top_k_confidence,
+)
+
+
+@dataclass
+class DraftTiming:
+    """Where the last `propose` spent its time, so a cost model can tell a draft step from a
+    catch-up batch (after rounds without drafting the draft must first read everything it
+    missed, which says nothing about what one more draft token costs)."""
+
+    catch_up_ms: float = 0.0
+    catch_up_tokens: int = 0  # tokens decoded by the first (catch-up) batch
+    steps_ms: float = 0.0  # single-token decodes of proposals
+    steps: int = 0
+    proposed: int = 0  # tokens returned (0: stopped before the first, or under n_min)
 
 
 class DraftModelDrafter(Drafter):
@@ -36,7 +58,7 @@ class DraftModelDrafter(Drafter):
         p_min: float = 0.0,
         n_min: int = 0,
         probabilistic: bool = False,
-        rng: np.random.Generator | None = None,
+        random: PositionRandom | None = None,
     ) -> None:
         self.ctx = ctx
         self.sampler = sampler
@@ -44,10 +66,11 @@ class DraftModelDrafter(Drafter):
         self.p_min = p_min
         self.n_min = n_min
         self.probabilistic = probabilistic and not sampler.greedy
-        self.rng = rng or np.random.default_rng()
+        self.random = random or PositionRandom(0)
         # Optional cost model (specgguf.adaptive): asked before each further draft token
         # whether a token at this confidence is still worth its cost (--spec-draft-n-max auto).
         self.policy = None
+        self.timing = DraftTiming()
         self.history: list[int] = []
         # Tokens whose KV the draft context holds, position by position: always a prefix of
         # history, possibly followed by drafted tokens that verification has not judged yet.
@@ -83,8 +106,11 @@ class DraftModelDrafter(Drafter):
     def propose(self, n_max: int) -> Draft:
         if n_max <= 0:
             return Draft()
+        t0 = time.perf_counter()
+        n_pending = len(self.history) - len(self.kv)
         logits = self._catch_up(len(self.history), outputs="last")
         assert logits is not None
+        timing = self.timing = DraftTiming((time.perf_counter() - t0) * 1e3, n_pending)
         tokens: list[int] = []
         probs: list[SparseDist] = []
         while True:
@@ -104,13 +130,18 @@ class DraftModelDrafter(Drafter):
             ):
                 break
             if q is not None:
-                tok = q.sample(self.rng)
+                # keyed by the position the token would take, like the target's samples
+                tok = q.sample_at(self.random.uniform(len(self.history) + len(tokens), DRAFT))
                 probs.append(q)
             tokens.append(tok)
             if len(tokens) >= n_max:
                 break
+            t0 = time.perf_counter()
             logits = self.ctx.decode([tok], len(self.kv), outputs="last")
+            timing.steps_ms += (time.perf_counter() - t0) * 1e3
+            timing.steps += 1
             self.kv.append(tok)
         if len(tokens) < self.n_min:
             return Draft()
+        timing.proposed = len(tokens)
         return Draft(tokens, probs if self.probabilistic else None)

@@ -312,6 +312,8 @@ def save_ngram_cache(cache: NgramCounts, path: str | os.PathLike[str]) -> None:
 class NgramCache(Drafter):
     """Lookup decoding from n-gram statistics of this sequence, past runs and a corpus."""
 
+    cheap = True  # a lookup: shadow drafts for the cost model are free
+
     name = "ngram-cache"
 
     def __init__(

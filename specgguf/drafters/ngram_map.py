@@ -67,6 +67,7 @@ class _Key:
 
 
 class _NgramMapBase(Drafter):
+    cheap = True  # a lookup: shadow drafts for the cost model are free
     key_only: bool = True
 
     def __init__(self, size_n: int, size_m: int, min_hits: int) -> None:
