@@ -22,8 +22,10 @@ SpecTypes = typer.Option(
     "the flag or separate configurations with ';'. Each is a comma list of types as for "
     "`run` (a combination: ngram-simple,draft-simple), optionally with ':N', ':A..B' or "
     "':auto' for its draft lengths, e.g. --spec-type 'draft-simple:2..4;ngram-simple' "
-    "--spec-type draft-simple:auto. Default: draft-simple, ngram-simple and draft-simple:auto "
-    "(without a draft model: ngram-simple and ngram-simple:auto).",
+    "--spec-type draft-simple:auto. A lone `none` adds a control row: plain decoding measured "
+    "again like a configuration, which shows this machine's noise floor. Default: "
+    "draft-simple, ngram-simple and draft-simple:auto (without a draft model: ngram-simple "
+    "and ngram-simple:auto).",
 )
 NMaxList = typer.Option(
     "3",
@@ -367,6 +369,15 @@ def _print_report(result, rec, temp: float) -> None:
         )
     for line in rec.model_view:
         console.print(f"cost model: {line}")
+    for row in result.rows:
+        a = row.auto
+        if a and a.get("overhead_vs_plain") is not None:
+            console.print(
+                f"auto: {row.config.label}: its probes cost {a['probe_cost_steps']:+.2f} target "
+                f"steps and its bookkeeping {a['policy_steps']:.3f} over {a['tokens']} tokens: "
+                f"{a['overhead_vs_plain']:+.1%} against plain decoding by its own timings "
+                "(the ratios above also carry this machine's noise: compare a `none` control row)"
+            )
     stalled = sum(r.stalled_pairs for r in result.rows if not r.config.plain)
     if stalled:
         console.print(

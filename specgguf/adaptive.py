@@ -45,6 +45,7 @@ Pure module: no llama_cpp import; the decision functions take plain numbers.
 from __future__ import annotations
 
 import math
+import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -289,6 +290,7 @@ class AdaptivePolicy:
     PROBE_LADDER = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
     PRIOR_WEIGHT = 6.0  # samples a profile's estimate counts as at most
     KNOWN_WEIGHT = 3.0  # a profile width with this many samples is not probed again
+    HOPELESS_RECHECK = 32  # rounds a "cannot pay here" verdict stands before it is re-checked
     INITIAL_PROBE_MAX = 4
     EXPAND_EVERY = 8  # rounds between tries of the next wider pass while the widest one pays
     REFRESH_EVERY = 32  # rounds between plain steps that re-measure the unit while drafting
@@ -329,7 +331,13 @@ class AdaptivePolicy:
         self.optimism = optimism  # acceptance bonus under which a re-probe must look useful
         self._explore_spent = 0.0  # what probe rounds cost beyond plain steps (target steps)
         self._elapsed = 0  # tokens emitted so far (what plain decoding would spend steps on)
-        self._probing = False  # the round in flight is a probe
+        self._probing = False  # the round in flight is a probe (charged to exploration)
+        self._in_probe = False  # ... any probe, the initial ones included
+        #: what all probe rounds cost beyond the plain steps their tokens would have taken
+        #: (target steps; negative if they paid), and the policy's own bookkeeping time: with
+        #: these two, auto's cost against plain decoding is measured, not guessed
+        self.probe_cost = 0.0
+        self.overhead_ms = 0.0
         self._burst_names: list[str] = []
         self._since_plain = 0  # rounds since the last plain step (k = 0)
         self._observed = 0
@@ -362,6 +370,7 @@ class AdaptivePolicy:
         self._shadows: list[list[Any]] = []
         self.shadow_samples = 0
         self._seen_timing: dict[str, Any] = {}  # a model drafter's last DraftTiming, consumed
+        self._hopeless_memo: dict[str, int] = {}  # name -> round of the last "cannot pay"
 
     # -- attaching to drafters ------------------------------------------------------------------
 
@@ -396,6 +405,7 @@ class AdaptivePolicy:
         }
         self.seeded = bool(self._prior_verify)
         self._cache.clear()
+        self._hopeless_memo.clear()
 
     def export_profile(self) -> CostProfile | None:
         """What THIS run measured (not the priors it was seeded with), for
@@ -562,6 +572,9 @@ class AdaptivePolicy:
     def _plan_model(self) -> dict[str, _Plan]:
         plans: dict[str, _Plan] = {}
         for name, m in self._drafters.items():
+            if self.hopeless(name):
+                plans[name] = _Plan(0, 1.0, probe=False)
+                continue
             costs, acc = self.costs(name), self.acceptance(name)
             k, s = best_k(costs, acc, self.cap, margin=self.margin, p_empty=m.p_empty())
             if k > 0 and m.gated:
@@ -584,12 +597,14 @@ class AdaptivePolicy:
         # next width now and then, so a GPU (or free n-gram drafts) can grow past the ladder.
         widest = max((k for k, v in enumerate(self._verify) if v.known), default=0)
         nxt = next((k for k in self._wider if k > widest), None)
-        if nxt is not None and widest > 0:
+        hopeful = [n for n in self._drafters if not self.hopeless(n)]
+        if nxt is not None and widest > 0 and hopeful:
             curve = self.verify_curve()[: widest + 1]
             wants = [
                 name
                 for name, m in self._drafters.items()
-                if best_k(
+                if name in hopeful
+                and best_k(
                     Costs(verify=curve, draft=self.costs(name).draft),
                     self.acceptance(name),
                     nxt,
@@ -623,6 +638,13 @@ class AdaptivePolicy:
 
     def budget(self, limit: int) -> int:
         """Draft budget for the next round (0: a plain step), at most `limit`."""
+        t0 = time.perf_counter()
+        try:
+            return self._budget(limit)
+        finally:
+            self.overhead_ms += (time.perf_counter() - t0) * 1e3
+
+    def _budget(self, limit: int) -> int:
         default = 0
         ladder = self._next_ladder_width()
         if ladder is not None:  # initial probes: measure the cost curve rather than assume it
@@ -655,7 +677,8 @@ class AdaptivePolicy:
                     plans = {n: _Plan(0, p.speedup, probe=False) for n, p in plans.items()}
         self._plans = plans
         # (the initial probes are the price of measuring at all: not charged to exploration)
-        self._probing = ladder is None and (default > 0 or any(p.probe for p in plans.values()))
+        self._in_probe = default > 0 or any(p.probe for p in plans.values())
+        self._probing = ladder is None and self._in_probe
         for d, cap in self._attached:
             p = plans.get(d.name)
             d.max_draft = min(cap, p.k) if p is not None else 0
@@ -765,9 +788,20 @@ class AdaptivePolicy:
         Only decided once its draft cost and at least two verify widths are known (measured or
         from the profile); such a drafter is never probed again, which is what keeps auto
         within a hair of plain decoding where speculation cannot win (a small CPU)."""
+        # a "yes" is cheap to keep: costs drift slowly, so it is re-checked every
+        # HOPELESS_RECHECK rounds (this is the hot path of auto on a machine where it decodes
+        # plainly, and on a GPU a round is only a few ms)
+        memo = self._hopeless_memo.get(name)
+        if memo is not None and self._observed - memo < self.HOPELESS_RECHECK:
+            return True
         if self._draft_rel(name) is None or len(self._known_widths()) < 2:
             return False
-        return self.ceiling(name) < 1.0 + self.margin
+        verdict = self.ceiling(name) < 1.0 + self.margin
+        if verdict:
+            self._hopeless_memo[name] = self._observed
+        else:
+            self._hopeless_memo.pop(name, None)
+        return verdict
 
     def catch_up_cost(self, name: str) -> float:
         """Cost, in target steps, of each token a model drafter must catch up on when it is
@@ -837,6 +871,13 @@ class AdaptivePolicy:
 
     def observe(self, rnd: Any) -> None:
         """Learn from a finished round (specgguf.speculative.Round)."""
+        t0 = time.perf_counter()
+        try:
+            self._observe(rnd)
+        finally:
+            self.overhead_ms += (time.perf_counter() - t0) * 1e3
+
+    def _observe(self, rnd: Any) -> None:
         k = len(rnd.proposed)
         self._observed += 1
         self._since_plain = 0 if k == 0 else self._since_plain + 1
@@ -849,7 +890,10 @@ class AdaptivePolicy:
             # including a model drafter's catch-up on everything emitted while it was skipped
             cost = (float(rnd.draft_ms) + float(rnd.verify_ms)) / base
             self._explore_spent = max(0.0, self._explore_spent + cost - len(rnd.emitted))
-        self._probing = False
+        if self._in_probe and base:
+            cost = (float(rnd.draft_ms) + float(rnd.verify_ms)) / base
+            self.probe_cost += cost - len(rnd.emitted)
+        self._probing = self._in_probe = False
         for m in self._drafters.values():
             m.decay(self.decay)
         self._cache.clear()  # estimates change only here
@@ -922,8 +966,8 @@ class AdaptivePolicy:
         timed: set[str] = set()
         for d, _cap in self._attached:
             t = getattr(d, "timing", None)
-            if t is None or t is self._seen_timing.get(d.name):
-                continue
+            if t is None or t is self._seen_timing.get(d.name) or t.catch_up_tokens <= 0:
+                continue  # nothing new (or nothing decoded): no sample
             self._seen_timing[d.name] = t
             m = self._model(d.name)
             timed.add(d.name)
@@ -967,6 +1011,9 @@ class AdaptivePolicy:
             "rounds": len(self.chosen),
             "probes": self.probes,
             "explore_cost_steps": round(self._explore_spent, 3),
+            "probe_cost_steps": round(self.probe_cost, 3),
+            "tokens": self._elapsed,
+            "policy_ms": round(self.overhead_ms, 3),
             "chosen_k": {str(k): hist[k] for k in sorted(hist)},
             "mean_k": round(sum(self.chosen) / len(self.chosen), 3) if self.chosen else 0.0,
             "target_step_ms": round(base, 3) if base else None,
@@ -981,7 +1028,8 @@ class AdaptivePolicy:
         """A few lines for stderr after `run --spec-draft-n-max auto`."""
         s = self.summary()
         lines = [
-            f"auto: {s['rounds']} rounds, mean k {s['mean_k']:.2f}, probes {s['probes']}, "
+            f"auto: {s['rounds']} rounds, mean k {s['mean_k']:.2f}, probes {s['probes']} "
+            f"(cost {s['probe_cost_steps']:+.2f} steps), bookkeeping {s['policy_ms']:.1f} ms, "
             "chosen k " + " ".join(f"{k}:{n}" for k, n in s["chosen_k"].items()),
         ]
         if s["target_step_ms"]:

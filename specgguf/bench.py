@@ -33,6 +33,8 @@ from specgguf.spec_types import parse_spec_types
 AUTO_CAP = DEFAULT_N_MAX_CAP
 #: a speculative configuration is recommended only if its median ratio beats plain by this
 MARGIN = 0.03
+#: an auto configuration that drafted less than this on average per round is plain decoding
+IDLE_MEAN_K = 0.05
 #: the prompt set shipped with specgguf (one JSON object per line: {"class", "prompt"})
 BUILTIN_PROMPTS = Path(__file__).resolve().parent.parent / "scripts" / "bench_prompts.jsonl"
 
@@ -42,14 +44,20 @@ BUILTIN_PROMPTS = Path(__file__).resolve().parent.parent / "scripts" / "bench_pr
 
 @dataclass(frozen=True)
 class BenchConfig:
-    """One way of decoding: spec types (empty: plain) and draft length (None: auto)."""
+    """One way of decoding: spec types (empty: plain) and draft length (None: auto).
+
+    `control`: plain decoding measured again as if it were a configuration (`--spec-type
+    none`), so the report shows what a ratio of identical work looks like on this machine:
+    the noise floor every other ratio has to clear."""
 
     types: tuple[str, ...] = ()
     n_max: int | None = 3
+    control: bool = False
 
     @property
     def plain(self) -> bool:
-        return not self.types
+        """The reference every ratio is taken against (not the control)."""
+        return not self.types and not self.control
 
     @property
     def auto(self) -> bool:
@@ -65,6 +73,8 @@ class BenchConfig:
     def label(self) -> str:
         if self.plain:
             return "none"
+        if self.control:
+            return "none (control)"
         name = ",".join(self.types)
         if self.auto:
             return f"{name} auto"
@@ -72,7 +82,7 @@ class BenchConfig:
 
     def run_flags(self) -> list[str]:
         """The `specgguf run` flags that select this configuration."""
-        if self.plain:
+        if not self.types:
             return ["--spec-type", "none"]
         flags = ["--spec-type", ",".join(self.types)]
         if self.uses_n_max:
@@ -81,6 +91,7 @@ class BenchConfig:
 
 
 PLAIN = BenchConfig((), 0)
+CONTROL = BenchConfig((), 0, control=True)
 
 
 def parse_n_max_list(value: str, *, what: str = "--spec-draft-n-max") -> list[int | None]:
@@ -144,7 +155,10 @@ def parse_configs(
             spec, _, lengths = item.partition(":")
             types = tuple(parse_spec_types(spec, have_draft_model=have_draft_model))
             if not types:
-                continue  # `none`: the reference, already there
+                # a lone `none` asks for the control row; plain itself is always there
+                if spec.strip().lower() == "none" and CONTROL not in configs:
+                    configs.append(CONTROL)
+                continue
             if lengths:
                 ns = parse_n_max_list(lengths, what=f"--spec-type {item}")
             elif "draft-simple" in types:
@@ -600,9 +614,20 @@ def _merge_auto(summaries: list[dict[str, Any]]) -> dict[str, Any] | None:
             hist[k] = hist.get(k, 0) + n
     rounds = sum(hist.values())
     mean_k = sum(int(k) * n for k, n in hist.items()) / rounds if rounds else 0.0
+    tokens = sum(s.get("tokens", 0) for s in summaries)
+    probe_cost = sum(s.get("probe_cost_steps", 0.0) for s in summaries)
+    policy_steps = sum(
+        s.get("policy_ms", 0.0) / s["target_step_ms"] for s in summaries if s.get("target_step_ms")
+    )
     return {
         "rounds": rounds,
         "probes": sum(s["probes"] for s in summaries),
+        "tokens": tokens,
+        "probe_cost_steps": round(probe_cost, 3),
+        "policy_steps": round(policy_steps, 4),
+        # what auto cost beyond plain decoding, from its own timings: probe rounds' time beyond
+        # the plain steps their tokens would take, plus its bookkeeping, per plain step
+        "overhead_vs_plain": round((probe_cost + policy_steps) / tokens, 4) if tokens else None,
         "chosen_k": dict(sorted(hist.items(), key=lambda kv: int(kv[0]))),
         "mean_k": round(mean_k, 3),
         "last": summaries[-1],  # the last run's estimates (costs, acceptance, best k)
@@ -740,8 +765,17 @@ def recommend(
     margin: float = MARGIN,
 ) -> Recommendation:
     """The configuration with the best median ratio to plain decoding, if it beats plain by
-    more than `margin`; otherwise plain decoding ("do not speculate here")."""
-    candidates = [r for r in rows if not r.config.plain and r.ratio is not None]
+    more than `margin`; otherwise plain decoding ("do not speculate here"). With a control row
+    (plain measured again), the bar is at least twice the control's distance from x1.00: a
+    gain this machine's noise alone produces is not a reason to speculate."""
+    control = next((r for r in rows if r.config.control and r.ratio is not None), None)
+    if control is not None and control.ratio is not None:
+        margin = max(margin, 2 * abs(control.ratio.median - 1.0))
+    candidates = [r for r in rows if r.config.types and r.ratio is not None]
+    # an auto row that (almost) never drafted IS plain decoding: its ratio is noise, and the
+    # right advice is what it did by itself
+    idle = [r for r in candidates if r.config.auto and r.auto and r.auto["mean_k"] < IDLE_MEAN_K]
+    candidates = [r for r in candidates if r not in idle]
     view = model_view(rows, costs) if costs is not None else []
     best = max(candidates, key=lambda r: r.ratio.median, default=None)  # type: ignore[union-attr]
     if best is not None and best.ratio is not None and best.ratio.median > 1.0 + margin:
@@ -761,6 +795,11 @@ def recommend(
         reason = (
             f"no configuration beats plain decoding by more than {margin:.0%}: the best, "
             f"{best.config.label}, ran at x{best.ratio.median:.2f}"
+        )
+    for r in idle:
+        reason += (
+            f"; {r.config.label} drafted in {r.auto['rounds'] - r.auto['chosen_k'].get('0', 0)}"
+            f" of {r.auto['rounds']} rounds: it already decodes plainly here by itself"
         )
     return Recommendation(False, PLAIN, 1.0, command_line(PLAIN, model_args), reason, view)
 

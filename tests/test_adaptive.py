@@ -406,6 +406,11 @@ def test_a_draft_that_cannot_pay_even_at_full_acceptance_is_dropped_for_good():
     first_plain_run = next(i for i in range(2, 400) if sim.ks[i] == 0)
     assert sum(sim.ks[first_plain_run:]) == 0  # no re-probe, not even a burst
     assert speedup > 0.98  # the price of finding out: a few probe rounds in 400
+    s = policy.summary()
+    # what that price was, by the policy's own account: the probes' time beyond the plain
+    # steps their tokens would have taken (positive: they lost), and its bookkeeping
+    assert 0 < s["probe_cost_steps"] < 0.02 * 400
+    assert s["policy_ms"] > 0 and s["tokens"] > 400
     line = [x for x in policy.report_lines() if "cannot pay here" in x]
     assert line and "draft-simple" in line[0]
 
@@ -529,9 +534,11 @@ def test_draft_cost_comes_from_the_drafters_own_timing():
     d = FakeDrafter(max_draft=8)
     policy = AdaptivePolicy(n_max_cap=8)
     policy.attach([d])
+    d.timing = DraftTiming()  # a propose that decoded nothing: no sample, not a 0 ms step
     for _ in range(4):
         policy.budget(100)
         policy.observe(FakeRound(None, [], 0, [0], 0.0, 70.0))
+    assert not policy._drafters["draft-simple"].draft_ms.known
     for catch_up, ms in ((2, 30.0), (10, 100.0), (2, 30.0)):
         policy.budget(100)
         d.timing = DraftTiming(ms, catch_up, 40.0, 2, 3)

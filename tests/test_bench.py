@@ -10,6 +10,7 @@ import pytest
 
 from specgguf.bench import (
     BUILTIN_PROMPTS,
+    CONTROL,
     MARGIN,
     PLAIN,
     BenchConfig,
@@ -71,6 +72,7 @@ def test_parse_configs_semicolons_repeats_lengths_and_sweeps():
         "draft-simple n_max=3",
         "ngram-simple",
         "ngram-simple,draft-simple auto",
+        "none (control)",  # an explicit `none`: plain measured again, the noise floor
     ]
     # without ':N', draft-simple takes every swept length; n-gram-only configs run once
     cfgs = parse_configs(["draft-simple;ngram-mod"], [1, 2, None], have_draft_model=True)
@@ -165,6 +167,24 @@ def test_recommends_plain_when_no_ratio_beats_one():
     assert "ngram-simple" not in rec.command and "x0.99" in rec.reason
     # within the noise margin is not a reason to speculate either
     assert not recommend([row(PLAIN, 1.0), row(DS2, 1.0 + MARGIN / 2)]).speculate
+
+
+def test_a_lone_none_adds_a_plain_control_row_that_is_never_recommended():
+    configs = parse_configs(["none;draft-simple:auto"], [3], have_draft_model=True)
+    assert configs[0] == PLAIN and CONTROL in configs and len(configs) == 3
+    assert CONTROL.label == "none (control)" and not CONTROL.plain
+    assert CONTROL.run_flags() == ["--spec-type", "none"]
+    # `none` inside a list still just resets it: no control row
+    assert CONTROL not in parse_configs(
+        ["draft-simple,none,ngram-simple"], [3], have_draft_model=True
+    )
+    # plain vs plain can come out above 1 by chance: that is noise, not a reason to speculate
+    rec = recommend([row(PLAIN, 1.0), row(CONTROL, 1.08), row(AUTO, 0.99)])
+    assert not rec.speculate and "none (control)" not in rec.reason
+    # ... and it raises the bar: x1.05 is within twice the control's noise of x1.03
+    assert recommend([row(PLAIN, 1.0), row(NG, 1.05)]).speculate
+    assert not recommend([row(PLAIN, 1.0), row(CONTROL, 0.97), row(NG, 1.05)]).speculate
+    assert recommend([row(PLAIN, 1.0), row(CONTROL, 0.99), row(NG, 1.05)]).speculate
 
 
 def test_recommends_the_best_measured_configuration():
@@ -389,3 +409,29 @@ def test_starved_runs_are_left_out_of_the_ratios():
 
 def test_runs_record_their_cpu_share(tiny_bench):
     assert all(r.cpu_share > 0.2 for runs in tiny_bench.runs.values() for r in runs)
+
+
+def test_merged_auto_summaries_price_auto_against_plain():
+    from specgguf.bench import _merge_auto
+
+    runs = [
+        {"chosen_k": {"0": 120, "1": 2}, "probes": 2, "tokens": 128, "probe_cost_steps": 0.6,
+         "policy_ms": 16.0, "target_step_ms": 80.0},
+        {"chosen_k": {"0": 128}, "probes": 0, "tokens": 128, "probe_cost_steps": 0.0,
+         "policy_ms": 8.0, "target_step_ms": 80.0},
+    ]  # fmt: skip
+    m = _merge_auto(runs)
+    assert m["tokens"] == 256 and m["probes"] == 2
+    assert m["policy_steps"] == pytest.approx(0.3)
+    assert m["overhead_vs_plain"] == pytest.approx((0.6 + 0.3) / 256, abs=1e-4)
+
+
+def test_an_auto_row_that_never_drafted_is_not_recommended_as_speculation():
+    idle = row(AUTO, 1.04)
+    idle.auto = {"rounds": 354, "chosen_k": {"0": 354}, "mean_k": 0.0}
+    rec = recommend([row(PLAIN, 1.0), row(DS2, 0.9), idle])
+    assert not rec.speculate and rec.command == "specgguf run --spec-type none"
+    assert "drafted in 0 of 354 rounds" in rec.reason
+    busy = row(AUTO, 1.2)
+    busy.auto = {"rounds": 60, "chosen_k": {"0": 10, "6": 50}, "mean_k": 5.0}
+    assert recommend([row(PLAIN, 1.0), busy]).speculate

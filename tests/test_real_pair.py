@@ -88,7 +88,7 @@ def specgguf_run(*args: str) -> list[str]:
 def test_cli_run_reports_drafting_and_json(tmp_path):
     cmd = specgguf_run(
         "-md", str(model_path(DRAFT)), "-p", CODE_PROMPTS[0], "-n", "32", "--temp", "0",
-        "-c", "512", "--json",
+        "-c", "512", "--json", "--spec-draft-n-max", "3",
     )  # fmt: skip
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
@@ -98,6 +98,35 @@ def test_cli_run_reports_drafting_and_json(tmp_path):
     assert 0 < t["predicted_n"] <= 32 and obj["text"]
     assert t["draft_n"] > 0 and 0 < t["draft_n_accepted"] <= t["draft_n"]
     assert "n_drafted" in res.stderr and "accept    =" in res.stderr
+
+
+def test_default_auto_learns_this_machine_and_never_drafts_where_it_cannot_pay():
+    """The default (--spec-draft-n-max auto), run twice: the first run measures the costs and
+    keeps them in the machine profile; the second starts from it. Where the draft cannot pay
+    even at 100% acceptance (the 2-core CPU this was developed on), the warm run does not
+    draft at all, so its text is plain decoding's, bit for bit (1-token passes only); where it
+    can pay (a GPU), it drafts."""
+    common = ["-md", str(model_path(DRAFT)), "-p", CODE_PROMPTS[0], "-n", "24", "--temp", "0"]
+    common += ["-c", "512", "--json"]
+    plain = subprocess.run(
+        specgguf_run(*common, "--spec-type", "none"), capture_output=True, text=True, timeout=300
+    )
+    assert plain.returncode == 0, plain.stderr
+    runs = []
+    for _ in range(2):
+        res = subprocess.run(specgguf_run(*common), capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr
+        runs.append(json.loads(res.stdout))
+    cold, warm = runs
+    assert not cold["auto"]["profile_seeded"] and warm["auto"]["profile_seeded"]
+    ds = warm["auto"]["drafters"]["draft-simple"]
+    if ds["hopeless"]:
+        assert warm["auto"]["chosen_k"] == {"0": warm["auto"]["rounds"]}
+        assert warm["timings"]["draft_n"] == 0
+        assert warm["text"] == json.loads(plain.stdout)["text"]
+        assert ds["ceiling"] < 1.05  # what "hopeless" means: x1.05 out of reach even at 100%
+    else:
+        assert warm["timings"]["draft_n"] > 0
 
 
 @pytest.mark.skipif(not is_present(OTHER), reason="run `specgguf pull other` first")

@@ -70,7 +70,7 @@ class DraftModelDrafter(Drafter):
         # Optional cost model (specgguf.adaptive): asked before each further draft token
         # whether a token at this confidence is still worth its cost (--spec-draft-n-max auto).
         self.policy = None
-        self.timing = DraftTiming()
+        self.timing: DraftTiming | None = None  # of the last propose that decoded anything
         self.history: list[int] = []
         # Tokens whose KV the draft context holds, position by position: always a prefix of
         # history, possibly followed by drafted tokens that verification has not judged yet.
