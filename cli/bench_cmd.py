@@ -220,7 +220,7 @@ def bench(
         model_args = ["-m", str(model)]
         if model_draft is not None and any("draft-simple" in c.types for c in configs):
             model_args += ["-md", str(model_draft)]
-    rec = recommend(result.rows, result.costs, model_args=model_args)
+    rec = recommend(result.rows, result.costs, model_args=model_args, ngram=ngram)
     if json_out:
         extra = {
             "model": str(model),

@@ -729,10 +729,13 @@ class Recommendation:
         }
 
 
-def command_line(cfg: BenchConfig, model_args: Sequence[str] = ()) -> str:
+def command_line(cfg: BenchConfig, model_args: Sequence[str] = (), ngram: Any = None) -> str:
+    """The `specgguf run` command for `cfg`, carrying the n-gram options the bench ran with
+    (`ngram`: NgramOptions) where they differ from the defaults."""
     import shlex
 
-    return shlex.join(["specgguf", "run", *model_args, *cfg.run_flags()])
+    extra = ngram.flags_for(cfg.types) if ngram is not None else []
+    return shlex.join(["specgguf", "run", *model_args, *cfg.run_flags(), *extra])
 
 
 def model_view(rows: Sequence[ConfigSummary], costs: CostCurve) -> list[str]:
@@ -763,6 +766,7 @@ def recommend(
     *,
     model_args: Sequence[str] = (),
     margin: float = MARGIN,
+    ngram: Any = None,
 ) -> Recommendation:
     """The configuration with the best median ratio to plain decoding, if it beats plain by
     more than `margin`; otherwise plain decoding ("do not speculate here"). With a control row
@@ -784,7 +788,7 @@ def recommend(
             True,
             best.config,
             r.median,
-            command_line(best.config, model_args),
+            command_line(best.config, model_args, ngram),
             f"{best.config.label} decoded at x{r.median:.2f} the speed of plain decoding "
             f"(median of pairwise ratios, range x{r.lo:.2f}..x{r.hi:.2f})",
             view,

@@ -435,3 +435,15 @@ def test_an_auto_row_that_never_drafted_is_not_recommended_as_speculation():
     busy = row(AUTO, 1.2)
     busy.auto = {"rounds": 60, "chosen_k": {"0": 10, "6": 50}, "mean_k": 5.0}
     assert recommend([row(PLAIN, 1.0), busy]).speculate
+
+
+def test_the_recommended_command_keeps_the_ngram_options_bench_ran_with():
+    from specgguf.drafters.ngram_params import NgramOptions
+
+    opts = NgramOptions.from_flags(
+        {"--spec-ngram-map-k-size-n": 4, "--spec-ngram-simple-size-n": 5}
+    )
+    rec = recommend([row(PLAIN, 1.0), row(NG, 1.3)], ngram=opts)
+    # only the recommended type's non-default options, spelled as `run` takes them
+    assert rec.command == "specgguf run --spec-type ngram-simple --spec-ngram-simple-size-n 5"
+    assert NgramOptions().flags_for(["ngram-simple", "ngram-mod"]) == []

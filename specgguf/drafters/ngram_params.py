@@ -9,7 +9,7 @@ llama.cpp), raised as soon as a params object is built.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
@@ -205,6 +205,18 @@ class NgramOptions:
 
     def for_type(self, spec_type: str) -> NgramParams:
         return getattr(self, _OPTION_FIELDS[spec_type])
+
+    def flags_for(self, spec_types: Sequence[str]) -> list[str]:
+        """The command-line flags that reproduce these options for `spec_types` (only values
+        that differ from the defaults), e.g. for a command line bench recommends."""
+        out: list[str] = []
+        for row in NGRAM_FLAGS:
+            if row.spec_type not in spec_types:
+                continue
+            value = getattr(self.for_type(row.spec_type), row.field)
+            if value != row.default:
+                out += [row.info.flag, str(value)]
+        return out
 
     @classmethod
     def from_flags(cls, values: Mapping[str, Any]) -> NgramOptions:
