@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from specgguf.errors import UsageError
+from specgguf.errors import UsageError, open_user_file
 
 Model = typer.Option(
     None,
@@ -250,14 +250,8 @@ def read_prompt(prompt: str | None, file: Path | None) -> str:
     if prompt is not None:
         return prompt
     if file is not None:
-        try:
-            data = Path(file).read_bytes()
-        except FileNotFoundError:
-            raise UsageError(f"-f {file}: no such file") from None
-        except IsADirectoryError:
-            raise UsageError(f"-f {file}: is a directory") from None
-        except OSError as e:
-            raise UsageError(f"-f {file}: {e.strerror}") from None
+        with open_user_file(file, "-f") as f:
+            data = f.read()
         return decode_prompt(data, f"-f {file}")
     if sys.stdin is None or sys.stdin.isatty():
         raise PromptError("no prompt: pass -p TEXT, -f FILE, or pipe it on stdin")

@@ -325,17 +325,10 @@ def _color_enabled(mode: str, json_out: bool) -> bool:
 
 def _jsonl_source(file: Path | None):
     """The byte lines of -f FILE, else of stdin (not a terminal). Opened before any load."""
-    from specgguf.errors import PromptError, UsageError
+    from specgguf.errors import PromptError, open_user_file
 
     if file is not None:
-        try:
-            return open(file, "rb")  # noqa: SIM115 - closed by run()
-        except FileNotFoundError:
-            raise UsageError(f"-f {file}: no such file") from None
-        except IsADirectoryError:
-            raise UsageError(f"-f {file}: is a directory") from None
-        except OSError as e:
-            raise UsageError(f"-f {file}: {e.strerror}") from None
+        return open_user_file(file, "-f")  # closed by run()
     if sys.stdin is None or sys.stdin.isatty():
         raise PromptError("no input: --jsonl reads JSON Lines from -f FILE or stdin")
     stdin = getattr(sys.stdin, "buffer", sys.stdin)

@@ -24,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from specgguf.errors import ExitCode, PromptError, SpecggufError, UsageError
+from specgguf.errors import ExitCode, PromptError, SpecggufError, UsageError, open_user_file
 
 #: llama.cpp's fallback (CHATML_TEMPLATE_SRC) for models without tokenizer.chat_template.
 CHATML_TEMPLATE = (
@@ -185,14 +185,8 @@ def conversation(system_prompt: str | None, turns: Sequence[tuple[str, str]]) ->
 
 
 def read_template_file(path: Path) -> str:
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise UsageError(f"--chat-template-file {path}: no such file") from None
-    except IsADirectoryError:
-        raise UsageError(f"--chat-template-file {path}: is a directory") from None
-    except OSError as e:
-        raise UsageError(f"--chat-template-file {path}: {e.strerror}") from None
+    with open_user_file(path, "--chat-template-file") as f:
+        data = f.read()
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -8,6 +8,7 @@ so scripts can branch on them: keep the two in step.
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import IO, Any
 
 
 class ExitCode(IntEnum):
@@ -48,3 +49,19 @@ class IncompatibleModelsError(SpecggufError):
 class PromptError(SpecggufError):
     def __init__(self, message: str) -> None:
         super().__init__(message, ExitCode.PROMPT)
+
+
+def open_user_file(path: Any, flag: str, mode: str = "rb", **kw: Any) -> IO[Any]:
+    """Open a file the user named with `flag` (e.g. "-f", "--trace"), turning every way that can
+    fail into one UsageError line: "<flag> <path>: no such file" (or "no such directory" when
+    writing), "is a directory", or the OS's reason."""
+    what = f"{flag} {path}"
+    try:
+        return open(path, mode, **kw)  # noqa: SIM115 - the caller closes it
+    except FileNotFoundError:
+        missing = "no such directory" if "w" in mode or "a" in mode else "no such file"
+        raise UsageError(f"{what}: {missing}") from None
+    except IsADirectoryError:
+        raise UsageError(f"{what}: is a directory") from None
+    except OSError as e:
+        raise UsageError(f"{what}: {e.strerror}") from None

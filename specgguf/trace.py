@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from specgguf.errors import UsageError
+from specgguf.errors import UsageError, open_user_file
 
 if TYPE_CHECKING:  # speculative imports the engine (llama_cpp); the writer does not need it
     from specgguf.speculative import Round
@@ -45,14 +45,7 @@ class TraceWriter:
         """Open (truncate) `path` for writing; "-" is not accepted (stdout carries the text)."""
         if str(path) == "-":
             raise UsageError("--trace -: stdout carries the generated text; give a file name")
-        try:
-            f = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed by close()
-        except FileNotFoundError:
-            raise UsageError(f"--trace {path}: no such directory") from None
-        except IsADirectoryError:
-            raise UsageError(f"--trace {path}: is a directory") from None
-        except OSError as e:
-            raise UsageError(f"--trace {path}: {e.strerror}") from None
+        f = open_user_file(path, "--trace", "w", encoding="utf-8")  # closed by close()
         return cls(f, owns=True)
 
     def begin(self, **context: Any) -> None:
