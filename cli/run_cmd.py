@@ -125,8 +125,10 @@ def run(
     With no -m, uses the pulled default pair (Qwen2.5-Coder 1.5B target, 0.5B draft) and
     draft-simple. A draft model given with -md and no --spec-type selects draft-simple.
     """
+    from specgguf.adaptive import DEFAULT_N_MAX_CAP
     from specgguf.errors import UsageError
     from specgguf.sampling import SamplerParams
+    from specgguf.session import Session, SpecOptions
     from specgguf.spec_types import parse_spec_types
 
     # Everything that can be checked without a model is checked first: a typo costs nothing.
@@ -192,25 +194,30 @@ def run(
 
     try:
         with _loading(model, model_draft if "draft-simple" in types else None, quiet, verbose):
-            session = _open_session(
-                model,
-                model_draft,
-                types,
-                n_max=n_max,
-                n_min=spec_draft_n_min,
-                p_min=spec_draft_p_min,
-                draft_sampling=spec_draft_sampling,
-                n_gpu_layers=n_gpu_layers,
-                n_gpu_layers_draft=n_gpu_layers_draft,
-                ctx_size=ctx_size,
-                batch_size=batch_size,
-                flash_attn=flash_attn,
-                threads=threads,
-                threads_draft=threads_draft,
-                no_repack=no_repack,
-                verbose=verbose,
-                ngram=ngram,
-                kv_types=kv_types,
+            session = Session(
+                o.load_options(
+                    model,
+                    model_draft,
+                    n_gpu_layers=n_gpu_layers,
+                    n_gpu_layers_draft=n_gpu_layers_draft,
+                    ctx_size=ctx_size,
+                    batch_size=batch_size,
+                    flash_attn=flash_attn,
+                    threads=threads,
+                    threads_draft=threads_draft,
+                    no_repack=no_repack,
+                    verbose=verbose,
+                    kv_types=kv_types,
+                ),
+                SpecOptions(
+                    types=types,
+                    n_max=n_max if n_max is not None else DEFAULT_N_MAX_CAP,  # auto: the cap
+                    adaptive=n_max is None,
+                    n_min=spec_draft_n_min,
+                    p_min=spec_draft_p_min,
+                    draft_sampling=spec_draft_sampling,
+                    ngram=ngram,
+                ),
             )
         ctx = None
         try:
@@ -259,41 +266,6 @@ def run(
 
 
 # -- setup ------------------------------------------------------------------------------------
-
-
-from specgguf.adaptive import DEFAULT_N_MAX_CAP  # noqa: E402 - pure and light
-
-
-def _open_session(model, model_draft, types, *, n_max, n_min, p_min, draft_sampling, ngram,
-                  n_gpu_layers, n_gpu_layers_draft, ctx_size, batch_size, flash_attn, threads,
-                  threads_draft, no_repack, verbose, kv_types=("f16",) * 4):  # fmt: skip
-    from specgguf.session import Session, SpecOptions
-
-    return Session(
-        o.load_options(
-            model,
-            model_draft,
-            n_gpu_layers=n_gpu_layers,
-            n_gpu_layers_draft=n_gpu_layers_draft,
-            ctx_size=ctx_size,
-            batch_size=batch_size,
-            flash_attn=flash_attn,
-            threads=threads,
-            threads_draft=threads_draft,
-            no_repack=no_repack,
-            verbose=verbose,
-            kv_types=kv_types,
-        ),  # fmt: skip
-        SpecOptions(
-            types=types,
-            n_max=n_max if n_max is not None else DEFAULT_N_MAX_CAP,  # auto: the cap
-            adaptive=n_max is None,
-            n_min=n_min,
-            p_min=p_min,
-            draft_sampling=draft_sampling,
-            ngram=ngram,
-        ),
-    )
 
 
 def _loading(model: Path, model_draft: Path | None, quiet: bool, verbose: bool):
