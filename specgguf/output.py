@@ -37,6 +37,19 @@ class TextStream:
             self.out.write("".join(chunks))
             self.out.flush()
 
+    def write_text(self, pieces: list[tuple[str, bool]]) -> None:
+        """Write text already decoded (specgguf.generator.Chunk.pieces): (text, came from an
+        accepted draft) fragments, one per token unless a stop string split them."""
+        chunks: list[str] = []
+        for text, drafted in pieces:
+            if not text:
+                continue
+            self.parts.append(text)
+            chunks.append(f"{ACCEPTED_STYLE}{text}{RESET}" if self.color and drafted else text)
+        if chunks and self.out is not None:
+            self.out.write("".join(chunks))
+            self.out.flush()
+
     def finish(self) -> None:
         tail = self._decoder.decode(b"", final=True)
         if tail:

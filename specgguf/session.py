@@ -54,8 +54,32 @@ class SpecOptions:
     ngram: Any = None  # specgguf.drafters.ngram_params.NgramOptions
 
 
+@dataclass
+class Slot:
+    """One sequence's private state over the loaded models: its own target KV cache, its own
+    draft-model KV cache and its own n-gram indexes. A server gives each concurrent request a
+    slot; the weights are loaded once and shared (llama.cpp allows several contexts per model).
+    """
+
+    id: int
+    target: engine.Context
+    draft_ctx: engine.Context | None = None
+    ngram: dict[str, Drafter] = field(default_factory=dict)
+
+    def close(self) -> None:
+        for d in self.ngram.values():
+            d.close()
+        for ctx in (self.draft_ctx, self.target):
+            if ctx is not None:
+                ctx.close()
+
+
 class Session:
-    def __init__(self, load: LoadOptions, spec: SpecOptions) -> None:
+    """Models loaded once, plus `parallel` slots (slot 0 is the session's own `target`,
+    `draft_ctx` and n-gram drafters; more exist only for a server's -np). With several slots,
+    -c is the total, divided between them as llama-server divides it."""
+
+    def __init__(self, load: LoadOptions, spec: SpecOptions, *, parallel: int = 1) -> None:
         engine.init_backend(load.verbose)
         need_draft = "draft-simple" in spec.types
         self.info = preflight(load.model, load.model_draft if need_draft else None, load.n_ctx)
@@ -64,10 +88,33 @@ class Session:
         self.target_model = engine.Model(
             load.model, n_gpu_layers=engine.parse_gpu_layers(load.n_gpu_layers), repack=load.repack
         )
-        self.target = engine.Context(
+        self.draft_model: engine.Model | None = None
+        if need_draft and load.model_draft is not None:
+            self.draft_model = engine.Model(
+                load.model_draft,
+                n_gpu_layers=engine.parse_gpu_layers(load.n_gpu_layers_draft),
+                repack=load.repack,
+            )
+        n_ctx = load.n_ctx
+        if parallel > 1:
+            n_ctx = (n_ctx or self.target_model.n_ctx_train) // parallel
+        self.target, self.draft_ctx = self._contexts(n_ctx)
+        self._ngram_drafters: dict[str, Drafter] = {}
+        self.extra_slots: list[Slot] = []
+        try:
+            for i in range(1, parallel):
+                self.extra_slots.append(Slot(i, *self._contexts(self.target.n_ctx)))
+        except BaseException:
+            self.close()
+            raise
+
+    def _contexts(self, n_ctx: int) -> tuple[engine.Context, engine.Context | None]:
+        """A target context (and a draft context, when there is a draft model) of n_ctx."""
+        load = self.load
+        target = engine.Context(
             self.target_model,
             engine.ContextParams(
-                load.n_ctx,
+                n_ctx,
                 load.n_batch,
                 load.n_ubatch,
                 load.threads,
@@ -76,28 +123,31 @@ class Session:
                 load.cache_type_v,
             ),
         )
-        self.draft_model: engine.Model | None = None
-        self.draft_ctx: engine.Context | None = None
-        if need_draft and load.model_draft is not None:
-            self.draft_model = engine.Model(
-                load.model_draft,
-                n_gpu_layers=engine.parse_gpu_layers(load.n_gpu_layers_draft),
-                repack=load.repack,
-            )
+        draft_ctx = None
+        if self.draft_model is not None:
             # llama.cpp: no separate draft context size any more, it follows the target's.
-            self.draft_ctx = engine.Context(
-                self.draft_model,
-                engine.ContextParams(
-                    self.target.n_ctx,
-                    load.n_batch,
-                    load.n_ubatch,
-                    load.threads_draft or load.threads,
-                    load.flash_attn,
-                    load.cache_type_k_draft,
-                    load.cache_type_v_draft,
-                ),
-            )
-        self._ngram_drafters: dict[str, Drafter] = {}
+            try:
+                draft_ctx = engine.Context(
+                    self.draft_model,
+                    engine.ContextParams(
+                        target.n_ctx,
+                        load.n_batch,
+                        load.n_ubatch,
+                        load.threads_draft or load.threads,
+                        load.flash_attn,
+                        load.cache_type_k_draft,
+                        load.cache_type_v_draft,
+                    ),
+                )
+            except BaseException:
+                target.close()
+                raise
+        return target, draft_ctx
+
+    @property
+    def slots(self) -> list[Slot]:
+        """Every slot, slot 0 (a view of the session's own contexts and drafters) first."""
+        return [Slot(0, self.target, self.draft_ctx, self._ngram_drafters), *self.extra_slots]
 
     # -- prompts ------------------------------------------------------------------------------
 
@@ -116,30 +166,32 @@ class Session:
 
     # -- drafters -----------------------------------------------------------------------------
 
-    def _drafters(self, sampler: SamplerParams, random: PositionRandom) -> list[Drafter]:
+    def _drafters(
+        self, sampler: SamplerParams, random: PositionRandom, spec: SpecOptions, slot: Slot | None
+    ) -> list[Drafter]:
+        ngram = self._ngram_drafters if slot is None else slot.ngram
+        draft_ctx = self.draft_ctx if slot is None else slot.draft_ctx
         out: list[Drafter] = []
-        for t in self.spec.types:
+        for t in spec.types:
             if t in NGRAM_TYPES:
-                d = self._ngram_drafters.get(t)
+                d = ngram.get(t)
                 if d is None:
                     from specgguf.drafters.ngram_params import make_ngram_drafter
 
-                    d = self._ngram_drafters[t] = make_ngram_drafter(t, self.spec.ngram)
+                    d = ngram[t] = make_ngram_drafter(t, spec.ngram)
                 out.append(d)
             elif t == "draft-simple":
-                assert self.draft_ctx is not None
-                probabilistic = self.spec.draft_sampling == "probabilistic" or (
-                    self.spec.draft_sampling == "auto"
-                    and not sampler.greedy
-                    and not self.spec.adaptive
+                assert draft_ctx is not None
+                probabilistic = spec.draft_sampling == "probabilistic" or (
+                    spec.draft_sampling == "auto" and not sampler.greedy and not spec.adaptive
                 )
                 out.append(
                     DraftModelDrafter(
-                        self.draft_ctx,
+                        draft_ctx,
                         sampler,
-                        n_max=self.spec.n_max,
-                        p_min=self.spec.p_min,
-                        n_min=self.spec.n_min,
+                        n_max=spec.n_max,
+                        p_min=spec.p_min,
+                        n_min=spec.n_min,
                         probabilistic=probabilistic,
                         random=random,
                     )
@@ -155,14 +207,19 @@ class Session:
         ignore_eos: bool = False,
         trace_probs: bool = False,
         budget_policy: BudgetPolicy | None = None,
+        spec: SpecOptions | None = None,
+        slot: Slot | None = None,
     ) -> SpeculativeDecoder:
+        """A fresh decoder over `slot` (default: the session's own contexts), with `spec`
+        replacing the session's speculative options for this one generation."""
+        spec = spec if spec is not None else self.spec
         random = PositionRandom(seed)
         config = GenerationConfig(
-            n_predict=n_predict, n_max=self.spec.n_max, sampler=sampler, ignore_eos=ignore_eos
+            n_predict=n_predict, n_max=spec.n_max, sampler=sampler, ignore_eos=ignore_eos
         )
         return SpeculativeDecoder(
-            self.target,
-            self._drafters(sampler, random),
+            self.target if slot is None or slot.id == 0 else slot.target,
+            self._drafters(sampler, random, spec, None if slot is None or slot.id == 0 else slot),
             config,
             random,
             is_eog=self.target_model.is_eog,
@@ -171,9 +228,12 @@ class Session:
         )
 
     def close(self) -> None:
-        for d in self._ngram_drafters.values():
+        for slot in getattr(self, "extra_slots", []):
+            slot.close()
+        for d in getattr(self, "_ngram_drafters", {}).values():
             d.close()
-        for obj in (self.draft_ctx, self.draft_model, self.target, self.target_model):
+        for name in ("draft_ctx", "target", "draft_model", "target_model"):
+            obj = getattr(self, name, None)
             if obj is not None:
                 obj.close()
 
