@@ -34,9 +34,10 @@ def _register() -> None:
     if _registered:
         return
     _registered = True
-    from specgguf_cli import pull_cmd, run_cmd
+    from specgguf_cli import pull_cmd, run_cmd, serve_cmd
 
     app.command("run", context_settings={"ignore_unknown_options": False})(run_cmd.run)
+    app.command("serve")(serve_cmd.serve)
     app.command("pull")(pull_cmd.pull)
     try:
         from specgguf_cli import check_cmd
@@ -78,7 +79,7 @@ def error_line(message: str) -> str:
 def run_cli(argv: list[str]) -> int:
     _register()
     try:
-        if argv and argv[0] in ("run", "bench"):
+        if argv and argv[0] in ("run", "bench", "serve"):
             from specgguf.legacy import check_run_argv
 
             check_run_argv(argv, os.environ)
