@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-START_S = 90  # model load + bind, generous on a busy 2-core machine
+START_S = 300  # model load + bind, generous on a busy 2-core machine
 FAST = ["-t", "1", "-fa", "off", "--temp", "0"]
 
 
@@ -28,7 +28,8 @@ class Server:
     """A `specgguf serve` process on a free port; `stop()` sends SIGTERM and returns the exit
     status (and stderr)."""
 
-    def __init__(self, args: list[str]) -> None:
+    def __init__(self, args: list[str], *, timeout: float = 60) -> None:
+        self.timeout = timeout  # seconds a request may take (a busy CPU is slow)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "specgguf_cli.app", "serve", "--port", "0", *args],
             stdin=subprocess.DEVNULL,
@@ -63,8 +64,8 @@ class Server:
     def base(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def conn(self, timeout: float = 60) -> http.client.HTTPConnection:
-        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+    def conn(self) -> http.client.HTTPConnection:
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
 
     def request(
         self,

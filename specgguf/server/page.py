@@ -3,7 +3,7 @@
 It streams /v1/chat/completions and reads the `specgguf` field of each chunk: `spans` says
 which characters came from accepted draft tokens (shown green), and the round's figures feed
 the live numbers: tokens/s, acceptance, mean acceptance length and the draft length `auto`
-chose for the last round.
+chose for the last round. `/?q=TEXT` sends TEXT as the first message.
 """
 
 PAGE = r"""<!doctype html>
@@ -172,6 +172,9 @@ form.addEventListener("submit", (ev) => {
   input.value = "";
   send(text);
 });
+// /?q=TEXT sends TEXT once the page has loaded (links, and the headless-browser test)
+const first = new URLSearchParams(location.search).get("q");
+if (first) send(first);
 input.addEventListener("keydown", (ev) => {
   if (ev.key === "Enter" && !ev.shiftKey) { ev.preventDefault(); form.requestSubmit(); }
 });
