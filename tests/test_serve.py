@@ -393,3 +393,22 @@ def test_full_queue_503_then_sigterm_ends_streams(tiny_target, tiny_draft):
     finally:
         if s.proc.poll() is None:
             s.proc.kill()
+
+
+# -- the command line -------------------------------------------------------------------------------
+
+
+def test_serve_usage_errors(tiny_target, capsys):
+    assert run_cli(["serve", "-m", str(tiny_target), "-np", "0"]) == 1
+    assert "-np/--parallel" in capsys.readouterr().err
+    assert run_cli(["serve", "-m", str(tiny_target), "--draft-max", "4"]) == 1
+    assert "corrected: specgguf serve -m" in capsys.readouterr().err
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        code = run_cli(["serve", "-m", str(tiny_target), "--port", str(port)])
+    err = capsys.readouterr().err
+    assert code == 9 and "cannot listen" in err and err.count("\n") == 1
