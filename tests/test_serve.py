@@ -395,7 +395,7 @@ def test_full_queue_503_then_sigterm_ends_streams(tiny_target, tiny_draft):
             s.proc.kill()
 
 
-# -- the command line -------------------------------------------------------------------------------
+# -- the command line ---------------------------------------------------------------------------
 
 
 def test_serve_usage_errors(tiny_target, capsys):
