@@ -346,7 +346,8 @@ class Generator:
         n_predict = self.n_predict if p.n_predict is None else p.n_predict
         seed = self.seed if p.seed is None else resolve_seed(p.seed)
         spec = self._spec_for(p.spec)
-        policy = st.policy if spec is None and self.auto else None
+        eff = spec or self.session.spec
+        policy = st.policy if self.auto and eff.adaptive and eff.types else None
         if st.policy is not None:
             if policy is None:
                 st.policy.detach()  # a call without auto: the drafters' own caps again

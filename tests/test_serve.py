@@ -412,3 +412,19 @@ def test_serve_usage_errors(tiny_target, capsys):
         code = run_cli(["serve", "-m", str(tiny_target), "--port", str(port)])
     err = capsys.readouterr().err
     assert code == 9 and "cannot listen" in err and err.count("\n") == 1
+
+
+def test_auto_stays_on_unless_a_request_fixes_n_max(server):
+    def auto_ks(**extra) -> set:
+        body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 6,
+                "stream": True, **extra}  # fmt: skip
+        conn, resp = server.stream("/v1/chat/completions", body, key=KEY)
+        ks = {e["specgguf"]["auto_k"] for e in sse_events(resp)
+              if e != "[DONE]" and "auto_k" in e.get("specgguf", {})}  # fmt: skip
+        conn.close()
+        return ks
+
+    assert None not in auto_ks()  # the server's default: auto chooses every round
+    assert None not in auto_ks(**{"speculative.p_min": 0.5})
+    assert auto_ks(**{"speculative.n_max": 3}) == {None}
+    assert auto_ks(speculative=False) == {None}
