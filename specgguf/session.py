@@ -116,7 +116,9 @@ class Session:
 
     # -- drafters -----------------------------------------------------------------------------
 
-    def _drafters(self, sampler: SamplerParams, random: PositionRandom) -> list[Drafter]:
+    def _drafters(
+        self, sampler: SamplerParams, random: PositionRandom, reuse_prefix: bool = True
+    ) -> list[Drafter]:
         out: list[Drafter] = []
         for t in self.spec.types:
             if t in NGRAM_TYPES:
@@ -142,6 +144,7 @@ class Session:
                         n_min=self.spec.n_min,
                         probabilistic=probabilistic,
                         random=random,
+                        reuse_prefix=reuse_prefix,
                     )
                 )
         return out
@@ -155,19 +158,24 @@ class Session:
         ignore_eos: bool = False,
         trace_probs: bool = False,
         budget_policy: BudgetPolicy | None = None,
+        reuse_prefix: bool = True,
     ) -> SpeculativeDecoder:
+        """A decoder for one sequence. With `reuse_prefix` its prefill keeps whatever start of
+        the prompt the KV caches still hold from the previous sequence (same output as a
+        fresh context, fewer tokens evaluated)."""
         random = PositionRandom(seed)
         config = GenerationConfig(
             n_predict=n_predict, n_max=self.spec.n_max, sampler=sampler, ignore_eos=ignore_eos
         )
         return SpeculativeDecoder(
             self.target,
-            self._drafters(sampler, random),
+            self._drafters(sampler, random, reuse_prefix),
             config,
             random,
             is_eog=self.target_model.is_eog,
             trace_probs=trace_probs,
             budget_policy=budget_policy,
+            reuse_prefix=reuse_prefix,
         )
 
     def close(self) -> None:
