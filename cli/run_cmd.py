@@ -7,9 +7,8 @@ Three ways in, one loaded Session:
   through the target's chat template.
 * --jsonl: JSON Lines from -f or stdin, one JSON object out per line, in order (specgguf.batch).
 * -cnv/--conversation: an interactive chat, one user turn per stdin line (a line ending in "\\"
-  continues on the next). Each turn re-renders the whole conversation and re-evaluates it from
-  position 0 (the decoder's prefill does not reuse the KV prefix), so a turn costs a prompt
-  pass over everything said so far; fine for the short contexts this tool is about.
+  continues on the next). Each turn re-renders the whole conversation; the decoder's prefill
+  keeps what the KV caches already hold of it, so a turn evaluates only its new tokens.
 """
 
 from __future__ import annotations
@@ -466,9 +465,9 @@ def _read_turn(interactive: bool) -> str | None:
 
 def _run_conversation(run: _Run, first: str | None, *, color: bool) -> int:
     """-cnv: one user turn per stdin line until EOF (or /exit); the whole conversation is
-    re-rendered and re-evaluated every turn (no KV prefix reuse: a turn costs a prompt pass
-    over the conversation so far). Ctrl-C stops the current answer (kept, as said so far);
-    Ctrl-C at the prompt ends the conversation with exit status 130."""
+    re-rendered every turn, and only what the KV cache does not hold yet is evaluated (the
+    new turn, plus the assistant's last tokens). Ctrl-C stops the current answer (kept, as
+    said so far); Ctrl-C at the prompt ends the conversation with exit status 130."""
     from specgguf.errors import ExitCode, PromptError
 
     interactive = bool(sys.stdin) and sys.stdin.isatty() and sys.stdout.isatty()
@@ -508,7 +507,7 @@ def _run_conversation(run: _Run, first: str | None, *, color: bool) -> int:
         if not run.quiet:
             print(
                 f"[{s.predicted_n} tokens, {s.predicted_per_second:.1f} t/s, prompt "
-                f"{s.prompt_n} tokens, accept {100 * s.accept_rate:.1f}% "
+                f"{s.prompt_n} tokens ({s.cache_n} reused), accept {100 * s.accept_rate:.1f}% "
                 f"({s.n_accept}/{s.n_drafted}), {result.stop_reason}]",
                 file=sys.stderr,
             )

@@ -187,11 +187,24 @@ def default_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the longest common prefix of two token sequences (once per prompt, not per
+    token; numpy keeps a 32k-token comparison well under a millisecond)."""
+    n = min(len(a), len(b))
+    if n == 0:
+        return 0
+    diff = np.flatnonzero(np.asarray(a[:n], dtype=np.int64) != np.asarray(b[:n], dtype=np.int64))
+    return int(diff[0]) if diff.size else n
+
+
 class Context:
     """One sequence's KV cache over a Model, plus a reusable batch.
 
     Positions are managed by the caller: `decode(tokens, pos0)` places tokens at
     pos0..pos0+n-1, and `truncate(n)` drops every cell at position >= n (the rollback).
+    The context remembers which token sits at each position (`tokens`), so a new prompt that
+    starts like what the cache already holds can keep that prefix (`keep_prefix`) instead of
+    evaluating it again: a conversation's next turn, batch lines with one system prompt.
     """
 
     def __init__(self, model: Model, params: ContextParams) -> None:
@@ -227,6 +240,10 @@ class Context:
             self._batch.n_seq_id[i] = 1
             self._batch.seq_id[i][0] = 0
         self.n_past = 0
+        #: the token at each position the KV cache holds (len == n_past)
+        self.tokens: list[int] = []
+        # a decode that failed or was interrupted part-way may have left cells past n_past
+        self._dirty = False
 
     def decode(
         self, tokens: Sequence[int], pos0: int, *, outputs: str = "last"
@@ -243,6 +260,8 @@ class Context:
             raise SpecggufError(
                 f"context full: {pos0 + n} tokens needed, -c is {self.n_ctx}", ExitCode.PROMPT
             )
+        if pos0 < len(self.tokens):
+            self.truncate(pos0)
         b = self._batch
         start = 0
         while start < n:
@@ -255,11 +274,15 @@ class Context:
                 b.logits[j] = final and (outputs == "all" or (outputs == "last" and j == m - 1))
             b.n_tokens = m
             rc = ll.llama_decode(self.ptr, b)
-            _raise_pending_interrupt()
             if rc != 0:
+                self._dirty = True
                 raise SpecggufError(f"llama_decode failed with status {rc}", ExitCode.RUNTIME)
+            # each chunk that is in the cache is recorded at once: an interrupt between
+            # chunks leaves `tokens` true to what the cache holds
+            self.tokens.extend(tokens[start:end])
+            self.n_past = pos0 + end
             start = end
-        self.n_past = pos0 + n
+            _raise_pending_interrupt()
         if outputs == "none":
             return None
         n_out = 1 if outputs == "last" else m
@@ -268,9 +291,21 @@ class Context:
 
     def truncate(self, n_keep: int) -> None:
         """Roll back: forget every position >= n_keep."""
-        if n_keep < self.n_past:
+        n_keep = max(0, n_keep)
+        if n_keep < self.n_past or self._dirty:
             ll.llama_memory_seq_rm(self.memory, 0, n_keep, -1)
+            self._dirty = False
         self.n_past = min(self.n_past, n_keep)
+        del self.tokens[self.n_past :]
+
+    def keep_prefix(self, tokens: Sequence[int]) -> int:
+        """Keep the longest prefix of the cache that equals the start of `tokens`, drop the
+        rest, and return its length: the positions a new sequence need not evaluate again.
+        (Each cell's key and value depend only on the tokens before it, so a cell whose whole
+        prefix matches is exactly what a fresh evaluation would compute.)"""
+        n = common_prefix_len(self.tokens, tokens)
+        self.truncate(n)
+        return n
 
     def close(self) -> None:
         if self.ptr:

@@ -263,6 +263,13 @@ class Generator:
         """Prompt + generated tokens the slot's target KV cache holds now."""
         return self._slots[slot].slot.target.n_past
 
+    def shared_prefix(self, slot: int, tokens: Sequence[int]) -> int:
+        """How many leading tokens of `tokens` the slot's KV cache holds (what a prompt there
+        would not evaluate again)."""
+        from specgguf.engine import common_prefix_len
+
+        return common_prefix_len(self._slots[slot].slot.target.tokens, tokens)
+
     def policy(self, slot: int = 0) -> AdaptivePolicy | None:
         return self._slots[slot].policy
 
@@ -353,8 +360,6 @@ class Generator:
                 st.policy.detach()  # a call without auto: the drafters' own caps again
             elif st.policy_used:
                 st.policy.new_sequence()
-        if not p.cache_prompt:
-            _forget(st.slot)
         decoder = self.session.decoder(
             sampler,
             n_predict,
@@ -362,6 +367,7 @@ class Generator:
             ignore_eos=self.ignore_eos if p.ignore_eos is None else p.ignore_eos,
             trace_probs=trace_probs,
             budget_policy=policy,
+            reuse_prefix=p.cache_prompt,
             spec=spec,
             slot=st.slot,
         )
@@ -416,10 +422,3 @@ class Generator:
                     save_profile(self.profile_file, measured)
             except Exception:  # a lost profile costs the next run its probes; never mask
                 pass
-
-
-def _forget(slot: Slot) -> None:
-    """Drop what the slot's KV caches hold, so the next prompt is evaluated in full."""
-    slot.target.truncate(0)
-    if slot.draft_ctx is not None:
-        slot.draft_ctx.truncate(0)

@@ -167,7 +167,12 @@ class Session:
     # -- drafters -----------------------------------------------------------------------------
 
     def _drafters(
-        self, sampler: SamplerParams, random: PositionRandom, spec: SpecOptions, slot: Slot | None
+        self,
+        sampler: SamplerParams,
+        random: PositionRandom,
+        spec: SpecOptions,
+        slot: Slot | None,
+        reuse_prefix: bool = True,
     ) -> list[Drafter]:
         ngram = self._ngram_drafters if slot is None else slot.ngram
         draft_ctx = self.draft_ctx if slot is None else slot.draft_ctx
@@ -194,6 +199,7 @@ class Session:
                         n_min=spec.n_min,
                         probabilistic=probabilistic,
                         random=random,
+                        reuse_prefix=reuse_prefix,
                     )
                 )
         return out
@@ -207,24 +213,30 @@ class Session:
         ignore_eos: bool = False,
         trace_probs: bool = False,
         budget_policy: BudgetPolicy | None = None,
+        reuse_prefix: bool = True,
         spec: SpecOptions | None = None,
         slot: Slot | None = None,
     ) -> SpeculativeDecoder:
-        """A fresh decoder over `slot` (default: the session's own contexts), with `spec`
-        replacing the session's speculative options for this one generation."""
+        """A decoder for one sequence over `slot` (default: the session's own contexts), with
+        `spec` replacing the session's speculative options for this one generation. With
+        `reuse_prefix` its prefill keeps whatever start of the prompt the slot's KV caches
+        still hold from the previous sequence (same output as a fresh context, fewer tokens
+        evaluated)."""
         spec = spec if spec is not None else self.spec
+        own = slot is None or slot.id == 0  # slot 0 is the session's own contexts
         random = PositionRandom(seed)
         config = GenerationConfig(
             n_predict=n_predict, n_max=spec.n_max, sampler=sampler, ignore_eos=ignore_eos
         )
         return SpeculativeDecoder(
-            self.target if slot is None or slot.id == 0 else slot.target,
-            self._drafters(sampler, random, spec, None if slot is None or slot.id == 0 else slot),
+            self.target if own else slot.target,
+            self._drafters(sampler, random, spec, None if own else slot, reuse_prefix),
             config,
             random,
             is_eog=self.target_model.is_eog,
             trace_probs=trace_probs,
             budget_policy=budget_policy,
+            reuse_prefix=reuse_prefix,
         )
 
     def close(self) -> None:

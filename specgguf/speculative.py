@@ -52,6 +52,13 @@ class BudgetPolicy(Protocol):
     def observe(self, rnd: Round) -> None: ...
 
 
+def _cut(draft: Draft, n: int) -> Draft:
+    """The first n proposals of `draft` (with their distributions, if any)."""
+    if len(draft.tokens) <= n:
+        return draft
+    return Draft(draft.tokens[:n], draft.probs[:n] if draft.probs is not None else None)
+
+
 class SpeculativeDecoder:
     """Generates from `target`, proposing with `drafters` (already in priority order)."""
 
@@ -65,8 +72,10 @@ class SpeculativeDecoder:
         is_eog: Callable[[int], bool],
         trace_probs: bool = False,
         budget_policy: BudgetPolicy | None = None,
+        reuse_prefix: bool = True,
     ) -> None:
         self.target = target
+        self.reuse_prefix = reuse_prefix
         self.drafters = list(drafters)
         self.config = config
         self.random = random  # uniforms keyed by sequence position: see PositionRandom
@@ -80,15 +89,23 @@ class SpeculativeDecoder:
 
     def prefill(self, prompt: Sequence[int]) -> None:
         """Evaluate the prompt on the target (all but its last token, no logits) and let each
-        drafter index it. Its time is the "encoded" line of the report."""
+        drafter index it. Its time is the "encoded" line of the report.
+
+        With `reuse_prefix` (the default) the part of the prompt the target's KV cache already
+        holds from an earlier sequence is kept, not evaluated again (llama-server's
+        cache_prompt); `stats.cache_n` counts those tokens and `prompt_n` the evaluated rest.
+        """
         if not prompt:
             raise ValueError("empty prompt")
         t0 = time.perf_counter()
-        self.target.truncate(0)
-        self.target.decode(list(prompt[:-1]), 0, outputs="none")
+        head = list(prompt[:-1])
+        keep = self.target.keep_prefix(head) if self.reuse_prefix else 0
+        self.target.truncate(keep)
+        self.target.decode(head[keep:], keep, outputs="none")
         for d in self.drafters:
             d.begin(prompt)
-        self.stats.prompt_n = len(prompt)
+        self.stats.cache_n = keep
+        self.stats.prompt_n = len(prompt) - keep
         self.stats.prompt_ms = (time.perf_counter() - t0) * 1e3
         self._last = prompt[-1]
 
@@ -107,10 +124,8 @@ class SpeculativeDecoder:
             budget = min(limit, d.max_draft)
             if budget <= 0:
                 continue
-            draft = d.propose(budget)
+            draft = _cut(d.propose(budget), budget)  # never trust a drafter with the budget
             if draft.tokens:
-                if len(draft.tokens) > budget:  # never trust a drafter with the budget
-                    draft = Draft(draft.tokens[:budget], draft.probs and draft.probs[:budget])
                 return d, draft
         return None, Draft()
 

@@ -47,7 +47,8 @@ class DrafterStats:
 @dataclass
 class RunStats:
     n_max: int = 0
-    prompt_n: int = 0
+    prompt_n: int = 0  # prompt tokens evaluated (llama-server's prompt_n)
+    cache_n: int = 0  # prompt tokens kept from the KV cache, not evaluated again
     prompt_ms: float = 0.0
     predicted_n: int = 0
     predicted_ms: float = 0.0
@@ -116,7 +117,8 @@ class RunStats:
         """llama-speculative-simple's report, then the extra figures, for stderr."""
         lines = [
             f"encoded {self.prompt_n:4d} tokens in {self.prompt_ms / 1e3:8.3f} seconds, "
-            f"speed: {self.prompt_per_second:8.3f} t/s",
+            f"speed: {self.prompt_per_second:8.3f} t/s"
+            + (f" ({self.cache_n} more reused from the KV cache)" if self.cache_n else ""),
             f"decoded {self.predicted_n:4d} tokens in {self.predicted_ms / 1e3:8.3f} seconds, "
             f"speed: {self.predicted_per_second:8.3f} t/s",
             "",
@@ -143,6 +145,7 @@ class RunStats:
     def timings(self) -> dict[str, Any]:
         """llama-server's `timings` names, plus the speculative extras."""
         return {
+            "cache_n": self.cache_n,
             "prompt_n": self.prompt_n,
             "prompt_ms": round(self.prompt_ms, 3),
             "prompt_per_second": round(self.prompt_per_second, 3),

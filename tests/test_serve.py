@@ -428,3 +428,19 @@ def test_auto_stays_on_unless_a_request_fixes_n_max(server):
     assert None not in auto_ks(**{"speculative.p_min": 0.5})
     assert auto_ks(**{"speculative.n_max": 3}) == {None}
     assert auto_ks(speculative=False) == {None}
+
+
+def test_prefix_reuse_across_turns(server):
+    turn1 = [{"role": "user", "content": "tell me a story about a cat"}]
+    a1 = server.post("/v1/chat/completions", {"messages": turn1, "max_tokens": N}, key=KEY)
+    turn2 = [*turn1, {"role": "assistant", "content": a1["choices"][0]["message"]["content"]},
+             {"role": "user", "content": "and then?"}]  # fmt: skip
+    body = {"messages": turn2, "max_tokens": N}
+    warm = server.post("/v1/chat/completions", body, key=KEY)
+    cold = server.post("/v1/chat/completions", {**body, "cache_prompt": False}, key=KEY)
+    w, c = warm["timings"], cold["timings"]
+    total = warm["usage"]["prompt_tokens"]
+    assert w["cache_n"] > total // 2 and w["prompt_n"] + w["cache_n"] == total
+    assert warm["usage"]["prompt_tokens_details"]["cached_tokens"] == w["cache_n"]
+    assert c["cache_n"] == 0 and c["prompt_n"] == total  # negative control
+    assert warm["choices"][0]["message"]["content"] == cold["choices"][0]["message"]["content"]

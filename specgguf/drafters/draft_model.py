@@ -59,8 +59,10 @@ class DraftModelDrafter(Drafter):
         n_min: int = 0,
         probabilistic: bool = False,
         random: PositionRandom | None = None,
+        reuse_prefix: bool = True,
     ) -> None:
         self.ctx = ctx
+        self.reuse_prefix = reuse_prefix
         self.sampler = sampler
         self.max_draft = n_max  # --spec-draft-n-max
         self.p_min = p_min
@@ -78,8 +80,10 @@ class DraftModelDrafter(Drafter):
 
     def begin(self, prompt: Sequence[int]) -> None:
         self.history = list(prompt)
-        self.kv = []
-        self.ctx.truncate(0)
+        # what the draft context already holds of this prompt (an earlier turn) is kept
+        keep = self.ctx.keep_prefix(self.history[:-1]) if self.reuse_prefix else 0
+        self.ctx.truncate(keep)
+        self.kv = self.history[:keep]
         # Same as the target: everything but the last prompt token, no logits.
         self._catch_up(len(self.history) - 1, outputs="none")
 

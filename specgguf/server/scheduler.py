@@ -74,7 +74,6 @@ class Job:
         self.slot: int | None = None
         self.generation: Generation | None = None
         self.n_decoded = 0
-        self.generated: list[int] = []
         self.cache_n = 0
         self.t_submit = time.perf_counter()
 
@@ -120,9 +119,6 @@ class Scheduler:
         self._calls: deque[tuple[Callable[[], Any], asyncio.Future, asyncio.AbstractEventLoop]] = (
             deque()
         )
-        # what each slot's KV cache holds (prompt + generated): the next request goes to the
-        # free slot that shares the longest prefix with it
-        self._slot_tokens: list[list[int]] = [[] for _ in range(gen.n_slots)]
         self._slot_task: list[int] = [-1] * gen.n_slots
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="specgguf-worker", daemon=True)
@@ -203,7 +199,7 @@ class Scheduler:
                         "id_task": job.id if job else self._slot_task[i],
                         "is_processing": job is not None,
                         "n_decoded": job.n_decoded if job else 0,
-                        "n_cached": len(self._slot_tokens[i]),
+                        "n_cached": self.gen.cached_tokens(i),
                         "params": job.params if job else None,
                     }
                 )
@@ -233,14 +229,16 @@ class Scheduler:
                 self._step(job)
 
     def _assign(self) -> None:
-        """Give waiting jobs the free slots, longest shared prefix first (under the lock)."""
+        """Give waiting jobs the free slots (under the lock, on the worker thread): each to the
+        free slot whose KV cache shares the longest prefix with its prompt, so a conversation's
+        next turn finds its earlier turns still cached."""
         free = [i for i in range(self.gen.n_slots) if i not in self._active]
         while free and self._waiting:
             job = self._waiting.popleft()
             if job.cancelled.is_set():
                 self._finish_unstarted(job)
                 continue
-            best = max(free, key=lambda i: (_common_prefix(self._slot_tokens[i], job.tokens), -i))
+            best = max(free, key=lambda i: (self.gen.shared_prefix(i, job.tokens), -i))
             free.remove(best)
             job.slot = best
             self._slot_task[best] = job.id
@@ -270,7 +268,6 @@ class Scheduler:
         try:
             if job.generation is None:
                 job.generation = self.gen.generate(job.tokens, job.params, slot=slot)
-                self._slot_tokens[slot] = []  # the KV cache is being rewritten
             g = job.generation
             if job.cancelled.is_set():
                 chunk = g.finish(job.cancel_reason)
@@ -281,7 +278,6 @@ class Scheduler:
                     chunk = Chunk([])
             tokens = chunk.round.emitted if chunk.round is not None else []
             job.n_decoded += len(tokens)
-            job.generated.extend(tokens)
             if chunk.pieces or tokens:
                 job.emit(Event("chunk", chunk, list(tokens), self._info(job, chunk)))
             if g.done:
@@ -313,7 +309,7 @@ class Scheduler:
         g = job.generation
         assert g is not None and job.slot is not None
         s = g.stats
-        job.cache_n = getattr(s, "cache_n", 0)
+        job.cache_n = s.cache_n
         with self._lock:
             m = self.metrics
             m.prompt_tokens += s.prompt_n
@@ -329,9 +325,7 @@ class Scheduler:
                     m.accepted_per_pos.append(0)
                 m.accepted_per_pos[i] += a
             m.n_decode += s.rounds + s.plain_steps + (1 if s.prompt_n > 1 else 0)
-            n_past = self.gen.cached_tokens(job.slot)
-            m.n_tokens_max = max(m.n_tokens_max, n_past)
-            self._slot_tokens[job.slot] = _kv_tokens(job, n_past)
+            m.n_tokens_max = max(m.n_tokens_max, self.gen.cached_tokens(job.slot))
             del self._active[job.slot]
         job.emit(Event("done"))
 
@@ -344,19 +338,4 @@ class Scheduler:
         with self._lock:
             if job.slot is not None and self._active.get(job.slot) is job:
                 del self._active[job.slot]
-                self._slot_tokens[job.slot] = []
         job.emit(Event("error", error=err))
-
-
-def _kv_tokens(job: Job, n_past: int) -> list[int]:
-    """The tokens a slot's KV cache holds after a job: its prompt and what it generated, up to
-    what the cache really holds (the last emitted token is never in it)."""
-    return (job.tokens + job.generated)[:n_past]
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
