@@ -240,7 +240,10 @@ def test_conversation_keeps_context(run, monkeypatch, tmp_path):
     ref = as_json(run("-p", convo, "-n", "6", "--temp", "0", "--json"))
     assert ref["text"] == answers[1]
     prompt_tokens = [int(x) for x in re.findall(r"prompt (\d+) tokens", err)]
-    assert prompt_tokens[1] == ref["tokens_evaluated"] > prompt_tokens[0]
+    reused = [int(x) for x in re.findall(r"\((\d+) reused\)", err)]
+    # turn 2 evaluates only what the KV cache does not hold yet (prefix reuse)
+    assert prompt_tokens[1] + reused[1] == ref["tokens_evaluated"] > prompt_tokens[0]
+    assert reused[1] > 0
 
 
 def test_conversation_first_turn_from_p_and_exit_command(run, monkeypatch):
