@@ -597,9 +597,11 @@ class _ShellLexer:
     does not expand anything, and heredoc bodies are read as commands.
     """
 
-    def __init__(self, text: str, start: int, end: int, newline_is_space: bool) -> None:
+    def __init__(self, text: str, start: int, end: int, newline_is_space: bool,
+                 bat: bool = False) -> None:
         self.text, self.i, self.end = text, start, end
         self.newline_is_space = newline_is_space
+        self.bat = bat
 
     def commands(self) -> list[list[Word]]:
         commands: list[list[Word]] = []
@@ -610,7 +612,7 @@ class _ShellLexer:
             c = text[self.i]
             if c in _BLANK:
                 self.i += 1
-            elif c == "\\" and self._continuation(self.i):
+            elif c in "\\^" and self._continuation(self.i):
                 self.i += self._continuation(self.i)
             elif c == "\n":
                 self.i += 1
@@ -643,9 +645,10 @@ class _ShellLexer:
         return [cmd for cmd in commands if cmd]
 
     def _continuation(self, i: int) -> int:
-        if self.text.startswith("\\\n", i):
+        mark = "^" if self.bat else "\\"
+        if self.text.startswith(mark + "\n", i):
             return 2
-        return 3 if self.text.startswith("\\\r\n", i) else 0
+        return 3 if self.text.startswith(mark + "\r\n", i) else 0
 
     def _word(self) -> Word:
         text, end, start = self.text, self.end, self.i
@@ -658,7 +661,14 @@ class _ShellLexer:
             c = text[self.i]
             if c in _BLANK or c == "\n" or c in _OPERATORS:
                 break
-            if c == "\\":
+            if c == "^" and self.bat:
+                skip = self._continuation(self.i)
+                if skip:
+                    self.i += skip
+                    continue
+            if c == "%" and self.bat and re.match(r"%[\w~:.,=-]+%", text[self.i:self.i + 64]):
+                dynamic = True  # %VAR%: the batch file decides
+            if c == "\\" and not self.bat:
                 skip = self._continuation(self.i)
                 if skip:
                     self.i += skip
@@ -742,10 +752,10 @@ def _link(words: list[Word]) -> None:
 
 
 def lex_shell(text: str, start: int = 0, end: int | None = None, *,
-              newline_is_space: bool = False) -> list[list[Word]]:
-    """Commands (lists of words) in text[start:end]."""
+              newline_is_space: bool = False, bat: bool = False) -> list[list[Word]]:
+    """Commands (lists of words) in text[start:end]; `bat`: Windows batch (`^` continues)."""
     return _ShellLexer(text, start, len(text) if end is None else end,
-                       newline_is_space).commands()
+                       newline_is_space, bat).commands()
 
 
 _JSON_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r",
@@ -1071,6 +1081,7 @@ class Finding:
     notes: list[str]
     unsafe: list[str]
     edits: list[Edit]
+    span: tuple[int, int] = (0, 0)  # the command in the original text
 
     @property
     def changed(self) -> bool:
@@ -1090,12 +1101,18 @@ class _Scan:
         self.text = text
         self.env_names = frozenset(_LLAMA_ENV.findall(text))
         self.findings: list[Finding] = []
+        self.exempt: list[tuple[int, int]] = []  # free-text values: never an argument
+        self.bat = False  # Windows batch: `^` continues a line
 
     def line_of(self, offset: int) -> int:
         return self.text.count("\n", 0, offset) + 1
 
     def command(self, seq: list[Word], tool: str, width: int, style: ShellStyle) -> None:
         argv = [w.value for w in seq]
+        for prev, word in zip(argv, seq[1:], strict=False):
+            if lg.normalize_flag(prev) in lg.TEXT_VALUE_FLAGS \
+                    and lg.normalize_flag(prev) not in lg.DRAFT_MODEL_FLAGS:
+                self.exempt.append((word.start, word.end))
         dynamic = frozenset(i for i, w in enumerate(seq) if w.dynamic)
         res = _migrate(argv, tool, width, dynamic, self.env_names)
         if not res.needs_attention:
@@ -1107,7 +1124,8 @@ class _Scan:
             edits, notes, unsafe = [], [], [*unsafe, str(err)]
         old, new = self._display(seq, res, style)
         self.findings.append(Finding(self.line_of(seq[0].start), old,
-                                     new if edits else old, notes, unsafe, edits))
+                                     new if edits else old, notes, unsafe, edits,
+                                     (seq[0].start, seq[-1].end)))
 
     def _display(self, seq: list[Word], res: MigrationResult, style: ShellStyle
                  ) -> tuple[str, str]:
@@ -1126,12 +1144,13 @@ class _Scan:
             line = self.line_of(m.start())
             if name in lg.DEAD_ENV:
                 self.findings.append(Finding(line, name, name, [],
-                                             [f"{name} {lg.DEAD_ENV[name]}"], []))
+                                             [f"{name} {lg.DEAD_ENV[name]}"], [],
+                                             (m.start(), m.end())))
                 continue
             new = lg.RENAMED_ENV[name]
             self.findings.append(Finding(
                 line, name, new, [f"{name} -> {new}: llama.cpp now ignores the old name"],
-                [], [Edit(m.start(), m.end(), new)]))
+                [], [Edit(m.start(), m.end(), new)], (m.start(), m.end())))
 
     def resolve_overlaps(self) -> None:
         """A bug guard: overlapping edits would corrupt the file, so report those instead."""
@@ -1151,7 +1170,7 @@ def _scan_shell(scan: _Scan, start: int, end: int, style: ShellStyle, *,
     """Commands in a shell region; returns the tool of the first invocation found."""
     first_tool = None
     for n, cmd in enumerate(lex_shell(scan.text, start, end,
-                                      newline_is_space=newline_is_space)):
+                                      newline_is_space=newline_is_space, bat=scan.bat)):
         seq = [w for w in cmd if not w.redirect]
         anchor = find_anchor([w.value for w in seq])
         rest = seq
@@ -1499,28 +1518,58 @@ def scan_markdown(scan: _Scan) -> list[tuple[int, int]]:
 # --- file kinds ------------------------------------------------------------------------------
 
 def file_kind(path: str, text: str = "") -> str | None:
-    """What a file is, from its name (or its #! line); None for files we do not read."""
+    """What a file is, from its name (or its #! line); None when no structured rewrite applies."""
     name = os.path.basename(path)
     lower = name.lower()
     if lower in ("dockerfile", "containerfile") or lower.startswith(("dockerfile.",
                                                                      "containerfile.")) \
             or lower.endswith((".dockerfile", ".containerfile")):
         return "dockerfile"
-    if name in ("Makefile", "makefile", "GNUmakefile") or lower.endswith((".mk", ".make")):
+    if lower in ("makefile", "gnumakefile") or lower.startswith(("makefile.", "gnumakefile.")) \
+            or lower.endswith((".mk", ".make", ".mak")):
         return "make"
     if lower.endswith((".yml", ".yaml")):
         return "yaml"
     if lower.endswith((".md", ".markdown", ".mdx")):
         return "markdown"
-    if lower.endswith((".sh", ".bash", ".zsh", ".ksh", ".envrc", ".ps1", ".bat", ".cmd")):
+    if lower.endswith((".bat", ".cmd")):
+        return "bat"
+    if lower.endswith((".sh", ".bash", ".zsh", ".ksh", ".envrc", ".ps1", ".env")) \
+            or lower == ".env" or lower.startswith(".env."):
+        return "shell"
+    if lower.endswith((".service", ".socket", ".timer", ".container", ".conf", ".txt")):
         return "shell"
     if re.match(r"#!.*\b(sh|bash|zsh|ksh|dash)\b", text):
         return "shell"
     return None
 
 
+def detect(path: str, text: str) -> tuple[str | None, str]:
+    """(kind for the structured rewrite or None, comment syntax for the token scan).
+
+    The same for a named file and a file found in a directory. Unknown text files are read as
+    shell (their command lines look like one); source files (.py, .js, .json ...) get the token
+    scan only, since their command lines are string literals.
+    """
+    from specgguf.migrate_files import SOURCE_EXTS
+
+    kind = file_kind(path, text)
+    if kind is not None:
+        return kind, {"markdown": "markdown"}.get(kind, kind)
+    ext = os.path.splitext(path)[1].lower()
+    if ext in SOURCE_EXTS:
+        return None, SOURCE_EXTS[ext]
+    if text.startswith("#!"):
+        return None, "python" if "python" in text.split("\n", 1)[0] else "source"
+    return "shell", "shell"
+
+
 def scan_text(text: str, kind: str) -> list[Finding]:
     """Every finding in one file's text, in file order."""
+    return _scan_text(text, kind).findings
+
+
+def _scan_text(text: str, kind: str) -> _Scan:
     scan = _Scan(text)
     if kind == "markdown":
         regions = scan_markdown(scan)
@@ -1531,16 +1580,58 @@ def scan_text(text: str, kind: str) -> list[Finding]:
         elif kind == "yaml":
             scan_yaml(scan)
         else:
+            scan.bat = kind == "bat"
             _scan_shell(scan, 0, len(text), ShellStyle(make=kind == "make"))
     for a, b in regions:
         scan.env(a, b)
     scan.resolve_overlaps()
-    return sorted(scan.findings, key=lambda f: (f.line, f.old))
+    scan.findings.sort(key=lambda f: (f.line, f.old))
+    return scan
 
 
 def migrate_text(text: str, kind: str) -> tuple[str, list[Finding]]:
     findings = scan_text(text, kind)
     return apply_edits(text, [e for f in findings for e in f.edits]), findings
+
+
+def check_text(text: str, kind: str | None, comments: str | None = None
+               ) -> tuple[str, list[Finding]]:
+    """The structured rewrite, then the token scan: what `migrate FILE` does with one text.
+
+    Findings on lines opted out with `specgguf-migrate: ignore` are dropped (the rewrite does
+    not touch them either). Every removed name the rewrite leaves behind becomes a finding of
+    its own that cannot be migrated safely, so a file never passes `--check` with one.
+    """
+    from specgguf import migrate_guard as guard
+
+    ignored, whole = guard.ignored_lines(text)
+    if whole:
+        return text, []
+    scan = _scan_text(text, kind) if kind else _Scan(text)
+    findings = [f for f in scan.findings if not _touches(text, f, ignored)]
+    edits = [e for f in findings for e in f.edits]
+    hits = guard.scan_tokens(text, comments or kind or "shell", scan.exempt)
+    for hit in hits:
+        if any(e.start <= hit.end and e.end >= hit.start for e in edits):
+            continue  # the rewrite changes this very token
+        line = scan.line_of(hit.start)
+        message = hit.message()
+        if any(f.unsafe and f.span[0] <= hit.start < f.span[1]
+               and any(hit.name in u or hit.name.replace("_", "-") in u for u in f.unsafe)
+               for f in findings):
+            continue  # already reported, with the reason
+        findings.append(Finding(line, hit.name, hit.name, [], [message], [],
+                                (hit.start, hit.end)))
+    findings.sort(key=lambda f: (f.line, f.old))
+    return apply_edits(text, edits), findings
+
+
+def _touches(text: str, finding: Finding, ignored: set[int]) -> bool:
+    if not ignored:
+        return False
+    lines = {text.count("\n", 0, e.start) + 1 for e in finding.edits}
+    lines.add(finding.line)
+    return bool(lines & ignored)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1560,67 +1651,10 @@ def report_lines(path: str, findings: Iterable[Finding], changes: bool = True) -
 
 
 def atomic_write(path: str, data: bytes) -> None:
-    """Write through a temporary file in the same directory: readers see old or new, whole."""
-    import stat
-    import tempfile
+    """See specgguf.migrate_files.atomic_write (kept here for callers of the old name)."""
+    from specgguf.migrate_files import atomic_write as write
 
-    real = os.path.realpath(path)
-    mode = stat.S_IMODE(os.stat(real).st_mode)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(real), prefix=f".{os.path.basename(real)}.",
-                               suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, real)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def _expand(paths: Iterable[str], stderr: TextIO) -> tuple[list[str], bool]:
-    """Files to read, and whether any path was missing.
-
-    A file named explicitly is read even when its kind is unknown (as a shell script); a
-    directory contributes only files of a known kind.
-    """
-    files: list[str] = []
-    missing = False
-    for path in paths:
-        if os.path.isdir(path):
-            for root, dirs, names in os.walk(path):
-                dirs[:] = sorted(d for d in dirs if not d.startswith(".")
-                                 and d not in ("node_modules", "__pycache__"))
-                for name in sorted(names):
-                    full = os.path.join(root, name)
-                    if file_kind(full) is not None:
-                        files.append(full)
-        elif os.path.isfile(path):
-            files.append(path)
-        else:
-            print(f"error: {path}: no such file or directory", file=stderr)
-            missing = True
-    return files, missing
-
-
-def _read_text(path: str, stderr: TextIO) -> tuple[str | None, bool]:
-    """(text, failed): binary and non-UTF-8 files are skipped, not failures."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError as err:
-        print(f"error: {path}: {err.strerror}", file=stderr)
-        return None, True
-    if b"\0" in data:
-        return None, False
-    try:
-        return data.decode("utf-8"), False
-    except UnicodeDecodeError:
-        print(f"warning: {path}: not UTF-8, skipped", file=stderr)
-        return None, False
+    write(path, data)
 
 
 def _diff(path: str, old: str, new: str) -> str:
@@ -1632,37 +1666,54 @@ def _diff(path: str, old: str, new: str) -> str:
 
 def run_migrate(paths: Sequence[str], check: bool = False, write: bool = False,
                 diff: bool = False, stdout: TextIO | None = None,
-                stderr: TextIO | None = None) -> int:
+                stderr: TextIO | None = None, verbose: bool = False) -> int:
     """Scan files; report (default), --diff, --write. Returns the exit status.
 
     1 when --check finds anything to migrate, when something could not be migrated safely
-    (a person has to look), or when a path is missing or unreadable; 0 otherwise.
+    (a person has to look), or when a path is missing, unreadable or binary (named
+    explicitly); 0 otherwise. `verbose` lists what a directory scan skipped, and why.
     """
+    from specgguf import migrate_files as mf
+
     out = stdout or sys.stdout
     err = stderr or sys.stderr
-    files, failed = _expand(paths, err)
+    files, skipped, missing = mf.expand(paths)
+    named = {os.path.normpath(p) for p in paths if os.path.isfile(p)}
+    failed = bool(missing)
+    for path in missing:
+        print(f"error: {path}: no such file or directory", file=err)
     attention = unsafe = False
     for path in files:
-        text, unreadable = _read_text(path, err)
-        failed = failed or unreadable
-        if text is None:
+        try:
+            src = mf.read(path)
+        except mf.Unreadable as why:
+            if os.path.normpath(path) in named or not str(why).startswith("binary"):
+                print(f"error: {path}: {why}", file=err)
+                failed = True
+            else:
+                skipped.append((path, str(why)))
             continue
-        kind = file_kind(path, text) or "shell"
-        new, findings = migrate_text(text, kind)
+        if src.note and verbose:
+            print(f"{path}: {src.note}", file=err)
+        kind, comments = detect(path, src.text)
+        new, findings = check_text(src.text, kind, comments)
         if not findings:
             continue
         attention = True
         unsafe = unsafe or any(f.unsafe for f in findings)
-        if diff and new != text:
-            out.write(_diff(path, text, new))
+        if diff and new != src.text:
+            out.write(_diff(path, src.text, new))
             for line in report_lines(path, findings, changes=False):
                 print(f"# {line}", file=out)
         else:
             for line in report_lines(path, findings):
                 print(line, file=out)
-        if write and new != text:
-            atomic_write(path, new.encode("utf-8"))
+        if write and new != src.text:
+            mf.atomic_write(path, src.encode(new))
             print(f"{path}: rewritten", file=out)
+    if verbose:
+        for path, why in skipped:
+            print(f"skipped: {path}: {why}", file=err)
     if failed or unsafe or (check and attention):
         return 1
     return 0
