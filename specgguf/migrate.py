@@ -91,11 +91,12 @@ _VLLM_KEYS: dict[str, tuple[str, type]] = {
     "--speculative-draft-tensor-parallel-size": ("draft_tensor_parallel_size", int),
     "-spec-draft-tp": ("draft_tensor_parallel_size", int),
     "--speculative-max-model-len": ("max_model_len", int),
-    "--speculative-disable-by-batch-size": ("disable_by_batch_size", int),
     "--speculative-model-quantization": ("quantization", str),
 }
 # V0-only knobs with no --speculative-config key today: reported, never dropped silently
 _VLLM_GONE: dict[str, int] = {
+    # current SpeculativeConfig has no disable_by_batch_size: vLLM rejects the key
+    "--speculative-disable-by-batch-size": 1,
     "--spec-decoding-acceptance-method": 1,
     "--typical-acceptance-sampler-posterior-threshold": 1,
     "--typical-acceptance-sampler-posterior-alpha": 1,
@@ -159,7 +160,9 @@ class _Plan:
     """Collects the operations, reasons and refusals for one command."""
 
     def __init__(self, argv: list[str], tool: str, start: int, dynamic: frozenset[int],
-                 env_names: frozenset[str]) -> None:
+                 env_names: frozenset[str], base: str | None = None) -> None:
+        self.base = base  # the directory relative draft paths are read from
+        self.refused = False  # nothing of this command may change: a person must decide
         self.argv, self.tool, self.start = argv, tool, start
         self.dynamic, self.env_names = dynamic, env_names
         self.notes: list[str] = []
@@ -273,8 +276,8 @@ def migrate_argv(argv: Sequence[str], *, tool: str | None = None,
 
 
 def _migrate(argv: list[str], tool: str, start: int, dynamic: frozenset[int],
-             env_names: frozenset[str]) -> MigrationResult:
-    plan = _Plan(argv, tool, start, dynamic, env_names)
+             env_names: frozenset[str], base: str | None = None) -> MigrationResult:
+    plan = _Plan(argv, tool, start, dynamic, env_names, base)
     if tool == lg.VLLM:
         _migrate_vllm(plan)
     else:
@@ -394,12 +397,63 @@ def _same_int(a: str | None, b: str | None) -> bool:
         return a == b
 
 
+#: options of llama.cpp forks (DFlash, MTP heads, EAGLE builds): such a command was written
+#: for that fork, whose own flags (--draft-max included) may still be valid there
+FORK_FLAGS = frozenset({"--dflash", "--mtp", "-mtp", "--mtp-head", "--eagle", "--eagle3",
+                        "--draft-block-size", "--dflash-model", "--spec-dflash"})
+#: what each drafter kind is called in reports
+DRAFTER_NAMES = {"mtp": "an MTP drafter", "eagle3": "an EAGLE-3 drafter",
+                 "dflash": "a DFlash drafter"}
+
+
+def classify_draft(value: str, base: str | None = None) -> tuple[str | None, str]:
+    """("plain" | "mtp" | "eagle3" | "dflash", "") for a draft file we can read, else (None, why).
+
+    Current llama.cpp takes MTP, EAGLE-3 and DFlash drafters' type from their GGUF, and uses a
+    plain draft model only with `--spec-type draft-simple`; so whether to add that option
+    depends on the file. When the file is not here to read, nothing is guessed.
+    """
+    if not value or value.startswith(("$", "%", "{")) or "$" in value:
+        return None, f"{value or 'its path'} is decided when the command runs"
+    candidates = [value] if os.path.isabs(value) or base is None \
+        else [os.path.join(base, value), value]
+    path = next((c for c in candidates if os.path.isfile(c)), None)
+    if path is None:
+        return None, f"{value} is not here to read"
+    from specgguf.gguf_info import read_gguf_info
+
+    try:
+        info = read_gguf_info(path)
+    except Exception as err:  # any unreadable file: report, never guess
+        return None, f"cannot read {value}: {str(err).splitlines()[0]}"
+    arch = info.architecture.lower()
+    meta = info.metadata
+    name = f"{arch} {meta.get('general.name') or ''} {meta.get('general.basename') or ''}".lower()
+    if "dflash" in name:
+        return "dflash", ""
+    if "eagle" in name:
+        return "eagle3", ""
+    nextn = [v for k, v in meta.items() if k.endswith(".nextn_predict_layers")]
+    if any(isinstance(v, int) and v > 0 for v in nextn) or "mtp" in arch \
+            or "assistant" in arch:
+        return "mtp", ""
+    return "plain", ""
+
+
 def _migrate_llama(plan: _Plan) -> None:
     flags, opaque = _scan_flags(plan.argv, plan.start, plan.dynamic)
+    removed = [f for f in flags if f.name in lg.REMOVED_BY_NAME]
+    fork = [f for f in flags if f.name in FORK_FLAGS]
+    has_old = removed or any(f.name == lg.SPEC_TYPE_FLAG and f.value and any(
+        t.strip() in lg.REMOVED_SPEC_TYPES for t in f.value.split(",")) for f in flags)
+    if fork and has_old:
+        plan.unsafe.append(f"{fork[0].typed} is not a llama.cpp option: this command was "
+                           "written for a fork, whose flags may still be valid there; "
+                           "migrate it by hand")
+        return
     spec_flags = [f for f in flags if f.name == lg.SPEC_TYPE_FLAG]
     st = _spec_types(plan, spec_flags, opaque)
     draft = _last(flags, lg.DRAFT_MODEL_FLAGS)
-    removed = [f for f in flags if f.name in lg.REMOVED_BY_NAME]
     for flag in removed:
         entry = lg.REMOVED_BY_NAME[flag.name]
         if entry.kind == "ctx_draft":
@@ -412,7 +466,9 @@ def _migrate_llama(plan: _Plan) -> None:
         plan.rename(flag, new_name=new)
         shown = f"{new}={flag.value}" if flag.inline else f"{new} {flag.value or ''}".strip()
         plan.notes.append(f"{flag.show()} -> {shown}: llama.cpp removed {flag.name}")
-    additions = _spec_type_addition(plan, st, spec_flags, draft, opaque)
+    # a command with nothing removed is left as it is: it was written for current llama.cpp
+    additions = _spec_type_addition(plan, st, spec_flags, draft, opaque) \
+        if (removed or st.renamed) else []
     # A command that already uses names only new llama.cpp knows was written for its defaults
     # (or edited by hand against them): only commands written for the old ones keep old values.
     new_style = st.new_names or any(f.name.startswith(lg.NEW_ONLY_PREFIXES) for f in flags)
@@ -421,6 +477,11 @@ def _migrate_llama(plan: _Plan) -> None:
     if additions:
         after = draft.last_index if draft is not None else len(plan.argv) - 1
         plan.insert(after, additions)
+    if plan.refused:  # a half-migrated command would pass --check and lose its drafting
+        plan._sets.clear()
+        plan._deletes.clear()
+        plan._inserts.clear()
+        plan.notes.clear()
 
 
 def _spec_type_addition(plan: _Plan, st: _SpecTypes, spec_flags: list[_Flag],
@@ -441,8 +502,27 @@ def _spec_type_addition(plan: _Plan, st: _SpecTypes, spec_flags: list[_Flag],
         return []
     if lg.SPEC_TYPE_ENV in plan.env_names or opaque:
         source = opaque[0] if opaque else lg.SPEC_TYPE_ENV
+        if draft.value and not draft.dynamic \
+                and classify_draft(draft.value, plan.base)[0] not in (None, "plain"):
+            return []  # a drafter llama.cpp recognises from its file needs no type
         plan.unsafe.append(f"{draft.show()} needs --spec-type draft-simple now, unless {source} "
                            "already sets a draft type")
+        return []
+    kind, why = ("plain", "") if draft.value is None else \
+        classify_draft(draft.value, plan.base) if not draft.dynamic \
+        else (None, f"{draft.value} is decided when the command runs")
+    if kind is None:
+        st.source = st.source or "the draft file could not be read"
+        plan.unsafe.append(f"{draft.show()}: cannot tell what kind of drafter it is ({why}): "
+                           "add --spec-type draft-simple if it is a plain draft model (an MTP, "
+                           "EAGLE-3 or DFlash drafter needs none), then migrate again")
+        plan.refused = True
+        st.types = ["?"]
+        return []
+    if kind != "plain":
+        plan.notes.append(f"{draft.show()} is {DRAFTER_NAMES[kind]}: llama.cpp takes its type "
+                          "from the file, so no --spec-type is added")
+        st.types = [kind]
         return []
     st.types = ["draft-simple"]
     plan.notes.append(f"added --spec-type draft-simple: llama.cpp ignores {draft.typed} unless "
@@ -460,6 +540,8 @@ def _old_defaults(plan: _Plan, st: _SpecTypes, flags: list[_Flag], opaque: list[
         if plan.tool in lg.SPEC_TYPE_TOOLS:
             if not has_draft:
                 continue  # no draft model here: the draft defaults never applied
+            if st.types == ["?"]:
+                continue  # reported with the drafter
             if not st.known:
                 plan.unsafe.append(f"{st.source}, so it cannot be told whether draft-simple "
                                    f"is used: add {d.flag} {d.old} if it is (the old "
@@ -491,8 +573,8 @@ def _migrate_vllm(plan: _Plan) -> None:
     flags, _ = _scan_flags(plan.argv, plan.start, plan.dynamic)
     for flag in flags:
         if flag.name in _VLLM_GONE:
-            plan.unsafe.append(f"{flag.show()}: no --speculative-config equivalent (vLLM V0 "
-                               "only); remove it by hand")
+            plan.unsafe.append(f"{flag.show()}: no --speculative-config equivalent (current "
+                               "vLLM has no such setting); remove it by hand")
     old = [f for f in flags if f.name in _VLLM_KEYS]
     if not old:
         return
@@ -532,6 +614,12 @@ def _vllm_config(plan: _Plan, old: list[_Flag]) -> dict[str, object] | None:
         values["method"] = "ngram"
     elif "model" not in values and {"prompt_lookup_max", "prompt_lookup_min"} & set(values):
         values["method"] = "ngram"
+    elif "model" not in values:
+        # no draft model: old vLLM ran the target's own multi-token-prediction layers
+        # (DeepSeek-V3 style); current vLLM needs that said as method "mtp"
+        values["method"] = "mtp"
+        plan.notes.append("no draft model: the target's own MTP layers drafted, which current "
+                          'vLLM needs as "method": "mtp"')
     ordered = {k: values[k] for k in _VLLM_KEY_ORDER if k in values}
     ordered.update((k, v) for k, v in values.items() if k not in ordered)
     return ordered
@@ -1103,6 +1191,7 @@ class _Scan:
         self.findings: list[Finding] = []
         self.exempt: list[tuple[int, int]] = []  # free-text values: never an argument
         self.bat = False  # Windows batch: `^` continues a line
+        self.base: str | None = None  # the file's directory: where relative drafts are read
 
     def line_of(self, offset: int) -> int:
         return self.text.count("\n", 0, offset) + 1
@@ -1114,7 +1203,7 @@ class _Scan:
                     and lg.normalize_flag(prev) not in lg.DRAFT_MODEL_FLAGS:
                 self.exempt.append((word.start, word.end))
         dynamic = frozenset(i for i, w in enumerate(seq) if w.dynamic)
-        res = _migrate(argv, tool, width, dynamic, self.env_names)
+        res = _migrate(argv, tool, width, dynamic, self.env_names, self.base)
         if not res.needs_attention:
             return
         notes, unsafe = list(res.notes), list(res.unsafe)
@@ -1569,8 +1658,9 @@ def scan_text(text: str, kind: str) -> list[Finding]:
     return _scan_text(text, kind).findings
 
 
-def _scan_text(text: str, kind: str) -> _Scan:
+def _scan_text(text: str, kind: str, base: str | None = None) -> _Scan:
     scan = _Scan(text)
+    scan.base = base
     if kind == "markdown":
         regions = scan_markdown(scan)
     else:
@@ -1594,8 +1684,8 @@ def migrate_text(text: str, kind: str) -> tuple[str, list[Finding]]:
     return apply_edits(text, [e for f in findings for e in f.edits]), findings
 
 
-def check_text(text: str, kind: str | None, comments: str | None = None
-               ) -> tuple[str, list[Finding]]:
+def check_text(text: str, kind: str | None, comments: str | None = None,
+               base: str | None = None) -> tuple[str, list[Finding]]:
     """The structured rewrite, then the token scan: what `migrate FILE` does with one text.
 
     Findings on lines opted out with `specgguf-migrate: ignore` are dropped (the rewrite does
@@ -1607,7 +1697,7 @@ def check_text(text: str, kind: str | None, comments: str | None = None
     ignored, whole = guard.ignored_lines(text)
     if whole:
         return text, []
-    scan = _scan_text(text, kind) if kind else _Scan(text)
+    scan = _scan_text(text, kind, base) if kind else _Scan(text)
     findings = [f for f in scan.findings if not _touches(text, f, ignored)]
     edits = [e for f in findings for e in f.edits]
     hits = guard.scan_tokens(text, comments or kind or "shell", scan.exempt)
@@ -1616,10 +1706,8 @@ def check_text(text: str, kind: str | None, comments: str | None = None
             continue  # the rewrite changes this very token
         line = scan.line_of(hit.start)
         message = hit.message()
-        if any(f.unsafe and f.span[0] <= hit.start < f.span[1]
-               and any(hit.name in u or hit.name.replace("_", "-") in u for u in f.unsafe)
-               for f in findings):
-            continue  # already reported, with the reason
+        if any(f.unsafe and f.span[0] <= hit.start < f.span[1] for f in findings):
+            continue  # its command is reported already, with the reason
         findings.append(Finding(line, hit.name, hit.name, [], [message], [],
                                 (hit.start, hit.end)))
     findings.sort(key=lambda f: (f.line, f.old))
@@ -1696,7 +1784,8 @@ def run_migrate(paths: Sequence[str], check: bool = False, write: bool = False,
         if src.note and verbose:
             print(f"{path}: {src.note}", file=err)
         kind, comments = detect(path, src.text)
-        new, findings = check_text(src.text, kind, comments)
+        new, findings = check_text(src.text, kind, comments,
+                                   os.path.dirname(os.path.abspath(path)))
         if not findings:
             continue
         attention = True

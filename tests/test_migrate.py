@@ -22,6 +22,14 @@ from specgguf import migrate as mg
 from specgguf.migrate import migrate_argv, migrate_text, run_migrate
 
 ROOT = Path(__file__).resolve().parents[1]
+READ_DRAFT_FILES = mg.classify_draft
+
+
+@pytest.fixture(autouse=True)
+def plain_drafts(monkeypatch):
+    """The golden outputs below assume plain draft models (d.gguf is not on disk here); the
+    tests of drafter detection put the real classifier back (READ_DRAFT_FILES)."""
+    monkeypatch.setattr(mg, "classify_draft", lambda value, base=None: ("plain", ""))
 
 
 def mig(cmd: str, **kw) -> mg.MigrationResult:
@@ -145,19 +153,22 @@ def test_tutorial_command_gets_spec_type_and_the_old_p_min():
 
 
 def test_a_command_that_relied_on_the_old_draft_max_default_gets_16():
-    res = mig("llama-server -m t.gguf -md d.gguf -c 8192")
+    res = mig("llama-server -m t.gguf -md d.gguf -c 8192 --draft-min 1")
     assert res.argv[5:11] == ["--spec-type", "draft-simple", "--spec-draft-n-max", "16",
                               "--spec-draft-p-min", "0.75"]
     assert "added --spec-draft-n-max 16: the old --draft-max default was 16, the new default " \
            "is 3" in res.notes
 
 
-def test_new_style_command_only_gets_spec_type_not_old_defaults():
-    """The reference's own example uses --spec-draft-n-max: it was written for new llama.cpp."""
-    res = mig("llama-server -m target.gguf -md draft.gguf --spec-draft-n-max 4 -ngl all "
-              "-c 8192 -fa on")
-    assert shlex.join(res.argv) == ("llama-server -m target.gguf -md draft.gguf --spec-type "
-                                    "draft-simple --spec-draft-n-max 4 -ngl all -c 8192 -fa on")
+@pytest.mark.parametrize("cmd", [
+    "llama-server -m target.gguf -md draft.gguf --spec-draft-n-max 4 -ngl all -c 8192 -fa on",
+    "llama-server -m t.gguf -md d.gguf -c 8192",
+])
+def test_a_command_with_no_removed_flag_is_left_alone(cmd):
+    """Was: --spec-type draft-simple (and old defaults) added to any command with a draft model.
+    Nothing was removed from these, so nothing is changed (issue 12)."""
+    res = mig(cmd)
+    assert res.argv == shlex.split(cmd) and not res.notes and not res.unsafe
 
 
 @pytest.mark.parametrize(("cmd", "added"), [
@@ -175,7 +186,8 @@ def test_old_defaults_are_written_where_they_applied(cmd, added):
 
 
 def test_old_default_not_written_when_the_file_sets_it_through_the_environment():
-    res = mig("llama-server -m t.gguf -md d.gguf", env_names={"LLAMA_ARG_DRAFT_MAX"})
+    res = mig("llama-server -m t.gguf -md d.gguf --draft-min 1",
+              env_names={"LLAMA_ARG_DRAFT_MAX"})
     assert "--spec-draft-n-max" not in res.argv
     assert "--spec-draft-n-max not added: LLAMA_ARG_DRAFT_MAX is set in this file" in res.notes
 
@@ -208,8 +220,10 @@ def test_ctx_size_draft_with_a_variable_is_dropped_but_not_compared():
     ("llama-server -m t.gguf $EXTRA --draft-max 8", (3,), "$EXTRA may set --spec-type"),
     ("llama-server -md d.gguf --spec-type draft-simple,ngram-mod --draft-max 8", (),
      "both ngram-mod and draft-simple"),
-    ("llama-server -md d.gguf --spec-type ngram-simple", (), "-md d.gguf is ignored"),
-    ("llama-server -md d.gguf $EXTRA", (3,), "needs --spec-type draft-simple now, unless $EXTRA"),
+    ("llama-server -md d.gguf --spec-type ngram-simple --draft-min 1", (),
+     "-md d.gguf is ignored"),
+    ("llama-server -md d.gguf $EXTRA --draft-min 1", (3,),
+     "needs --spec-type draft-simple now, unless $EXTRA"),
 ])
 def test_what_cannot_be_migrated_safely_is_reported_not_guessed(cmd, dynamic, why):
     res = mig(cmd, dynamic=dynamic)
@@ -220,7 +234,8 @@ def test_what_cannot_be_migrated_safely_is_reported_not_guessed(cmd, dynamic, wh
 
 
 def test_spec_type_from_the_environment_blocks_the_addition():
-    res = mig("llama-server -m t.gguf -md d.gguf", env_names={"LLAMA_ARG_SPEC_TYPE"})
+    res = mig("llama-server -m t.gguf -md d.gguf --draft-min 1",
+              env_names={"LLAMA_ARG_SPEC_TYPE"})
     assert "--spec-type" not in res.argv
     assert res.unsafe
 
@@ -253,6 +268,19 @@ VLLM = [
 ]
 
 
+def test_vllm_mtp_without_a_draft_model_gets_method_mtp_and_only_accepted_keys():
+    res = mig("vllm serve deepseek-ai/DeepSeek-R1 -tp 8 --num-speculative-tokens 1")
+    assert shlex.join(res.argv) == ("vllm serve deepseek-ai/DeepSeek-R1 -tp 8 "
+                                    "--speculative-config '{\"method\": \"mtp\", "
+                                    "\"num_speculative_tokens\": 1}'")
+    assert any("mtp" in n for n in res.notes)
+    # every key ever written is a field of current vLLM's SpeculativeConfig
+    accepted = {"method", "model", "num_speculative_tokens", "prompt_lookup_max",
+                "prompt_lookup_min", "draft_tensor_parallel_size", "max_model_len",
+                "quantization"}
+    assert {key for key, _ in mg._VLLM_KEYS.values()} <= accepted
+
+
 @pytest.mark.parametrize(("old", "new"), VLLM)
 def test_vllm_flags_become_one_speculative_config(old, new):
     res = mig(old)
@@ -276,6 +304,8 @@ def test_vllm_json_survives_the_shell(model):
     ("vllm serve M --speculative-model D --speculative-disable-mqa-scorer", (),
      "no --speculative-config equivalent"),
     ("vllm serve M --num-speculative-tokens five", (), "not an integer"),
+    ("vllm serve M --num-speculative-tokens 1 --speculative-disable-by-batch-size 33", (),
+     "--speculative-disable-by-batch-size 33: no --speculative-config equivalent"),
 ])
 def test_vllm_refusals(cmd, dynamic, why):
     res = mig(cmd, dynamic=dynamic)
@@ -475,8 +505,10 @@ vllm:
 
 def test_makefile_keeps_make_variables_and_doubles_dollars_it_adds():
     new, findings = migrate_text(MAKEFILE, "make")
-    assert new.splitlines()[2] == ("\tllama-server -m $(MODEL) -md $(DRAFT) --spec-type "
-                                   "draft-simple --spec-draft-p-min 0.75 --spec-draft-n-max $(N)")
+    # the draft is a make variable: its kind cannot be read, so nothing is guessed
+    assert new.splitlines()[2] == "\tllama-server -m $(MODEL) -md $(DRAFT) --draft-max $(N)"
+    assert "cannot tell what kind of drafter it is ($(DRAFT) is decided when the command runs)" \
+        in findings[0].unsafe[0]
     assert new.splitlines()[5] == ("\tvllm serve $(M) --speculative-config '{\"model\": \"D\", "
                                    "\"num_speculative_tokens\": 3}'")
     assert mg.ShellStyle(make=True).quote("$x y") == "'$$x y'"
@@ -670,14 +702,13 @@ vllm serve M --speculative-model M2 --num-speculative-tokens 5
 """
     new, findings = migrate_text(text, "markdown")
     assert new.splitlines()[1:5] == [
-        "llama-server -m target.gguf -md draft.gguf --spec-type draft-simple "
-        "--spec-draft-n-max 4 -ngl all -c 8192 -fa on",
+        "llama-server -m target.gguf -md draft.gguf --spec-draft-n-max 4 -ngl all -c 8192 -fa on",
         "llama-server -m t.gguf -md d.gguf --spec-type draft-simple --spec-draft-p-min 0.75 "
         "--spec-draft-n-max 5 --spec-draft-n-min 1",
         "vllm serve M --speculative-config '{\"model\": \"...\", \"num_speculative_tokens\": 5}'",
         "vllm serve M --speculative-config '{\"model\": \"M2\", \"num_speculative_tokens\": 5}'",
     ]
-    assert [f.line for f in findings] == [2, 3, 5]
+    assert [f.line for f in findings] == [3, 5]
     reference = Path("/work/shared/reference/speculative-decoding.md")
     if reference.exists():  # the live document: every command it quotes migrates cleanly
         again, found = migrate_text(reference.read_text(), "markdown")
@@ -783,11 +814,11 @@ def test_write_every_kind_then_check_is_clean_except_what_needs_a_person(tree):
     assert (tree / "compose.yml").read_text() == COMPOSE_MIGRATED
     code, out, _ = run([tree], check=True)
     assert code == 1
-    # what is left: a variable with no successor, and (seen by the token scan) the README's
-    # inline prose and Python block the rewrite does not edit
+    # what is left: a variable with no successor, a draft given as a make variable (its kind
+    # cannot be read), and (seen by the token scan) the README's inline prose and Python block
     assert sorted(line.split(": cannot migrate safely: ")[0].rsplit("/", 1)[1]
-                  for line in out.splitlines()) == ["README.md:10", "README.md:3",
-                                                    "compose.yml:6"]
+                  for line in out.splitlines()) == ["Makefile:3", "README.md:10",
+                                                    "README.md:3", "compose.yml:6"]
     assert "LLAMA_ARG_CTX_SIZE_DRAFT" in out
 
 
@@ -918,3 +949,66 @@ def test_pre_commit_hook_manifest():
     yaml = pytest.importorskip("yaml")
     (hook,) = yaml.safe_load(text)
     assert hook["id"] == "specgguf-migrate"
+
+
+# ----------------------------------------------------------------------------------------------
+# draft-type awareness (issue 12): read the drafter's GGUF, never guess
+# ----------------------------------------------------------------------------------------------
+
+
+def _drafter(path: Path, arch: str, extra: tuple[bytes, ...] = ()) -> Path:
+    from tests.gguf_factory import minimal_kvs, raw_gguf
+
+    path.write_bytes(raw_gguf([*minimal_kvs(arch), *extra]))
+    return path
+
+
+@pytest.mark.parametrize(("arch", "extra", "kind"), [
+    ("llama", (), "plain"),
+    ("eagle3", (), "eagle3"),
+    ("dflash", (), "dflash"),
+    ("qwen35", ("qwen35.nextn_predict_layers",), "mtp"),
+])
+def test_drafter_kind_is_read_from_its_gguf(tmp_path, monkeypatch, arch, extra, kind):
+    from tests.gguf_factory import kv_u32
+
+    monkeypatch.setattr(mg, "classify_draft", READ_DRAFT_FILES)
+    _drafter(tmp_path / "d.gguf", arch, tuple(kv_u32(k, 1) for k in extra))
+    assert mg.classify_draft("d.gguf", str(tmp_path)) == (kind, "")
+    script = tmp_path / "serve.sh"
+    script.write_text("llama-server -m t.gguf -md d.gguf --draft-max 8\n")
+    code, out, _ = run([script], write=True)
+    new = script.read_text()
+    assert "--spec-draft-n-max 8" in new
+    if kind == "plain":
+        assert code == 0 and "--spec-type draft-simple --spec-draft-p-min 0.75" in new
+    else:  # llama.cpp takes an MTP/EAGLE-3/DFlash drafter's type from the file
+        assert code == 0 and "--spec-type" not in new and "p-min" not in new
+        assert "llama.cpp takes its type from the file" in out
+    assert run([script], check=True)[0] == 0
+
+
+def test_a_drafter_that_is_not_here_is_reported_not_guessed(tmp_path, monkeypatch):
+    monkeypatch.setattr(mg, "classify_draft", READ_DRAFT_FILES)
+    script = tmp_path / "serve.sh"
+    script.write_text("llama-server -m t.gguf -md /nowhere/d.gguf --draft-max 8\n")
+    code, out, _ = run([script], write=True)
+    assert code == 1
+    assert "cannot tell what kind of drafter it is (/nowhere/d.gguf is not here to read)" in out
+    # nothing is half-done: a renamed command would pass --check with its drafting lost
+    assert script.read_text() == "llama-server -m t.gguf -md /nowhere/d.gguf --draft-max 8\n"
+    assert run([script], check=True)[0] == 1
+    script.write_text("llama-server -m t.gguf -md /nowhere/d.gguf --spec-type draft-simple "
+                      "--draft-max 8\n")  # the person's answer
+    assert run([script], write=True)[0] == 0
+    assert run([script], check=True)[0] == 0
+
+
+@pytest.mark.parametrize("cmd", [
+    "llama-server -m t.gguf -md dflash.gguf --dflash --draft-max 16",
+    "llama-server -m t.gguf --mtp-head h.gguf --spec-type mtp --draft-max 8 --draft-min 0",
+])
+def test_fork_flags_are_reported_and_nothing_is_rewritten(cmd):
+    res = mig(cmd)
+    assert res.argv == shlex.split(cmd)
+    assert "written for a fork" in res.unsafe[0]
