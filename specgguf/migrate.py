@@ -1224,22 +1224,55 @@ class _Scan:
         return " ".join(raw), " ".join(apply_ops(raw, res.ops, _shell_word))
 
     def env(self, start: int, end: int) -> None:
-        """Old LLAMA_ARG_* names: renamed where there is a successor, reported where not."""
+        """Old LLAMA_ARG_* names: renamed where there is a successor, reported where not.
+
+        A block that relied on the old draft behaviour also gets LLAMA_ARG_SPEC_TYPE and the
+        old defaults (specgguf.migrate_env), or is reported when that cannot be decided.
+        """
+        from specgguf import migrate_env
+
+        spans: list[tuple[int, int, str]] = []
         for m in _ENV_RE.finditer(self.text, start, end):
             line_start = self.text.rfind("\n", 0, m.start()) + 1
             if re.search(r"(^|\s)#", self.text[line_start:m.start()]):
                 continue  # a comment
             name = m.group(1)
-            line = self.line_of(m.start())
             if name in lg.DEAD_ENV:
-                self.findings.append(Finding(line, name, name, [],
+                self.findings.append(Finding(self.line_of(m.start()), name, name, [],
                                              [f"{name} {lg.DEAD_ENV[name]}"], [],
                                              (m.start(), m.end())))
                 continue
-            new = lg.RENAMED_ENV[name]
+            spans.append((m.start(), m.end(), name))
+        if not spans:
+            return
+        inserted = " ".join(e.text for f in self.findings for e in f.edits)
+        flags = {lg.normalize_flag(t.split("=")[0])
+                 for t in re.findall(r"(?<![\w-])--?[A-Za-z][\w-]*(?:=\S*)?", self.text)}
+        res = migrate_env.migrate_env(
+            self.text, spans,
+            spec_type_set=lg.SPEC_TYPE_FLAG in flags or "--spec-type" in inserted,
+            flags_in_file=flags,
+            has_draft_flag=bool(flags & lg.DRAFT_MODEL_FLAGS),
+            classify=lambda value: classify_draft(value, self.base))
+        for s, e, new in res.renames:
+            name = self.text[s:e]
             self.findings.append(Finding(
-                line, name, new, [f"{name} -> {new}: llama.cpp now ignores the old name"],
-                [], [Edit(m.start(), m.end(), new)], (m.start(), m.end())))
+                self.line_of(s), name, new,
+                [f"{name} -> {new}: llama.cpp now "
+                 f"{'refuses' if name in lg.REMOVED_ENV else 'ignores'} the old name"],
+                [], [Edit(s, e, new)], (s, e)))
+        for edit in res.inserts:
+            line = self.line_of(edit.start)
+            shown = "; ".join(x.strip() for x in edit.text.splitlines() if x.strip())
+            self.findings.append(Finding(line, "", shown, [], [],
+                                         [Edit(edit.start, edit.end, edit.text)],
+                                         (edit.start, edit.end)))
+        for at, note in res.notes:
+            self.findings.append(Finding(self.line_of(at), "", "", [note], [], [], (at, at)))
+        for at, why in res.unsafe:
+            a = self.text.rfind("\n", 0, at) + 1
+            self.findings.append(Finding(self.line_of(at), "", "", [], [why], [],
+                                         (a, self.text.find("\n", at) % (len(self.text) + 1))))
 
     def resolve_overlaps(self) -> None:
         """A bug guard: overlapping edits would corrupt the file, so report those instead."""
@@ -1732,7 +1765,8 @@ def report_lines(path: str, findings: Iterable[Finding], changes: bool = True) -
     out: list[str] = []
     for f in findings:
         if f.changed and changes:
-            out.append(f"{path}:{f.line}: {f.old} -> {f.new}")
+            out.append(f"{path}:{f.line}: {f.old} -> {f.new}" if f.old
+                       else f"{path}:{f.line}: added: {f.new}")
         out += [f"{path}:{f.line}: note: {n}" for n in f.notes]
         out += [f"{path}:{f.line}: cannot migrate safely: {u}" for u in f.unsafe]
     return out
