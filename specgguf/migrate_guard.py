@@ -61,6 +61,9 @@ _ENV_RE = re.compile(r"(?<![A-Za-z0-9_])(" + "|".join(_ENV_NAMES) + r")(?![A-Za-
 _SPEC_TYPE_RE = re.compile(
     r"(?<![\w-])(?:--spec[-_]type|LLAMA_ARG_SPEC_TYPE|spec[-_]type)(?![\w-])"
     r"[\s=:\"',\[\]\\^`]{0,12}?((?:[\w-]+,)*)(draft)(?![\w-])")
+# keys current vLLM's SpeculativeConfig rejects, inside an existing --speculative-config JSON
+_VLLM_GONE_KEYS = re.compile(r"[\"']?(disable_by_batch_size|speculative_disable_by_batch_size"
+                             r"|disable_mqa_scorer|acceptance_method)[\"']?\s*:")
 _MIGRATE_EXAMPLE = re.compile(r"specgguf\s+migrate\b")
 
 _IGNORE = re.compile(r"specgguf-migrate:\s*(ignore(?:-(?:start|end|next-line|file))?)\b")
@@ -73,13 +76,17 @@ class Hit:
     start: int
     end: int
     name: str
-    kind: str  # "flag", "env", "spec-type"
+    kind: str  # "flag", "env", "spec-type", "vllm-key"
 
     def message(self) -> str:
         if self.kind == "env":
             return (f"{self.name} is still set here (llama.cpp "
                     f"{'refuses' if self.name in lg.REMOVED_ENV else 'ignores'} it now); "
                     "migrate it by hand or mark the line `specgguf-migrate: ignore`")
+        if self.kind == "vllm-key":
+            return (f"{self.name} is not a key current vLLM's speculative config accepts "
+                    "(it refuses to start); remove it by hand or mark the line "
+                    "`specgguf-migrate: ignore`")
         if self.kind == "spec-type":
             return ("--spec-type draft is still here (llama.cpp renamed the type to "
                     "draft-simple); migrate it by hand or mark the line "
@@ -124,8 +131,10 @@ def ignored_lines(text: str) -> tuple[set[int], bool]:
 def _comment_spans(text: str, kind: str) -> list[tuple[int, int]]:
     """Comments where nothing is ever an argument: full lines, and trailing shell comments."""
     spans: list[tuple[int, int]] = []
-    if kind in ("json", "markdown-prose"):
+    if kind == "json":
         return spans
+    if kind == "markdown":  # <!-- ... -->: never rendered, never run
+        return [(m.start(), m.end()) for m in re.finditer(r"<!--.*?(?:-->|\Z)", text, re.S)]
     full = {
         "bat": re.compile(r"[ \t]*(?:@?rem(?:\s|$)|::)", re.I),
         "python": re.compile(r"[ \t]*#"),
@@ -185,6 +194,9 @@ def scan_tokens(text: str, kind: str, exempt: Iterable[tuple[int, int]] = ()) ->
     hits += [Hit(m.start(1), m.end(1), m.group(1), "env") for m in _ENV_RE.finditer(text)]
     hits += [Hit(m.start(2), m.end(2), "draft", "spec-type")
              for m in _SPEC_TYPE_RE.finditer(text)]
+    if "speculative" in text:
+        hits += [Hit(m.start(1), m.end(1), m.group(1), "vllm-key")
+                 for m in _VLLM_GONE_KEYS.finditer(text)]
     out = []
     for h in sorted(hits, key=lambda h: h.start):
         if _inside(h, spans):

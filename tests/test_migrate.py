@@ -1012,3 +1012,90 @@ def test_fork_flags_are_reported_and_nothing_is_rewritten(cmd):
     res = mig(cmd)
     assert res.argv == shlex.split(cmd)
     assert "written for a fork" in res.unsafe[0]
+
+
+# ----------------------------------------------------------------------------------------------
+# the real-world corpus (tests/data/migrate): shapes taken from public repositories, each file
+# naming its source; negative/ holds files that must pass untouched
+# ----------------------------------------------------------------------------------------------
+
+CORPUS = ROOT / "tests" / "data" / "migrate"
+POSITIVE = sorted(p for p in CORPUS.iterdir() if p.is_file())
+NEGATIVE = sorted((CORPUS / "negative").iterdir())
+# files where everything can be migrated without a person (no unreadable drafter, no shape
+# only the token scan sees)
+FULLY_MIGRATED = {"latin1.sh", "ngram_mod_server.sh", "lethe_setup.md", "vllm_ngram_serve.md"}
+
+
+def _parses(path: Path) -> None:
+    """The written file still parses as what it is."""
+    import shutil
+    import subprocess
+
+    if path.suffix == ".sh" and shutil.which("bash"):
+        subprocess.run(["bash", "-n", str(path)], check=True, capture_output=True)
+    elif path.suffix == ".json":
+        json.loads(path.read_text())
+    elif path.suffix in (".yml", ".yaml"):
+        yaml = pytest.importorskip("yaml")
+        yaml.safe_load(path.read_text())
+
+
+@pytest.mark.parametrize("src", POSITIVE, ids=lambda p: p.name)
+def test_corpus_file_fails_before_and_is_migrated_or_reported(src, tmp_path, monkeypatch):
+    monkeypatch.setattr(mg, "classify_draft", READ_DRAFT_FILES)  # drafts are not here: report
+    path = tmp_path / src.name
+    path.write_bytes(src.read_bytes())
+    code, out, _ = run([path], check=True)
+    assert code == 1 and f"{path}:" in out
+    assert path.read_bytes() == src.read_bytes()  # --check changes nothing
+
+    from specgguf import migrate_files as mf
+
+    source = mf.read(str(path))
+    kind, comments = mg.detect(str(path), source.text)
+    expected, findings = mg.check_text(source.text, kind, comments, str(tmp_path))
+    code, out, _ = run([path], write=True)
+    # byte for byte: the file is the old text with exactly the planned edits applied, and
+    # every edit lies on the lines of the command (or variable) it belongs to
+    assert path.read_bytes() == source.encode(expected)
+    scan = mg._Scan(source.text)
+    for f in findings:
+        first, last = scan.line_of(f.span[0]), scan.line_of(f.span[1])
+        for e in f.edits:
+            assert first <= scan.line_of(e.start) and scan.line_of(e.end) <= last, (f, e)
+    _parses(path)
+    after, report, _ = run([path], check=True)
+    if src.name in FULLY_MIGRATED:
+        assert code == 0 and after == 0, report
+    else:  # what is left is said, one `path:line: cannot migrate safely: ...` line each
+        assert code == 1 and after == 1
+        lines = [ln for ln in report.splitlines() if ": note: " not in ln]
+        assert lines and all(f"{path}:" in ln and ": cannot migrate safely: " in ln
+                             for ln in lines), report
+
+
+@pytest.mark.parametrize("src", NEGATIVE, ids=lambda p: p.name)
+def test_corpus_negative_controls_pass_untouched(src, tmp_path, monkeypatch):
+    monkeypatch.setattr(mg, "classify_draft", READ_DRAFT_FILES)
+    path = tmp_path / src.name
+    path.write_bytes(src.read_bytes())
+    assert run([path], check=True)[:2] == (0, "")
+    assert run([path], write=True)[0] == 0
+    assert path.read_bytes() == src.read_bytes()
+
+
+def test_corpus_directory_scan_sees_every_file_a_named_scan_sees(tmp_path, monkeypatch):
+    import shutil
+
+    monkeypatch.setattr(mg, "classify_draft", READ_DRAFT_FILES)
+    shutil.copytree(CORPUS, tmp_path / "c")
+    (tmp_path / "c" / ".git").mkdir()
+    (tmp_path / "c" / ".git" / "x.sh").write_text("llama-server --draft-max 4\n")
+    (tmp_path / "c" / "model.bin").write_bytes(b"\0--draft-max\0")
+    code, out, err = run([tmp_path / "c"], check=True, verbose=True)
+    assert code == 1
+    reported = {line.split(":", 1)[0] for line in out.splitlines()}
+    assert reported == {str(tmp_path / "c" / p.name) for p in POSITIVE}
+    assert f"skipped: {tmp_path / 'c' / '.git'}: vendored or tool directory" in err
+    assert f"skipped: {tmp_path / 'c' / 'model.bin'}: binary file" in err
