@@ -1099,3 +1099,188 @@ def test_corpus_directory_scan_sees_every_file_a_named_scan_sees(tmp_path, monke
     assert reported == {str(tmp_path / "c" / p.name) for p in POSITIVE}
     assert f"skipped: {tmp_path / 'c' / '.git'}: vendored or tool directory" in err
     assert f"skipped: {tmp_path / 'c' / 'model.bin'}: binary file" in err
+
+
+# ----------------------------------------------------------------------------------------------
+# issue 12: the token scan, opt-outs, env-only configs, ownership
+# ----------------------------------------------------------------------------------------------
+
+
+def _check(text: str, name: str = "f.sh") -> tuple[str, list[str]]:
+    kind, comments = mg.detect(name, text)
+    new, findings = mg.check_text(text, kind, comments)
+    return new, [u for f in findings for u in f.unsafe]
+
+
+@pytest.mark.parametrize(("text", "name"), [
+    ('SPEC_FLAGS="--draft-max 16"\nllama-server -m t.gguf $SPEC_FLAGS\n', "a.sh"),
+    ("args=(-md d.gguf --draft_min 2)\n", "a.sh"),
+    ('X=$(llama-cli -m t -md d --draft 4 -p hi)\n', "a.sh"),
+    ("llama-server.exe -m t ^\r\n  -md d ^\r\n  --draft-max 8\r\n", "a.bat"),
+    ("svc:\n  start_command: llama-server -m t --draft-max 8\n", "a.yaml"),
+    ("flags:\n  - --draft-max: 16\n", "a.yml"),
+    ("```\n--draft-min 1\n```\n", "a.md"),
+    ('{"argv": ["--ctx-size-draft", "4096"], "llama": 1}\n', "a.json"),
+    ('subprocess.run(["vllm", "serve", "M", "--num-speculative-tokens", "3"])\n', "a.py"),
+    ("LLAMA_ARG_SPEC_TYPE=draft\n", ".env"),
+    ("command: llama-server --spec-type 'ngram-simple,draft' -m x\n", "c.yaml"),
+    ("ExecStart=/opt/vllm/bin/python -m vllm.entrypoints.openai.api_server "
+     "--speculative-disable-mqa-scorer\n", "vllm.service"),
+])
+def test_no_removed_name_passes_whatever_its_shape(text, name):
+    """Rewritten where the rewrite understands the shape, reported where it does not."""
+    kind, comments = mg.detect(name, text)
+    new, findings = mg.check_text(text, kind, comments)
+    assert findings, text
+    if not any(f.unsafe for f in findings):  # all rewritten: nothing removed is left
+        assert mg.check_text(new, kind, comments)[1] == []
+        assert new != text
+
+
+@pytest.mark.parametrize(("text", "name"), [
+    ("gh pr create --draft --title t   # uses llama.cpp elsewhere\n", "a.sh"),
+    ('llama-server -m t -p "say --draft-max" --spec-draft-n-max 4\n', "a.sh"),
+    ("# llama-server --draft-max 16 (an old example, in a comment)\nllama-server -m t\n", "a.sh"),
+    ("```sh\nspecgguf migrate -- llama-server --draft-max 5\n```\n", "a.md"),
+    ("cd build && cmake .. -DLLAMA_CUDA=ON\n", "a.sh"),
+    ("llama-server -m t --draft-p-min 0.5 --spec-draft-n-max 4 -md d\n", "a.sh"),
+])
+def test_what_is_not_a_removed_argument_passes(text, name):
+    new, unsafe = _check(text, name)
+    assert (new, unsafe) == (text, [])
+
+
+def test_opt_out_comments_line_next_line_block_and_file():
+    text = ("llama-server --draft-max 5  # specgguf-migrate: ignore\n"
+            "# specgguf-migrate: ignore-next-line\n"
+            "llama-server --draft-max 6\n"
+            "# specgguf-migrate: ignore-start\n"
+            "FLAGS='--draft-min 1'\n"
+            "llama-server --draft 2\n"
+            "# specgguf-migrate: ignore-end\n")
+    assert _check(text) == (text, [])  # nothing reported, nothing rewritten
+    new, unsafe = _check(text + "llama-server --draft-max 7\n")
+    assert new.endswith("llama-server --spec-draft-n-max 7\n") and new.startswith(text)
+    whole = "<!-- specgguf-migrate: ignore-file -->\n`--draft-max 4`\n"
+    assert _check(whole, "doc.md") == (whole, [])
+
+
+def test_vllm_removed_flags_are_the_ones_migrate_knows():
+    from specgguf.migrate_guard import VLLM_REMOVED_FLAGS
+
+    assert set(mg._VLLM_KEYS) | set(mg._VLLM_GONE) == VLLM_REMOVED_FLAGS
+
+
+ENV_CASES = [
+    ("compose.yml",
+     "services:\n  s:\n    image: ghcr.io/ggml-org/llama.cpp:server\n    environment:\n"
+     "      - LLAMA_ARG_MODEL_DRAFT=/m/d.gguf\n      - LLAMA_ARG_DRAFT_MAX=8\n",
+     "services:\n  s:\n    image: ghcr.io/ggml-org/llama.cpp:server\n    environment:\n"
+     "      - LLAMA_ARG_SPEC_DRAFT_MODEL=/m/d.gguf\n      - LLAMA_ARG_SPEC_DRAFT_N_MAX=8\n"
+     "      - LLAMA_ARG_SPEC_TYPE=draft-simple\n      - LLAMA_ARG_SPEC_DRAFT_P_MIN=0.75\n"),
+    ("compose.yaml",
+     "x:\n  environment:\n    LLAMA_ARG_MODEL_DRAFT: \"/m/d.gguf\"\n"
+     "    LLAMA_ARG_DRAFT_MIN: \"2\"  # min\n",
+     "x:\n  environment:\n    LLAMA_ARG_SPEC_DRAFT_MODEL: \"/m/d.gguf\"\n"
+     "    LLAMA_ARG_SPEC_DRAFT_N_MIN: \"2\"  # min\n    LLAMA_ARG_SPEC_TYPE: \"draft-simple\"\n"
+     "    LLAMA_ARG_SPEC_DRAFT_N_MAX: \"16\"\n    LLAMA_ARG_SPEC_DRAFT_P_MIN: \"0.75\"\n"),
+    ("deploy.yaml",
+     "env:\n  - name: LLAMA_ARG_MODEL_DRAFT\n    value: /m/d.gguf\n"
+     "  - name: LLAMA_ARG_DRAFT_MAX\n    value: \"12\"\n",
+     "env:\n  - name: LLAMA_ARG_SPEC_DRAFT_MODEL\n    value: /m/d.gguf\n"
+     "  - name: LLAMA_ARG_SPEC_DRAFT_N_MAX\n    value: \"12\"\n"
+     "  - name: LLAMA_ARG_SPEC_TYPE\n    value: \"draft-simple\"\n"
+     "  - name: LLAMA_ARG_SPEC_DRAFT_P_MIN\n    value: \"0.75\"\n"),
+    (".env",
+     "LLAMA_ARG_MODEL_DRAFT=/m/d.gguf\r\nexport LLAMA_ARG_DRAFT_MAX=8\r\n",
+     "LLAMA_ARG_SPEC_DRAFT_MODEL=/m/d.gguf\r\nexport LLAMA_ARG_SPEC_DRAFT_N_MAX=8\r\n"
+     "export LLAMA_ARG_SPEC_TYPE=draft-simple\r\nexport LLAMA_ARG_SPEC_DRAFT_P_MIN=0.75\r\n"),
+    ("llama.service",
+     '[Service]\nEnvironment="LLAMA_ARG_MODEL_DRAFT=/m/d.gguf"\n'
+     'Environment="LLAMA_ARG_DRAFT_MAX=8"\nExecStart=/usr/bin/llama-server -m /m/t.gguf\n',
+     '[Service]\nEnvironment="LLAMA_ARG_SPEC_DRAFT_MODEL=/m/d.gguf"\n'
+     'Environment="LLAMA_ARG_SPEC_DRAFT_N_MAX=8"\nEnvironment="LLAMA_ARG_SPEC_TYPE=draft-simple"\n'
+     'Environment="LLAMA_ARG_SPEC_DRAFT_P_MIN=0.75"\n'
+     "ExecStart=/usr/bin/llama-server -m /m/t.gguf\n"),
+]
+
+
+@pytest.mark.parametrize(("name", "old", "new"), ENV_CASES, ids=[c[0] for c in ENV_CASES])
+def test_env_only_configs_keep_drafting(tmp_path, name, old, new):
+    """Was: LLAMA_ARG_DRAFT_MAX renamed, no LLAMA_ARG_SPEC_TYPE: drafting silently off."""
+    path = tmp_path / name
+    path.write_bytes(old.encode())
+    code, out, _ = run([path], write=True)
+    assert code == 0, out
+    assert path.read_bytes() == new.encode()
+    assert "added LLAMA_ARG_SPEC_TYPE=draft-simple" in out
+    assert run([path], check=True)[0] == 0
+    if name.endswith((".yml", ".yaml")):
+        yaml = pytest.importorskip("yaml")
+        yaml.safe_load(new)
+
+
+@pytest.mark.parametrize(("old", "why"), [
+    ("LLAMA_ARG_DRAFT_MAX=8\n", "no draft model and no speculative type in this file"),
+    ("LLAMA_ARG_HF_REPO_DRAFT=org/d-GGUF\nLLAMA_ARG_DRAFT_MAX=8\n", "a Hugging Face repository"),
+])
+def test_env_blocks_that_cannot_be_decided_are_reported_untouched(tmp_path, old, why):
+    path = tmp_path / ".env"
+    path.write_text(old)
+    code, out, _ = run([path], write=True)
+    assert code == 1 and why in out
+    assert path.read_text() == old
+
+
+def test_env_with_a_spec_type_or_a_drafter_gguf_is_only_renamed(tmp_path, monkeypatch):
+    path = tmp_path / ".env"
+    path.write_text("LLAMA_ARG_SPEC_TYPE=ngram-mod,draft-simple\nLLAMA_ARG_DRAFT_MIN=2\n")
+    assert run([path], write=True)[0] == 0
+    assert path.read_text() == ("LLAMA_ARG_SPEC_TYPE=ngram-mod,draft-simple\n"
+                                "LLAMA_ARG_SPEC_DRAFT_N_MIN=2\n")
+    monkeypatch.setattr(mg, "classify_draft", READ_DRAFT_FILES)
+    _drafter(tmp_path / "e.gguf", "eagle3")
+    path.write_text("LLAMA_ARG_MODEL_DRAFT=e.gguf\nLLAMA_ARG_DRAFT_MAX=4\n")
+    code, out, _ = run([path], write=True)
+    assert code == 0 and "LLAMA_ARG_SPEC_TYPE" not in path.read_text()
+    assert "takes its type from the file" in out
+
+
+def test_write_keeps_owner_and_group(tree):
+    script = tree / "start.sh"
+    if os.geteuid() != 0:
+        pytest.skip("changing a file's owner needs root")
+    os.chown(script, 4321, 4322)
+    assert run([script], write=True)[0] == 0
+    st = script.stat()
+    assert (st.st_uid, st.st_gid) == (4321, 4322)
+    assert script.read_text() == SCRIPT_MIGRATED
+
+
+def test_write_in_place_when_the_owner_cannot_be_kept(tree, monkeypatch):
+    script = tree / "start.sh"
+    inode = script.stat().st_ino
+
+    def refuse(*_args):
+        raise PermissionError("not permitted")
+
+    monkeypatch.setattr(os, "chown", refuse)
+    monkeypatch.setattr(os, "stat", _stat_with_other_owner(os.stat, str(script)))
+    assert run([script], write=True)[0] == 0
+    assert script.read_text() == SCRIPT_MIGRATED
+    assert script.stat().st_ino == inode  # the same file, so the same owner, group and mode
+    assert not [p for p in tree.iterdir() if p.name.endswith(".tmp")]
+
+
+def _stat_with_other_owner(real_stat, target: str):
+    """os.stat that reports another owner for `target`, as for a file someone else owns."""
+
+    def fake(path, *args, **kw):
+        st = real_stat(path, *args, **kw)
+        if os.fspath(path) == target:
+            fields = list(st)
+            fields[4] = st.st_uid + 1
+            return os.stat_result(fields)
+        return st
+
+    return fake
