@@ -1189,12 +1189,17 @@ class _Scan:
         self.text = text
         self.env_names = frozenset(_LLAMA_ENV.findall(text))
         self.findings: list[Finding] = []
+        self._newlines: list[int] | None = None
         self.exempt: list[tuple[int, int]] = []  # free-text values: never an argument
         self.bat = False  # Windows batch: `^` continues a line
         self.base: str | None = None  # the file's directory: where relative drafts are read
 
     def line_of(self, offset: int) -> int:
-        return self.text.count("\n", 0, offset) + 1
+        if self._newlines is None:  # once per file: a lookup per finding stays cheap
+            self._newlines = [m.start() for m in re.finditer("\n", self.text)]
+        import bisect
+
+        return bisect.bisect_left(self._newlines, offset) + 1
 
     def command(self, seq: list[Word], tool: str, width: int, style: ShellStyle) -> None:
         argv = [w.value for w in seq]
@@ -1276,15 +1281,30 @@ class _Scan:
 
     def resolve_overlaps(self) -> None:
         """A bug guard: overlapping edits would corrupt the file, so report those instead."""
-        taken: list[tuple[int, int]] = []
+        import bisect
+
+        taken: list[tuple[int, int]] = []  # sorted, never overlapping: ends rise with starts
         for f in sorted(self.findings, key=lambda f: min((e.start for e in f.edits),
                                                          default=0)):
             spans = [(e.start, e.end) for e in f.edits]
-            if any(a < y and x < b or (a == b == x == y) for a, b in spans for x, y in taken):
+            if any(_overlaps(taken, a, b) for a, b in spans):
                 f.unsafe.append("overlaps another edit; migrate this one by hand")
                 f.edits, f.new = [], f.old
                 continue
-            taken += spans
+            for span in spans:
+                bisect.insort(taken, span)
+
+
+def _overlaps(taken: list[tuple[int, int]], a: int, b: int) -> bool:
+    import bisect
+
+    k = bisect.bisect_right(taken, (b, b)) - 1
+    while k >= 0 and taken[k][1] >= a:
+        x, y = taken[k]
+        if (a < y and x < b) or (a == b == x == y):
+            return True
+        k -= 1
+    return False
 
 
 def _scan_shell(scan: _Scan, start: int, end: int, style: ShellStyle, *,
@@ -1734,17 +1754,31 @@ def check_text(text: str, kind: str | None, comments: str | None = None,
     findings = [f for f in scan.findings if not _touches(text, f, ignored)]
     edits = [e for f in findings for e in f.edits]
     hits = guard.scan_tokens(text, comments or kind or "shell", scan.exempt)
+    # sorted intervals: one lookup per hit, whatever the number of edits and findings
+    changed = guard._merge([(e.start, e.end) for e in edits])
+    reported = guard._merge([f.span for f in findings if f.unsafe])
     for hit in hits:
-        if any(e.start <= hit.end and e.end >= hit.start for e in edits):
+        if _touching(changed, hit.start, hit.end):
             continue  # the rewrite changes this very token
+        if _touching(reported, hit.start, hit.start, closed=False):
+            continue  # its command is reported already, with the reason
         line = scan.line_of(hit.start)
         message = hit.message()
-        if any(f.unsafe and f.span[0] <= hit.start < f.span[1] for f in findings):
-            continue  # its command is reported already, with the reason
         findings.append(Finding(line, hit.name, hit.name, [], [message], [],
                                 (hit.start, hit.end)))
     findings.sort(key=lambda f: (f.line, f.old))
     return apply_edits(text, edits), findings
+
+
+def _touching(spans: list[tuple[int, int]], a: int, b: int, closed: bool = True) -> bool:
+    """Whether [a, b] meets one of the sorted, merged `spans` (its ends included if closed)."""
+    import bisect
+
+    k = bisect.bisect_right(spans, (b, len(spans) and spans[-1][1] + 1)) - 1
+    if k < 0:
+        return False
+    x, y = spans[k]
+    return (x <= b and y >= a) if closed else (x <= a < y)
 
 
 def _touches(text: str, finding: Finding, ignored: set[int]) -> bool:

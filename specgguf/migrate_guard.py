@@ -18,6 +18,7 @@ Pure: no I/O, only the standard library.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -182,7 +183,7 @@ def scan_tokens(text: str, kind: str, exempt: Iterable[tuple[int, int]] = ()) ->
     ignored, whole = ignored_lines(text)
     if whole:
         return []
-    spans = sorted([*_comment_spans(text, kind), *exempt])
+    spans = [*_comment_spans(text, kind), *exempt]
     hinted = bool(_LLAMA_HINT.search(text))
     hits: list[Hit] = []
     for m in _FLAG_RE.finditer(text):
@@ -197,16 +198,30 @@ def scan_tokens(text: str, kind: str, exempt: Iterable[tuple[int, int]] = ()) ->
     if "speculative" in text:
         hits += [Hit(m.start(1), m.end(1), m.group(1), "vllm-key")
                  for m in _VLLM_GONE_KEYS.finditer(text)]
+    merged = _merge(spans)
+    starts = [a for a, _ in merged]
+    newlines = [m.start() for m in re.finditer("\n", text)] if ignored else []
     out = []
     for h in sorted(hits, key=lambda h: h.start):
-        if _inside(h, spans):
+        k = bisect.bisect_right(starts, h.start) - 1
+        if k >= 0 and h.end <= merged[k][1]:
+            continue  # a comment, or free text the rewrite knows
+        if _MIGRATE_EXAMPLE.search(_line(text, h.start)):
             continue
-        line = _line(text, h.start)
-        if _MIGRATE_EXAMPLE.search(line):
-            continue
-        if text.count("\n", 0, h.start) + 1 in ignored:
+        if ignored and bisect.bisect_left(newlines, h.start) + 1 in ignored:
             continue
         out.append(h)
+    return out
+
+
+def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted, non-overlapping spans: one lookup per hit instead of one per span."""
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
     return out
 
 
@@ -216,5 +231,3 @@ def _line(text: str, at: int) -> str:
     return text[a:len(text) if b < 0 else b]
 
 
-def _inside(hit: Hit, spans: list[tuple[int, int]]) -> bool:
-    return any(a <= hit.start and hit.end <= b for a, b in spans)
