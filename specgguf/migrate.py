@@ -1866,7 +1866,12 @@ def run_migrate(paths: Sequence[str], check: bool = False, write: bool = False,
             for line in report_lines(path, findings):
                 print(line, file=out)
         if write and new != src.text:
-            mf.atomic_write(path, src.encode(new))
+            try:
+                mf.atomic_write(path, src.encode(new))
+            except OSError as why:  # one line, the file as it was, and exit 1
+                print(f"error: {path}: not rewritten: {why.strerror or why}", file=err)
+                failed = True
+                continue
             print(f"{path}: rewritten", file=out)
     if verbose:
         for path, why in skipped:
