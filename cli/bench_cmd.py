@@ -40,6 +40,12 @@ SweepNMax = typer.Option(
     help="Try these draft lengths (A..B or a comma list, e.g. 1..8) for every draft-simple "
     "configuration without ':N'; replaces --spec-draft-n-max.",
 )
+SweepSizeM = typer.Option(
+    None,
+    "--sweep-size-m",
+    help="Run every configuration that uses ngram-simple, ngram-map-k or ngram-map-k4v once "
+    "per size_m in this comma list (e.g. 8,16,32,48): how long their drafts may be.",
+)
 NPredict = typer.Option(
     128, "-n", "--n-predict", help="Tokens to generate per run (bench default: 128)."
 )
@@ -53,7 +59,7 @@ PromptClass = typer.Option(
     None,
     "--prompt-class",
     help="Only prompts of these classes (repeat or comma list), e.g. rewrite. The built-in "
-    "set has code, chat and rewrite.",
+    "set has code, chat, rewrite and edit (fix one thing, print the whole file).",
 )
 PerClass = typer.Option(0, "--per-class", help="At most N prompts of each class (0: all).")
 Repeat = typer.Option(
@@ -85,6 +91,7 @@ def bench(
     spec_draft_n_max: str = NMaxList,
     no_auto_profile: bool = o.NoAutoProfile,
     sweep_n_max: str | None = SweepNMax,
+    sweep_size_m: str | None = SweepSizeM,
     spec_draft_n_min: int = o.NMin,
     spec_draft_p_min: float = o.PMin,
     spec_draft_p_split: float = o.PSplit,
@@ -166,7 +173,24 @@ def bench(
 
     default_pair = model is None
     model, model_draft = o.resolve_models(model, model_draft)
-    configs = parse_configs(spec_type, n_max_values, have_draft_model=model_draft is not None)
+    size_m_values: list[int] = []
+    if sweep_size_m is not None:
+        for raw in sweep_size_m.split(","):
+            try:
+                m = int(raw.strip())
+            except ValueError:
+                m = 0
+            if not 1 <= m <= 1024:
+                raise UsageError(
+                    f"invalid value for --sweep-size-m: {raw.strip()!r} (expected 1..1024)"
+                )
+            size_m_values.append(m)
+    configs = parse_configs(
+        spec_type,
+        n_max_values,
+        have_draft_model=model_draft is not None,
+        size_m_values=size_m_values,
+    )
     classes = [c for v in (prompt_class or []) for c in v.split(",")]
     prompts = load_prompts(prompt, file, classes, per_class)
 
@@ -316,6 +340,7 @@ def _print_report(result, rec, temp: float) -> None:
             table.add_column(c, justify="right")
     table.add_column("accept", justify="right")
     table.add_column("mean len", justify="right")
+    table.add_column("tok/pass", justify="right")
     table.add_column("accept by position")
     if result.greedy:
         table.add_column("same text", justify="right")
@@ -340,6 +365,7 @@ def _print_report(result, rec, temp: float) -> None:
         cells += [
             f"{100 * row.accept_rate:.1f}%" if drafting else "-",
             f"{row.mean_acceptance_length:.2f}" if drafting else "-",
+            f"{row.tokens_per_pass:.2f}",
             " ".join(f"{a:.2f}" for a in row.per_position_acceptance[:8]) if drafting else "-",
         ]
         if result.greedy:
@@ -392,7 +418,7 @@ def _print_report(result, rec, temp: float) -> None:
                 "note: greedy output differed from plain decoding for "
                 + ", ".join(r.config.label for r in diverged)
                 + " (a k-token pass rounds differently from a 1-token pass; divergence at "
-                "near-ties of the target's top logits, see measured-here.md)"
+                "near-ties of the target's top logits)"
             )
     if rec.speculate:
         console.print(f"recommendation: {rec.command}   (expected x{rec.expected_speedup:.2f})")

@@ -29,6 +29,10 @@ _Write = typer.Option(
     help="Rewrite the files in place (atomically; only the changed words are touched).",
 )
 _Diff = typer.Option(False, "--diff", help="Show the changes as a unified diff.")
+_Verbose = typer.Option(
+    False, "--verbose", "-v",
+    help="Also list what a directory scan skipped and why (binary, too large, .git ...).",
+)
 
 
 def migrate(
@@ -36,6 +40,7 @@ def migrate(
     check: bool = _Check,
     write: bool = _Write,
     diff: bool = _Diff,
+    verbose: bool = _Verbose,
 ) -> None:
     """Rewrite removed speculative-decoding flags (--draft-max, -cd, vLLM's --speculative-model).
 
@@ -54,7 +59,7 @@ def migrate(
         code = migrate_command(args, check=check, stdout=sys.stdout)
     else:
         code = run_migrate(args, check=check, write=write, diff=diff,
-                           stdout=sys.stdout, stderr=sys.stderr)
+                           stdout=sys.stdout, stderr=sys.stderr, verbose=verbose)
     raise typer.Exit(code)
 
 

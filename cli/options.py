@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from specgguf.errors import UsageError, open_user_file
+from specgguf.spec_types import AUTO_DEFAULT_NGRAM
 
 Model = typer.Option(
     None,
@@ -30,7 +31,10 @@ SpecType = typer.Option(
     envvar="LLAMA_ARG_SPEC_TYPE",
     help="Comma list of: none, draft-simple, ngram-simple, ngram-map-k, ngram-map-k4v, "
     "ngram-mod, ngram-cache (tried in llama.cpp's priority order; `none` resets the list). "
-    "Default: none, but draft-simple when a draft model is given (llama.cpp would ignore -md).",
+    f"Default under --spec-draft-n-max auto: {', '.join(AUTO_DEFAULT_NGRAM)} (free n-gram "
+    "lookup), plus draft-simple when a draft model is given; auto sends each one's drafts only "
+    "while they pay, so where none does this is plain decoding. With a fixed "
+    "--spec-draft-n-max: none, or draft-simple with -md. `--spec-type none`: plain decoding.",
 )
 NMax = typer.Option(
     "auto",

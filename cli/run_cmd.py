@@ -172,7 +172,9 @@ def run(
         use_chat = use_chat or conversation
 
     model, model_draft = o.resolve_models(model, model_draft)
-    types = parse_spec_types(spec_type, have_draft_model=model_draft is not None)
+    types = parse_spec_types(
+        spec_type, have_draft_model=model_draft is not None, auto=n_max is None
+    )
 
     # Input, template file and trace file: all opened before any weight is read.
     lines = text = None

@@ -45,18 +45,26 @@ Pure module: no llama_cpp import; the decision functions take plain numbers.
 from __future__ import annotations
 
 import math
+import statistics
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from specgguf.profile import CostProfile, Estimate
+from specgguf.profile import CostProfile, Estimate, plausible_draft, plausible_verify
 
 Acceptance = float | Sequence[float]
 
-#: the longest draft `--spec-draft-n-max auto` considers unless told otherwise
+#: the longest draft `--spec-draft-n-max auto` lets a draft MODEL make unless told otherwise
 DEFAULT_N_MAX_CAP = 8
+#: the widest verify pass auto models. Free drafters (n-gram lookups) propose up to their own
+#: size_m (48 by default), and on CPUs a long pass costs far less per token than a short one
+#: (the batched kernels take over past ~9 tokens), so their widths must be priced too.
+MAX_WIDTH = 64
+#: what a wide probe assumes of passes wider than any measured: this share of the slope of
+#: the measured ones (see _optimistic_curve)
+WIDE_SLOPE_OPTIMISM = 0.5
 
 
 # -- pure cost model ---------------------------------------------------------------------------
@@ -122,17 +130,28 @@ def speedups(
     `p_empty`: probability that a drafting attempt ends before its first token (a model
     drafter that, after one draft step, finds its guess not worth proposing); such a round
     costs that draft step plus a plain step and emits one token.
+    (Asked several times a round for widths up to 64: one plain loop, no per-k method calls;
+    numpy's per-call overhead is larger than this whole loop at these sizes.)
     """
+    n = max(0, n_max)
     base = costs.verify_cost(0)
     p = min(1.0, max(0.0, p_empty))
+    q = 1.0 - p
+    if isinstance(acceptance, (int, float)):
+        acc = [min(1.0, max(0.0, float(acceptance)))] * n
+    else:
+        acc = [0.0 if a < 0.0 else 1.0 if a > 1.0 else a for a in acceptance[:n]]
+        acc += [acc[-1] if acc else 0.0] * (n - len(acc))
+    verify, draft = costs.verify, costs.draft
+    known = len(verify)
+    empty = p * (draft + base)
     out = [1.0]
     expected, reach = 1.0, 1.0  # expected_tokens(acceptance, k), built up one k at a time
-    for k in range(1, max(0, n_max) + 1):
-        reach *= _acc(acceptance, k - 1)
+    for k in range(1, n + 1):
+        reach *= acc[k - 1]
         expected += reach
-        tokens = (1 - p) * expected + p
-        cost = (1 - p) * costs.round_cost(k) + p * (costs.draft + base)
-        out.append(tokens * base / cost)
+        v = verify[k] if k < known else costs.verify_cost(k)
+        out.append((q * expected + p) * base / (q * (draft * k + v) + empty))
     return out
 
 
@@ -299,6 +318,7 @@ class AdaptivePolicy:
         self,
         n_max_cap: int = DEFAULT_N_MAX_CAP,
         *,
+        width_cap: int = MAX_WIDTH,
         decay: float = 0.97,
         cost_decay: float = 0.9,
         prior_acceptance: float = 0.5,
@@ -314,7 +334,10 @@ class AdaptivePolicy:
     ) -> None:
         if n_max_cap < 1:
             raise ValueError("n_max_cap must be >= 1")
-        self.cap = n_max_cap
+        self.cap = n_max_cap  # longest draft of a model drafter
+        #: widest pass priced: a free drafter may propose up to this (its own cap permitting)
+        self.width = max(n_max_cap, width_cap)
+        self._caps: dict[str, int] = {}  # per drafter: min(its own cap, width)
         self.decay = decay
         self.cost_decay = cost_decay
         self.prior_acceptance = prior_acceptance
@@ -342,7 +365,10 @@ class AdaptivePolicy:
         self._since_plain = 0  # rounds since the last plain step (k = 0)
         self._observed = 0
 
-        self._verify = [_DecayedMean() for _ in range(n_max_cap + 1)]  # ms, by #proposals
+        self._verify = [_DecayedMean() for _ in range(self.width + 1)]  # ms, by #proposals
+        # the last raw times by width: the profile gets their medians, which a burst of
+        # contention (another process on the CPU) cannot drag the way it drags a mean
+        self._verify_samples: list[deque[float]] = [deque(maxlen=64) for _ in self._verify]
         self._drafters: dict[str, _DrafterModel] = {}
         widths = [k for k in self.PROBE_LADDER if k < n_max_cap] + [n_max_cap]
         #: initial probes (k = 0 first: the plain step is the unit of every cost)
@@ -360,6 +386,9 @@ class AdaptivePolicy:
         self._round: dict[str, _RoundState] = {}
         #: k returned by each budget() call, in order (what `auto` chose round by round)
         self.chosen: list[int] = []
+        #: proposals actually verified each round (a free drafter's budget is its whole cap,
+        #: what it then sends is its proposal as cut by `trim`)
+        self.sent: list[int] = []
         self._cache: dict[tuple, Any] = {}  # derived estimates, cleared by observe()
         self.probes = 0
         # what a machine profile (specgguf.profile) said before this run measured anything
@@ -379,7 +408,10 @@ class AdaptivePolicy:
         self._cache.clear()
         for d in drafters:
             self._attached.append((d, int(d.max_draft)))
-            self._model(d.name).cheap = bool(getattr(d, "cheap", False))
+            cheap = bool(getattr(d, "cheap", False))
+            self._model(d.name).cheap = cheap
+            # a free drafter may propose as far as its own cap; a model drafter up to n_max
+            self._caps[d.name] = max(1, min(int(d.max_draft), self.width if cheap else self.cap))
             if hasattr(d, "policy"):
                 d.policy = self
                 self._drafters[d.name].gated = True
@@ -396,12 +428,12 @@ class AdaptivePolicy:
         self._prior_verify = {
             k: Estimate(e.value, min(e.weight, cap))
             for k, e in profile.verify.items()
-            if 1 <= k <= self.cap and e.weight > 0
+            if 1 <= k <= self.width and e.weight > 0 and plausible_verify(k, e.value)
         }
         self._prior_draft = {
             n: Estimate(e.value, min(e.weight, cap))
             for n, e in profile.draft.items()
-            if e.weight > 0
+            if e.weight > 0 and plausible_draft(e.value)
         }
         self.seeded = bool(self._prior_verify)
         self._cache.clear()
@@ -413,15 +445,22 @@ class AdaptivePolicy:
         base = self.target_step_ms()
         if not base or not self._verify[0].known:
             return None
-        verify = {
-            k: Estimate(v.mean / base, float(v.n))
-            for k, v in enumerate(self._verify)
-            if k >= 1 and v.known
-        }
+        # medians of this run's own samples, each width against the plain step's median;
+        # a ratio no pass can have (a wide pass cheaper than a plain step, or dearer than
+        # that many plain steps twice over) comes from a disturbed run and is not kept
+        unit = statistics.median(self._verify_samples[0]) if self._verify_samples[0] else base
+        verify = {}
+        for k in range(1, len(self._verify)):
+            samples = self._verify_samples[k]
+            if not samples or unit <= 0:
+                continue
+            rel = statistics.median(samples) / unit
+            if plausible_verify(k, rel):
+                verify[k] = Estimate(rel, float(len(samples)))
         draft = {
             name: Estimate(m.draft_ms.mean / base, float(m.draft_ms.n))
             for name, m in self._drafters.items()
-            if m.gated and m.draft_ms.known
+            if m.gated and m.draft_ms.known and plausible_draft(m.draft_ms.mean / base)
         }
         if not verify and not draft:
             return None
@@ -450,7 +489,7 @@ class AdaptivePolicy:
     def _model(self, name: str) -> _DrafterModel:
         m = self._drafters.get(name)
         if m is None:
-            m = self._drafters[name] = _DrafterModel(self.cap, self.bins)
+            m = self._drafters[name] = _DrafterModel(self.width, self.bins)
         return m
 
     # -- estimates -------------------------------------------------------------------------------
@@ -475,18 +514,19 @@ class AdaptivePolicy:
         target step per extra token until a probe measures it."""
         known = self._known_curve()
         if not known:
-            return tuple(1.0 + k for k in range(self.cap + 1))
+            return tuple(1.0 + k for k in range(self.width + 1))
         known[0] = known.get(0, 1.0)
         ks = sorted(known)
         out = []
-        for k in range(self.cap + 1):
-            if k in known:
+        j = 0  # ks[j] <= k < ks[j + 1]
+        for k in range(self.width + 1):
+            while j + 1 < len(ks) and ks[j + 1] <= k:
+                j += 1
+            lo = ks[j]
+            if k == lo:
                 out.append(known[k])
-                continue
-            lo = max(x for x in ks if x < k)
-            hi = [x for x in ks if x > k]
-            if hi:
-                h = hi[0]
+            elif j + 1 < len(ks):
+                h = ks[j + 1]
                 out.append(known[lo] + (known[h] - known[lo]) * (k - lo) / (h - lo))
             else:
                 out.append(known[lo] + (k - lo) * 1.0)
@@ -494,10 +534,16 @@ class AdaptivePolicy:
 
     def _known_curve(self) -> dict[int, float]:
         """Relative verify cost by width where measured this run or known from the profile,
-        the two weighted by their sample counts."""
+        the two weighted by their sample counts (a copy: callers may change it)."""
+        key = ("known",)
+        if key not in self._cache:
+            self._cache[key] = self._compute_known_curve()
+        return dict(self._cache[key])
+
+    def _compute_known_curve(self) -> dict[int, float]:
         base = self.target_step_ms()
         out: dict[int, float] = {}
-        for k in range(self.cap + 1):
+        for k in range(self.width + 1):
             v, prior = self._verify[k], self._prior_verify.get(k)
             num = den = 0.0
             if v.known and base:
@@ -510,6 +556,71 @@ class AdaptivePolicy:
 
     def _known_widths(self) -> list[int]:
         return sorted(k for k in self._known_curve() if k > 0)
+
+    def cap_of(self, name: str) -> int:
+        """The longest draft `name` may make: its own cap, within the widths auto prices."""
+        return self._caps.get(name, self.cap)
+
+    def _optimistic_curve(self) -> tuple[float, ...]:
+        """The verify curve as cheap as it plausibly is: measured where known, interpolated
+        between, and past the widest measured pass rising at HALF the slope of the measured
+        ones. Batched kernels make each extra token of a wide pass cost less than one of a
+        short pass (on a 2-core CPU about 0.8 of a step per token up to 9 tokens, 0.35 from
+        16 to 64), so half the short slope is a fair guess of how cheap wide passes might be,
+        and a line through the short ones is not. What a wide probe is decided on; never what
+        a plan is priced at."""
+        key = ("optimistic",)
+        if key not in self._cache:
+            curve = list(self.verify_curve())
+            known = self._known_curve()
+            widths = [k for k in known if k > 0]
+            if widths:
+                w = max(widths)
+                slope = sum(k * (known[k] - 1.0) for k in widths) / sum(k * k for k in widths)
+                slope = max(0.0, slope) * WIDE_SLOPE_OPTIMISM
+                for k in range(w + 1, len(curve)):
+                    curve[k] = known[w] + slope * (k - w)
+            self._cache[key] = tuple(curve)
+        return self._cache[key]
+
+    def _wide_probe(self, name: str, acc: Sequence[float], current: float) -> _Plan | None:
+        """A free drafter whose acceptance says long drafts would be accepted, while passes
+        that wide were never measured here: priced at the optimistic curve, would a width
+        past the measured ones clearly beat the best measured plan? Then send that width, so
+        its cost is measured where it is used instead of extrapolated from short passes (on
+        CPUs the cost per token falls steeply past ~9 tokens, so a line fitted to short passes
+        hides a 2x on "print the whole file" prompts). The probe is charged to the exploration
+        budget only for what it loses; one whose tokens are accepted pays for itself."""
+        widest = max(self._known_widths(), default=0)
+        cap = self.cap_of(name)
+        if widest <= 0 or widest >= cap:
+            return None
+        k, s = best_k(Costs(verify=self._optimistic_curve()), acc, cap, margin=self.margin)
+        if k <= widest or s <= max(1.0, current) * (1.0 + self.margin):
+            return None
+        if not self._may_explore():
+            return None
+        self.probes += 1
+        return _Plan(k, s, probe=True)
+
+    def trim(self, name: str, n: int) -> int:
+        """How many of the `n` tokens that `name` just proposed to send to the target.
+
+        Model drafters are cut token by token (`continue_drafting`); a free drafter proposes
+        all it has and is cut here, at the length with the best expected tokens per unit of
+        verify cost under this drafter's per-position acceptance: a long proposal from a text
+        that keeps being copied goes out whole, one from a text that drifts is cut short. A
+        probe goes out whole (it measures that width)."""
+        t0 = time.perf_counter()
+        try:
+            m = self._drafters.get(name)
+            plan = self._plans.get(name)
+            if m is None or not m.cheap or plan is None or plan.probe or n <= 1:
+                return n
+            k, _ = best_k(self.costs(name), self.acceptance(name), n)
+            return k
+        finally:
+            self.overhead_ms += (time.perf_counter() - t0) * 1e3
 
     def acceptance(self, name: str) -> list[float]:
         key = ("acc", name)
@@ -524,7 +635,7 @@ class AdaptivePolicy:
         out: list[float] = []
         prior = self.prior_acceptance
         w = self.prior_weight
-        for i in range(self.cap):
+        for i in range(self.width):
             t, h = (m.trials[i], m.hits[i]) if m else (0.0, 0.0)
             a = (h + w * prior) / (t + w)
             out.append(a)
@@ -576,7 +687,13 @@ class AdaptivePolicy:
                 plans[name] = _Plan(0, 1.0, probe=False)
                 continue
             costs, acc = self.costs(name), self.acceptance(name)
-            k, s = best_k(costs, acc, self.cap, margin=self.margin, p_empty=m.p_empty())
+            cap = self.cap_of(name)
+            k, s = best_k(costs, acc, cap, margin=self.margin, p_empty=m.p_empty())
+            if m.cheap:
+                probe = self._wide_probe(name, acc, s)
+                if probe is not None:
+                    plans[name] = probe
+                    continue
             if k > 0 and m.gated:
                 # continue_drafting cuts low-confidence tails, so allow the length that pays
                 # when the draft is confident (the best calibrated bin), never less than k.
@@ -589,8 +706,10 @@ class AdaptivePolicy:
                     ),
                     default=0.0,
                 )
-                k_up, _ = best_k(costs, [max(a, top) for a in acc], self.cap, margin=self.margin)
+                k_up, _ = best_k(costs, [max(a, top) for a in acc], cap, margin=self.margin)
                 k = max(k, k_up)
+            if k > 0 and m.cheap:
+                k = cap  # a free drafter proposes what it has; `trim` cuts it to what pays
             plans[name] = _Plan(k, s, probe=False)
         # Wider passes than the widest measured one are priced at a full target step per extra
         # token. When the measured curve's average slope says a wider one could pay, try the
@@ -604,6 +723,7 @@ class AdaptivePolicy:
                 name
                 for name, m in self._drafters.items()
                 if name in hopeful
+                and not m.cheap  # free drafters grow through _wide_probe
                 and best_k(
                     Costs(verify=curve, draft=self.costs(name).draft),
                     self.acceptance(name),
@@ -631,8 +751,9 @@ class AdaptivePolicy:
                 continue
             kk = k
             if kk is None:  # the least bad k >= 1 under current estimates
-                sp = speedups(self.costs(name), self.acceptance(name), self.cap)
-                kk = max(range(1, self.cap + 1), key=lambda j: (sp[j], -j))
+                cap = self.cap_of(name)
+                sp = speedups(self.costs(name), self.acceptance(name), cap)
+                kk = max(range(1, cap + 1), key=lambda j: (sp[j], -j))
             plans[name] = _Plan(kk, 1.0, probe=True)
         return plans
 
@@ -683,9 +804,9 @@ class AdaptivePolicy:
             p = plans.get(d.name)
             d.max_draft = min(cap, p.k) if p is not None else 0
             if d.max_draft == 0 and cap > 0 and limit > 0 and getattr(d, "cheap", False):
-                self._shadow(d, min(cap, self.cap))
+                self._shadow(d, min(cap, self.width))
         k = max((p.k for p in plans.values()), default=default)
-        k = max(0, min(k, limit, self.cap))
+        k = max(0, min(k, limit, self.width))
         self.chosen.append(k)
         return k
 
@@ -722,21 +843,40 @@ class AdaptivePolicy:
         """Ask a cheap drafter that sits this round out what it would have proposed; the
         tokens emitted next say how much of it the target would have accepted (exactly, under
         greedy decoding; in expectation when sampling, since an n-gram draft is one-hot and
-        P(accept) = p(token) = P(the sampled token is that token))."""
+        P(accept) = p(token) = P(the sampled token is that token)).
+
+        One long shadow per drafter at a time: shadows started on consecutive rounds cover
+        the same stretch of text, so they would count one lucky (or unlucky) stretch many
+        times over at every depth, and the estimate would swing with it. While a long one is
+        pending, the drafter's first token is still scored every round (a one-token shadow):
+        those are different positions of the text, and they are what notices quickly that a
+        drafter has started (or stopped) guessing right."""
+        pending = [sh for sh in self._shadows if sh[0] == drafter.name]
+        if len(pending) >= 2:
+            return
         try:
             draft = drafter.propose(n)
         except Exception:  # a shadow is never worth a failed generation
             return
         if draft.tokens:
-            self._shadows.append([drafter.name, list(draft.tokens[:n]), 0])
+            toks = list(draft.tokens[: 1 if pending else n])
+            self._shadows.append([drafter.name, toks, 0])
 
     def _resolve_shadows(self, emitted: Sequence[int]) -> None:
+        """Score pending shadows position by position as the tokens arrive (a position's
+        outcome is known as soon as its token is emitted; waiting for the whole shadow would
+        keep a 48-token draft's evidence back for 48 plain steps)."""
         keep = []
         for sh in self._shadows:
             name, toks, hits = sh
+            m = self._model(name)
             done = False
             for t in emitted:
-                if toks[hits] != t:
+                ok = toks[hits] == t
+                if hits < self.width:
+                    m.trials[hits] += 1.0
+                    m.hits[hits] += 1.0 if ok else 0.0
+                if not ok:
                     done = True
                     break
                 hits += 1
@@ -744,23 +884,24 @@ class AdaptivePolicy:
                     done = True
                     break
             sh[2] = hits
-            if not done:
+            if done:
+                m.shadow_trials += 1
+                self.shadow_samples += 1
+            else:
                 keep.append(sh)
-                continue
-            m = self._model(name)
-            m.shadow_trials += 1
-            self.shadow_samples += 1
-            for i in range(min(len(toks), self.cap)):
-                if i > hits:
-                    break
-                m.trials[i] += 1.0
-                m.hits[i] += 1.0 if i < hits else 0.0
         self._shadows = keep
 
     def _likely_curve(self) -> tuple[float, ...]:
+        key = ("likely",)
+        if key not in self._cache:
+            self._cache[key] = self._compute_likely_curve()
+        return self._cache[key]
+
+    def _compute_likely_curve(self) -> tuple[float, ...]:
         """The verify curve as the policy expects it to be: measured where known, and beyond
-        the widest measured pass extrapolated with the slope of the two widest ones (what
-        probe decisions use; the plan itself prices unmeasured widths at a full step)."""
+        the widest measured pass extrapolated with the least-squares slope of the measured
+        points through (0, 1) (what the ceiling uses; the plan itself prices unmeasured widths
+        at a full step)."""
         curve = list(self.verify_curve())
         known = self._known_curve()
         widths = [k for k in known if k > 0]
@@ -778,9 +919,12 @@ class AdaptivePolicy:
     def ceiling(self, name: str) -> float:
         """The best speedup drafting with `name` could reach if every proposal were accepted,
         under the costs known now (unknown widths extrapolated along the known curve)."""
-        d = self._draft_rel(name)
-        costs = Costs(verify=self._likely_curve(), draft=1.0 if d is None else d)
-        return max(speedups(costs, 1.0, self.cap))
+        key = ("ceiling", name)
+        if key not in self._cache:
+            d = self._draft_rel(name)
+            costs = Costs(verify=self._likely_curve(), draft=1.0 if d is None else d)
+            self._cache[key] = max(speedups(costs, 1.0, self.cap_of(name)))
+        return self._cache[key]
 
     def hopeless(self, name: str) -> bool:
         """Drafting with `name` cannot pay on this machine whatever the text: even at 100%
@@ -832,7 +976,7 @@ class AdaptivePolicy:
         m = self._drafters[name]
         acc = [min(1.0, a + self.optimism) for a in self.acceptance(name)]
         costs = Costs(verify=self._likely_curve(), draft=self.costs(name).draft)
-        k, _ = best_k(costs, acc, self.cap, margin=self.margin, p_empty=m.p_empty())
+        k, _ = best_k(costs, acc, self.cap_of(name), margin=self.margin, p_empty=m.p_empty())
         return k > 0
 
     def continue_drafting(self, name: str, position: int, confidence: float) -> bool:
@@ -844,7 +988,7 @@ class AdaptivePolicy:
         if position == 0 or st is None:
             st = self._round[name] = _RoundState()
         plan = self._plans.get(name)
-        n_max = plan.k if plan is not None else self.cap
+        n_max = plan.k if plan is not None else self.cap_of(name)
         if position >= n_max:
             ok = False
         elif plan is not None and plan.probe:
@@ -879,10 +1023,12 @@ class AdaptivePolicy:
 
     def _observe(self, rnd: Any) -> None:
         k = len(rnd.proposed)
+        self.sent.append(k)
         self._observed += 1
         self._since_plain = 0 if k == 0 else self._since_plain + 1
-        if k <= self.cap and self._observed > 1:  # the first round follows the prompt's pass
+        if k <= self.width and self._observed > 1:  # the first round follows the prompt's pass
             self._verify[k].add(float(rnd.verify_ms), self.cost_decay)
+            self._verify_samples[k].append(float(rnd.verify_ms))
         self._elapsed += len(rnd.emitted)
         base = self.target_step_ms()
         if self._probing and base:
@@ -940,7 +1086,7 @@ class AdaptivePolicy:
         m.rounds += 1
         m.tokens_drafted += k
         m.tokens_accepted += n_acc
-        for i in range(min(k, self.cap)):
+        for i in range(min(k, self.width)):
             if i > n_acc:
                 break  # never reached: an earlier proposal was rejected
             m.trials[i] += 1.0
@@ -989,7 +1135,7 @@ class AdaptivePolicy:
         drafters = {}
         for name, m in self._drafters.items():
             costs, acc = self.costs(name), self.acceptance(name)
-            k, s = best_k(costs, acc, self.cap, margin=self.margin, p_empty=m.p_empty())
+            k, s = best_k(costs, acc, self.cap_of(name), margin=self.margin, p_empty=m.p_empty())
             d_rel = self._draft_rel(name)
             drafters[name] = {
                 "draft_ms_per_token": round(m.draft_ms.mean, 3) if m.draft_ms.known else None,
@@ -997,7 +1143,7 @@ class AdaptivePolicy:
                 "ceiling": round(self.ceiling(name), 4),
                 "hopeless": self.hopeless(name),
                 "shadow_drafts": m.shadow_trials,
-                "acceptance": [round(a, 4) for a in acc],
+                "acceptance": [round(a, 4) for a in acc[: self.cap_of(name)]],
                 "rounds": m.rounds,
                 "empty_attempts": m.empty_attempts,
                 "tokens_drafted": m.tokens_drafted,
@@ -1008,6 +1154,7 @@ class AdaptivePolicy:
         hist = Counter(self.chosen)
         return {
             "n_max_cap": self.cap,
+            "width_cap": self.width,
             "rounds": len(self.chosen),
             "probes": self.probes,
             "explore_cost_steps": round(self._explore_spent, 3),
@@ -1016,6 +1163,8 @@ class AdaptivePolicy:
             "policy_ms": round(self.overhead_ms, 3),
             "chosen_k": {str(k): hist[k] for k in sorted(hist)},
             "mean_k": round(sum(self.chosen) / len(self.chosen), 3) if self.chosen else 0.0,
+            "mean_sent": round(sum(self.sent) / len(self.sent), 3) if self.sent else 0.0,
+            "tokens_per_pass": round(self._elapsed / len(self.sent), 3) if self.sent else 0.0,
             "target_step_ms": round(base, 3) if base else None,
             "verify_cost_rel": {
                 str(k): round(c, 4) for k, c in sorted(known.items()) if math.isfinite(c)
@@ -1028,7 +1177,9 @@ class AdaptivePolicy:
         """A few lines for stderr after `run --spec-draft-n-max auto`."""
         s = self.summary()
         lines = [
-            f"auto: {s['rounds']} rounds, mean k {s['mean_k']:.2f}, probes {s['probes']} "
+            f"auto: {s['rounds']} rounds, mean k {s['mean_k']:.2f} allowed, "
+            f"{s['mean_sent']:.2f} sent, {s['tokens_per_pass']:.2f} tokens per pass, "
+            f"probes {s['probes']} "
             f"(cost {s['probe_cost_steps']:+.2f} steps), bookkeeping {s['policy_ms']:.1f} ms, "
             "chosen k " + " ".join(f"{k}:{n}" for k, n in s["chosen_k"].items()),
         ]

@@ -24,10 +24,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from specgguf.adaptive import DEFAULT_N_MAX_CAP, AdaptivePolicy, Costs, best_k
+from specgguf.adaptive import DEFAULT_N_MAX_CAP, MAX_WIDTH, AdaptivePolicy, Costs, best_k
 from specgguf.errors import PromptError, UsageError
 from specgguf.profile import CostProfile, Estimate
-from specgguf.spec_types import parse_spec_types
+from specgguf.spec_types import NGRAM_TYPES, default_spec_types, parse_spec_types
 
 #: auto's largest draft (`--spec-draft-n-max auto` chooses 0..AUTO_CAP each round)
 AUTO_CAP = DEFAULT_N_MAX_CAP
@@ -35,6 +35,15 @@ AUTO_CAP = DEFAULT_N_MAX_CAP
 MARGIN = 0.03
 #: an auto configuration that drafted less than this on average per round is plain decoding
 IDLE_MEAN_K = 0.05
+#: tokens per target pass at which the cost curve is measured: every width up to 9, where the
+#: CPU kernels change most, then sparser (what lies between is interpolated)
+PASS_GRID = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 16, 24, 32, 48, 64)
+#: n-gram types whose draft length is their size_m (what --sweep-size-m varies)
+SIZE_M_TYPES = {
+    "ngram-simple": "--spec-ngram-simple-size-m",
+    "ngram-map-k": "--spec-ngram-map-k-size-m",
+    "ngram-map-k4v": "--spec-ngram-map-k4v-size-m",
+}
 #: the prompt set shipped with specgguf (one JSON object per line: {"class", "prompt"})
 BUILTIN_PROMPTS = Path(__file__).resolve().parent.parent / "scripts" / "bench_prompts.jsonl"
 
@@ -53,6 +62,9 @@ class BenchConfig:
     types: tuple[str, ...] = ()
     n_max: int | None = 3
     control: bool = False
+    #: `run` with no --spec-type and no --spec-draft-n-max: what a user gets by default
+    default: bool = False
+    size_m: int | None = None  # --sweep-size-m: the n-gram types' size_m for this row
 
     @property
     def plain(self) -> bool:
@@ -76,6 +88,10 @@ class BenchConfig:
         if self.control:
             return "none (control)"
         name = ",".join(self.types)
+        if self.default:
+            return f"default ({name} auto)"
+        if self.size_m is not None:
+            name += f" m={self.size_m}"
         if self.auto:
             return f"{name} auto"
         return f"{name} n_max={self.n_max}" if self.uses_n_max else name
@@ -84,9 +100,15 @@ class BenchConfig:
         """The `specgguf run` flags that select this configuration."""
         if not self.types:
             return ["--spec-type", "none"]
+        if self.default:
+            return []
         flags = ["--spec-type", ",".join(self.types)]
         if self.uses_n_max:
             flags += ["--spec-draft-n-max", "auto" if self.auto else str(self.n_max)]
+        if self.size_m is not None:
+            for t in self.types:
+                if t in SIZE_M_TYPES:
+                    flags += [SIZE_M_TYPES[t], str(self.size_m)]
         return flags
 
 
@@ -129,6 +151,7 @@ def parse_configs(
     n_max_values: Sequence[int | None],
     *,
     have_draft_model: bool,
+    size_m_values: Sequence[int] = (),
 ) -> list[BenchConfig]:
     """Configurations to compare, plain decoding first.
 
@@ -136,21 +159,37 @@ def parse_configs(
     comma list of types as `run --spec-type` takes it, optionally followed by ':N', ':auto'
     or ':A..B' (its draft lengths). Without ':', a configuration that uses draft-simple runs
     once per value of `n_max_values` (--spec-draft-n-max / --sweep-n-max); n-gram-only ones
-    run once. `none` (plain decoding) is always included, as the reference.
-    With no --spec-type: draft-simple, ngram-simple and draft-simple auto when a draft model is
-    there, else ngram-simple and ngram-simple auto.
+    run once. `none` (plain decoding) is always included, as the reference. `default` is what
+    `run` does with neither --spec-type nor --spec-draft-n-max (the free n-gram drafters, and
+    draft-simple with a draft model, under auto). With `size_m_values` (--sweep-size-m), each
+    configuration with ngram-simple/map-k/map-k4v runs once per size_m.
+    With no --spec-type: ngram-simple and ngram-map-k as llama.cpp runs them, draft-simple
+    with a fixed length when a draft model is there, and the default.
     """
     if not values:
         values = (
-            ["draft-simple;ngram-simple;draft-simple:auto"]
+            ["draft-simple;ngram-simple;ngram-map-k;default"]
             if have_draft_model
-            else ["ngram-simple;ngram-simple:auto"]
+            else ["ngram-simple;ngram-map-k;default"]
         )
     configs: list[BenchConfig] = [PLAIN]
+
+    def add(cfg: BenchConfig) -> None:
+        sweep = not cfg.default and any(t in SIZE_M_TYPES for t in cfg.types)
+        sizes = list(size_m_values) if sweep else []
+        for m in sizes or [None]:
+            c = replace(cfg, size_m=m)
+            if c not in configs:
+                configs.append(c)
+
     for value in values:
         for item in value.split(";"):
             item = item.strip()
             if not item:
+                continue
+            if item.lower() == "default":
+                types = default_spec_types(have_draft_model=have_draft_model, auto=True)
+                add(BenchConfig(tuple(types), None, default=True))
                 continue
             spec, _, lengths = item.partition(":")
             types = tuple(parse_spec_types(spec, have_draft_model=have_draft_model))
@@ -169,8 +208,7 @@ def parse_configs(
                 cfg = BenchConfig(types, n)
                 if not cfg.uses_n_max:
                     cfg = BenchConfig(types, 3)
-                if cfg not in configs:
-                    configs.append(cfg)
+                add(cfg)
     return configs
 
 
@@ -271,8 +309,21 @@ class CostCurve:
         return self.target_ms[1]
 
     def verify(self) -> tuple[float, ...]:
-        """Index k = proposals: a pass over k + 1 tokens relative to 1."""
-        return tuple(self.target_ms[n] / self.step_ms for n in sorted(self.target_ms))
+        """Index k = proposals: a pass over k + 1 tokens relative to 1, linearly interpolated
+        between the measured widths (PASS_GRID)."""
+        ns = sorted(self.target_ms)
+        out = []
+        for n in range(1, ns[-1] + 1):
+            if n in self.target_ms:
+                out.append(self.target_ms[n] / self.step_ms)
+                continue
+            lo = max(x for x in ns if x < n)
+            hi = min(x for x in ns if x > n)
+            t = self.target_ms[lo] + (self.target_ms[hi] - self.target_ms[lo]) * (n - lo) / (
+                hi - lo
+            )
+            out.append(t / self.step_ms)
+        return tuple(out)
 
     @property
     def draft_rel(self) -> float | None:
@@ -332,8 +383,9 @@ def measure_cost_curve(
         dctx.truncate(0)
         if n0:
             dctx.decode(list(tokens[:n0]), 0, outputs="none")
+    widths = [n for n in PASS_GRID if n < widest] + [widest]
     for _ in range(max(1, reps)):
-        for n in range(1, widest + 1):
+        for n in widths:
             ms = _timed(lambda n=n: target.decode(filler[:n], n0, outputs="all"))
             pool.target.setdefault(n, []).append(ms)
             target.truncate(n0)
@@ -372,6 +424,21 @@ class RunResult:
     cpu_share: float = 0.0  # process CPU seconds per wall second during the run (0: unknown)
 
 
+def with_size_m(ngram: Any, size_m: int | None) -> Any:
+    """The n-gram options with every size_m set to `size_m` (None: unchanged)."""
+    if size_m is None:
+        return ngram
+    from specgguf.drafters.ngram_params import NgramOptions
+
+    opts = ngram if ngram is not None else NgramOptions()
+    return replace(
+        opts,
+        simple=replace(opts.simple, size_m=size_m),
+        map_k=replace(opts.map_k, size_m=size_m),
+        map_k4v=replace(opts.map_k4v, size_m=size_m),
+    )
+
+
 def run_one(
     session: Any,
     cfg: BenchConfig,
@@ -393,6 +460,7 @@ def run_one(
         types=list(cfg.types),
         n_max=cfg.n_max if cfg.n_max is not None else AUTO_CAP,
         adaptive=cfg.auto,
+        ngram=with_size_m(base_spec.ngram, cfg.size_m),
     )
     # each configuration keeps its own n-gram drafters (their options and caches)
     session._ngram_drafters = ngram_state
@@ -502,6 +570,8 @@ def run_bench(
                 one(cfg, tokenized[0], min(16, options.n_predict), -1, -1)
         tick("cost curve")
         max_k = max([AUTO_CAP] + [c.n_max or 0 for c in configs if c.uses_n_max])
+        if any(t in NGRAM_TYPES for c in configs for t in c.types):
+            max_k = MAX_WIDTH  # n-gram drafts reach their size_m (48 by default)
         pool = CostSamples()
         costs = measure_cost_curve(session, tokenized[0], max_k, options.cost_reps, pool)
         seed_profile = seed_from(costs)
@@ -596,6 +666,7 @@ class ConfigSummary:
     same_as_plain: tuple[int, int] | None  # (identical runs, runs); greedy only
     auto: dict[str, Any] | None  # merged AdaptivePolicy summaries
     stalled_pairs: int = 0  # pairs left out of the ratios (see STARVED)
+    tokens_per_pass: float = 0.0  # tokens emitted per target pass (plain decoding: 1)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -611,6 +682,7 @@ class ConfigSummary:
             "mean_acceptance_length": round(self.mean_acceptance_length, 4),
             "per_position_acceptance": [round(a, 4) for a in self.per_position_acceptance],
             "n_drafted": self.n_drafted,
+            "tokens_per_pass": round(self.tokens_per_pass, 3),
             "same_text_as_plain": (
                 {"identical": self.same_as_plain[0], "runs": self.same_as_plain[1]}
                 if self.same_as_plain
@@ -684,6 +756,8 @@ def summarize(result: BenchResult) -> list[ConfigSummary]:
         drafted = sum(r.timings["draft_n"] for r in runs)
         accepted = sum(r.timings["draft_n_accepted"] for r in runs)
         drafting_rounds = sum(r.timings["rounds"] for r in runs)
+        passes = drafting_rounds + sum(r.timings.get("plain_steps", 0) for r in runs)
+        emitted = sum(r.timings.get("predicted_n", len(r.tokens)) for r in runs)
         pos: list[float] = []
         for r in runs:  # weighted by drafting rounds, as RunStats counts them
             for i, a in enumerate(r.timings["per_position_acceptance"]):
@@ -704,6 +778,7 @@ def summarize(result: BenchResult) -> list[ConfigSummary]:
                 n_drafted=drafted,
                 same_as_plain=(same, compared) if result.greedy and not cfg.plain else None,
                 stalled_pairs=dropped,
+                tokens_per_pass=emitted / passes if passes else 0.0,
                 auto=_merge_auto([r.auto for r in runs if r.auto is not None]),
             )
         )

@@ -91,11 +91,12 @@ _VLLM_KEYS: dict[str, tuple[str, type]] = {
     "--speculative-draft-tensor-parallel-size": ("draft_tensor_parallel_size", int),
     "-spec-draft-tp": ("draft_tensor_parallel_size", int),
     "--speculative-max-model-len": ("max_model_len", int),
-    "--speculative-disable-by-batch-size": ("disable_by_batch_size", int),
     "--speculative-model-quantization": ("quantization", str),
 }
 # V0-only knobs with no --speculative-config key today: reported, never dropped silently
 _VLLM_GONE: dict[str, int] = {
+    # current SpeculativeConfig has no disable_by_batch_size: vLLM rejects the key
+    "--speculative-disable-by-batch-size": 1,
     "--spec-decoding-acceptance-method": 1,
     "--typical-acceptance-sampler-posterior-threshold": 1,
     "--typical-acceptance-sampler-posterior-alpha": 1,
@@ -159,7 +160,9 @@ class _Plan:
     """Collects the operations, reasons and refusals for one command."""
 
     def __init__(self, argv: list[str], tool: str, start: int, dynamic: frozenset[int],
-                 env_names: frozenset[str]) -> None:
+                 env_names: frozenset[str], base: str | None = None) -> None:
+        self.base = base  # the directory relative draft paths are read from
+        self.refused = False  # nothing of this command may change: a person must decide
         self.argv, self.tool, self.start = argv, tool, start
         self.dynamic, self.env_names = dynamic, env_names
         self.notes: list[str] = []
@@ -273,8 +276,8 @@ def migrate_argv(argv: Sequence[str], *, tool: str | None = None,
 
 
 def _migrate(argv: list[str], tool: str, start: int, dynamic: frozenset[int],
-             env_names: frozenset[str]) -> MigrationResult:
-    plan = _Plan(argv, tool, start, dynamic, env_names)
+             env_names: frozenset[str], base: str | None = None) -> MigrationResult:
+    plan = _Plan(argv, tool, start, dynamic, env_names, base)
     if tool == lg.VLLM:
         _migrate_vllm(plan)
     else:
@@ -394,12 +397,63 @@ def _same_int(a: str | None, b: str | None) -> bool:
         return a == b
 
 
+#: options of llama.cpp forks (DFlash, MTP heads, EAGLE builds): such a command was written
+#: for that fork, whose own flags (--draft-max included) may still be valid there
+FORK_FLAGS = frozenset({"--dflash", "--mtp", "-mtp", "--mtp-head", "--eagle", "--eagle3",
+                        "--draft-block-size", "--dflash-model", "--spec-dflash"})
+#: what each drafter kind is called in reports
+DRAFTER_NAMES = {"mtp": "an MTP drafter", "eagle3": "an EAGLE-3 drafter",
+                 "dflash": "a DFlash drafter"}
+
+
+def classify_draft(value: str, base: str | None = None) -> tuple[str | None, str]:
+    """("plain" | "mtp" | "eagle3" | "dflash", "") for a draft file we can read, else (None, why).
+
+    Current llama.cpp takes MTP, EAGLE-3 and DFlash drafters' type from their GGUF, and uses a
+    plain draft model only with `--spec-type draft-simple`; so whether to add that option
+    depends on the file. When the file is not here to read, nothing is guessed.
+    """
+    if not value or value.startswith(("$", "%", "{")) or "$" in value:
+        return None, f"{value or 'its path'} is decided when the command runs"
+    candidates = [value] if os.path.isabs(value) or base is None \
+        else [os.path.join(base, value), value]
+    path = next((c for c in candidates if os.path.isfile(c)), None)
+    if path is None:
+        return None, f"{value} is not here to read"
+    from specgguf.gguf_info import read_gguf_info
+
+    try:
+        info = read_gguf_info(path)
+    except Exception as err:  # any unreadable file: report, never guess
+        return None, f"cannot read {value}: {str(err).splitlines()[0]}"
+    arch = info.architecture.lower()
+    meta = info.metadata
+    name = f"{arch} {meta.get('general.name') or ''} {meta.get('general.basename') or ''}".lower()
+    if "dflash" in name:
+        return "dflash", ""
+    if "eagle" in name:
+        return "eagle3", ""
+    nextn = [v for k, v in meta.items() if k.endswith(".nextn_predict_layers")]
+    if any(isinstance(v, int) and v > 0 for v in nextn) or "mtp" in arch \
+            or "assistant" in arch:
+        return "mtp", ""
+    return "plain", ""
+
+
 def _migrate_llama(plan: _Plan) -> None:
     flags, opaque = _scan_flags(plan.argv, plan.start, plan.dynamic)
+    removed = [f for f in flags if f.name in lg.REMOVED_BY_NAME]
+    fork = [f for f in flags if f.name in FORK_FLAGS]
+    has_old = removed or any(f.name == lg.SPEC_TYPE_FLAG and f.value and any(
+        t.strip() in lg.REMOVED_SPEC_TYPES for t in f.value.split(",")) for f in flags)
+    if fork and has_old:
+        plan.unsafe.append(f"{fork[0].typed} is not a llama.cpp option: this command was "
+                           "written for a fork, whose flags may still be valid there; "
+                           "migrate it by hand")
+        return
     spec_flags = [f for f in flags if f.name == lg.SPEC_TYPE_FLAG]
     st = _spec_types(plan, spec_flags, opaque)
     draft = _last(flags, lg.DRAFT_MODEL_FLAGS)
-    removed = [f for f in flags if f.name in lg.REMOVED_BY_NAME]
     for flag in removed:
         entry = lg.REMOVED_BY_NAME[flag.name]
         if entry.kind == "ctx_draft":
@@ -412,7 +466,9 @@ def _migrate_llama(plan: _Plan) -> None:
         plan.rename(flag, new_name=new)
         shown = f"{new}={flag.value}" if flag.inline else f"{new} {flag.value or ''}".strip()
         plan.notes.append(f"{flag.show()} -> {shown}: llama.cpp removed {flag.name}")
-    additions = _spec_type_addition(plan, st, spec_flags, draft, opaque)
+    # a command with nothing removed is left as it is: it was written for current llama.cpp
+    additions = _spec_type_addition(plan, st, spec_flags, draft, opaque) \
+        if (removed or st.renamed) else []
     # A command that already uses names only new llama.cpp knows was written for its defaults
     # (or edited by hand against them): only commands written for the old ones keep old values.
     new_style = st.new_names or any(f.name.startswith(lg.NEW_ONLY_PREFIXES) for f in flags)
@@ -421,6 +477,11 @@ def _migrate_llama(plan: _Plan) -> None:
     if additions:
         after = draft.last_index if draft is not None else len(plan.argv) - 1
         plan.insert(after, additions)
+    if plan.refused:  # a half-migrated command would pass --check and lose its drafting
+        plan._sets.clear()
+        plan._deletes.clear()
+        plan._inserts.clear()
+        plan.notes.clear()
 
 
 def _spec_type_addition(plan: _Plan, st: _SpecTypes, spec_flags: list[_Flag],
@@ -441,8 +502,27 @@ def _spec_type_addition(plan: _Plan, st: _SpecTypes, spec_flags: list[_Flag],
         return []
     if lg.SPEC_TYPE_ENV in plan.env_names or opaque:
         source = opaque[0] if opaque else lg.SPEC_TYPE_ENV
+        if draft.value and not draft.dynamic \
+                and classify_draft(draft.value, plan.base)[0] not in (None, "plain"):
+            return []  # a drafter llama.cpp recognises from its file needs no type
         plan.unsafe.append(f"{draft.show()} needs --spec-type draft-simple now, unless {source} "
                            "already sets a draft type")
+        return []
+    kind, why = ("plain", "") if draft.value is None else \
+        classify_draft(draft.value, plan.base) if not draft.dynamic \
+        else (None, f"{draft.value} is decided when the command runs")
+    if kind is None:
+        st.source = st.source or "the draft file could not be read"
+        plan.unsafe.append(f"{draft.show()}: cannot tell what kind of drafter it is ({why}): "
+                           "add --spec-type draft-simple if it is a plain draft model (an MTP, "
+                           "EAGLE-3 or DFlash drafter needs none), then migrate again")
+        plan.refused = True
+        st.types = ["?"]
+        return []
+    if kind != "plain":
+        plan.notes.append(f"{draft.show()} is {DRAFTER_NAMES[kind]}: llama.cpp takes its type "
+                          "from the file, so no --spec-type is added")
+        st.types = [kind]
         return []
     st.types = ["draft-simple"]
     plan.notes.append(f"added --spec-type draft-simple: llama.cpp ignores {draft.typed} unless "
@@ -460,6 +540,8 @@ def _old_defaults(plan: _Plan, st: _SpecTypes, flags: list[_Flag], opaque: list[
         if plan.tool in lg.SPEC_TYPE_TOOLS:
             if not has_draft:
                 continue  # no draft model here: the draft defaults never applied
+            if st.types == ["?"]:
+                continue  # reported with the drafter
             if not st.known:
                 plan.unsafe.append(f"{st.source}, so it cannot be told whether draft-simple "
                                    f"is used: add {d.flag} {d.old} if it is (the old "
@@ -491,8 +573,8 @@ def _migrate_vllm(plan: _Plan) -> None:
     flags, _ = _scan_flags(plan.argv, plan.start, plan.dynamic)
     for flag in flags:
         if flag.name in _VLLM_GONE:
-            plan.unsafe.append(f"{flag.show()}: no --speculative-config equivalent (vLLM V0 "
-                               "only); remove it by hand")
+            plan.unsafe.append(f"{flag.show()}: no --speculative-config equivalent (current "
+                               "vLLM has no such setting); remove it by hand")
     old = [f for f in flags if f.name in _VLLM_KEYS]
     if not old:
         return
@@ -532,6 +614,12 @@ def _vllm_config(plan: _Plan, old: list[_Flag]) -> dict[str, object] | None:
         values["method"] = "ngram"
     elif "model" not in values and {"prompt_lookup_max", "prompt_lookup_min"} & set(values):
         values["method"] = "ngram"
+    elif "model" not in values:
+        # no draft model: old vLLM ran the target's own multi-token-prediction layers
+        # (DeepSeek-V3 style); current vLLM needs that said as method "mtp"
+        values["method"] = "mtp"
+        plan.notes.append("no draft model: the target's own MTP layers drafted, which current "
+                          'vLLM needs as "method": "mtp"')
     ordered = {k: values[k] for k in _VLLM_KEY_ORDER if k in values}
     ordered.update((k, v) for k, v in values.items() if k not in ordered)
     return ordered
@@ -597,9 +685,11 @@ class _ShellLexer:
     does not expand anything, and heredoc bodies are read as commands.
     """
 
-    def __init__(self, text: str, start: int, end: int, newline_is_space: bool) -> None:
+    def __init__(self, text: str, start: int, end: int, newline_is_space: bool,
+                 bat: bool = False) -> None:
         self.text, self.i, self.end = text, start, end
         self.newline_is_space = newline_is_space
+        self.bat = bat
 
     def commands(self) -> list[list[Word]]:
         commands: list[list[Word]] = []
@@ -610,7 +700,7 @@ class _ShellLexer:
             c = text[self.i]
             if c in _BLANK:
                 self.i += 1
-            elif c == "\\" and self._continuation(self.i):
+            elif c in "\\^" and self._continuation(self.i):
                 self.i += self._continuation(self.i)
             elif c == "\n":
                 self.i += 1
@@ -643,9 +733,10 @@ class _ShellLexer:
         return [cmd for cmd in commands if cmd]
 
     def _continuation(self, i: int) -> int:
-        if self.text.startswith("\\\n", i):
+        mark = "^" if self.bat else "\\"
+        if self.text.startswith(mark + "\n", i):
             return 2
-        return 3 if self.text.startswith("\\\r\n", i) else 0
+        return 3 if self.text.startswith(mark + "\r\n", i) else 0
 
     def _word(self) -> Word:
         text, end, start = self.text, self.end, self.i
@@ -658,7 +749,14 @@ class _ShellLexer:
             c = text[self.i]
             if c in _BLANK or c == "\n" or c in _OPERATORS:
                 break
-            if c == "\\":
+            if c == "^" and self.bat:
+                skip = self._continuation(self.i)
+                if skip:
+                    self.i += skip
+                    continue
+            if c == "%" and self.bat and re.match(r"%[\w~:.,=-]+%", text[self.i:self.i + 64]):
+                dynamic = True  # %VAR%: the batch file decides
+            if c == "\\" and not self.bat:
                 skip = self._continuation(self.i)
                 if skip:
                     self.i += skip
@@ -742,10 +840,10 @@ def _link(words: list[Word]) -> None:
 
 
 def lex_shell(text: str, start: int = 0, end: int | None = None, *,
-              newline_is_space: bool = False) -> list[list[Word]]:
-    """Commands (lists of words) in text[start:end]."""
+              newline_is_space: bool = False, bat: bool = False) -> list[list[Word]]:
+    """Commands (lists of words) in text[start:end]; `bat`: Windows batch (`^` continues)."""
     return _ShellLexer(text, start, len(text) if end is None else end,
-                       newline_is_space).commands()
+                       newline_is_space, bat).commands()
 
 
 _JSON_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r",
@@ -1071,6 +1169,7 @@ class Finding:
     notes: list[str]
     unsafe: list[str]
     edits: list[Edit]
+    span: tuple[int, int] = (0, 0)  # the command in the original text
 
     @property
     def changed(self) -> bool:
@@ -1090,14 +1189,26 @@ class _Scan:
         self.text = text
         self.env_names = frozenset(_LLAMA_ENV.findall(text))
         self.findings: list[Finding] = []
+        self._newlines: list[int] | None = None
+        self.exempt: list[tuple[int, int]] = []  # free-text values: never an argument
+        self.bat = False  # Windows batch: `^` continues a line
+        self.base: str | None = None  # the file's directory: where relative drafts are read
 
     def line_of(self, offset: int) -> int:
-        return self.text.count("\n", 0, offset) + 1
+        if self._newlines is None:  # once per file: a lookup per finding stays cheap
+            self._newlines = [m.start() for m in re.finditer("\n", self.text)]
+        import bisect
+
+        return bisect.bisect_left(self._newlines, offset) + 1
 
     def command(self, seq: list[Word], tool: str, width: int, style: ShellStyle) -> None:
         argv = [w.value for w in seq]
+        for prev, word in zip(argv, seq[1:], strict=False):
+            if lg.normalize_flag(prev) in lg.TEXT_VALUE_FLAGS \
+                    and lg.normalize_flag(prev) not in lg.DRAFT_MODEL_FLAGS:
+                self.exempt.append((word.start, word.end))
         dynamic = frozenset(i for i, w in enumerate(seq) if w.dynamic)
-        res = _migrate(argv, tool, width, dynamic, self.env_names)
+        res = _migrate(argv, tool, width, dynamic, self.env_names, self.base)
         if not res.needs_attention:
             return
         notes, unsafe = list(res.notes), list(res.unsafe)
@@ -1107,7 +1218,8 @@ class _Scan:
             edits, notes, unsafe = [], [], [*unsafe, str(err)]
         old, new = self._display(seq, res, style)
         self.findings.append(Finding(self.line_of(seq[0].start), old,
-                                     new if edits else old, notes, unsafe, edits))
+                                     new if edits else old, notes, unsafe, edits,
+                                     (seq[0].start, seq[-1].end)))
 
     def _display(self, seq: list[Word], res: MigrationResult, style: ShellStyle
                  ) -> tuple[str, str]:
@@ -1117,33 +1229,82 @@ class _Scan:
         return " ".join(raw), " ".join(apply_ops(raw, res.ops, _shell_word))
 
     def env(self, start: int, end: int) -> None:
-        """Old LLAMA_ARG_* names: renamed where there is a successor, reported where not."""
+        """Old LLAMA_ARG_* names: renamed where there is a successor, reported where not.
+
+        A block that relied on the old draft behaviour also gets LLAMA_ARG_SPEC_TYPE and the
+        old defaults (specgguf.migrate_env), or is reported when that cannot be decided.
+        """
+        from specgguf import migrate_env
+
+        spans: list[tuple[int, int, str]] = []
         for m in _ENV_RE.finditer(self.text, start, end):
             line_start = self.text.rfind("\n", 0, m.start()) + 1
             if re.search(r"(^|\s)#", self.text[line_start:m.start()]):
                 continue  # a comment
             name = m.group(1)
-            line = self.line_of(m.start())
             if name in lg.DEAD_ENV:
-                self.findings.append(Finding(line, name, name, [],
-                                             [f"{name} {lg.DEAD_ENV[name]}"], []))
+                self.findings.append(Finding(self.line_of(m.start()), name, name, [],
+                                             [f"{name} {lg.DEAD_ENV[name]}"], [],
+                                             (m.start(), m.end())))
                 continue
-            new = lg.RENAMED_ENV[name]
+            spans.append((m.start(), m.end(), name))
+        if not spans:
+            return
+        inserted = " ".join(e.text for f in self.findings for e in f.edits)
+        flags = {lg.normalize_flag(t.split("=")[0])
+                 for t in re.findall(r"(?<![\w-])--?[A-Za-z][\w-]*(?:=\S*)?", self.text)}
+        res = migrate_env.migrate_env(
+            self.text, spans,
+            spec_type_set=lg.SPEC_TYPE_FLAG in flags or "--spec-type" in inserted,
+            flags_in_file=flags,
+            has_draft_flag=bool(flags & lg.DRAFT_MODEL_FLAGS),
+            classify=lambda value: classify_draft(value, self.base))
+        for s, e, new in res.renames:
+            name = self.text[s:e]
             self.findings.append(Finding(
-                line, name, new, [f"{name} -> {new}: llama.cpp now ignores the old name"],
-                [], [Edit(m.start(), m.end(), new)]))
+                self.line_of(s), name, new,
+                [f"{name} -> {new}: llama.cpp now "
+                 f"{'refuses' if name in lg.REMOVED_ENV else 'ignores'} the old name"],
+                [], [Edit(s, e, new)], (s, e)))
+        for edit in res.inserts:
+            line = self.line_of(edit.start)
+            shown = "; ".join(x.strip() for x in edit.text.splitlines() if x.strip())
+            self.findings.append(Finding(line, "", shown, [], [],
+                                         [Edit(edit.start, edit.end, edit.text)],
+                                         (edit.start, edit.end)))
+        for at, note in res.notes:
+            self.findings.append(Finding(self.line_of(at), "", "", [note], [], [], (at, at)))
+        for at, why in res.unsafe:
+            a = self.text.rfind("\n", 0, at) + 1
+            self.findings.append(Finding(self.line_of(at), "", "", [], [why], [],
+                                         (a, self.text.find("\n", at) % (len(self.text) + 1))))
 
     def resolve_overlaps(self) -> None:
         """A bug guard: overlapping edits would corrupt the file, so report those instead."""
-        taken: list[tuple[int, int]] = []
+        import bisect
+
+        taken: list[tuple[int, int]] = []  # sorted, never overlapping: ends rise with starts
         for f in sorted(self.findings, key=lambda f: min((e.start for e in f.edits),
                                                          default=0)):
             spans = [(e.start, e.end) for e in f.edits]
-            if any(a < y and x < b or (a == b == x == y) for a, b in spans for x, y in taken):
+            if any(_overlaps(taken, a, b) for a, b in spans):
                 f.unsafe.append("overlaps another edit; migrate this one by hand")
                 f.edits, f.new = [], f.old
                 continue
-            taken += spans
+            for span in spans:
+                bisect.insort(taken, span)
+
+
+def _overlaps(taken: list[tuple[int, int]], a: int, b: int) -> bool:
+    import bisect
+
+    k = bisect.bisect_right(taken, (b, b)) - 1
+    while k >= 0 and taken[k][1] >= a:
+        x, y = taken[k]
+        if (a < y and x < b) or (a == b == x == y):
+            return True
+        k -= 1
+    return False
 
 
 def _scan_shell(scan: _Scan, start: int, end: int, style: ShellStyle, *,
@@ -1151,7 +1312,7 @@ def _scan_shell(scan: _Scan, start: int, end: int, style: ShellStyle, *,
     """Commands in a shell region; returns the tool of the first invocation found."""
     first_tool = None
     for n, cmd in enumerate(lex_shell(scan.text, start, end,
-                                      newline_is_space=newline_is_space)):
+                                      newline_is_space=newline_is_space, bat=scan.bat)):
         seq = [w for w in cmd if not w.redirect]
         anchor = find_anchor([w.value for w in seq])
         rest = seq
@@ -1499,29 +1660,60 @@ def scan_markdown(scan: _Scan) -> list[tuple[int, int]]:
 # --- file kinds ------------------------------------------------------------------------------
 
 def file_kind(path: str, text: str = "") -> str | None:
-    """What a file is, from its name (or its #! line); None for files we do not read."""
+    """What a file is, from its name (or its #! line); None when no structured rewrite applies."""
     name = os.path.basename(path)
     lower = name.lower()
     if lower in ("dockerfile", "containerfile") or lower.startswith(("dockerfile.",
                                                                      "containerfile.")) \
             or lower.endswith((".dockerfile", ".containerfile")):
         return "dockerfile"
-    if name in ("Makefile", "makefile", "GNUmakefile") or lower.endswith((".mk", ".make")):
+    if lower in ("makefile", "gnumakefile") or lower.startswith(("makefile.", "gnumakefile.")) \
+            or lower.endswith((".mk", ".make", ".mak")):
         return "make"
     if lower.endswith((".yml", ".yaml")):
         return "yaml"
     if lower.endswith((".md", ".markdown", ".mdx")):
         return "markdown"
-    if lower.endswith((".sh", ".bash", ".zsh", ".ksh", ".envrc", ".ps1", ".bat", ".cmd")):
+    if lower.endswith((".bat", ".cmd")):
+        return "bat"
+    if lower.endswith((".sh", ".bash", ".zsh", ".ksh", ".envrc", ".ps1", ".env")) \
+            or lower == ".env" or lower.startswith(".env."):
+        return "shell"
+    if lower.endswith((".service", ".socket", ".timer", ".container", ".conf", ".txt")):
         return "shell"
     if re.match(r"#!.*\b(sh|bash|zsh|ksh|dash)\b", text):
         return "shell"
     return None
 
 
+def detect(path: str, text: str) -> tuple[str | None, str]:
+    """(kind for the structured rewrite or None, comment syntax for the token scan).
+
+    The same for a named file and a file found in a directory. Unknown text files are read as
+    shell (their command lines look like one); source files (.py, .js, .json ...) get the token
+    scan only, since their command lines are string literals.
+    """
+    from specgguf.migrate_files import SOURCE_EXTS
+
+    kind = file_kind(path, text)
+    if kind is not None:
+        return kind, {"markdown": "markdown"}.get(kind, kind)
+    ext = os.path.splitext(path)[1].lower()
+    if ext in SOURCE_EXTS:
+        return None, SOURCE_EXTS[ext]
+    if text.startswith("#!"):
+        return None, "python" if "python" in text.split("\n", 1)[0] else "source"
+    return "shell", "shell"
+
+
 def scan_text(text: str, kind: str) -> list[Finding]:
     """Every finding in one file's text, in file order."""
+    return _scan_text(text, kind).findings
+
+
+def _scan_text(text: str, kind: str, base: str | None = None) -> _Scan:
     scan = _Scan(text)
+    scan.base = base
     if kind == "markdown":
         regions = scan_markdown(scan)
     else:
@@ -1531,16 +1723,70 @@ def scan_text(text: str, kind: str) -> list[Finding]:
         elif kind == "yaml":
             scan_yaml(scan)
         else:
+            scan.bat = kind == "bat"
             _scan_shell(scan, 0, len(text), ShellStyle(make=kind == "make"))
     for a, b in regions:
         scan.env(a, b)
     scan.resolve_overlaps()
-    return sorted(scan.findings, key=lambda f: (f.line, f.old))
+    scan.findings.sort(key=lambda f: (f.line, f.old))
+    return scan
 
 
 def migrate_text(text: str, kind: str) -> tuple[str, list[Finding]]:
     findings = scan_text(text, kind)
     return apply_edits(text, [e for f in findings for e in f.edits]), findings
+
+
+def check_text(text: str, kind: str | None, comments: str | None = None,
+               base: str | None = None) -> tuple[str, list[Finding]]:
+    """The structured rewrite, then the token scan: what `migrate FILE` does with one text.
+
+    Findings on lines opted out with `specgguf-migrate: ignore` are dropped (the rewrite does
+    not touch them either). Every removed name the rewrite leaves behind becomes a finding of
+    its own that cannot be migrated safely, so a file never passes `--check` with one.
+    """
+    from specgguf import migrate_guard as guard
+
+    ignored, whole = guard.ignored_lines(text)
+    if whole:
+        return text, []
+    scan = _scan_text(text, kind, base) if kind else _Scan(text)
+    findings = [f for f in scan.findings if not _touches(text, f, ignored)]
+    edits = [e for f in findings for e in f.edits]
+    hits = guard.scan_tokens(text, comments or kind or "shell", scan.exempt)
+    # sorted intervals: one lookup per hit, whatever the number of edits and findings
+    changed = guard._merge([(e.start, e.end) for e in edits])
+    reported = guard._merge([f.span for f in findings if f.unsafe])
+    for hit in hits:
+        if _touching(changed, hit.start, hit.end):
+            continue  # the rewrite changes this very token
+        if _touching(reported, hit.start, hit.start, closed=False):
+            continue  # its command is reported already, with the reason
+        line = scan.line_of(hit.start)
+        message = hit.message()
+        findings.append(Finding(line, hit.name, hit.name, [], [message], [],
+                                (hit.start, hit.end)))
+    findings.sort(key=lambda f: (f.line, f.old))
+    return apply_edits(text, edits), findings
+
+
+def _touching(spans: list[tuple[int, int]], a: int, b: int, closed: bool = True) -> bool:
+    """Whether [a, b] meets one of the sorted, merged `spans` (its ends included if closed)."""
+    import bisect
+
+    k = bisect.bisect_right(spans, (b, len(spans) and spans[-1][1] + 1)) - 1
+    if k < 0:
+        return False
+    x, y = spans[k]
+    return (x <= b and y >= a) if closed else (x <= a < y)
+
+
+def _touches(text: str, finding: Finding, ignored: set[int]) -> bool:
+    if not ignored:
+        return False
+    lines = {text.count("\n", 0, e.start) + 1 for e in finding.edits}
+    lines.add(finding.line)
+    return bool(lines & ignored)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1553,74 +1799,18 @@ def report_lines(path: str, findings: Iterable[Finding], changes: bool = True) -
     out: list[str] = []
     for f in findings:
         if f.changed and changes:
-            out.append(f"{path}:{f.line}: {f.old} -> {f.new}")
+            out.append(f"{path}:{f.line}: {f.old} -> {f.new}" if f.old
+                       else f"{path}:{f.line}: added: {f.new}")
         out += [f"{path}:{f.line}: note: {n}" for n in f.notes]
         out += [f"{path}:{f.line}: cannot migrate safely: {u}" for u in f.unsafe]
     return out
 
 
 def atomic_write(path: str, data: bytes) -> None:
-    """Write through a temporary file in the same directory: readers see old or new, whole."""
-    import stat
-    import tempfile
+    """See specgguf.migrate_files.atomic_write (kept here for callers of the old name)."""
+    from specgguf.migrate_files import atomic_write as write
 
-    real = os.path.realpath(path)
-    mode = stat.S_IMODE(os.stat(real).st_mode)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(real), prefix=f".{os.path.basename(real)}.",
-                               suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, real)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def _expand(paths: Iterable[str], stderr: TextIO) -> tuple[list[str], bool]:
-    """Files to read, and whether any path was missing.
-
-    A file named explicitly is read even when its kind is unknown (as a shell script); a
-    directory contributes only files of a known kind.
-    """
-    files: list[str] = []
-    missing = False
-    for path in paths:
-        if os.path.isdir(path):
-            for root, dirs, names in os.walk(path):
-                dirs[:] = sorted(d for d in dirs if not d.startswith(".")
-                                 and d not in ("node_modules", "__pycache__"))
-                for name in sorted(names):
-                    full = os.path.join(root, name)
-                    if file_kind(full) is not None:
-                        files.append(full)
-        elif os.path.isfile(path):
-            files.append(path)
-        else:
-            print(f"error: {path}: no such file or directory", file=stderr)
-            missing = True
-    return files, missing
-
-
-def _read_text(path: str, stderr: TextIO) -> tuple[str | None, bool]:
-    """(text, failed): binary and non-UTF-8 files are skipped, not failures."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError as err:
-        print(f"error: {path}: {err.strerror}", file=stderr)
-        return None, True
-    if b"\0" in data:
-        return None, False
-    try:
-        return data.decode("utf-8"), False
-    except UnicodeDecodeError:
-        print(f"warning: {path}: not UTF-8, skipped", file=stderr)
-        return None, False
+    write(path, data)
 
 
 def _diff(path: str, old: str, new: str) -> str:
@@ -1632,37 +1822,60 @@ def _diff(path: str, old: str, new: str) -> str:
 
 def run_migrate(paths: Sequence[str], check: bool = False, write: bool = False,
                 diff: bool = False, stdout: TextIO | None = None,
-                stderr: TextIO | None = None) -> int:
+                stderr: TextIO | None = None, verbose: bool = False) -> int:
     """Scan files; report (default), --diff, --write. Returns the exit status.
 
     1 when --check finds anything to migrate, when something could not be migrated safely
-    (a person has to look), or when a path is missing or unreadable; 0 otherwise.
+    (a person has to look), or when a path is missing, unreadable or binary (named
+    explicitly); 0 otherwise. `verbose` lists what a directory scan skipped, and why.
     """
+    from specgguf import migrate_files as mf
+
     out = stdout or sys.stdout
     err = stderr or sys.stderr
-    files, failed = _expand(paths, err)
+    files, skipped, missing = mf.expand(paths)
+    named = {os.path.normpath(p) for p in paths if os.path.isfile(p)}
+    failed = bool(missing)
+    for path in missing:
+        print(f"error: {path}: no such file or directory", file=err)
     attention = unsafe = False
     for path in files:
-        text, unreadable = _read_text(path, err)
-        failed = failed or unreadable
-        if text is None:
+        try:
+            src = mf.read(path)
+        except mf.Unreadable as why:
+            if os.path.normpath(path) in named or not str(why).startswith("binary"):
+                print(f"error: {path}: {why}", file=err)
+                failed = True
+            else:
+                skipped.append((path, str(why)))
             continue
-        kind = file_kind(path, text) or "shell"
-        new, findings = migrate_text(text, kind)
+        if src.note and verbose:
+            print(f"{path}: {src.note}", file=err)
+        kind, comments = detect(path, src.text)
+        new, findings = check_text(src.text, kind, comments,
+                                   os.path.dirname(os.path.abspath(path)))
         if not findings:
             continue
         attention = True
         unsafe = unsafe or any(f.unsafe for f in findings)
-        if diff and new != text:
-            out.write(_diff(path, text, new))
+        if diff and new != src.text:
+            out.write(_diff(path, src.text, new))
             for line in report_lines(path, findings, changes=False):
                 print(f"# {line}", file=out)
         else:
             for line in report_lines(path, findings):
                 print(line, file=out)
-        if write and new != text:
-            atomic_write(path, new.encode("utf-8"))
+        if write and new != src.text:
+            try:
+                mf.atomic_write(path, src.encode(new))
+            except OSError as why:  # one line, the file as it was, and exit 1
+                print(f"error: {path}: not rewritten: {why.strerror or why}", file=err)
+                failed = True
+                continue
             print(f"{path}: rewritten", file=out)
+    if verbose:
+        for path, why in skipped:
+            print(f"skipped: {path}: {why}", file=err)
     if failed or unsafe or (check and attention):
         return 1
     return 0

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import platform
 import tempfile
@@ -30,6 +31,25 @@ PROFILES_ENV = "SPECGGUF_PROFILES"
 FORMAT = 1
 #: a merged estimate never counts more than this many samples, so new measurements still move it
 MAX_WEIGHT = 40.0
+#: a new estimate this far (relative) from the stored one, with at least DRIFT_SAMPLES samples
+#: behind it, means the machine changed (a new build, another load on it): the stored value
+#: then keeps only as much weight as the new one, so the profile follows within a run or two
+DRIFT = 0.35
+DRIFT_SAMPLES = 8.0
+
+
+def plausible_verify(k: int, rel: float) -> bool:
+    """Whether a pass over 1 + k tokens can cost `rel` plain steps: not less than half a
+    step (it does at least a step's work) and not more than twice k + 1 separate steps. A
+    value outside comes from a disturbed measurement (a stall in the plain step it is
+    relative to, or in the pass), and auto would decide on nonsense with it."""
+    return math.isfinite(rel) and 0.5 <= rel <= 2.0 * (k + 1)
+
+
+def plausible_draft(rel: float) -> bool:
+    """Whether a draft step can cost `rel` target steps: more than nothing, and not more
+    than 20 of them (a draft on the CPU next to a target on a GPU can cost several)."""
+    return math.isfinite(rel) and 0.001 <= rel <= 20.0
 
 
 @dataclass
@@ -40,10 +60,17 @@ class Estimate:
     weight: float
 
     def merged(self, other: Estimate, cap: float = MAX_WEIGHT) -> Estimate:
-        w = self.weight + other.weight
+        mine = self.weight
+        if (
+            other.weight >= DRIFT_SAMPLES
+            and self.value > 0
+            and abs(other.value - self.value) > DRIFT * self.value
+        ):
+            mine = min(mine, other.weight)  # drift: the newer measurement takes over
+        w = mine + other.weight
         if w <= 0:
             return Estimate(other.value, 0.0)
-        v = (self.value * self.weight + other.value * other.weight) / w
+        v = (self.value * mine + other.value * other.weight) / w
         return Estimate(v, min(w, cap))
 
 

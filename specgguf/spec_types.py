@@ -29,14 +29,30 @@ UNSUPPORTED = {
 }
 
 
-def parse_spec_types(value: str | None, *, have_draft_model: bool) -> list[str]:
-    """Comma list -> types in priority order. `none` anywhere resets what came before it.
+#: the free drafters that join the default --spec-type under `--spec-draft-n-max auto`: an
+#: n-gram lookup costs next to nothing, and auto sends its drafts only while they pay (which
+#: on "print the whole file with this edit" prompts is about 2x, and elsewhere never)
+AUTO_DEFAULT_NGRAM = ("ngram-map-k",)
 
-    With no --spec-type, a draft model (-md) selects draft-simple: llama.cpp would ignore -md
-    and print a failure; we take the friendlier default and say so in --help.
-    """
+
+def default_spec_types(*, have_draft_model: bool, auto: bool) -> list[str]:
+    """What no --spec-type means. With a fixed draft length: llama.cpp's meaning (nothing),
+    except that a draft model (-md) selects draft-simple (llama.cpp would ignore -md and print
+    a failure; we take the friendlier default and say so in --help). Under auto the free
+    n-gram drafters join, in priority order, since auto only uses them where they pay."""
+    chosen = list(AUTO_DEFAULT_NGRAM) if auto else []
+    if have_draft_model:
+        chosen.append("draft-simple")
+    return sorted(chosen, key=PRIORITY.index)
+
+
+def parse_spec_types(
+    value: str | None, *, have_draft_model: bool, auto: bool = False
+) -> list[str]:
+    """Comma list -> types in priority order. `none` anywhere resets what came before it.
+    No list at all: `default_spec_types`."""
     if value is None:
-        return ["draft-simple"] if have_draft_model else []
+        return default_spec_types(have_draft_model=have_draft_model, auto=auto)
     chosen: list[str] = []
     for raw in value.split(","):
         name = raw.strip()

@@ -49,6 +49,10 @@ class BudgetPolicy(Protocol):
 
     def budget(self, limit: int) -> int: ...
 
+    def trim(self, name: str, n: int) -> int:
+        """How many of the n tokens drafter `name` proposed to verify (0: none)."""
+        ...
+
     def observe(self, rnd: Round) -> None: ...
 
 
@@ -125,6 +129,9 @@ class SpeculativeDecoder:
             if budget <= 0:
                 continue
             draft = _cut(d.propose(budget), budget)  # never trust a drafter with the budget
+            if draft.tokens and self.policy is not None:
+                # a free drafter proposes all it has; the policy keeps the part that pays
+                draft = _cut(draft, self.policy.trim(d.name, len(draft.tokens)))
             if draft.tokens:
                 return d, draft
         return None, Draft()

@@ -51,13 +51,31 @@ def test_parse_configs_defaults_put_plain_first():
         "none",
         "draft-simple n_max=3",
         "ngram-simple",
-        "draft-simple auto",
+        "ngram-map-k",
+        "default (ngram-map-k,draft-simple auto)",
     ]
     assert labels(parse_configs([], [3], have_draft_model=False)) == [
         "none",
         "ngram-simple",
-        "ngram-simple auto",
+        "ngram-map-k",
+        "default (ngram-map-k auto)",
     ]
+
+
+def test_default_row_runs_with_no_flags_and_size_m_sweeps_the_ngram_rows():
+    cfgs = parse_configs(["default;ngram-simple;draft-simple"], [3], have_draft_model=True,
+                         size_m_values=[8, 32])  # fmt: skip
+    assert labels(cfgs) == [
+        "none",
+        "default (ngram-map-k,draft-simple auto)",
+        "ngram-simple m=8",
+        "ngram-simple m=32",
+        "draft-simple n_max=3",
+    ]
+    assert cfgs[1].run_flags() == []  # what `specgguf run` does by default
+    assert cfgs[3].run_flags() == [
+        "--spec-type", "ngram-simple", "--spec-ngram-simple-size-m", "32"
+    ]  # fmt: skip
 
 
 def test_parse_configs_semicolons_repeats_lengths_and_sweeps():
@@ -102,23 +120,27 @@ def test_parse_configs_errors_name_the_problem():
         parse_configs(["draft-simple:x"], [3], have_draft_model=True)
 
 
-def test_builtin_prompt_set_has_three_classes():
+def test_builtin_prompt_set_has_four_classes():
     lines = [json.loads(x) for x in BUILTIN_PROMPTS.read_text().splitlines() if x.strip()]
-    assert {x["class"] for x in lines} == {"code", "chat", "rewrite"}
+    assert {x["class"] for x in lines} == {"code", "chat", "rewrite", "edit"}
     assert all(set(x) == {"class", "prompt"} and x["prompt"] for x in lines)
     for x in lines:
         if x["class"] == "rewrite":  # a function of ~30 lines to copy back with new names
             body = x["prompt"].split("```python\n", 1)[1].split("```", 1)[0]
             assert 25 <= len(body.splitlines()) <= 40
             assert "print the whole result" in x["prompt"]
+        if x["class"] == "edit":  # one fix in a ~40-line file, printed whole
+            body = x["prompt"].split("```", 1)[1].split("\n", 1)[1].split("```", 1)[0]
+            assert 30 <= len(body.splitlines()) <= 50
+            assert "print the whole" in x["prompt"]
 
 
 def test_load_prompts_sources_and_filters(tmp_path):
     allp = load_prompts()
-    assert len(allp) == 6
+    assert len(allp) == 9
     rw = load_prompts(classes=["rewrite"])
     assert {p.cls for p in rw} == {"rewrite"}
-    assert [p.cls for p in load_prompts(per_class=1)] == ["code", "chat", "rewrite"]
+    assert [p.cls for p in load_prompts(per_class=1)] == ["code", "chat", "rewrite", "edit"]
     assert load_prompts(text="hello") == [BenchPrompt("custom", "hello")]
     f = tmp_path / "p.jsonl"
     f.write_text('{"class": "a", "prompt": "x"}\n\n{"prompt": "y"}\n')
@@ -270,7 +292,9 @@ def test_bench_measures_every_configuration_on_every_prompt(tiny_bench):
 
 def test_bench_cost_curve_and_json(tiny_bench):
     costs = tiny_bench.costs
-    assert sorted(costs.target_ms) == list(range(1, 10))  # 1..AUTO_CAP+1 tokens
+    # 1..AUTO_CAP+1 tokens, and on the grid up to the n-gram types' widths when they run
+    assert sorted(costs.target_ms)[:9] == list(range(1, 10))
+    assert set(sorted(costs.target_ms)[9:]) <= {10, 12, 16, 24, 32, 48, 64, 65}
     assert costs.verify()[0] == 1.0 and costs.draft_rel is not None
     rec = recommend(tiny_bench.rows, costs)
     obj = json.loads(json.dumps(to_json(tiny_bench, rec)))
@@ -338,6 +362,8 @@ def test_bench_cli_usage_errors_before_loading(tiny_target, capsys):
     base = ["-m", str(tiny_target), "-p", "x"]
     assert cli([*base, "--sweep-n-max", "5..1"], capsys)[0] == 1
     assert cli([*base, "-n", "0"], capsys)[0] == 1
+    code, _, err = cli([*base, "--sweep-size-m", "8,zero"], capsys)
+    assert code == 1 and "--sweep-size-m" in err and len(err.strip().splitlines()) == 1
     assert cli([*base, "--spec-type", "draft-simple"], capsys)[0] == 1  # no -md
     code, _, err = cli(["-m", str(tiny_target), "--prompt-class", "poetry"], capsys)
     assert code == 1 and "poetry" in err

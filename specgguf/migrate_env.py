@@ -1,0 +1,226 @@
+"""Behaviour-preserving migration of LLAMA_ARG_* variables (compose, .env, k8s, systemd, ...).
+
+Renaming LLAMA_ARG_DRAFT_MAX to LLAMA_ARG_SPEC_DRAFT_N_MAX is not enough: current llama.cpp
+has no speculative type by default, so an env-only config that had a draft model would keep
+loading it and never draft. Where the old config relied on that, the same block gets
+LLAMA_ARG_SPEC_TYPE=draft-simple and the old defaults it relied on (n_max 16, p_min 0.75),
+written in the block's own syntax by copying the line of a variable it already sets.
+
+Where that cannot be decided from the file (no draft model in it, a draft path that is not
+here to read, a drafter kind llama.cpp reads from the GGUF, a line shape we cannot copy), the
+variables of that block are left as they are and reported: a half-migrated block would pass
+`--check` and lose its drafting in silence.
+
+Pure text work; `classify` (the drafter reader) is passed in.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from specgguf import legacy as lg
+
+DRAFT_ENVS = ("LLAMA_ARG_MODEL_DRAFT", "LLAMA_ARG_SPEC_DRAFT_MODEL", "LLAMA_ARG_HF_REPO_DRAFT",
+              "LLAMA_ARG_SPEC_DRAFT_HF")
+#: old variables whose presence means "this block was written for the old draft defaults"
+TRIGGERS = ("LLAMA_ARG_DRAFT_MAX", "LLAMA_ARG_DRAFT_MIN", "LLAMA_ARG_DRAFT_P_MIN",
+            "LLAMA_ARG_MODEL_DRAFT")
+_NEEDS_TYPE = ("LLAMA_ARG_DRAFT_MAX", "LLAMA_ARG_DRAFT_MIN")  # ngram-mod or draft: ambiguous
+
+# what may stand before NAME on a line we copy, and what may follow its value
+_PREFIX = re.compile(r"[ \t]*(?:-[ \t]+|export[ \t]+|ENV[ \t]+|Environment=|set[ \t]+|"
+                     r"\$env:|-e[ \t]+|--env[ \t]+|env[ \t]+)?[\"']?", re.I)
+_AFTER = re.compile(r"(?P<sep>[ \t]*[=:][ \t]*)(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'#,\]]*)"
+                    r"(?P<tail>[\"']?[ \t]*(?:\\|\^|`)?[ \t]*)(?P<comment>#.*)?$")
+_K8S_NAME = re.compile(r"(?P<lead>[ \t]*-[ \t]+)name:[ \t]*[\"']?$")
+
+
+@dataclass
+class EnvEdit:
+    start: int
+    end: int
+    text: str
+
+
+@dataclass
+class EnvResult:
+    """Per variable occurrence: (offset, old name, new name or None, notes, unsafe)."""
+
+    renames: list[tuple[int, int, str]]  # start, end, new name
+    inserts: list[EnvEdit]
+    notes: list[tuple[int, str]]  # offset, note
+    unsafe: list[tuple[int, str]]  # offset, reason
+
+
+def _line_bounds(text: str, at: int) -> tuple[int, int]:
+    a = text.rfind("\n", 0, at) + 1
+    b = text.find("\n", at)
+    b = len(text) if b < 0 else b
+    if b > a and text[b - 1] == "\r":
+        b -= 1
+    return a, b
+
+
+def _indent(text: str, at: int) -> int:
+    a, b = _line_bounds(text, at)
+    line = text[a:b]
+    return len(line) - len(line.lstrip(" \t-"))
+
+
+def _value_after(text: str, end: int) -> str | None:
+    a, b = _line_bounds(text, end)
+    m = _AFTER.match(text, end, b)
+    if m and m.group("value"):
+        return m.group("value").strip("\"'")
+    # k8s: `- name: X` then `value: ...` on the next line
+    nxt = b + (2 if text.startswith("\r\n", b) else 1)
+    a2, b2 = _line_bounds(text, min(nxt, len(text)))
+    m2 = re.match(r"[ \t]*value:[ \t]*(.*)$", text[a2:b2])
+    return m2.group(1).strip().strip("\"'") if m2 else None
+
+
+def _new_lines(text: str, start: int, end: int, entries: list[tuple[str, str]]
+               ) -> EnvEdit | None:
+    """Lines setting `entries` in the syntax of the line holding text[start:end], or None."""
+    a, b = _line_bounds(text, start)
+    newline = "\r\n" if text.startswith("\r\n", b) else "\n"
+    prefix = text[a:start]
+    if _K8S_NAME.fullmatch(prefix):
+        nxt = b + len(newline)
+        a2, b2 = _line_bounds(text, min(nxt, len(text)))
+        m2 = re.match(r"([ \t]*value:[ \t]*)([\"']?)([^\"'\n]*)([\"']?)([ \t]*)$", text[a2:b2])
+        if not m2:
+            return None
+        name_tail = text[end:b]
+        out = "".join(f"{newline}{prefix}{name}{name_tail}{newline}{m2.group(1)}{m2.group(2)}"
+                      f"{value}{m2.group(4)}" for name, value in entries)
+        return EnvEdit(b2, b2, out)
+    if not _PREFIX.fullmatch(prefix):
+        return None
+    m = _AFTER.match(text, end, b)
+    if m is None:
+        return None
+    quote = m.group("value")[:1] if m.group("value")[:1] in "\"'" else ""
+    tail = m.group("tail").rstrip() if m.group("comment") else m.group("tail")
+    lines = [f"{prefix}{name}{m.group('sep')}{quote}{value}{quote}{tail}"
+             for name, value in entries]
+    return EnvEdit(b, b, "".join(newline + line for line in lines))
+
+
+def migrate_env(text: str, spans: list[tuple[int, int, str]], *, spec_type_set: bool,
+                flags_in_file: set[str], has_draft_flag: bool,
+                classify: Callable[[str], tuple[str | None, str]]) -> EnvResult:
+    """Plan the edits for the old variables at `spans` ((start, end, name), in text order)."""
+    res = EnvResult([], [], [], [])
+    for group in _groups(text, spans):
+        _one_block(text, group, res, spec_type_set=spec_type_set,
+                   flags_in_file=flags_in_file, has_draft_flag=has_draft_flag,
+                   classify=classify)
+    return res
+
+
+def _groups(text: str, spans: list[tuple[int, int, str]]) -> list[list[tuple[int, int, str]]]:
+    """Occurrences in one block (one service's environment, one .env file) go together."""
+    groups: list[list[tuple[int, int, str]]] = []
+    for span in spans:
+        if groups:
+            prev = groups[-1][-1]
+            col = _indent(text, span[0])
+            between = text[prev[1]:span[0]].split("\n")[1:-1]
+            left = any(s.strip() and not s.lstrip().startswith("#")
+                       and len(s) - len(s.lstrip(" \t-")) < col for s in between)
+            if not left:
+                groups[-1].append(span)
+                continue
+        groups.append([span])
+    return groups
+
+
+def _block_names(text: str, group: list[tuple[int, int, str]]) -> dict[str, str | None]:
+    """Every LLAMA_ARG_* set in the block around `group`, with its value where readable."""
+    first, last = group[0][0], group[-1][1]
+    col = _indent(text, first)
+    a = text.rfind("\n", 0, first) + 1
+    b = text.find("\n", last)
+    lines_before = text[:a].split("\n")[:-1]
+    lines_after = text[b + 1:].split("\n") if b >= 0 else []
+    block = [text[a:len(text) if b < 0 else b]]
+    for s in reversed(lines_before):
+        if s.strip() and len(s) - len(s.lstrip(" \t-")) < col:
+            break
+        block.insert(0, s)
+    for s in lines_after:
+        if s.strip() and len(s) - len(s.lstrip(" \t-")) < col:
+            break
+        block.append(s)
+    body = "\n".join(block)
+    names: dict[str, str | None] = {}
+    for m in re.finditer(r"(?<![A-Za-z0-9_])(LLAMA_ARG_[A-Z0-9_]+)", body):
+        names.setdefault(m.group(1), _value_after(body, m.end()))
+    return names
+
+
+def _one_block(text: str, group: list[tuple[int, int, str]], res: EnvResult, *,
+               spec_type_set: bool, flags_in_file: set[str], has_draft_flag: bool,
+               classify: Callable[[str], tuple[str | None, str]]) -> None:
+    names = _block_names(text, group)
+    triggered = [g for g in group if g[2] in TRIGGERS]
+    renames = [(s, e, lg.RENAMED_ENV[n]) for s, e, n in group if n in lg.RENAMED_ENV]
+    if not triggered or spec_type_set or lg.SPEC_TYPE_ENV in names:
+        res.renames += renames
+        return
+    draft_env = next((n for n in DRAFT_ENVS if n in names), None)
+    at = triggered[0][0]
+    if draft_env is None and not has_draft_flag:
+        ambiguous = [g for g in triggered if g[2] in _NEEDS_TYPE]
+        if ambiguous:
+            res.unsafe.append((ambiguous[0][0], (
+                f"{ambiguous[0][2]}: no draft model and no speculative type in this file, so it "
+                "cannot be told whether it bounded a draft model (then set "
+                f"{lg.SPEC_TYPE_ENV}=draft-simple here) or ngram-mod; set {lg.SPEC_TYPE_ENV} "
+                "here, then migrate again")))
+            return
+        res.renames += renames
+        return
+    if draft_env is not None:
+        value = names[draft_env] or ""
+        if draft_env.endswith(("HF_REPO_DRAFT", "DRAFT_HF")):
+            kind, why = None, f"{value or draft_env} is a Hugging Face repository"
+        else:
+            kind, why = classify(value)
+        shown = f"{draft_env}={value}"
+    else:
+        kind, why = None, "the draft model comes from a command's -md"
+        shown = "the draft model"
+    if kind is None:
+        res.unsafe.append((at, (
+            f"{shown}: cannot tell what kind of drafter it is ({why}): set "
+            f"{lg.SPEC_TYPE_ENV}=draft-simple here if it is a plain draft model (an MTP, "
+            "EAGLE-3 or DFlash drafter needs none), then migrate again")))
+        return
+    res.renames += renames
+    if kind != "plain":
+        res.notes.append((at, f"{shown} is a {kind} drafter: llama.cpp takes its type from the "
+                              "file, so no speculative type is added"))
+        return
+    entries = [(lg.SPEC_TYPE_ENV, "draft-simple")]
+    added = [f"{lg.SPEC_TYPE_ENV}=draft-simple (llama.cpp uses the draft model only with it)"]
+    for d in lg.OLD_DEFAULTS:
+        if set(d.envs) & set(names) or {d.flag, *d.aliases} & flags_in_file:
+            continue
+        new_env = d.envs[-1]
+        entries.append((new_env, d.old))
+        added.append(f"{new_env}={d.old} (the old {d.what} default; the new one is {d.new})")
+    last_start, last_end, _ = group[-1]
+    edit = _new_lines(text, last_start, last_end, entries)
+    if edit is None:
+        res.renames = [r for r in res.renames if r not in renames]
+        res.unsafe.append((at, (
+            "add " + ", ".join(f"{n}={v}" for n, v in entries) + " next to "
+            f"{group[-1][2]} by hand (this line's form cannot be copied safely), then migrate "
+            "again")))
+        return
+    res.inserts.append(edit)
+    res.notes.append((at, "added " + "; ".join(added)))
