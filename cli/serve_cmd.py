@@ -159,7 +159,9 @@ def serve(
         ) from None
 
     model, model_draft = o.resolve_models(model, model_draft)
-    types = parse_spec_types(spec_type, have_draft_model=model_draft is not None)
+    types = parse_spec_types(
+        spec_type, have_draft_model=model_draft is not None, auto=n_max is None
+    )
     template_src = None
     if chat_template_file is not None:
         from specgguf.chat import read_template_file

@@ -47,8 +47,9 @@ def spec_options(types: list[str], n_max: int | None, **kw: Any) -> SpecOptions:
 @dataclass(frozen=True)
 class SpecOverrides:
     """Per-call speculative settings, as llama-server's request fields `speculative.n_max`,
-    `speculative.n_min`, `speculative.p_min`. `n_max` is a fixed draft length for this call
-    (the `auto` policy sits it out); `enabled=False` or `n_max=0` decodes plainly."""
+    `speculative.n_min`, `speculative.p_min`. `n_max` fixes the draft length for this call:
+    at most n_max tokens per round from any drafter (the `auto` policy sits it out);
+    `enabled=False` or `n_max=0` decodes plainly."""
 
     enabled: bool = True
     n_max: int | None = None
@@ -80,6 +81,23 @@ class Chunk:
     @property
     def text(self) -> str:
         return "".join(t for t, _ in self.pieces)
+
+
+class _Cap:
+    """A call's fixed `speculative.n_max`: at most n draft tokens per round from ANY drafter
+    (an n-gram drafter would otherwise propose up to its own size)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def budget(self, limit: int) -> int:
+        return min(limit, self.n)
+
+    def trim(self, name: str, n: int) -> int:
+        return min(n, self.n)
+
+    def observe(self, rnd: Round) -> None:
+        pass
 
 
 class _SlotState:
@@ -355,6 +373,7 @@ class Generator:
         spec = self._spec_for(p.spec)
         eff = spec or self.session.spec
         policy = st.policy if self.auto and eff.adaptive and eff.types else None
+        cap = _Cap(p.spec.n_max) if p.spec.n_max and eff.types else None
         if st.policy is not None:
             if policy is None:
                 st.policy.detach()  # a call without auto: the drafters' own caps again
@@ -366,7 +385,7 @@ class Generator:
             seed,
             ignore_eos=self.ignore_eos if p.ignore_eos is None else p.ignore_eos,
             trace_probs=trace_probs,
-            budget_policy=policy,
+            budget_policy=policy if policy is not None else cap,
             reuse_prefix=p.cache_prompt,
             spec=spec,
             slot=st.slot,

@@ -406,7 +406,8 @@ class App:
     def auto_state(self, job: Job) -> dict[str, Any] | None:
         """auto's current figures for the page (None without auto)."""
         policy = self.gen.policy(job.slot or 0)
-        if policy is None or not policy.chosen:
+        used = job.generation is not None and job.generation.decoder.policy is policy
+        if policy is None or not used or not policy.chosen:
             return None
         chosen = policy.chosen[-64:]
         return {"k": chosen[-1], "mean_k_recent": round(sum(chosen) / len(chosen), 3)}

@@ -292,7 +292,9 @@ class Scheduler:
         assert g is not None
         s = g.stats
         rnd = chunk.round
-        policy = self.gen.policy(job.slot or 0) if g.decoder.policy is not None else None
+        policy = self.gen.policy(job.slot or 0)
+        if policy is None or g.decoder.policy is not policy:
+            policy = None  # no auto for this request
         return RoundInfo(
             draft_n=len(rnd.proposed) if rnd else 0,
             draft_n_accepted=rnd.n_accepted if rnd else 0,
