@@ -19,7 +19,7 @@ class Preflight:
     draft: GGUFInfo | None
 
 
-def preflight(target: Path, draft: Path | None, n_ctx: int = 0) -> Preflight:
+def preflight(target: Path, draft: Path | None) -> Preflight:
     t = read_gguf_info(target)
     d = read_gguf_info(draft) if draft is not None else None
     if d is not None:

@@ -58,7 +58,7 @@ class Session:
     def __init__(self, load: LoadOptions, spec: SpecOptions) -> None:
         engine.init_backend(load.verbose)
         need_draft = "draft-simple" in spec.types
-        self.info = preflight(load.model, load.model_draft if need_draft else None, load.n_ctx)
+        self.info = preflight(load.model, load.model_draft if need_draft else None)
         self.load = load
         self.spec = spec
         self.target_model = engine.Model(

@@ -62,7 +62,7 @@ class RunStats:
     position_accepted: list[int] = field(default_factory=list)
     per_type: dict[str, DrafterStats] = field(default_factory=dict)
 
-    def add_round(self, rnd: Round, *, eos: bool = False) -> None:
+    def add_round(self, rnd: Round) -> None:
         self.predicted_n += len(rnd.emitted)
         self.draft_ms += rnd.draft_ms
         self.verify_ms += rnd.verify_ms
