@@ -91,7 +91,7 @@ def bench(
     spec_draft_sampling: str = o.DraftSampling,
     n_gpu_layers: str = o.NGL,
     n_gpu_layers_draft: str = o.NGLD,
-    ctx_size: int = o.Ctx,
+    ctx_size: int | None = o.Ctx,
     batch_size: int = o.Batch,
     flash_attn: str = o.FlashAttn,
     threads: int = o.Threads,
@@ -169,6 +169,7 @@ def bench(
     configs = parse_configs(spec_type, n_max_values, have_draft_model=model_draft is not None)
     classes = [c for v in (prompt_class or []) for c in v.split(",")]
     prompts = load_prompts(prompt, file, classes, per_class)
+    o.check_lookup_caches([t for c in configs for t in c.types], ngram)
 
     from specgguf.session import Session, SpecOptions, resolve_seed
 
@@ -188,6 +189,9 @@ def bench(
             ngram=ngram,
         ),
     )
+    if not quiet:
+        for warning in session.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
     try:
         options = BenchOptions(
             n_predict=n_predict,

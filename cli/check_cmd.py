@@ -18,6 +18,7 @@ from rich.table import Table
 from specgguf.compat import check_compatible
 from specgguf.errors import ExitCode, SpecggufError, UsageError
 from specgguf.gguf_info import GGUFInfo, MemoryEstimate, estimate_memory, read_gguf_info
+from specgguf.preflight import resolve_n_ctx
 
 __all__ = ["check", "check_report", "render_report"]
 
@@ -66,18 +67,20 @@ def _model_dict(info: GGUFInfo, mem: MemoryEstimate) -> dict[str, object]:
     }
 
 
-def check_report(target_path: str, draft_path: str | None, n_ctx: int) -> dict[str, object]:
+def check_report(
+    target_path: str, draft_path: str | None, n_ctx: int | None = None
+) -> dict[str, object]:
     """Everything `check` prints, as plain data (the --json object).
 
-    n_ctx 0 means the target's training context, as llama.cpp's `-c 0` does; the draft gets
-    the same context as the target (llama.cpp has no separate draft context size any more).
+    n_ctx as `run` takes -c: None is run's default (4096, capped at the training context), 0
+    the target's training context; the draft gets the same context as the target (llama.cpp
+    has no separate draft context size any more).
     """
-    if n_ctx < 0:
+    if n_ctx is not None and n_ctx < 0:
         raise UsageError(f"--ctx-size must be 0 (the model's own) or positive, not {n_ctx}")
     target = read_gguf_info(target_path)
     draft = read_gguf_info(draft_path) if draft_path is not None else None
-    if n_ctx == 0:
-        n_ctx = target.context_length or 0
+    n_ctx, _ = resolve_n_ctx(n_ctx, target.context_length)
     t_mem = estimate_memory(target, n_ctx)
     report: dict[str, object] = {
         "n_ctx": n_ctx,
@@ -215,8 +218,13 @@ def check(
     model_draft: str | None = typer.Option(
         None, "-md", "--model-draft", "--spec-draft-model", help="draft model (GGUF file)"
     ),
-    ctx_size: int = typer.Option(
-        4096, "-c", "--ctx-size", help="context size for the memory estimate (0 = the model's)"
+    ctx_size: int | None = typer.Option(
+        None,
+        "-c",
+        "--ctx-size",
+        show_default=False,
+        help="context size for the memory estimate and the template check; default as `run`: "
+        "4096, capped at the model's training context (0 = the model's)",
     ),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object instead"),
 ) -> None:

@@ -89,7 +89,7 @@ def run(
     spec_draft_sampling: str = o.DraftSampling,
     n_gpu_layers: str = o.NGL,
     n_gpu_layers_draft: str = o.NGLD,
-    ctx_size: int = o.Ctx,
+    ctx_size: int | None = o.Ctx,
     batch_size: int = o.Batch,
     flash_attn: str = o.FlashAttn,
     threads: int = o.Threads,
@@ -175,7 +175,8 @@ def run(
     model, model_draft = o.resolve_models(model, model_draft)
     types = parse_spec_types(spec_type, have_draft_model=model_draft is not None)
 
-    # Input, template file and trace file: all opened before any weight is read.
+    # Input, template file, trace file and lookup caches: all checked before any weight is read.
+    o.check_lookup_caches(types, ngram)
     lines = text = None
     if jsonl:
         lines = _jsonl_source(file)
@@ -221,6 +222,9 @@ def run(
             )
         ctx = None
         try:
+            if not quiet:
+                for warning in session.warnings:
+                    print(f"warning: {warning}", file=sys.stderr)
             if tracer is not None:
                 tracer.piece = session.target_model.piece
             ctx = _Run(
