@@ -8,6 +8,11 @@ lstrip_blocks, the loop-controls extension ({% break %}, {% continue %}), a `{% 
 block (rendered as-is), `raise_exception`, `strftime_now`, and a `tojson` that keeps non-ASCII
 characters and does not HTML-escape (Jinja's own would turn "<" into "\\u003c").
 
+The sandbox stops a template from reaching Python internals, not from spending: rendering runs
+in specgguf.template_bounds' BoundedSandbox, which bounds steps, time, the size of every value
+and of the output (16 characters per token of the context), call depth and range(); any
+failure is one ChatTemplateError line (exit 5; compile failures take the origin's code).
+
 Like llama.cpp (common/chat.cpp), a rendered prompt that starts with the BOS text has it removed
 when the tokenizer adds BOS itself, so the model never sees two. A model without a template
 falls back to ChatML, as llama.cpp does.
