@@ -69,6 +69,8 @@ HOSTILE = {
         "{% if true %}" * 300 + "x" + "{% endif %}" * 300, ExitCode.MODEL, "nested too deeply",
     ),
     "deep_parens": ("{{ " + "(" * 5000 + "1" + ")" * 5000 + " }}", ExitCode.MODEL, "nested"),
+    # a 100k-item list literal: compiling it took over 20 s and 400 MB; refused after lexing
+    "huge_source": ("{{ [" + "1," * 100000 + "1] }}", ExitCode.MODEL, "too large to compile"),
 }  # fmt: skip
 
 #: more ways to allocate in one call, each refused before it allocates
