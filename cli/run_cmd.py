@@ -88,7 +88,7 @@ def run(
     spec_draft_sampling: str = o.DraftSampling,
     n_gpu_layers: str = o.NGL,
     n_gpu_layers_draft: str = o.NGLD,
-    ctx_size: int = o.Ctx,
+    ctx_size: int | None = o.Ctx,
     batch_size: int = o.Batch,
     flash_attn: str = o.FlashAttn,
     threads: int = o.Threads,
@@ -176,7 +176,8 @@ def run(
         spec_type, have_draft_model=model_draft is not None, auto=n_max is None
     )
 
-    # Input, template file and trace file: all opened before any weight is read.
+    # Input, template file, trace file and lookup caches: all checked before any weight is read.
+    o.check_lookup_caches(types, ngram)
     lines = text = None
     if jsonl:
         lines = _jsonl_source(file)
@@ -222,6 +223,9 @@ def run(
             )
         ctx = None
         try:
+            if not quiet:
+                for warning in session.warnings:
+                    print(f"warning: {warning}", file=sys.stderr)
             if tracer is not None:
                 tracer.piece = session.target_model.piece
             ctx = _Run(
@@ -397,7 +401,14 @@ class _Run:
             def tok(i):
                 return vocab.tokens[i] if i is not None and 0 <= i < len(vocab.tokens) else ""
 
-            kw = dict(bos_token=tok(vocab.bos_id), eos_token=tok(vocab.eos_id))
+            from specgguf.template_bounds import TemplateLimits
+
+            # rendering is bounded in time and size; the size cap follows the context (-c)
+            kw = dict(
+                bos_token=tok(vocab.bos_id),
+                eos_token=tok(vocab.eos_id),
+                limits=TemplateLimits.for_context(self.session.target.n_ctx),
+            )
             if self.template_src is not None:
                 self._template = ChatTemplate.compile(
                     self.template_src,

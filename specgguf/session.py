@@ -15,7 +15,7 @@ from specgguf import engine
 from specgguf.drafters.base import Drafter
 from specgguf.drafters.draft_model import DraftModelDrafter
 from specgguf.errors import PromptError
-from specgguf.preflight import preflight
+from specgguf.preflight import preflight, resolve_n_ctx
 from specgguf.sampling import PositionRandom, SamplerParams
 from specgguf.spec_types import NGRAM_TYPES
 from specgguf.speculative import BudgetPolicy, GenerationConfig, SpeculativeDecoder
@@ -27,7 +27,7 @@ class LoadOptions:
     model_draft: Path | None = None
     n_gpu_layers: str = "auto"
     n_gpu_layers_draft: str = "auto"
-    n_ctx: int = 0
+    n_ctx: int | None = None  # None: preflight.DEFAULT_N_CTX capped at training; 0: training
     n_batch: int = 2048
     n_ubatch: int = 512
     threads: int = 0
@@ -61,13 +61,16 @@ class Session:
         self.info = preflight(load.model, load.model_draft if need_draft else None)
         self.load = load
         self.spec = spec
+        n_ctx, ctx_warning = resolve_n_ctx(load.n_ctx, self.info.target.context_length)
+        #: one-line warnings for the caller to print (this module never writes to stderr)
+        self.warnings: list[str] = [ctx_warning] if ctx_warning else []
         self.target_model = engine.Model(
             load.model, n_gpu_layers=engine.parse_gpu_layers(load.n_gpu_layers), repack=load.repack
         )
         self.target = engine.Context(
             self.target_model,
             engine.ContextParams(
-                load.n_ctx,
+                n_ctx,
                 load.n_batch,
                 load.n_ubatch,
                 load.threads,
@@ -91,7 +94,7 @@ class Session:
                     self.target.n_ctx,
                     load.n_batch,
                     load.n_ubatch,
-                    load.threads_draft or load.threads,
+                    load.threads_draft if load.threads_draft > 0 else load.threads,
                     load.flash_attn,
                     load.cache_type_k_draft,
                     load.cache_type_v_draft,
