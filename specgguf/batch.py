@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from specgguf import interrupts
 from specgguf.errors import ExitCode, OutputError, SpecggufError
 from specgguf.output import write_text
 
@@ -34,6 +35,8 @@ _CODE_NAMES = {
     ExitCode.PROMPT: "prompt",
     ExitCode.RUNTIME: "runtime",
     ExitCode.INTERRUPTED: "interrupted",
+    ExitCode.TERMINATED: "interrupted",
+    ExitCode.HANGUP: "interrupted",
 }
 
 
@@ -199,7 +202,7 @@ def _answer_line(
     except KeyboardInterrupt:
         c.interrupted = True
         c.failed += 1
-        stop = SpecggufError("interrupted", ExitCode.INTERRUPTED)
+        stop = SpecggufError("interrupted", ExitCode(interrupts.exit_code()))
         _write(out, error_object(n, item_id, stop))
         return False
     except OutputError:

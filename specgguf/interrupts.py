@@ -147,11 +147,11 @@ def handling() -> Iterator[None]:
     """Install the handler for SIGINT, SIGTERM and SIGHUP for the duration of a command, and
     restore what was there before. A signal whose disposition is "ignore" stays ignored (nohup,
     a background job started without job control). Outside the main thread: nothing to do."""
+    global _deferred
     reset()
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    global _deferred
     previous: dict[int, Any] = {}
     try:
         for s in SIGNALS:

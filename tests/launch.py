@@ -8,7 +8,8 @@ without changing what specgguf does in them:
   the first one made while a model loads writes LOAD_MARKER to stderr. A signal sent after the
   marker lands while llama.cpp is inside the Python callback: the case where Python's own
   handler raised into ctypes ("Exception ignored on calling ctypes callback") and went on.
-* SPECGGUF_TEST_MARK_PREFILL=1: PREFILL_MARKER goes to stderr as prompt evaluation starts.
+* SPECGGUF_TEST_MARK_PREFILL=1: PREFILL_MARKER goes to stderr as prompt evaluation starts,
+  SPECGGUF_TEST_MARK_RENDER=1: RENDER_MARKER as a chat template starts rendering.
 * SPECGGUF_TEST_PIP='["cmd", ...]': `pull` runs this instead of `python -m pip`.
 """
 
@@ -20,6 +21,7 @@ import time
 
 LOAD_MARKER = b"[tests.launch] inside llama.cpp's log callback, loading\n"
 PREFILL_MARKER = b"[tests.launch] prompt evaluation starts\n"
+RENDER_MARKER = b"[tests.launch] chat template rendering starts\n"
 
 
 def _slow_log(delay: float) -> None:
@@ -53,12 +55,26 @@ def _mark_prefill() -> None:
     SpeculativeDecoder.prefill = prefill
 
 
+def _mark_render() -> None:
+    from specgguf.chat import ChatTemplate
+
+    original = ChatTemplate.render
+
+    def render(self, *args, **kw):
+        os.write(2, RENDER_MARKER)
+        return original(self, *args, **kw)
+
+    ChatTemplate.render = render
+
+
 def main() -> None:
     delay = os.environ.get("SPECGGUF_TEST_SLOW_LOG")
     if delay:
         _slow_log(float(delay))
     if os.environ.get("SPECGGUF_TEST_MARK_PREFILL"):
         _mark_prefill()
+    if os.environ.get("SPECGGUF_TEST_MARK_RENDER"):
+        _mark_render()
     pip = os.environ.get("SPECGGUF_TEST_PIP")
     if pip:
         from specgguf import models

@@ -289,6 +289,58 @@ def test_signal_during_prompt_evaluation(sig, status, tiny_target, tiny_draft, t
     assert_no_traceback(err)
 
 
+def test_signal_while_a_chat_template_renders(tiny_target, tiny_draft, tmp_path):
+    """A template that loops for a long time (nested 100000-item loops) is stopped by Ctrl-C
+    like everything else: the report and the --json object, exit 130."""
+    from tests.launch import RENDER_MARKER
+
+    slow = tmp_path / "slow.jinja"
+    slow.write_text(
+        "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+        "{{ messages[0]['content'] }}"
+    )
+    argv = ["run", "-m", tiny_target, "-md", tiny_draft, *LONG[:6], "-p", "hi", "--chat",
+            "--chat-template-file", slow, "--json"]  # fmt: skip
+    proc = start(list(map(str, argv)), hooks={"SPECGGUF_TEST_MARK_RENDER": "1"})
+    seen = read_until(proc, 0, marker=RENDER_MARKER, stream="stderr")
+    time.sleep(0.5)
+    code, out, err = interrupt(proc)
+    err = seen.decode() + err
+    assert code == 130, err
+    obj = json.loads(out)
+    assert obj["stop_reason"] == "interrupted" and obj["text"] == ""
+    assert "decoded    0 tokens" in err
+    assert_no_traceback(err)
+
+
+def test_conversation_ctrl_c_stops_the_answer_sigterm_ends_it(tiny_target, tiny_draft):
+    """-cnv: Ctrl-C stops the answer being written and the conversation goes on; SIGTERM
+    during the next answer ends it (exit 143), both answers' reports printed."""
+    argv = ["run", "-m", tiny_target, "-md", tiny_draft, *LONG, "-cnv", "-p", "hello"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "specgguf_cli.app", *map(str, argv)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+        env=env(),
+        start_new_session=True,
+        preexec_fn=_default_sigint,
+    )
+    first = read_until(proc, 16)
+    os.killpg(proc.pid, signal.SIGINT)
+    # the first answer ends (its report line on stderr), then the second turn is read
+    read_until(proc, 0, marker=b"interrupted]", stream="stderr")
+    proc.stdin.write(b"and then?\n")
+    proc.stdin.flush()
+    more = read_until(proc, 16)
+    code, rest, err = interrupt(proc, signal.SIGTERM, group=False)
+    assert code == 143, err
+    assert first and more.strip()
+    assert "interrupted]" in err  # the second answer's report
+    assert_no_traceback(err)
+
+
 # -- closed pipe ------------------------------------------------------------------------------
 
 

