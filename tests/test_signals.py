@@ -65,10 +65,9 @@ def test_unregistered_code_is_interrupted_at_once():
 def test_deferred_block_finishes_then_raises():
     done = []
     with interrupts.handling():
-        with pytest.raises(Interrupted):
-            with interrupts.deferred():
-                os.kill(os.getpid(), signal.SIGTERM)
-                done.append("saved")
+        with pytest.raises(Interrupted), interrupts.deferred():
+            os.kill(os.getpid(), signal.SIGTERM)
+            done.append("saved")
         assert done == ["saved"]
 
 
