@@ -132,7 +132,6 @@ def run(
     from specgguf.adaptive import DEFAULT_N_MAX_CAP
     from specgguf.errors import UsageError
     from specgguf.sampling import SamplerParams
-    from specgguf.session import Session, SpecOptions
     from specgguf.spec_types import parse_spec_types
 
     # Everything that can be checked without a model is checked first: a typo costs nothing.
@@ -176,34 +175,41 @@ def run(
         use_chat = chat if chat is not None else (default_pair or system_prompt is not None)
         use_chat = use_chat or conversation
 
-    model, model_draft = o.resolve_models(model, model_draft)
-    types = parse_spec_types(spec_type, have_draft_model=model_draft is not None)
-
-    # Input, template file and trace file: all opened before any weight is read.
-    lines = text = None
-    if jsonl:
-        lines = _jsonl_source(file)
-    elif not conversation or prompt is not None or file is not None:
-        text = o.read_prompt(prompt, file)
-    template_src = None
-    if chat_template_file is not None:
-        from specgguf.chat import read_template_file
-
-        template_src = read_template_file(chat_template_file)
-    tracer = None
-    if trace is not None:
-        from specgguf.trace import TraceWriter
-
-        tracer = TraceWriter.open(trace)
-
-    meta = {
-        "model": str(model),
-        "draft_model": str(model_draft) if "draft-simple" in types else None,
-        "spec_type": types or ["none"],
-    }
+    # From here on a signal (Ctrl-C while stdin is read, during the imports, the load...) still
+    # ends a single run in its report and --json object: nothing generated yet.
+    meta: dict = {"model": str(model) if model is not None else None, "draft_model": None,
+                  "spec_type": None}  # fmt: skip
+    types: list[str] = []
+    lines = text = tracer = None
     try:
         try:
-            with _loading(model, model_draft if "draft-simple" in types else None, quiet, verbose):
+            model, model_draft = o.resolve_models(model, model_draft)
+            types = parse_spec_types(spec_type, have_draft_model=model_draft is not None)
+            meta.update(
+                model=str(model),
+                draft_model=str(model_draft) if "draft-simple" in types else None,
+                spec_type=types or ["none"],
+            )
+
+            # Input, template file and trace file: all opened before any weight is read.
+            if jsonl:
+                lines = _jsonl_source(file)
+            elif not conversation or prompt is not None or file is not None:
+                text = o.read_prompt(prompt, file)
+            template_src = None
+            if chat_template_file is not None:
+                from specgguf.chat import read_template_file
+
+                template_src = read_template_file(chat_template_file)
+            if trace is not None:
+                from specgguf.trace import TraceWriter
+
+                tracer = TraceWriter.open(trace)
+
+            from specgguf.session import Session, SpecOptions  # imports llama_cpp: not before
+
+            draft_shown = model_draft if "draft-simple" in types else None
+            with _loading(model, draft_shown, quiet, verbose):
                 session = Session(
                     o.load_options(
                         model,
@@ -230,8 +236,8 @@ def run(
                     ),
                 )
         except KeyboardInterrupt:
-            # Stopped while loading: nothing was generated, but a single run still reports
-            # (empty statistics, the --json object) as it would have mid-generation.
+            # Stopped before anything was generated: a single run still reports (empty
+            # statistics, the --json object) as it would have mid-generation.
             if not jsonl and not conversation:
                 from specgguf.stats import RunStats
 

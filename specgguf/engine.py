@@ -22,6 +22,7 @@ import numpy as np
 
 from specgguf import interrupts
 from specgguf.errors import ExitCode, ModelFileError, SpecggufError
+from specgguf.ggml_types import KV_CACHE_TYPES
 
 try:  # imported lazily by tests that only need pure modules
     import llama_cpp as ll
@@ -117,11 +118,6 @@ def parse_gpu_layers(value: str) -> int:
 
 FLASH_ATTN = {"on": 1, "off": 0, "auto": -1}
 
-#: llama.cpp's accepted KV cache types (common/arg.cpp kv_cache_types) -> ggml_type ids
-KV_CACHE_TYPES = {
-    "f32": 0, "f16": 1, "bf16": 30, "q8_0": 8, "q4_0": 2, "q4_1": 3, "iq4_nl": 20, "q5_0": 6,
-    "q5_1": 7,
-}  # fmt: skip
 
 
 class Model:
