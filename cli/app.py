@@ -103,6 +103,7 @@ def run_cli(argv: list[str]) -> int:
         # typer answers any KeyboardInterrupt with 130, whatever the signal was; and one that
         # came after the work was done is still reported
         code = interrupts.exit_code()
+    interrupts.reset()  # a caller that goes on (tests, embedding) starts with a clean slate
     return code
 
 

@@ -223,6 +223,11 @@ def _die_with_parent() -> Callable[[], None] | None:
 
 def _kill_group(proc: subprocess.Popen) -> None:
     """SIGTERM the child's process group, SIGKILL it if it lingers, and reap the child."""
+    if not hasattr(os, "killpg"):  # pragma: no cover - not POSIX: no process groups
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        return
     for sig, wait_s in ((signal.SIGTERM, KILL_WAIT_S), (signal.SIGKILL, None)):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, sig)
