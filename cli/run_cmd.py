@@ -245,7 +245,8 @@ def run(
                 stats = RunStats(n_max=n_max_shown if types else 0)
                 with interrupts.deferred():
                     _report(GenerationResult("", "interrupted"), stats, None, meta,
-                            seed=seed if seed >= 0 else None, quiet=quiet, json_out=json_out)
+                            seed=None if seed < 0 or seed == 0xFFFFFFFF else seed,  # random
+                            quiet=quiet, json_out=json_out)
             raise
         ctx = None
         try:
