@@ -165,7 +165,7 @@ CacheTypeVDraft = typer.Option(
 
 def validate_cache_types(**flags: str) -> None:
     """llama.cpp's kv_cache_types; checked before any model is loaded."""
-    from specgguf.engine import KV_CACHE_TYPES
+    from specgguf.ggml_types import KV_CACHE_TYPES
 
     for flag, value in flags.items():
         if value not in KV_CACHE_TYPES:

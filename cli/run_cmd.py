@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from contextlib import nullcontext
 from pathlib import Path
 
 import typer
 from specgguf_cli import options as o
+
+from specgguf import interrupts
+from specgguf.output import write_stdout
 
 Color = typer.Option(
     "auto",
@@ -127,7 +131,6 @@ def run(
     from specgguf.adaptive import DEFAULT_N_MAX_CAP
     from specgguf.errors import UsageError
     from specgguf.sampling import SamplerParams
-    from specgguf.session import Session, SpecOptions
     from specgguf.spec_types import parse_spec_types
 
     # Everything that can be checked without a model is checked first: a typo costs nothing.
@@ -171,56 +174,83 @@ def run(
         use_chat = chat if chat is not None else (default_pair or system_prompt is not None)
         use_chat = use_chat or conversation
 
-    model, model_draft = o.resolve_models(model, model_draft)
-    types = parse_spec_types(
-        spec_type, have_draft_model=model_draft is not None, auto=n_max is None
-    )
-
-    # Input, template file, trace file and lookup caches: all checked before any weight is read.
-    o.check_lookup_caches(types, ngram)
-    lines = text = None
-    if jsonl:
-        lines = _jsonl_source(file)
-    elif not conversation or prompt is not None or file is not None:
-        text = o.read_prompt(prompt, file)
-    template_src = None
-    if chat_template_file is not None:
-        from specgguf.chat import read_template_file
-
-        template_src = read_template_file(chat_template_file)
-    tracer = None
-    if trace is not None:
-        from specgguf.trace import TraceWriter
-
-        tracer = TraceWriter.open(trace)
-
+    # From here on a signal (Ctrl-C while stdin is read, during the imports, the load...) still
+    # ends a single run in its report and --json object: nothing generated yet.
+    meta: dict = {"model": str(model) if model is not None else None, "draft_model": None,
+                  "spec_type": None}  # fmt: skip
+    types: list[str] = []
+    lines = text = tracer = None
     try:
-        with _loading(model, model_draft if "draft-simple" in types else None, quiet, verbose):
-            session = Session(
-                o.load_options(
-                    model,
-                    model_draft,
-                    n_gpu_layers=n_gpu_layers,
-                    n_gpu_layers_draft=n_gpu_layers_draft,
-                    ctx_size=ctx_size,
-                    batch_size=batch_size,
-                    flash_attn=flash_attn,
-                    threads=threads,
-                    threads_draft=threads_draft,
-                    no_repack=no_repack,
-                    verbose=verbose,
-                    kv_types=kv_types,
-                ),
-                SpecOptions(
-                    types=types,
-                    n_max=n_max if n_max is not None else DEFAULT_N_MAX_CAP,  # auto: the cap
-                    adaptive=n_max is None,
-                    n_min=spec_draft_n_min,
-                    p_min=spec_draft_p_min,
-                    draft_sampling=spec_draft_sampling,
-                    ngram=ngram,
-                ),
+        try:
+            model, model_draft = o.resolve_models(model, model_draft)
+            types = parse_spec_types(
+                spec_type, have_draft_model=model_draft is not None, auto=n_max is None
             )
+            meta.update(
+                model=str(model),
+                draft_model=str(model_draft) if "draft-simple" in types else None,
+                spec_type=types or ["none"],
+            )
+
+            # Input, template file, trace file and lookup caches: all checked before any
+            # weight is read.
+            o.check_lookup_caches(types, ngram)
+            if jsonl:
+                lines = _jsonl_source(file)
+            elif not conversation or prompt is not None or file is not None:
+                text = o.read_prompt(prompt, file)
+            template_src = None
+            if chat_template_file is not None:
+                from specgguf.chat import read_template_file
+
+                template_src = read_template_file(chat_template_file)
+            if trace is not None:
+                from specgguf.trace import TraceWriter
+
+                tracer = TraceWriter.open(trace)
+
+            from specgguf.session import Session, SpecOptions  # imports llama_cpp: not before
+
+            draft_shown = model_draft if "draft-simple" in types else None
+            with _loading(model, draft_shown, quiet, verbose):
+                session = Session(
+                    o.load_options(
+                        model,
+                        model_draft,
+                        n_gpu_layers=n_gpu_layers,
+                        n_gpu_layers_draft=n_gpu_layers_draft,
+                        ctx_size=ctx_size,
+                        batch_size=batch_size,
+                        flash_attn=flash_attn,
+                        threads=threads,
+                        threads_draft=threads_draft,
+                        no_repack=no_repack,
+                        verbose=verbose,
+                        kv_types=kv_types,
+                    ),
+                    SpecOptions(
+                        types=types,
+                        n_max=n_max if n_max is not None else DEFAULT_N_MAX_CAP,  # auto: the cap
+                        adaptive=n_max is None,
+                        n_min=spec_draft_n_min,
+                        p_min=spec_draft_p_min,
+                        draft_sampling=spec_draft_sampling,
+                        ngram=ngram,
+                    ),
+                )
+        except KeyboardInterrupt:
+            # Stopped before anything was generated: a single run still reports (empty
+            # statistics, the --json object) as it would have mid-generation.
+            if not jsonl and not conversation:
+                from specgguf.stats import RunStats
+
+                n_max_shown = n_max if n_max is not None else DEFAULT_N_MAX_CAP
+                stats = RunStats(n_max=n_max_shown if types else 0)
+                with interrupts.deferred():
+                    _report(GenerationResult("", "interrupted"), stats, None, meta,
+                            seed=None if seed < 0 or seed == 0xFFFFFFFF else seed,  # random
+                            quiet=quiet, json_out=json_out)
+            raise
         ctx = None
         try:
             if not quiet:
@@ -241,11 +271,7 @@ def run(
                 template_file=chat_template_file,
                 auto=n_max is None,
                 profile=not no_auto_profile,
-                meta={
-                    "model": str(model),
-                    "draft_model": str(model_draft) if "draft-simple" in types else None,
-                    "spec_type": types or ["none"],
-                },
+                meta=meta,
             )
             if jsonl:
                 assert lines is not None
@@ -260,14 +286,18 @@ def run(
             assert text is not None
             return _run_single(ctx, text, use_chat=use_chat, json_out=json_out, color=colored)
         finally:
-            if ctx is not None:
-                ctx.save_profile()
-            session.close()
+            # Saving the -lcd cache (Session.close) and the profile is not cut short by a
+            # signal that arrives now: it is raised once they are written.
+            with interrupts.deferred():
+                if ctx is not None:
+                    ctx.save_profile()
+                session.close()
     finally:
-        if lines is not None:
-            lines.close()
-        if tracer is not None:
-            tracer.close()
+        with interrupts.deferred():
+            if lines is not None:
+                lines.close()
+            if tracer is not None:
+                tracer.close()
 
 
 # -- setup ------------------------------------------------------------------------------------
@@ -431,49 +461,66 @@ class _Run:
 
     def result_fields(self, result, stats, seed: int) -> dict:
         """The --json object (a --jsonl line adds id and line)."""
-        return {
-            "text": result.text,
-            "stop_reason": result.stop_reason,
-            "tokens_predicted": stats.predicted_n,
-            "tokens_evaluated": stats.prompt_n,
-            **self.meta,
-            "seed": seed,
-            "timings": stats.timings(),
-        }
+        return result_object(result, stats, self.meta, seed)
 
 
 # -- the three modes --------------------------------------------------------------------------
 
 
 def _run_single(run: _Run, text: str, *, use_chat: bool, json_out: bool, color: bool) -> int:
-    from specgguf.errors import ExitCode
+    """One prompt. A signal at any point (template, prompt evaluation, generation) still ends
+    in the statistics and the --json object, with what was generated so far."""
+    from specgguf.stats import RunStats
 
-    if use_chat:
-        text = run.chat_prompt([{"role": "user", "content": text}])
-    tokens = run.session.tokenize(text)
-    decoder = run.decoder(run.sampler, run.n_predict, run.seed)
-    if run.tracer is not None:
-        run.tracer.begin()
-    result = stream_generation(
-        run.session, decoder, tokens, json_out=json_out, color=color, trace=run.tracer
-    )
-    stats = decoder.stats
-    if not json_out and result.text and not result.text.endswith("\n"):
-        sys.stdout.write("\n")  # the text ends before the report starts on a terminal
-        sys.stdout.flush()
-    if not run.quiet:
+    decoder = None
+    result = GenerationResult("", "interrupted")
+    try:
+        if use_chat:
+            text = run.chat_prompt([{"role": "user", "content": text}])
+        tokens = run.session.tokenize(text)
+        decoder = run.decoder(run.sampler, run.n_predict, run.seed)
+        if run.tracer is not None:
+            run.tracer.begin()
+        result = stream_generation(
+            run.session, decoder, tokens, json_out=json_out, color=color, trace=run.tracer
+        )
+    except KeyboardInterrupt:
+        pass  # before generation started: nothing to keep, the report still follows
+    stats = decoder.stats if decoder is not None else RunStats(n_max=run.session.spec.n_max)
+    with interrupts.deferred():
+        if not json_out and result.text and not result.text.endswith("\n"):
+            write_stdout("\n")  # the text ends before the report starts on a terminal
+        _report(result, stats, run.policy, run.meta, seed=run.seed, quiet=run.quiet,
+                json_out=json_out)
+    return interrupts.exit_code() if result.stop_reason == "interrupted" else 0
+
+
+def _report(result, stats, policy, meta, *, seed, quiet: bool, json_out: bool) -> None:
+    """llama.cpp's statistics on stderr (unless -q), then the --json object on stdout."""
+    if not quiet:
         for line in stats.report_lines():
             print(line, file=sys.stderr)
-        if run.policy is not None:
-            for line in run.policy.report_lines():
+        if policy is not None:
+            for line in policy.report_lines():
                 print(line, file=sys.stderr)
     if json_out:
-        obj = run.result_fields(result, stats, run.seed)
-        if run.policy is not None:
-            obj["auto"] = run.policy.summary()
-        sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
-        sys.stdout.flush()
-    return int(ExitCode.INTERRUPTED) if result.stop_reason == "interrupted" else 0
+        obj = result_object(result, stats, meta, seed)
+        if policy is not None:
+            obj["auto"] = policy.summary()
+        write_stdout(json.dumps(obj, ensure_ascii=False) + "\n")
+
+
+def result_object(result, stats, meta: dict, seed: int | None) -> dict:
+    """The --json object (a --jsonl line adds id and line)."""
+    return {
+        "text": result.text,
+        "stop_reason": result.stop_reason,
+        "tokens_predicted": stats.predicted_n,
+        "tokens_evaluated": stats.prompt_n,
+        **meta,
+        "seed": seed,
+        "timings": stats.timings(),
+    }
 
 
 def _run_batch(run: _Run, lines, *, use_chat: bool) -> int:
@@ -485,7 +532,7 @@ def _run_batch(run: _Run, lines, *, use_chat: bool) -> int:
 
     from specgguf.batch import BatchCounts, run_batch
     from specgguf.session import resolve_seed
-    from specgguf.stats import RunStats
+    from specgguf.stats import RunStats, format_rate
 
     total = RunStats(n_max=run.session.spec.n_max)
     counts = BatchCounts()
@@ -526,6 +573,8 @@ def _run_batch(run: _Run, lines, *, use_chat: bool) -> int:
         return run.result_fields(result, s, seed)
 
     code = run_batch(lines, answer, sys.stdout, counts=counts)
+    if counts.interrupted:
+        code = interrupts.exit_code()
     if not run.quiet:
         print(
             f"batch: {counts.lines} lines, {counts.answered} answered, {counts.failed} failed"
@@ -534,7 +583,7 @@ def _run_batch(run: _Run, lines, *, use_chat: bool) -> int:
         )
         print(
             f"decoded {total.predicted_n:4d} tokens in {total.predicted_ms / 1e3:8.3f} seconds, "
-            f"speed: {total.predicted_per_second:8.3f} t/s; n_drafted = {total.n_drafted}, "
+            f"speed: {format_rate(total.predicted_speed)}; n_drafted = {total.n_drafted}, "
             f"n_accept = {total.n_accept}, accept = {100 * total.accept_rate:.3f}%",
             file=sys.stderr,
         )
@@ -564,7 +613,8 @@ def _run_conversation(run: _Run, first: str | None, *, color: bool) -> int:
     re-rendered every turn, and only what the KV cache does not hold yet is evaluated (the
     new turn, plus the assistant's last tokens). Ctrl-C stops the current answer (kept, as
     said so far); Ctrl-C at the prompt ends the conversation with exit status 130."""
-    from specgguf.errors import ExitCode, PromptError
+    from specgguf.errors import PromptError
+    from specgguf.stats import format_rate
 
     interactive = bool(sys.stdin) and sys.stdin.isatty() and sys.stdout.isatty()
     messages: list[dict] = []
@@ -578,8 +628,8 @@ def _run_conversation(run: _Run, first: str | None, *, color: bool) -> int:
             try:
                 user = _read_turn(interactive)
             except KeyboardInterrupt:
-                sys.stdout.write("\n")
-                return int(ExitCode.INTERRUPTED)
+                write_stdout("\n")
+                return interrupts.exit_code()
             if user is None or user.strip() in ("/exit", "/quit"):
                 return 0
         if not user.strip():
@@ -597,17 +647,20 @@ def _run_conversation(run: _Run, first: str | None, *, color: bool) -> int:
             run.session, decoder, tokens, json_out=False, color=color, trace=run.tracer
         )
         if not result.text.endswith("\n"):
-            sys.stdout.write("\n")
-            sys.stdout.flush()
+            write_stdout("\n")
         messages.append({"role": "assistant", "content": result.text})
         s = decoder.stats
         if not run.quiet:
             print(
-                f"[{s.predicted_n} tokens, {s.predicted_per_second:.1f} t/s, prompt "
+                f"[{s.predicted_n} tokens, {format_rate(s.predicted_speed, 0, 1)}, prompt "
                 f"{s.prompt_n} tokens ({s.cache_n} reused), accept {100 * s.accept_rate:.1f}% "
                 f"({s.n_accept}/{s.n_drafted}), {result.stop_reason}]",
                 file=sys.stderr,
             )
+        if result.stop_reason == "interrupted":
+            if interrupts.received() not in (None, signal.SIGINT):
+                return interrupts.exit_code()  # SIGTERM / SIGHUP end the conversation
+            interrupts.reset()  # Ctrl-C stopped this answer; the next one may be stopped too
         turn += 1
 
 

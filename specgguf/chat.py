@@ -232,7 +232,12 @@ class ChatTemplate:
 
 def validate_messages(messages: Any) -> list[dict[str, Any]]:
     """A non-empty list of {"role": str, "content": str, ...}; copies, so a template cannot
-    see (or keep) the caller's objects. Extra keys (name, tool_calls, ...) pass through."""
+    see (or keep) the caller's objects. Extra keys (name, tool_calls, ...) pass through.
+
+    `content` may also be OpenAI's list of parts, [{"type": "text", "text": "..."}, ...]: the
+    text parts are joined with newlines (as llama.cpp's server does for templates that want a
+    string), so every template sees a string. Images, audio and other parts are refused: these
+    models read text only."""
     if not isinstance(messages, list | tuple):
         raise PromptError('"messages" must be a list of {"role": ..., "content": ...} objects')
     if not messages:
@@ -245,10 +250,36 @@ def validate_messages(messages: Any) -> list[dict[str, Any]]:
         if not isinstance(role, str) or not role:
             raise PromptError(f'messages[{i}]: "role" must be a non-empty string')
         content = m.get("content")
-        if not isinstance(content, str):
-            raise PromptError(f'messages[{i}]: "content" must be a string')
-        out.append(dict(m))
+        if isinstance(content, list):
+            content = _join_text_parts(content, i)
+        elif not isinstance(content, str):
+            raise PromptError(
+                f'messages[{i}]: "content" must be a string or a list of text parts'
+            )
+        out.append({**m, "content": content})
     return out
+
+
+def _join_text_parts(parts: list[Any], i: int) -> str:
+    """OpenAI's content parts -> one string; anything but {"type": "text", "text": str} is one
+    clear PromptError line."""
+    texts: list[str] = []
+    for j, part in enumerate(parts):
+        where = f"messages[{i}].content[{j}]"
+        if not isinstance(part, Mapping):
+            raise PromptError(f'{where} is not an object (expected {{"type": "text", ...}})')
+        kind = part.get("type")
+        if kind != "text":
+            shown = json.dumps(kind, ensure_ascii=False, default=str)[:40]
+            raise PromptError(
+                f'{where}: content part type {shown} is not supported (only "text": '
+                "these models read text)"
+            )
+        text = part.get("text")
+        if not isinstance(text, str):
+            raise PromptError(f'{where}: "text" must be a string')
+        texts.append(text)
+    return "\n".join(texts)
 
 
 def conversation(system_prompt: str | None, turns: Sequence[tuple[str, str]]) -> list[dict]:

@@ -21,7 +21,13 @@ class ExitCode(IntEnum):
     PULL = 6  # default models not pulled, download or checksum failure
     RUNTIME = 7  # llama.cpp failed while decoding
     BATCH_PARTIAL = 8  # --jsonl: at least one line failed, the others were answered
-    INTERRUPTED = 130  # Ctrl-C: what was generated is kept
+    OUTPUT = 9  # writing failed: stdout or --trace on a full disk, an I/O error
+    # Stopped by a signal (specgguf.interrupts): 128 + the signal number, as a shell reports a
+    # process killed by it; what was generated is kept, statistics and --json still printed.
+    HANGUP = 129  # SIGHUP: the terminal went away
+    INTERRUPTED = 130  # SIGINT: Ctrl-C
+    TERMINATED = 143  # SIGTERM: `timeout`, `docker stop`, systemd
+    # 141 (SIGPIPE's number) is the status of a run whose stdout reader went away (`| head`)
 
 
 class SpecggufError(Exception):
@@ -50,6 +56,20 @@ class IncompatibleModelsError(SpecggufError):
 class PromptError(SpecggufError):
     def __init__(self, message: str) -> None:
         super().__init__(message, ExitCode.PROMPT)
+
+
+class OutputError(SpecggufError):
+    """Writing the output failed (disk full, I/O error): `stdout` says whether it was stdout,
+    which the CLI then points at /dev/null so the interpreter's last flush stays quiet."""
+
+    def __init__(self, message: str, *, stdout: bool = False) -> None:
+        super().__init__(message, ExitCode.OUTPUT)
+        self.stdout = stdout
+
+
+def write_failed(what: str, err: OSError, *, stdout: bool = False) -> OutputError:
+    """The one line for a failed write to `what` ("stdout", "--trace FILE")."""
+    return OutputError(f"cannot write {what}: {err.strerror or err}", stdout=stdout)
 
 
 def open_user_file(path: Any, flag: str, mode: str = "rb", **kw: Any) -> IO[Any]:
