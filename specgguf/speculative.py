@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from specgguf.acceptance import verify
+from specgguf.context import KVContext
 from specgguf.drafters.base import Draft, Drafter
-from specgguf.engine import Context
 from specgguf.sampling import PositionRandom, SamplerParams, SparseDist, distribution
 from specgguf.stats import RunStats
 
@@ -69,7 +69,7 @@ class SpeculativeDecoder:
 
     def __init__(
         self,
-        target: Context,
+        target: KVContext,
         drafters: Sequence[Drafter],
         config: GenerationConfig,
         random: PositionRandom,

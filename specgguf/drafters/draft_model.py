@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specgguf.context import KVContext
 from specgguf.drafters.base import Draft, Drafter
-from specgguf.engine import Context
 from specgguf.sampling import (
     DRAFT,
     PositionRandom,
@@ -51,7 +51,7 @@ class DraftModelDrafter(Drafter):
 
     def __init__(
         self,
-        ctx: Context,
+        ctx: KVContext,
         sampler: SamplerParams,
         *,
         n_max: int = 3,
