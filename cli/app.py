@@ -36,31 +36,18 @@ def _register() -> None:
     if _registered:
         return
     _registered = True
-    from specgguf_cli import pull_cmd, run_cmd
+    # a command module that fails to import is a broken install: let it say so, never hide
+    # the command ("No such command" would send the user looking in the wrong place)
+    from specgguf_cli import bench_cmd, check_cmd, migrate_cmd, pull_cmd, run_cmd
 
     app.command("run", context_settings={"ignore_unknown_options": False})(run_cmd.run)
     app.command("pull")(pull_cmd.pull)
-    try:
-        from specgguf_cli import check_cmd
-
-        app.command("check")(check_cmd.check)
-    except ImportError:  # pragma: no cover - during development only
-        pass
-    try:
-        from specgguf_cli import migrate_cmd
-
-        app.command(
-            "migrate",
-            context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-        )(migrate_cmd.migrate)
-    except ImportError:  # pragma: no cover
-        pass
-    try:
-        from specgguf_cli import bench_cmd
-
-        app.command("bench")(bench_cmd.bench)
-    except ImportError:  # pragma: no cover
-        pass
+    app.command("check")(check_cmd.check)
+    app.command(
+        "migrate",
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    )(migrate_cmd.migrate)
+    app.command("bench")(bench_cmd.bench)
 
 
 def _silence_stdout() -> None:

@@ -28,7 +28,9 @@ try:  # imported lazily by tests that only need pure modules
     import llama_cpp as ll
 except ImportError as exc:  # pragma: no cover - exercised only on a broken install
     raise SpecggufError(
-        "llama-cpp-python is not installed: run scripts/setup.sh", ExitCode.RUNTIME
+        "llama-cpp-python, the runtime of run and bench, is not installed: "
+        "pip install 'specgguf[llama]' (or scripts/setup.sh, which builds it for this CPU)",
+        ExitCode.NO_RUNTIME,
     ) from exc
 
 

@@ -22,6 +22,7 @@ class ExitCode(IntEnum):
     RUNTIME = 7  # llama.cpp failed while decoding
     BATCH_PARTIAL = 8  # --jsonl: at least one line failed, the others were answered
     OUTPUT = 9  # writing failed: stdout or --trace on a full disk, an I/O error
+    NO_RUNTIME = 10  # run/bench on a light install: llama-cpp-python is not installed
     # Stopped by a signal (specgguf.interrupts): 128 + the signal number, as a shell reports a
     # process killed by it; what was generated is kept, statistics and --json still printed.
     HANGUP = 129  # SIGHUP: the terminal went away
