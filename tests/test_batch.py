@@ -332,6 +332,9 @@ def test_jsonl_content_parts(tiny_target, tiny_draft, monkeypatch, capsys):
     )
     assert code == ExitCode.BATCH_PARTIAL
     assert objs[0]["text"] == objs[1]["text"] and objs[0]["tokens_predicted"] == 8
-    assert objs[0]["tokens_evaluated"] == objs[1]["tokens_evaluated"]
+    # the same prompt: the second line reuses the first one's KV prefix (same total tokens)
+    assert objs[0]["tokens_evaluated"] == (
+        objs[1]["tokens_evaluated"] + objs[1]["timings"]["cache_n"]
+    )
     assert objs[2]["error"]["code"] == ExitCode.PROMPT
     assert '"image_url" is not supported' in objs[2]["error"]["message"]
