@@ -98,7 +98,7 @@ def bench(
     spec_draft_sampling: str = o.DraftSampling,
     n_gpu_layers: str = o.NGL,
     n_gpu_layers_draft: str = o.NGLD,
-    ctx_size: int = o.Ctx,
+    ctx_size: int | None = o.Ctx,
     batch_size: int = o.Batch,
     flash_attn: str = o.FlashAttn,
     threads: int = o.Threads,
@@ -193,6 +193,7 @@ def bench(
     )
     classes = [c for v in (prompt_class or []) for c in v.split(",")]
     prompts = load_prompts(prompt, file, classes, per_class)
+    o.check_lookup_caches([t for c in configs for t in c.types], ngram)
 
     from specgguf.session import Session, SpecOptions, resolve_seed
 
@@ -212,6 +213,9 @@ def bench(
             ngram=ngram,
         ),
     )
+    if not quiet:
+        for warning in session.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
     try:
         options = BenchOptions(
             n_predict=n_predict,

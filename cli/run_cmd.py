@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from contextlib import nullcontext
 from pathlib import Path
 
 import typer
 from specgguf_cli import options as o
+
+from specgguf import interrupts
+from specgguf.output import write_stdout
 
 Color = typer.Option(
     "auto",
@@ -88,7 +92,7 @@ def run(
     spec_draft_sampling: str = o.DraftSampling,
     n_gpu_layers: str = o.NGL,
     n_gpu_layers_draft: str = o.NGLD,
-    ctx_size: int = o.Ctx,
+    ctx_size: int | None = o.Ctx,
     batch_size: int = o.Batch,
     flash_attn: str = o.FlashAttn,
     threads: int = o.Threads,
@@ -125,10 +129,8 @@ def run(
     draft-simple. A draft model given with -md and no --spec-type selects draft-simple.
     """
     from specgguf.errors import UsageError
-    from specgguf.generator import Generator, spec_options
     from specgguf.sampling import SamplerParams
-    from specgguf.session import Session
-    from specgguf.spec_types import parse_spec_types
+    from specgguf.spec_types import AUTO_N_MAX_CAP, parse_spec_types
 
     # Everything that can be checked without a model is checked first: a typo costs nothing.
     o.validate(
@@ -171,56 +173,89 @@ def run(
         use_chat = chat if chat is not None else (default_pair or system_prompt is not None)
         use_chat = use_chat or conversation
 
-    model, model_draft = o.resolve_models(model, model_draft)
-    types = parse_spec_types(
-        spec_type, have_draft_model=model_draft is not None, auto=n_max is None
-    )
-
-    # Input, template file and trace file: all opened before any weight is read.
-    lines = text = None
-    if jsonl:
-        lines = _jsonl_source(file)
-    elif not conversation or prompt is not None or file is not None:
-        text = o.read_prompt(prompt, file)
-    template_src = None
-    if chat_template_file is not None:
-        from specgguf.chat import read_template_file
-
-        template_src = read_template_file(chat_template_file)
-    tracer = None
-    if trace is not None:
-        from specgguf.trace import TraceWriter
-
-        tracer = TraceWriter.open(trace)
-
+    # From here on a signal (Ctrl-C while stdin is read, during the imports, the load...) still
+    # ends a single run in its report and --json object: nothing generated yet.
+    meta: dict = {"model": str(model) if model is not None else None, "draft_model": None,
+                  "spec_type": None}  # fmt: skip
+    types: list[str] = []
+    lines = text = tracer = None
     try:
-        with _loading(model, model_draft if "draft-simple" in types else None, quiet, verbose):
-            session = Session(
-                o.load_options(
-                    model,
-                    model_draft,
-                    n_gpu_layers=n_gpu_layers,
-                    n_gpu_layers_draft=n_gpu_layers_draft,
-                    ctx_size=ctx_size,
-                    batch_size=batch_size,
-                    flash_attn=flash_attn,
-                    threads=threads,
-                    threads_draft=threads_draft,
-                    no_repack=no_repack,
-                    verbose=verbose,
-                    kv_types=kv_types,
-                ),
-                spec_options(
-                    types,
-                    n_max,  # None: auto
-                    n_min=spec_draft_n_min,
-                    p_min=spec_draft_p_min,
-                    draft_sampling=spec_draft_sampling,
-                    ngram=ngram,
-                ),
+        try:
+            model, model_draft = o.resolve_models(model, model_draft)
+            types = parse_spec_types(
+                spec_type, have_draft_model=model_draft is not None, auto=n_max is None
             )
+            meta.update(
+                model=str(model),
+                draft_model=str(model_draft) if "draft-simple" in types else None,
+                spec_type=types or ["none"],
+            )
+
+            # Input, template file, trace file and lookup caches: all checked before any
+            # weight is read.
+            o.check_lookup_caches(types, ngram)
+            if jsonl:
+                lines = _jsonl_source(file)
+            elif not conversation or prompt is not None or file is not None:
+                text = o.read_prompt(prompt, file)
+            template_src = None
+            if chat_template_file is not None:
+                from specgguf.chat import read_template_file
+
+                template_src = read_template_file(chat_template_file)
+            if trace is not None:
+                from specgguf.trace import TraceWriter
+
+                tracer = TraceWriter.open(trace)
+
+            # imports llama_cpp: not before
+            from specgguf.generator import Generator, spec_options
+            from specgguf.session import Session
+
+            draft_shown = model_draft if "draft-simple" in types else None
+            with _loading(model, draft_shown, quiet, verbose):
+                session = Session(
+                    o.load_options(
+                        model,
+                        model_draft,
+                        n_gpu_layers=n_gpu_layers,
+                        n_gpu_layers_draft=n_gpu_layers_draft,
+                        ctx_size=ctx_size,
+                        batch_size=batch_size,
+                        flash_attn=flash_attn,
+                        threads=threads,
+                        threads_draft=threads_draft,
+                        no_repack=no_repack,
+                        verbose=verbose,
+                        kv_types=kv_types,
+                    ),
+                    spec_options(
+                        types,
+                        n_max,  # None: auto
+                        n_min=spec_draft_n_min,
+                        p_min=spec_draft_p_min,
+                        draft_sampling=spec_draft_sampling,
+                        ngram=ngram,
+                    ),
+                )
+        except KeyboardInterrupt:
+            # Stopped before anything was generated: a single run still reports (empty
+            # statistics, the --json object) as it would have mid-generation.
+            if not jsonl and not conversation:
+                from specgguf.stats import RunStats
+
+                n_max_shown = n_max if n_max is not None else AUTO_N_MAX_CAP
+                stats = RunStats(n_max=n_max_shown if types else 0)
+                with interrupts.deferred():
+                    _report(GenerationResult("", "interrupted"), stats, None, meta,
+                            seed=None if seed < 0 or seed == 0xFFFFFFFF else seed,  # random
+                            quiet=quiet, json_out=json_out)
+            raise
         ctx = None
         try:
+            if not quiet:
+                for warning in session.warnings:
+                    print(f"warning: {warning}", file=sys.stderr)
             if tracer is not None:
                 tracer.piece = session.target_model.piece
             ctx = _Run(
@@ -239,11 +274,7 @@ def run(
                 ),
                 tracer=tracer,
                 quiet=quiet,
-                meta={
-                    "model": str(model),
-                    "draft_model": str(model_draft) if "draft-simple" in types else None,
-                    "spec_type": types or ["none"],
-                },
+                meta=meta,
             )
             if jsonl:
                 assert lines is not None
@@ -258,14 +289,18 @@ def run(
             assert text is not None
             return _run_single(ctx, text, use_chat=use_chat, json_out=json_out, color=colored)
         finally:
-            if ctx is not None:
-                ctx.gen.save_profile()
-            session.close()
+            # Saving the -lcd cache (Session.close) and the profile is not cut short by a
+            # signal that arrives now: it is raised once they are written.
+            with interrupts.deferred():
+                if ctx is not None:
+                    ctx.gen.save_profile()
+                session.close()
     finally:
-        if lines is not None:
-            lines.close()
-        if tracer is not None:
-            tracer.close()
+        with interrupts.deferred():
+            if lines is not None:
+                lines.close()
+            if tracer is not None:
+                tracer.close()
 
 
 # -- setup ------------------------------------------------------------------------------------
@@ -323,8 +358,9 @@ def _warn(message: str) -> None:
 
 
 class _Run:
-    """What the command line adds around the library's Generator: the trace file, -q and the
-    fields every --json object carries."""
+    """What the command line adds around the library's Generator (specgguf.generator: the
+    session, auto and its profile, the chat template, the defaults): the trace file, -q and
+    the fields every --json object carries."""
 
     def __init__(self, gen, *, tracer, quiet: bool, meta: dict) -> None:
         self.gen = gen
@@ -332,52 +368,76 @@ class _Run:
         self.quiet = quiet
         self.meta = meta
 
+    @property
+    def auto(self):
+        """The generator when it runs auto (report_lines, summary), else None."""
+        return self.gen if self.gen.auto else None
+
     def generate(self, tokens, params=None):
         return self.gen.generate(tokens, params, trace_probs=self.tracer is not None)
 
     def result_fields(self, result, stats, seed: int) -> dict:
         """The --json object (a --jsonl line adds id and line)."""
-        return {
-            "text": result.text,
-            "stop_reason": result.stop_reason,
-            "tokens_predicted": stats.predicted_n,
-            "tokens_evaluated": stats.prompt_n,
-            **self.meta,
-            "seed": seed,
-            "timings": stats.timings(),
-        }
+        return result_object(result, stats, self.meta, seed)
 
 
 # -- the three modes --------------------------------------------------------------------------
 
 
 def _run_single(run: _Run, text: str, *, use_chat: bool, json_out: bool, color: bool) -> int:
-    from specgguf.errors import ExitCode
+    """One prompt. A signal at any point (template, prompt evaluation, generation) still ends
+    in the statistics and the --json object, with what was generated so far."""
+    from specgguf.stats import RunStats
 
     gen = run.gen
-    if use_chat:
-        text = gen.chat_prompt([{"role": "user", "content": text}])
-    tokens = gen.tokenize(text)
-    generation = run.generate(tokens)
-    if run.tracer is not None:
-        run.tracer.begin()
-    result = stream_generation(generation, json_out=json_out, color=color, trace=run.tracer)
-    stats = generation.stats
-    if not json_out and result.text and not result.text.endswith("\n"):
-        sys.stdout.write("\n")  # the text ends before the report starts on a terminal
-        sys.stdout.flush()
-    if not run.quiet:
+    generation = None
+    result = GenerationResult("", "interrupted")
+    try:
+        if use_chat:
+            text = gen.chat_prompt([{"role": "user", "content": text}])
+        tokens = gen.tokenize(text)
+        generation = run.generate(tokens)
+        if run.tracer is not None:
+            run.tracer.begin()
+        result = stream_generation(generation, json_out=json_out, color=color, trace=run.tracer)
+    except KeyboardInterrupt:
+        pass  # before generation started: nothing to keep, the report still follows
+    stats = generation.stats if generation is not None else RunStats(n_max=gen.session.spec.n_max)
+    with interrupts.deferred():
+        if not json_out and result.text and not result.text.endswith("\n"):
+            write_stdout("\n")  # the text ends before the report starts on a terminal
+        _report(result, stats, run.auto, run.meta, seed=gen.seed, quiet=run.quiet,
+                json_out=json_out)
+    return interrupts.exit_code() if result.stop_reason == "interrupted" else 0
+
+
+def _report(result, stats, policy, meta, *, seed, quiet: bool, json_out: bool) -> None:
+    """llama.cpp's statistics on stderr (unless -q), then the --json object on stdout.
+    `policy`: what reports auto's choices (report_lines, summary), or None."""
+    if not quiet:
         for line in stats.report_lines():
             print(line, file=sys.stderr)
-        for line in gen.report_lines():
-            print(line, file=sys.stderr)
+        if policy is not None:
+            for line in policy.report_lines():
+                print(line, file=sys.stderr)
     if json_out:
-        obj = run.result_fields(result, stats, generation.seed)
-        if gen.auto:
-            obj["auto"] = gen.summary()
-        sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
-        sys.stdout.flush()
-    return int(ExitCode.INTERRUPTED) if result.stop_reason == "interrupted" else 0
+        obj = result_object(result, stats, meta, seed)
+        if policy is not None:
+            obj["auto"] = policy.summary()
+        write_stdout(json.dumps(obj, ensure_ascii=False) + "\n")
+
+
+def result_object(result, stats, meta: dict, seed: int | None) -> dict:
+    """The --json object (a --jsonl line adds id and line)."""
+    return {
+        "text": result.text,
+        "stop_reason": result.stop_reason,
+        "tokens_predicted": stats.predicted_n,
+        "tokens_evaluated": stats.prompt_n,
+        **meta,
+        "seed": seed,
+        "timings": stats.timings(),
+    }
 
 
 def _run_batch(run: _Run, lines, *, use_chat: bool) -> int:
@@ -389,7 +449,7 @@ def _run_batch(run: _Run, lines, *, use_chat: bool) -> int:
 
     from specgguf.batch import BatchCounts, run_batch
     from specgguf.generator import GenParams
-    from specgguf.stats import RunStats
+    from specgguf.stats import RunStats, format_rate
 
     gen = run.gen
     total = RunStats(n_max=gen.session.spec.n_max)
@@ -432,6 +492,8 @@ def _run_batch(run: _Run, lines, *, use_chat: bool) -> int:
         return run.result_fields(result, s, generation.seed)
 
     code = run_batch(lines, answer, sys.stdout, counts=counts)
+    if counts.interrupted:
+        code = interrupts.exit_code()
     if not run.quiet:
         print(
             f"batch: {counts.lines} lines, {counts.answered} answered, {counts.failed} failed"
@@ -440,7 +502,7 @@ def _run_batch(run: _Run, lines, *, use_chat: bool) -> int:
         )
         print(
             f"decoded {total.predicted_n:4d} tokens in {total.predicted_ms / 1e3:8.3f} seconds, "
-            f"speed: {total.predicted_per_second:8.3f} t/s; n_drafted = {total.n_drafted}, "
+            f"speed: {format_rate(total.predicted_speed)}; n_drafted = {total.n_drafted}, "
             f"n_accept = {total.n_accept}, accept = {100 * total.accept_rate:.3f}%",
             file=sys.stderr,
         )
@@ -470,7 +532,8 @@ def _run_conversation(run: _Run, first: str | None, *, color: bool) -> int:
     re-rendered every turn, and only what the KV cache does not hold yet is evaluated (the
     new turn, plus the assistant's last tokens). Ctrl-C stops the current answer (kept, as
     said so far); Ctrl-C at the prompt ends the conversation with exit status 130."""
-    from specgguf.errors import ExitCode, PromptError
+    from specgguf.errors import PromptError
+    from specgguf.stats import format_rate
 
     interactive = bool(sys.stdin) and sys.stdin.isatty() and sys.stdout.isatty()
     gen = run.gen
@@ -485,8 +548,8 @@ def _run_conversation(run: _Run, first: str | None, *, color: bool) -> int:
             try:
                 user = _read_turn(interactive)
             except KeyboardInterrupt:
-                sys.stdout.write("\n")
-                return int(ExitCode.INTERRUPTED)
+                write_stdout("\n")
+                return interrupts.exit_code()
             if user is None or user.strip() in ("/exit", "/quit"):
                 return 0
         if not user.strip():
@@ -502,17 +565,20 @@ def _run_conversation(run: _Run, first: str | None, *, color: bool) -> int:
             run.tracer.begin(turn=turn)
         result = stream_generation(generation, json_out=False, color=color, trace=run.tracer)
         if not result.text.endswith("\n"):
-            sys.stdout.write("\n")
-            sys.stdout.flush()
+            write_stdout("\n")
         messages.append({"role": "assistant", "content": result.text})
         s = generation.stats
         if not run.quiet:
             print(
-                f"[{s.predicted_n} tokens, {s.predicted_per_second:.1f} t/s, prompt "
+                f"[{s.predicted_n} tokens, {format_rate(s.predicted_speed, 0, 1)}, prompt "
                 f"{s.prompt_n} tokens ({s.cache_n} reused), accept {100 * s.accept_rate:.1f}% "
                 f"({s.n_accept}/{s.n_drafted}), {result.stop_reason}]",
                 file=sys.stderr,
             )
+        if result.stop_reason == "interrupted":
+            if interrupts.received() not in (None, signal.SIGINT):
+                return interrupts.exit_code()  # SIGTERM / SIGHUP end the conversation
+            interrupts.reset()  # Ctrl-C stopped this answer; the next one may be stopped too
         turn += 1
 
 
@@ -538,9 +604,9 @@ def stream_generation(generation, *, json_out: bool, color: bool = False, trace=
         for chunk in generation:
             if trace is not None and chunk.round is not None:
                 trace.write(chunk.round)
-            stream.write_text(chunk.pieces)
+            stream.write_fragments(chunk.pieces)
     except KeyboardInterrupt:
-        stream.write_text(generation.finish("interrupted").pieces)
+        stream.write_fragments(generation.finish("interrupted").pieces)
     finally:
         stream.finish()
     return GenerationResult(generation.text, generation.stop_reason)

@@ -13,50 +13,78 @@ from __future__ import annotations
 
 import ctypes
 import os
+import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from specgguf import interrupts
 from specgguf.errors import ExitCode, ModelFileError, SpecggufError
+from specgguf.ggml_types import KV_CACHE_TYPES
 
 try:  # imported lazily by tests that only need pure modules
     import llama_cpp as ll
 except ImportError as exc:  # pragma: no cover - exercised only on a broken install
     raise SpecggufError(
-        "llama-cpp-python is not installed: run scripts/setup.sh", ExitCode.RUNTIME
+        "llama-cpp-python, the runtime of run and bench, is not installed: "
+        "pip install 'specgguf[llama]' (or scripts/setup.sh, which builds it for this CPU)",
+        ExitCode.NO_RUNTIME,
     ) from exc
 
 
 _backend_ready = False
-_log_callback = None  # keep a reference: llama.cpp calls it from C for the process lifetime
 _verbose = False
-# A Ctrl-C that lands while llama.cpp is inside our log callback would be swallowed by ctypes;
-# the callback records it here and Context.decode re-raises it once llama_decode returns.
-_pending_interrupt = False
+# llama.cpp keeps these function pointers for the process lifetime: keep the objects alive.
+_log_callback = None
+_progress_callback = None
+_abort_callback = None
+_NO_ABORT = ll.ggml_abort_callback()  # a NULL function pointer: no abort check
+#: batches at least this long (prompt chunks) are evaluated with llama.cpp's abort check, so a
+#: signal stops a long prompt evaluation within one graph node; short verification batches skip
+#: it (the check is a Python call per graph node).
+ABORTABLE_BATCH = 64
+
+
+@interrupts.callback
+def _log(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
+    """llama.cpp's log sink: stderr with -v, else nothing. It must never raise: an exception
+    cannot cross C and ctypes would print it and drop it."""
+    try:
+        if _verbose and text:
+            os.write(2, text)
+    except OSError:
+        pass
+    except KeyboardInterrupt:  # only without interrupts.handling() (library use)
+        interrupts.note(signal.SIGINT)
+
+
+@interrupts.callback
+def _keep_going(_progress: float, _user: ctypes.c_void_p) -> bool:
+    """Model-load progress: returning False makes llama.cpp abandon the load at once."""
+    return not interrupts.pending()
+
+
+@interrupts.callback
+def _abort(_user: ctypes.c_void_p) -> bool:
+    """ggml's abort check between graph nodes: True stops llama_decode (it returns 2)."""
+    return interrupts.pending()
 
 
 def init_backend(verbose: bool = False) -> None:
     """Initialise llama.cpp once, routing its logs to stderr only when asked (`-v`)."""
-    global _backend_ready, _log_callback, _verbose
+    global _backend_ready, _log_callback, _progress_callback, _abort_callback, _verbose
     _verbose = verbose
     if _backend_ready:
         return
-
-    @ll.llama_log_callback
-    def _log(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
-        global _pending_interrupt
-        try:
-            if _verbose and text:
-                os.write(2, text)
-        except KeyboardInterrupt:
-            _pending_interrupt = True
-
-    _log_callback = _log
+    _log_callback = ll.llama_log_callback(_log)
+    _progress_callback = ll.llama_progress_callback(_keep_going)
+    _abort_callback = ll.ggml_abort_callback(_abort)
     ll.llama_log_set(_log_callback, ctypes.c_void_p(0))
     ll.llama_backend_init()
     _backend_ready = True
+    interrupts.check()
 
 
 def system_info() -> str:
@@ -92,18 +120,6 @@ def parse_gpu_layers(value: str) -> int:
 
 FLASH_ATTN = {"on": 1, "off": 0, "auto": -1}
 
-#: llama.cpp's accepted KV cache types (common/arg.cpp kv_cache_types) -> ggml_type ids
-KV_CACHE_TYPES = {
-    "f32": 0, "f16": 1, "bf16": 30, "q8_0": 8, "q4_0": 2, "q4_1": 3, "iq4_nl": 20, "q5_0": 6,
-    "q5_1": 7,
-}  # fmt: skip
-
-
-def _raise_pending_interrupt() -> None:
-    global _pending_interrupt
-    if _pending_interrupt:
-        _pending_interrupt = False
-        raise KeyboardInterrupt
 
 
 class Model:
@@ -116,7 +132,12 @@ class Model:
         params.n_gpu_layers = n_gpu_layers
         # -nr/--no-repack: llama.cpp's way around crashes in repacked (AMX) kernels.
         params.use_extra_bufts = repack
+        params.progress_callback = _progress_callback
         ptr = ll.llama_model_load_from_file(str(self.path).encode(), params)
+        if interrupts.pending():  # abandoned, or finished while the signal waited
+            if ptr:
+                ll.llama_model_free(ptr)
+            interrupts.raise_pending()
         if not ptr:
             raise ModelFileError(f"{self.path}: llama.cpp failed to load the model (run with -v)")
         self.ptr = ptr
@@ -221,6 +242,10 @@ class Context:
         cp.type_v = KV_CACHE_TYPES[params.type_v]
         cp.no_perf = True
         ptr = ll.llama_init_from_model(model.ptr, cp)
+        if interrupts.pending():  # a signal that came while llama.cpp was logging
+            if ptr:
+                ll.llama_free(ptr)
+            interrupts.raise_pending()
         if not ptr:
             size = params.n_ctx or model.n_ctx_train
             raise SpecggufError(
@@ -273,16 +298,25 @@ class Context:
                 b.pos[j] = pos0 + start + j
                 b.logits[j] = final and (outputs == "all" or (outputs == "last" and j == m - 1))
             b.n_tokens = m
+            abortable = m >= ABORTABLE_BATCH
+            if abortable:
+                ll.llama_set_abort_callback(self.ptr, _abort_callback, None)
             rc = ll.llama_decode(self.ptr, b)
+            if abortable:
+                ll.llama_set_abort_callback(self.ptr, _NO_ABORT, None)
             if rc != 0:
+                # failed, or abandoned by the abort check: cells may be left past n_past
                 self._dirty = True
+                if interrupts.pending():
+                    interrupts.raise_pending()
                 raise SpecggufError(f"llama_decode failed with status {rc}", ExitCode.RUNTIME)
             # each chunk that is in the cache is recorded at once: an interrupt between
             # chunks leaves `tokens` true to what the cache holds
             self.tokens.extend(tokens[start:end])
             self.n_past = pos0 + end
             start = end
-            _raise_pending_interrupt()
+            if interrupts.pending():  # a signal that came during a callback
+                interrupts.check()
         if outputs == "none":
             return None
         n_out = 1 if outputs == "last" else m

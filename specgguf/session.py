@@ -15,7 +15,7 @@ from specgguf import engine
 from specgguf.drafters.base import Drafter
 from specgguf.drafters.draft_model import DraftModelDrafter
 from specgguf.errors import PromptError
-from specgguf.preflight import preflight
+from specgguf.preflight import preflight, resolve_n_ctx
 from specgguf.sampling import PositionRandom, SamplerParams
 from specgguf.spec_types import NGRAM_TYPES
 from specgguf.speculative import BudgetPolicy, GenerationConfig, SpeculativeDecoder
@@ -27,7 +27,7 @@ class LoadOptions:
     model_draft: Path | None = None
     n_gpu_layers: str = "auto"
     n_gpu_layers_draft: str = "auto"
-    n_ctx: int = 0
+    n_ctx: int | None = None  # None: preflight.DEFAULT_N_CTX capped at training; 0: training
     n_batch: int = 2048
     n_ubatch: int = 512
     threads: int = 0
@@ -82,9 +82,12 @@ class Session:
     def __init__(self, load: LoadOptions, spec: SpecOptions, *, parallel: int = 1) -> None:
         engine.init_backend(load.verbose)
         need_draft = "draft-simple" in spec.types
-        self.info = preflight(load.model, load.model_draft if need_draft else None, load.n_ctx)
+        self.info = preflight(load.model, load.model_draft if need_draft else None)
         self.load = load
         self.spec = spec
+        n_ctx, ctx_warning = resolve_n_ctx(load.n_ctx, self.info.target.context_length)
+        #: one-line warnings for the caller to print (this module never writes to stderr)
+        self.warnings: list[str] = [ctx_warning] if ctx_warning else []
         self.target_model = engine.Model(
             load.model, n_gpu_layers=engine.parse_gpu_layers(load.n_gpu_layers), repack=load.repack
         )
@@ -95,7 +98,6 @@ class Session:
                 n_gpu_layers=engine.parse_gpu_layers(load.n_gpu_layers_draft),
                 repack=load.repack,
             )
-        n_ctx = load.n_ctx
         if parallel > 1:
             n_ctx = (n_ctx or self.target_model.n_ctx_train) // parallel
         self.target, self.draft_ctx = self._contexts(n_ctx)
@@ -133,7 +135,7 @@ class Session:
                         target.n_ctx,
                         load.n_batch,
                         load.n_ubatch,
-                        load.threads_draft or load.threads,
+                        load.threads_draft if load.threads_draft > 0 else load.threads,
                         load.flash_attn,
                         load.cache_type_k_draft,
                         load.cache_type_v_draft,
