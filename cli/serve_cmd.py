@@ -207,6 +207,9 @@ def serve(
     )
     gen = None
     try:
+        if not quiet:
+            for warning in session.warnings:
+                say(f"warning: {warning}")
         gen = Generator(
             session,
             sampler=SamplerParams(temp=temp, top_k=top_k, top_p=top_p, min_p=min_p),

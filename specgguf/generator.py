@@ -305,7 +305,14 @@ class Generator:
             def tok(i):
                 return vocab.tokens[i] if i is not None and 0 <= i < len(vocab.tokens) else ""
 
-            kw = dict(bos_token=tok(vocab.bos_id), eos_token=tok(vocab.eos_id))
+            from specgguf.template_bounds import TemplateLimits
+
+            # rendering is bounded in time and size; the size cap follows the context (-c)
+            kw = dict(
+                bos_token=tok(vocab.bos_id),
+                eos_token=tok(vocab.eos_id),
+                limits=TemplateLimits.for_context(self.session.target.n_ctx),
+            )
             if self.template_src is not None:
                 self._template = ChatTemplate.compile(
                     self.template_src,

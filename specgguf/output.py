@@ -39,7 +39,7 @@ class TextStream:
         if chunks and self.out is not None:
             write_text(self.out, "".join(chunks))
 
-    def write_text(self, pieces: list[tuple[str, bool]]) -> None:
+    def write_fragments(self, pieces: list[tuple[str, bool]]) -> None:
         """Write text already decoded (specgguf.generator.Chunk.pieces): (text, came from an
         accepted draft) fragments, one per token unless a stop string split them."""
         chunks: list[str] = []
@@ -49,8 +49,7 @@ class TextStream:
             self.parts.append(text)
             chunks.append(f"{ACCEPTED_STYLE}{text}{RESET}" if self.color and drafted else text)
         if chunks and self.out is not None:
-            self.out.write("".join(chunks))
-            self.out.flush()
+            write_text(self.out, "".join(chunks))
 
     def finish(self) -> None:
         tail = self._decoder.decode(b"", final=True)

@@ -411,7 +411,7 @@ def test_serve_usage_errors(tiny_target, capsys):
         port = busy.getsockname()[1]
         code = run_cli(["serve", "-m", str(tiny_target), "--port", str(port)])
     err = capsys.readouterr().err
-    assert code == 9 and "cannot listen" in err and err.count("\n") == 1
+    assert code == 11 and "cannot listen" in err and err.count("\n") == 1
 
 
 def test_auto_stays_on_unless_a_request_fixes_n_max(server):
