@@ -107,6 +107,31 @@ def check_report(target_path: str, draft_path: str | None, n_ctx: int) -> dict[s
     return report
 
 
+def offload_report(report: dict, n_gpu_layers: str, n_gpu_layers_draft: str) -> dict:
+    """Where -ngl / -ngld would put each model's layers with this build and these devices
+    (llama.cpp's rule, specgguf.offload), from the layer counts in the headers: nothing is
+    loaded. A build that cannot say (llama-cpp-python missing, a GPU build without its GPU)
+    gets a `note` instead of failing the check."""
+    from specgguf.offload import describe_placement
+
+    out: dict[str, object] = {"target": None, "draft": None, "note": None}
+    try:
+        from specgguf import engine
+
+        engine.require_gpu_if_built_for_one()
+        devices = engine.backend_devices()
+        for role, flag in (("target", n_gpu_layers), ("draft", n_gpu_layers_draft)):
+            m = report[role]
+            if m is not None and isinstance(m["block_count"], int):
+                ngl = engine.parse_gpu_layers(flag)
+                out[role] = describe_placement(m["block_count"], ngl, devices)
+    except SpecggufError as err:
+        if str(err).startswith("invalid value"):
+            raise
+        out["note"] = str(err)
+    return out
+
+
 # --- rendering ------------------------------------------------------------------------------
 
 
@@ -193,6 +218,14 @@ def render_report(report: dict, console: Console) -> None:
                     diffs.add_row(str(d["id"]), repr(d["target"]), repr(d["draft"]))
                 console.print(diffs)
 
+    off = report.get("offload")
+    if off is not None:
+        if off["note"]:
+            console.print(f"offload: {off['note']}", markup=False, highlight=False)
+        else:
+            parts = [f"{role}: {off[role]}" for role in ("target", "draft") if off[role]]
+            console.print("offload: " + ", ".join(parts), markup=False, highlight=False)
+
     mem = report["memory"]
     mtable = Table(title=f"memory at -c {mem['n_ctx']} (weights + f16 KV cache)")
     for col in ("", "weights", "KV cache", "total"):
@@ -219,10 +252,20 @@ def check(
         4096, "-c", "--ctx-size", help="context size for the memory estimate (0 = the model's)"
     ),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object instead"),
+    n_gpu_layers: str = typer.Option(
+        "auto", "-ngl", "--n-gpu-layers", "--gpu-layers", envvar="LLAMA_ARG_N_GPU_LAYERS",
+        help="report where the target's layers would go with this -ngl (N, auto or all)",
+    ),
+    n_gpu_layers_draft: str = typer.Option(
+        "auto", "-ngld", "--spec-draft-ngl", "--gpu-layers-draft", "--n-gpu-layers-draft",
+        envvar="LLAMA_ARG_N_GPU_LAYERS_DRAFT",
+        help="report where the draft's layers would go with this -ngld",
+    ),
 ) -> None:
     """Inspect a GGUF model, or check that a draft model can speculate for a target.
 
-    Reads only the file headers. Exits 0 when the pair is compatible (or no draft is given)
+    Reads only the file headers (and, for -ngl/-ngld, which devices this build sees: where
+    each model's layers would go). Exits 0 when the pair is compatible (or no draft is given)
     and 4 when llama.cpp would refuse the pair.
     """
     try:
@@ -232,6 +275,7 @@ def check(
             target, default_draft = require_default_pair()
             model, model_draft = str(target), model_draft or str(default_draft)
         report = check_report(model, model_draft, ctx_size)
+        report["offload"] = offload_report(report, n_gpu_layers, n_gpu_layers_draft)
     except SpecggufError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(int(err.code)) from None

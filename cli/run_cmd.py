@@ -219,6 +219,8 @@ def run(
                     ngram=ngram,
                 ),
             )
+        if not quiet:  # where -ngl / -ngld put the layers, as llama.cpp's load log says
+            print(f"offload: {session.offload()}", file=sys.stderr)
         ctx = None
         try:
             if tracer is not None:
