@@ -117,13 +117,19 @@ def install_wheels(wheels: Path, site: Path, skip: tuple[str, ...] = ("numpy",))
     """Unpack every wheel of `wheels` that fits this Python into `site` (no pip, no network):
     the newest fitting file per distribution."""
     site.mkdir(parents=True, exist_ok=True)
+    here = f"cp{sys.version_info.major}{sys.version_info.minor}"
+
+    def rank(whl: Path) -> tuple:
+        """A wheel for this exact Python first, then the newest version."""
+        parts = whl.name.split("-")
+        return (here in parts[-3].split("."), tuple(int(x) for x in re.findall(r"\d+", parts[1])))
+
     chosen: dict[str, Path] = {}
     for whl in sorted(wheels.glob("*.whl")):
         dist = whl.name.split("-", 1)[0].lower().replace("_", "-")
         if dist in skip or not _compatible(whl.name):
             continue
-        # a binary wheel for this exact Python wins over an abi3 or pure one
-        if dist not in chosen or "cp3" in whl.name.split("-")[-3]:
+        if dist not in chosen or rank(whl) > rank(chosen[dist]):
             chosen[dist] = whl
     for whl in chosen.values():
         with zipfile.ZipFile(whl) as z:

@@ -21,7 +21,8 @@
 #
 # Settings: SPECGGUF_GPU_DIR (.gpu), SPECGGUF_GPU_WORK (.gpu-work), SPECGGUF_GPU_CMAKE_ARGS
 # (extra CMake flags, e.g. -DGGML_CUDA_FA=OFF to skip the FlashAttention kernels and build faster),
-# SPECGGUF_GPU_AGREEMENT (0.8: the designed greedy agreement of draft and target), PYTHON.
+# SPECGGUF_GPU_AGREEMENT (0.8: the designed greedy agreement of draft and target), PYTHON;
+# for --prepare, SPECGGUF_SDIST (a llama_cpp_python-0.3.36.tar.gz already downloaded).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -39,7 +40,7 @@ case "${1:-}" in
   "") ;;
   --prepare) MODE=prepare ;;
   --cpu-smoke) MODE=smoke ;;
-  -h|--help) sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) die "unknown option $1 (--prepare, --cpu-smoke or nothing)" ;;
 esac
 
@@ -49,21 +50,37 @@ if [ "$MODE" = prepare ]; then
   [ -x "$PY" ] || die "no $PY: run bash scripts/setup.sh first (the wheels are pinned to its versions)"
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
-  say "downloading the llama-cpp-python $LLAMA_CPP_PYTHON_VERSION source (pip download)"
-  "$PY" -m pip download -q --no-deps --no-binary :all: -d "$tmp" \
-    "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" >&2
-  sdist=$(ls "$tmp"/llama_cpp_python-"$LLAMA_CPP_PYTHON_VERSION".tar.gz)
+  if [ -n "${SPECGGUF_SDIST:-}" ]; then  # an already downloaded llama_cpp_python-0.3.36.tar.gz
+    sdist=$SPECGGUF_SDIST
+    case "$(basename "$sdist")" in
+      llama_cpp_python-"$LLAMA_CPP_PYTHON_VERSION".tar.gz) ;;
+      *) die "SPECGGUF_SDIST must be llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION.tar.gz" ;;
+    esac
+  else
+    say "downloading the llama-cpp-python $LLAMA_CPP_PYTHON_VERSION source (pip download)"
+    "$PY" -m pip download -q --no-deps --no-binary :all: -d "$tmp" \
+      "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION" >&2
+    sdist=$(ls "$tmp"/llama_cpp_python-"$LLAMA_CPP_PYTHON_VERSION".tar.gz)
+  fi
   mkdir -p "$GPU_DIR"
   say "trimming it into $GPU_DIR/llama-src"
   "$PY" "$ROOT/scripts/gpu_check.py" trim "$sdist" "$GPU_DIR/llama-src" >&2
   sha256sum "$sdist" | cut -d' ' -f1 > "$GPU_DIR/llama-src/SDIST_SHA256"
-  # specgguf's pure-Python dependencies as wheels, pinned to what .venv runs; the compiled
-  # two (MarkupSafe, PyYAML: both also work without their compiled part) for CPython 3.10-3.13
+  # specgguf's dependencies (numpy aside: the GPU machine has it) as wheels for CPython
+  # 3.10-3.13, each the newest not newer than what .venv runs (so exactly that for .venv's
+  # Python); click for a typer old enough to need it. Only MarkupSafe and PyYAML are compiled,
+  # and both also work without their compiled part.
   pins=$("$PY" - <<'EOF'
-from importlib.metadata import version
-names = ["gguf", "typer", "annotated-doc", "rich", "markdown-it-py", "mdurl", "pygments",
+from importlib.metadata import PackageNotFoundError, version
+names = ["gguf", "typer", "annotated-doc", "click", "rich", "markdown-it-py", "mdurl", "pygments",
          "shellingham", "jinja2", "markupsafe", "diskcache", "typing-extensions", "pyyaml", "tqdm"]
-print(" ".join(f"{n}=={version(n)}" for n in names))
+out = []
+for n in names:
+    try:
+        out.append(f"{n}<={version(n)}")
+    except PackageNotFoundError:
+        out.append(n)
+print(" ".join(out))
 EOF
 )
   rm -rf "$GPU_DIR/wheels"
@@ -119,7 +136,8 @@ else
   CUDA_HOME=$(cd "$(dirname "$NVCC")/.." && pwd)
   export LD_LIBRARY_PATH="$CUDA_HOME/lib64:$CUDA_HOME/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   for tool in cmake ninja; do command -v $tool >/dev/null || die "no $tool on this machine"; done
-  "$PY" -c "import numpy" 2>/dev/null || die "$PY has no numpy"
+  "$PY" -c "import sys, numpy; sys.exit(sys.version_info < (3, 10))" 2>/dev/null \
+    || die "$PY must be Python >= 3.10 with numpy"
   [ -f "$GPU_DIR/llama-src/vendor/llama.cpp/CMakeLists.txt" ] \
     || die "no $GPU_DIR/llama-src: run bash scripts/gpu_check.sh --prepare where there is network, and carry .gpu"
   ls "$GPU_DIR"/wheels/gguf-*.whl >/dev/null 2>&1 || die "no gguf wheel in $GPU_DIR/wheels (--prepare)"
