@@ -219,8 +219,6 @@ def run(
                     ngram=ngram,
                 ),
             )
-        if not quiet:  # where -ngl / -ngld put the layers, as llama.cpp's load log says
-            print(f"offload: {session.offload()}", file=sys.stderr)
         ctx = None
         try:
             if tracer is not None:
@@ -334,6 +332,7 @@ class _Run:
 
             self.policy = AdaptivePolicy(n_max_cap=session.spec.n_max)
         self._policy_used = False
+        self._offload_shown = False
         # what earlier runs measured on this machine seeds the cost model (specgguf.profile)
         self.profile_file = None
         if self.policy is not None and profile:
@@ -357,6 +356,11 @@ class _Run:
 
     def decoder(self, sampler, n_predict: int, seed: int):
         """The one place a decoder is built, with the auto budget policy when there is one."""
+        if not self.quiet and not self._offload_shown:
+            # where -ngl / -ngld put the layers (llama.cpp's load log says it too); only once
+            # a prompt is accepted, so that an error stays the one line on stderr
+            self._offload_shown = True
+            print(f"offload: {self.session.offload()}", file=sys.stderr)
         if self.policy is not None and self._policy_used:
             self.policy.new_sequence()
         dec = self.session.decoder(

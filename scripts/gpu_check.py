@@ -218,7 +218,7 @@ def measure(a: argparse.Namespace) -> dict:
     from specgguf.bench import measure_cost_curve
     from specgguf.session import LoadOptions, Session, SpecOptions
 
-    timer = bo.DecodeTimer()
+    timer = bo.DecodeTimer(cpu=False)  # an idle GPU machine: wall time
     timer.install(engine.ll)
     load = LoadOptions(Path(a.target), Path(a.draft), n_gpu_layers=a.ngl,
                        n_gpu_layers_draft=a.ngl, n_ctx=a.ctx, threads=a.threads)  # fmt: skip
@@ -233,7 +233,7 @@ def measure(a: argparse.Namespace) -> dict:
             for cfg in a.overhead_configs.split(";"):
                 bo.measure(session, cfg, tokens, temp, 8, 1, timer)
                 m = bo.measure(session, cfg, tokens, temp, a.n_overhead, 1, timer, "wall")
-                w = bo.measure_warm(session, cfg, tokens, temp, 1, a.warm_rounds)
+                w = bo.measure_warm(session, cfg, tokens, temp, 1, a.warm_rounds, timer)
                 overhead.append({"in_place": m.as_dict(), "warm": w.as_dict()})
         res["overhead"] = overhead
     finally:
