@@ -47,7 +47,7 @@ SILU_MS = 0.3553
 #: assumed share of a value's variance left after attention averages over positions
 ATTN_KEEP = 0.5
 #: bump when the construction changes, so that stale files are rewritten
-FORMAT = 1
+FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,16 @@ class Pool:
 
     def __init__(self, seed: int, size: int) -> None:
         self.data = np.random.default_rng(seed).standard_normal(size, dtype=np.float32)
+
+    def scaled(self, std: float) -> Pool:
+        """This pool times `std`, in f16, made once per std (a handful of them): a tensor is
+        then a view of it, written without another pass over its numbers."""
+        cache = self.__dict__.setdefault("_scaled", {})
+        if std not in cache:
+            p = object.__new__(Pool)
+            p.data = (self.data * np.float32(std)).astype(np.float16)
+            cache[std] = p
+        return cache[std]
 
     def take(self, name: str, n: int) -> np.ndarray:
         """n numbers (a view when they fit in one window), the same for the same name."""
@@ -216,14 +226,13 @@ class Weights:
             std = scale / math.sqrt(cols)
         else:  # ffn_down
             std = scale / math.sqrt(cols * SILU_MS)
+        pool = self.pool.scaled(std)
         if name.endswith(("attn_output.weight", "ffn_down.weight")):
             out = np.zeros(shape, np.float16)  # the layers write into the B half only
             b = rows - self.d_a
-            out[self.d_a :] = (self.pool.take(name, b * cols).reshape(b, cols) * std).astype(
-                np.float16
-            )
+            out[self.d_a :] = pool.take(name, b * cols).reshape(b, cols)
             return out
-        return (self.pool.take(name, rows * cols).reshape(rows, cols) * std).astype(np.float16)
+        return pool.take(name, rows * cols).reshape(rows, cols)
 
     def _output_head(self, shape: tuple[int, ...]) -> np.ndarray:
         v, d = shape
