@@ -367,6 +367,7 @@ class _Run:
 
             self.policy = AdaptivePolicy(n_max_cap=session.spec.n_max)
         self._policy_used = False
+        self._offload_shown = False
         # what earlier runs measured on this machine seeds the cost model (specgguf.profile)
         self.profile_file = None
         if self.policy is not None and profile:
@@ -390,6 +391,11 @@ class _Run:
 
     def decoder(self, sampler, n_predict: int, seed: int):
         """The one place a decoder is built, with the auto budget policy when there is one."""
+        if not self.quiet and not self._offload_shown:
+            # where -ngl / -ngld put the layers (llama.cpp's load log says it too); only once
+            # a prompt is accepted, so that an error stays the one line on stderr
+            self._offload_shown = True
+            print(f"offload: {self.session.offload()}", file=sys.stderr)
         if self.policy is not None and self._policy_used:
             self.policy.new_sequence()
         dec = self.session.decoder(

@@ -57,6 +57,7 @@ class SpecOptions:
 class Session:
     def __init__(self, load: LoadOptions, spec: SpecOptions) -> None:
         engine.init_backend(load.verbose)
+        engine.require_gpu_if_built_for_one()  # a CUDA build without a GPU: one line, exit 7
         need_draft = "draft-simple" in spec.types
         self.info = preflight(load.model, load.model_draft if need_draft else None)
         self.load = load
@@ -64,9 +65,9 @@ class Session:
         n_ctx, ctx_warning = resolve_n_ctx(load.n_ctx, self.info.target.context_length)
         #: one-line warnings for the caller to print (this module never writes to stderr)
         self.warnings: list[str] = [ctx_warning] if ctx_warning else []
-        self.target_model = engine.Model(
-            load.model, n_gpu_layers=engine.parse_gpu_layers(load.n_gpu_layers), repack=load.repack
-        )
+        self.ngl = engine.parse_gpu_layers(load.n_gpu_layers)
+        self.ngl_draft = engine.parse_gpu_layers(load.n_gpu_layers_draft)
+        self.target_model = engine.Model(load.model, n_gpu_layers=self.ngl, repack=load.repack)
         self.target = engine.Context(
             self.target_model,
             engine.ContextParams(
@@ -83,9 +84,7 @@ class Session:
         self.draft_ctx: engine.Context | None = None
         if need_draft and load.model_draft is not None:
             self.draft_model = engine.Model(
-                load.model_draft,
-                n_gpu_layers=engine.parse_gpu_layers(load.n_gpu_layers_draft),
-                repack=load.repack,
+                load.model_draft, n_gpu_layers=self.ngl_draft, repack=load.repack
             )
             # llama.cpp: no separate draft context size any more, it follows the target's.
             self.draft_ctx = engine.Context(
@@ -101,6 +100,14 @@ class Session:
                 ),
             )
         self._ngram_drafters: dict[str, Drafter] = {}
+
+    def offload(self) -> str:
+        """Where -ngl / -ngld put each model's layers: "target: 28/29 layers on CUDA0
+        (1 on CPU), draft: all 25 layers on CPU"."""
+        line = "target: " + engine.offload_summary(self.target_model, self.ngl)
+        if self.draft_model is not None:
+            line += ", draft: " + engine.offload_summary(self.draft_model, self.ngl_draft)
+        return line
 
     # -- prompts ------------------------------------------------------------------------------
 
