@@ -145,6 +145,31 @@ def template_check(info: GGUFInfo, n_ctx: int) -> dict[str, object] | None:
     return {"ok": True, "error": None, "chars": len(text)}
 
 
+def offload_report(report: dict, n_gpu_layers: str, n_gpu_layers_draft: str) -> dict:
+    """Where -ngl / -ngld would put each model's layers with this build and these devices
+    (llama.cpp's rule, specgguf.offload), from the layer counts in the headers: nothing is
+    loaded. A build that cannot say (llama-cpp-python missing, a GPU build without its GPU)
+    gets a `note` instead of failing the check."""
+    from specgguf.offload import describe_placement
+
+    out: dict[str, object] = {"target": None, "draft": None, "note": None}
+    try:
+        from specgguf import engine
+
+        engine.require_gpu_if_built_for_one()
+        devices = engine.backend_devices()
+        for role, flag in (("target", n_gpu_layers), ("draft", n_gpu_layers_draft)):
+            m = report[role]
+            if m is not None and isinstance(m["block_count"], int):
+                ngl = engine.parse_gpu_layers(flag)
+                out[role] = describe_placement(m["block_count"], ngl, devices)
+    except SpecggufError as err:
+        if str(err).startswith("invalid value"):
+            raise
+        out["note"] = str(err)
+    return out
+
+
 # --- rendering ------------------------------------------------------------------------------
 
 
@@ -244,6 +269,13 @@ def render_report(report: dict, console: Console) -> None:
     if r is not None and not r["ok"]:
         console.print("[bold red]chat template fails[/]: `run --chat` would stop with:")
         console.print(f"  {r['error']}", markup=False, highlight=False)
+    off = report.get("offload")
+    if off is not None:
+        if off["note"]:
+            console.print(f"offload: {off['note']}", markup=False, highlight=False)
+        else:
+            parts = [f"{role}: {off[role]}" for role in ("target", "draft") if off[role]]
+            console.print("offload: " + ", ".join(parts), markup=False, highlight=False)
 
     mem = report["memory"]
     mtable = Table(title=f"memory at -c {mem['n_ctx']} (weights + f16 KV cache)")
@@ -276,10 +308,20 @@ def check(
         "4096, capped at the model's training context (0 = the model's)",
     ),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object instead"),
+    n_gpu_layers: str = typer.Option(
+        "auto", "-ngl", "--n-gpu-layers", "--gpu-layers", envvar="LLAMA_ARG_N_GPU_LAYERS",
+        help="report where the target's layers would go with this -ngl (N, auto or all)",
+    ),
+    n_gpu_layers_draft: str = typer.Option(
+        "auto", "-ngld", "--spec-draft-ngl", "--gpu-layers-draft", "--n-gpu-layers-draft",
+        envvar="LLAMA_ARG_N_GPU_LAYERS_DRAFT",
+        help="report where the draft's layers would go with this -ngld",
+    ),
 ) -> None:
     """Inspect a GGUF model, or check that a draft model can speculate for a target.
 
-    Reads only the file headers, and renders the target's chat template for a one-message
+    Reads only the file headers (and, for -ngl/-ngld, which devices this build sees: where
+    each model's layers would go), and renders the target's chat template for a one-message
     conversation within run's bounds. Exits 0 when all is well, 4 when llama.cpp would refuse
     the pair, 5 when the chat template cannot render (it does not compile, raises, or passes
     run's time, size or depth limits).
@@ -291,6 +333,7 @@ def check(
             target, default_draft = require_default_pair()
             model, model_draft = str(target), model_draft or str(default_draft)
         report = check_report(model, model_draft, ctx_size)
+        report["offload"] = offload_report(report, n_gpu_layers, n_gpu_layers_draft)
     except SpecggufError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(int(err.code)) from None

@@ -367,6 +367,7 @@ class _Run:
         self.tracer = tracer
         self.quiet = quiet
         self.meta = meta
+        self._offload_shown = False
 
     @property
     def auto(self):
@@ -374,6 +375,11 @@ class _Run:
         return self.gen if self.gen.auto else None
 
     def generate(self, tokens, params=None):
+        if not self.quiet and not self._offload_shown:
+            # where -ngl / -ngld put the layers (llama.cpp's load log says it too); only once
+            # a prompt is accepted, so that an error stays the one line on stderr
+            self._offload_shown = True
+            print(f"offload: {self.gen.session.offload()}", file=sys.stderr)
         return self.gen.generate(tokens, params, trace_probs=self.tracer is not None)
 
     def result_fields(self, result, stats, seed: int) -> dict:

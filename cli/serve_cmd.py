@@ -210,6 +210,7 @@ def serve(
         if not quiet:
             for warning in session.warnings:
                 say(f"warning: {warning}")
+            say(f"offload: {session.offload()}")
         gen = Generator(
             session,
             sampler=SamplerParams(temp=temp, top_k=top_k, top_p=top_p, min_p=min_p),

@@ -23,6 +23,14 @@ import numpy as np
 from specgguf import interrupts
 from specgguf.errors import ExitCode, ModelFileError, SpecggufError
 from specgguf.ggml_types import KV_CACHE_TYPES
+from specgguf.offload import (
+    DEVICE_KINDS,
+    Device,
+    describe_placement,
+    gpu_build_without_device,
+    no_device_message,
+    offload_targets,
+)
 
 try:  # imported lazily by tests that only need pure modules
     import llama_cpp as ll
@@ -31,6 +39,19 @@ except ImportError as exc:  # pragma: no cover - exercised only on a broken inst
         "llama-cpp-python, the runtime of run and bench, is not installed: "
         "pip install 'specgguf[llama]' (or scripts/setup.sh, which builds it for this CPU)",
         ExitCode.NO_RUNTIME,
+    ) from exc
+except (OSError, RuntimeError) as exc:  # pragma: no cover - a GPU build without its driver
+    # llama_cpp wraps the dlopen failure in a RuntimeError; for a CUDA build on a machine
+    # without the NVIDIA driver it names libcuda: say so in one line, not a traceback.
+    why = str(exc).splitlines()[-1] if str(exc) else type(exc).__name__
+    hint = (
+        "this llama-cpp-python was built for CUDA but the NVIDIA driver (libcuda) is not "
+        "here; on a machine without that GPU rebuild it for the CPU: bash scripts/setup.sh"
+        if "libcuda" in why
+        else "reinstall it with scripts/setup.sh"
+    )
+    raise SpecggufError(
+        f"llama-cpp-python failed to load ({why}): {hint}", ExitCode.RUNTIME
     ) from exc
 
 
@@ -94,6 +115,87 @@ def system_info() -> str:
 
 def gpu_offload_supported() -> bool:
     return bool(ll.llama_supports_gpu_offload())
+
+
+# -- devices and layer placement (the rules are in specgguf.offload) -------------------------
+
+
+def _ggml():
+    """ggml's library as llama_cpp loaded it, with the device API's signatures (the 0.3.36
+    bindings export none of ggml_backend_dev_*); None if it cannot be reached."""
+    try:
+        from llama_cpp import _ggml
+
+        lib = _ggml.libggml
+    except Exception:  # pragma: no cover - a bindings layout we do not know
+        return None
+    if not getattr(lib, "_specgguf_typed", False):
+        vp, sz = ctypes.c_void_p, ctypes.c_size_t
+        for name, args, res in (
+            ("ggml_backend_dev_count", [], sz), ("ggml_backend_dev_get", [sz], vp),
+            ("ggml_backend_dev_name", [vp], ctypes.c_char_p),
+            ("ggml_backend_dev_description", [vp], ctypes.c_char_p),
+            ("ggml_backend_dev_type", [vp], ctypes.c_int),
+            ("ggml_backend_dev_memory", [vp, ctypes.POINTER(sz), ctypes.POINTER(sz)], None),
+            ("ggml_backend_dev_backend_reg", [vp], vp),
+            ("ggml_backend_reg_count", [], sz), ("ggml_backend_reg_get", [sz], vp),
+            ("ggml_backend_reg_name", [vp], ctypes.c_char_p),
+            ("ggml_backend_reg_dev_count", [vp], sz),
+        ):  # fmt: skip
+            fn = getattr(lib, name)
+            fn.argtypes, fn.restype = args, res
+        lib._specgguf_typed = True
+    return lib
+
+
+def backend_devices(*, memory: bool = False) -> list[Device]:
+    """ggml's devices (CPU, CUDA0, ...); `memory` also asks each GPU its free memory (which
+    initialises it: only worth it to split layers between several GPUs)."""
+    init_backend(_verbose)
+    lib = _ggml()
+    if lib is None:
+        return []
+    out = []
+    for i in range(lib.ggml_backend_dev_count()):
+        dev = lib.ggml_backend_dev_get(i)
+        t = lib.ggml_backend_dev_type(dev)
+        kind = DEVICE_KINDS[t] if 0 <= t < len(DEVICE_KINDS) else "other"
+        free = ctypes.c_size_t(0)
+        if memory and kind in ("gpu", "igpu"):
+            lib.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(ctypes.c_size_t()))
+        reg = lib.ggml_backend_dev_backend_reg(dev)
+        out.append(Device(
+            (lib.ggml_backend_dev_name(dev) or b"?").decode(), kind,
+            (lib.ggml_backend_reg_name(reg) or b"").decode() if reg else "",
+            (lib.ggml_backend_dev_description(dev) or b"").decode("utf-8", "replace"),
+            free.value,
+        ))  # fmt: skip
+    return out
+
+
+def require_gpu_if_built_for_one() -> None:
+    """Refuse, in one line, a GPU build that finds no GPU (see specgguf.offload)."""
+    init_backend(_verbose)
+    lib = _ggml()
+    if lib is None:
+        return
+    regs = []
+    for i in range(lib.ggml_backend_reg_count()):
+        reg = lib.ggml_backend_reg_get(i)
+        regs.append(((lib.ggml_backend_reg_name(reg) or b"").decode(),
+                     lib.ggml_backend_reg_dev_count(reg)))  # fmt: skip
+    missing = gpu_build_without_device(regs)
+    if missing is not None:
+        raise SpecggufError(no_device_message(missing), ExitCode.RUNTIME)
+
+
+def offload_summary(model: Model, n_gpu_layers: int) -> str:
+    """Where `model`'s layers went with -ngl `n_gpu_layers` (llama.cpp's split, from its
+    layer count and the devices present), e.g. "28/29 layers on CUDA0 (1 on CPU)"."""
+    devices = backend_devices()
+    if len(offload_targets(devices)) > 1:
+        devices = backend_devices(memory=True)
+    return describe_placement(int(ll.llama_model_n_layer(model.ptr)), n_gpu_layers, devices)
 
 
 def parse_gpu_layers(value: str) -> int:

@@ -81,6 +81,7 @@ class Session:
 
     def __init__(self, load: LoadOptions, spec: SpecOptions, *, parallel: int = 1) -> None:
         engine.init_backend(load.verbose)
+        engine.require_gpu_if_built_for_one()  # a CUDA build without a GPU: one line, exit 7
         need_draft = "draft-simple" in spec.types
         self.info = preflight(load.model, load.model_draft if need_draft else None)
         self.load = load
@@ -88,15 +89,13 @@ class Session:
         n_ctx, ctx_warning = resolve_n_ctx(load.n_ctx, self.info.target.context_length)
         #: one-line warnings for the caller to print (this module never writes to stderr)
         self.warnings: list[str] = [ctx_warning] if ctx_warning else []
-        self.target_model = engine.Model(
-            load.model, n_gpu_layers=engine.parse_gpu_layers(load.n_gpu_layers), repack=load.repack
-        )
+        self.ngl = engine.parse_gpu_layers(load.n_gpu_layers)
+        self.ngl_draft = engine.parse_gpu_layers(load.n_gpu_layers_draft)
+        self.target_model = engine.Model(load.model, n_gpu_layers=self.ngl, repack=load.repack)
         self.draft_model: engine.Model | None = None
         if need_draft and load.model_draft is not None:
             self.draft_model = engine.Model(
-                load.model_draft,
-                n_gpu_layers=engine.parse_gpu_layers(load.n_gpu_layers_draft),
-                repack=load.repack,
+                load.model_draft, n_gpu_layers=self.ngl_draft, repack=load.repack
             )
         if parallel > 1:
             n_ctx = (n_ctx or self.target_model.n_ctx_train) // parallel
@@ -150,6 +149,14 @@ class Session:
     def slots(self) -> list[Slot]:
         """Every slot, slot 0 (a view of the session's own contexts and drafters) first."""
         return [Slot(0, self.target, self.draft_ctx, self._ngram_drafters), *self.extra_slots]
+
+    def offload(self) -> str:
+        """Where -ngl / -ngld put each model's layers: "target: 28/29 layers on CUDA0
+        (1 on CPU), draft: all 25 layers on CPU"."""
+        line = "target: " + engine.offload_summary(self.target_model, self.ngl)
+        if self.draft_model is not None:
+            line += ", draft: " + engine.offload_summary(self.draft_model, self.ngl_draft)
+        return line
 
     # -- prompts ------------------------------------------------------------------------------
 
