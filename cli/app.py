@@ -38,9 +38,10 @@ def _register() -> None:
     _registered = True
     # a command module that fails to import is a broken install: let it say so, never hide
     # the command ("No such command" would send the user looking in the wrong place)
-    from specgguf_cli import bench_cmd, check_cmd, migrate_cmd, pull_cmd, run_cmd
+    from specgguf_cli import bench_cmd, check_cmd, migrate_cmd, pull_cmd, run_cmd, serve_cmd
 
     app.command("run", context_settings={"ignore_unknown_options": False})(run_cmd.run)
+    app.command("serve")(serve_cmd.serve)
     app.command("pull")(pull_cmd.pull)
     app.command("check")(check_cmd.check)
     app.command(
@@ -99,7 +100,7 @@ def _run_cli(argv: list[str]) -> int:
 
     _register()
     try:
-        if argv and argv[0] in ("run", "bench"):
+        if argv and argv[0] in ("run", "bench", "serve"):
             from specgguf.legacy import check_run_argv
 
             check_run_argv(argv, os.environ)

@@ -227,19 +227,18 @@ def bench(
         )
         profile_file = None
         if not no_auto_profile:
-            from specgguf.profile import load_profile, profile_path
+            from specgguf.bench import machine_profile
 
-            profile_file = profile_path(session.load)
-            options.profile = load_profile(profile_file)
+            profile_file, options.profile = machine_profile(session.load)
         sampler = SamplerParams(temp=temp, top_k=top_k, top_p=top_p, min_p=min_p)
         show = not quiet and sys.stderr.isatty()
         with _progress(show, total_steps(len(configs), len(prompts), options)) as tick:
             result = run_bench(session, configs, prompts, sampler, options, progress=tick)
         if profile_file is not None and result.costs.target_ms:
             # what bench measured is what `run --spec-draft-n-max auto` starts from next time
-            from specgguf.profile import save_profile
+            from specgguf.bench import save_costs
 
-            save_profile(profile_file, result.costs.to_profile())
+            save_costs(profile_file, result.costs)
     finally:
         session.close()
 

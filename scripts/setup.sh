@@ -63,5 +63,5 @@ if [ "$installed" != "$LLAMA_CPP_PYTHON_VERSION" ] || [ "$(cat "$marker" 2>/dev/
   "$PY" -m pip install -q --no-deps --force-reinstall "$wheel" >&2
   echo "$wheel" > "$marker"
 fi
-"$PY" -m pip install -q -e "$ROOT[test]" >&2
+"$PY" -m pip install -q -e "$ROOT[test,llama]" >&2  # llama: the wheel above is kept, its dependencies come
 echo "specgguf setup: ready ($VENV; llama-cpp-python from $wheel)" >&2

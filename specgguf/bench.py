@@ -612,6 +612,21 @@ def run_bench(
     return result
 
 
+def machine_profile(load: Any) -> tuple[Path, CostProfile | None]:
+    """Where this machine's cost profile for these load options lives, and what it holds."""
+    from specgguf.profile import load_profile, profile_path
+
+    path = profile_path(load)
+    return path, load_profile(path)
+
+
+def save_costs(path: Path, costs: CostCurve) -> None:
+    """Merge what bench measured into the machine profile: `run`'s auto starts from it."""
+    from specgguf.profile import save_profile
+
+    save_profile(path, costs.to_profile())
+
+
 def total_steps(n_configs: int, n_prompts: int, options: BenchOptions) -> int:
     """How many progress ticks run_bench makes."""
     return (n_configs if options.warmup else 0) + 1 + n_configs * n_prompts * options.repeat

@@ -23,6 +23,7 @@ class ExitCode(IntEnum):
     BATCH_PARTIAL = 8  # --jsonl: at least one line failed, the others were answered
     OUTPUT = 9  # writing failed: stdout or --trace on a full disk, an I/O error
     NO_RUNTIME = 10  # run/bench on a light install: llama-cpp-python is not installed
+    SERVER = 11  # serve: cannot listen (address in use), or its HTTP packages are missing
     # Stopped by a signal (specgguf.interrupts): 128 + the signal number, as a shell reports a
     # process killed by it; what was generated is kept, statistics and --json still printed.
     HANGUP = 129  # SIGHUP: the terminal went away

@@ -39,6 +39,18 @@ class TextStream:
         if chunks and self.out is not None:
             write_text(self.out, "".join(chunks))
 
+    def write_fragments(self, pieces: list[tuple[str, bool]]) -> None:
+        """Write text already decoded (specgguf.generator.Chunk.pieces): (text, came from an
+        accepted draft) fragments, one per token unless a stop string split them."""
+        chunks: list[str] = []
+        for text, drafted in pieces:
+            if not text:
+                continue
+            self.parts.append(text)
+            chunks.append(f"{ACCEPTED_STYLE}{text}{RESET}" if self.color and drafted else text)
+        if chunks and self.out is not None:
+            write_text(self.out, "".join(chunks))
+
     def finish(self) -> None:
         tail = self._decoder.decode(b"", final=True)
         if tail:
