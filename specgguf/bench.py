@@ -35,9 +35,9 @@ AUTO_CAP = DEFAULT_N_MAX_CAP
 MARGIN = 0.03
 #: an auto configuration that drafted less than this on average per round is plain decoding
 IDLE_MEAN_K = 0.05
-#: tokens per target pass at which the cost curve is measured: every width up to 9, where the
+#: tokens per target pass at which the cost curve is measured: every width up to 16, where the
 #: CPU kernels change most, then sparser (what lies between is interpolated)
-PASS_GRID = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 16, 24, 32, 48, 64)
+PASS_GRID = (*range(1, 17), 24, 32, 48, 64)
 #: n-gram types whose draft length is their size_m (what --sweep-size-m varies)
 SIZE_M_TYPES = {
     "ngram-simple": "--spec-ngram-simple-size-m",

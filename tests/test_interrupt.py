@@ -189,7 +189,10 @@ def test_second_ctrl_c_while_cleaning_up_is_quiet(tiny_target, tiny_draft, greed
     os.killpg(proc.pid, signal.SIGINT)
     time.sleep(0.01)
     code, rest, err = interrupt(proc)  # the second one, while the first is being handled
-    assert code == 130, err
+    # 130, or killed by SIGINT itself (-2) when the tiny run had already finished its cleanup
+    # and the interpreter was shutting down (Python restores the default handlers then): a
+    # shell reports both as 130, and the report below must be complete either way
+    assert code in (130, -signal.SIGINT), err
     assert_same_start((before + rest).decode("utf-8").rstrip("\n"), greedy_reference)
     assert "decoded" in err and "n_predict" in err
     assert_no_traceback(err)
