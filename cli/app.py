@@ -54,6 +54,12 @@ def _register() -> None:
     except ImportError:  # pragma: no cover
         pass
     try:
+        from specgguf_cli import rpc_server_cmd
+
+        app.command("rpc-server")(rpc_server_cmd.rpc_server)
+    except ImportError:  # pragma: no cover
+        pass
+    try:
         from specgguf_cli import bench_cmd
 
         app.command("bench")(bench_cmd.bench)

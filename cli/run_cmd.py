@@ -94,6 +94,10 @@ def run(
     threads: int = o.Threads,
     threads_draft: int = o.ThreadsDraft,
     no_repack: bool = o.NoRepack,
+    rpc: str | None = o.Rpc,
+    device: str | None = o.Device,
+    device_draft: str | None = o.DeviceDraft,
+    list_devices: bool = o.ListDevices,
     cache_type_k: str = o.CacheTypeK,
     cache_type_v: str = o.CacheTypeV,
     cache_type_k_draft: str = o.CacheTypeKDraft,
@@ -130,6 +134,8 @@ def run(
     from specgguf.session import Session, SpecOptions
     from specgguf.spec_types import parse_spec_types
 
+    if list_devices:
+        return o.list_devices(rpc)
     # Everything that can be checked without a model is checked first: a typo costs nothing.
     o.validate(
         n_predict=n_predict,
@@ -209,6 +215,9 @@ def run(
                     no_repack=no_repack,
                     verbose=verbose,
                     kv_types=kv_types,
+                    rpc=rpc,
+                    device=device,
+                    device_draft=device_draft,
                 ),
                 SpecOptions(
                     types=types,
@@ -222,6 +231,7 @@ def run(
             )
         ctx = None
         try:
+            _print_placement(session, quiet)
             if tracer is not None:
                 tracer.piece = session.target_model.piece
             ctx = _Run(
@@ -267,6 +277,15 @@ def run(
 
 
 # -- setup ------------------------------------------------------------------------------------
+
+
+def _print_placement(session, quiet: bool) -> None:
+    """With --rpc/-dev/-devd: one "rpc: ..." line saying where each model's layers are."""
+    from specgguf.devices import placement_line
+
+    line = placement_line(session.placement)
+    if line and not quiet:
+        print(line, file=sys.stderr)
 
 
 def _loading(model: Path, model_draft: Path | None, quiet: bool, verbose: bool):
@@ -428,7 +447,13 @@ class _Run:
             **self.meta,
             "seed": seed,
             "timings": stats.timings(),
+            **self.placement_fields(),
         }
+
+    def placement_fields(self) -> dict:
+        """With --rpc/-dev/-devd: {"placement": {"target": {...}, "draft": {...}}}."""
+        p = self.session.placement
+        return {"placement": {k: v.as_dict() for k, v in p.items()}} if p else {}
 
 
 # -- the three modes --------------------------------------------------------------------------

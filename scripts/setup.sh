@@ -8,6 +8,8 @@
 # - pip caches built wheels without looking at CMAKE_ARGS, so a crashing wheel from an earlier
 #   build can be silently reused. We build with --no-cache-dir into a wheel directory keyed by
 #   (version, CMAKE_ARGS, Python, CPU flags) and install from there only.
+# - -DGGML_RPC=ON compiles ggml's RPC backend into the library: `--rpc` and `specgguf rpc-server`
+#   use it. It is a separate backend (nothing changes on the CPU path), so CPU speed is unchanged.
 # Extra CMake flags (e.g. -DGGML_CUDA=ON for -ngl on an NVIDIA GPU) go in SPECGGUF_CMAKE_ARGS.
 set -euo pipefail
 
@@ -17,7 +19,7 @@ LLAMA_CPP_PYTHON_VERSION=0.3.36
 PYTHON=${PYTHON:-python3}
 
 NO_AMX="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
-CMAKE_ARGS="-DGGML_NATIVE=ON -DCMAKE_C_FLAGS='$NO_AMX' -DCMAKE_CXX_FLAGS='$NO_AMX' -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF ${SPECGGUF_CMAKE_ARGS:-}"
+CMAKE_ARGS="-DGGML_NATIVE=ON -DCMAKE_C_FLAGS='$NO_AMX' -DCMAKE_CXX_FLAGS='$NO_AMX' -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_RPC=ON ${SPECGGUF_CMAKE_ARGS:-}"
 
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 PY="$VENV/bin/python"

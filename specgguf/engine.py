@@ -35,6 +35,8 @@ _verbose = False
 # A Ctrl-C that lands while llama.cpp is inside our log callback would be swallowed by ctypes;
 # the callback records it here and Context.decode re-raises it once llama_decode returns.
 _pending_interrupt = False
+# Called with every llama.cpp log line while set (specgguf.devices reads layer placement).
+log_listener = None
 
 
 def init_backend(verbose: bool = False) -> None:
@@ -48,6 +50,8 @@ def init_backend(verbose: bool = False) -> None:
     def _log(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
         global _pending_interrupt
         try:
+            if log_listener is not None and text:
+                log_listener(text)
             if _verbose and text:
                 os.write(2, text)
         except KeyboardInterrupt:
@@ -109,11 +113,21 @@ def _raise_pending_interrupt() -> None:
 class Model:
     """Weights and vocabulary of one GGUF file."""
 
-    def __init__(self, path: Path, *, n_gpu_layers: int = 0, repack: bool = True) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        n_gpu_layers: int = 0,
+        repack: bool = True,
+        devices: Sequence[int] | None = None,
+    ) -> None:
         init_backend(_verbose)
         self.path = Path(path)
         params = ll.llama_model_default_params()
         params.n_gpu_layers = n_gpu_layers
+        if devices is not None:  # -dev: ggml_backend_dev_t list, NULL-terminated (none: empty)
+            dev_array = (ctypes.c_void_p * (len(devices) + 1))(*devices, None)
+            params.devices = ctypes.cast(dev_array, ctypes.c_void_p)
         # -nr/--no-repack: llama.cpp's way around crashes in repacked (AMX) kernels.
         params.use_extra_bufts = repack
         ptr = ll.llama_model_load_from_file(str(self.path).encode(), params)

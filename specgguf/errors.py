@@ -20,6 +20,7 @@ class ExitCode(IntEnum):
     PULL = 6  # default models not pulled, download or checksum failure
     RUNTIME = 7  # llama.cpp failed while decoding
     BATCH_PARTIAL = 8  # --jsonl: at least one line failed, the others were answered
+    RPC = 10  # a ggml RPC worker (--rpc) is unreachable, busy, died, or speaks another version
     INTERRUPTED = 130  # Ctrl-C: what was generated is kept
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specgguf import engine
+from specgguf import devices, engine
 from specgguf.drafters.base import Drafter
 from specgguf.drafters.draft_model import DraftModelDrafter
 from specgguf.errors import PromptError
@@ -39,6 +39,9 @@ class LoadOptions:
     cache_type_v: str = "f16"
     cache_type_k_draft: str = "f16"
     cache_type_v_draft: str = "f16"
+    rpc: str | None = None  # --rpc HOST:PORT,...: ggml RPC workers become devices
+    device: str | None = None  # -dev: target devices (None: all, "none": no offload)
+    device_draft: str | None = None  # -devd: draft devices (None: follows -dev)
 
 
 @dataclass
@@ -61,9 +64,16 @@ class Session:
         self.info = preflight(load.model, load.model_draft if need_draft else None, load.n_ctx)
         self.load = load
         self.spec = spec
-        self.target_model = engine.Model(
-            load.model, n_gpu_layers=engine.parse_gpu_layers(load.n_gpu_layers), repack=load.repack
-        )
+        # --rpc before -dev/-devd: the workers' devices must exist before they are named.
+        placed = devices.prepare(load)
+        self.placement: dict[str, devices.Placement] = {}
+        with devices.recording(self.placement, "target", placed.record):
+            self.target_model = engine.Model(
+                load.model,
+                n_gpu_layers=engine.parse_gpu_layers(load.n_gpu_layers),
+                repack=load.repack,
+                devices=placed.target,
+            )
         self.target = engine.Context(
             self.target_model,
             engine.ContextParams(
@@ -79,11 +89,13 @@ class Session:
         self.draft_model: engine.Model | None = None
         self.draft_ctx: engine.Context | None = None
         if need_draft and load.model_draft is not None:
-            self.draft_model = engine.Model(
-                load.model_draft,
-                n_gpu_layers=engine.parse_gpu_layers(load.n_gpu_layers_draft),
-                repack=load.repack,
-            )
+            with devices.recording(self.placement, "draft", placed.record):
+                self.draft_model = engine.Model(
+                    load.model_draft,
+                    n_gpu_layers=engine.parse_gpu_layers(load.n_gpu_layers_draft),
+                    repack=load.repack,
+                    devices=placed.draft,
+                )
             # llama.cpp: no separate draft context size any more, it follows the target's.
             self.draft_ctx = engine.Context(
                 self.draft_model,
