@@ -176,35 +176,35 @@ class PlacementRecorder:
 _lib: ctypes.CDLL | None = None
 
 
-def _loaded_path(stem: str) -> str | None:
-    """The file of `stem` (e.g. "libggml") that this process already mapped. A wheel ships
-    libggml.so and libggml.so.0 as separate copies: opening the other one would load a second
-    ggml with a registry of its own, where registered RPC servers would not be seen."""
+def _llama_path() -> str:
+    """The libllama file this process loaded. Symbols are looked up through ITS handle, so
+    they resolve in the libggml that libllama links against. Opening a libggml file directly
+    is not the same: a wheel ships libggml.so and libggml.so.0 as separate copies, and the
+    other one would be a second ggml with a registry of its own (RPC servers registered
+    there would be invisible to llama.cpp)."""
     try:
         with open("/proc/self/maps") as f:
             for line in f:
                 path = line.rstrip("\n").split(maxsplit=5)[-1]
                 base = os.path.basename(path)
-                if base == f"{stem}.so" or base.startswith(f"{stem}.so."):
+                if base == "libllama.so" or base.startswith("libllama.so."):
                     return path
     except OSError:  # pragma: no cover - not Linux
         pass
-    return None
+    import llama_cpp  # pragma: no cover - the copy next to the bindings
+
+    return str(Path(llama_cpp.__file__).parent / "lib" / "libllama.so")  # pragma: no cover
 
 
 def ggml() -> ctypes.CDLL:
-    """libggml as libllama loaded it, with the signatures we use."""
+    """ggml's API as libllama sees it, with the signatures we use."""
     global _lib
     if _lib is not None:
         return _lib
     from specgguf import engine
 
     engine.init_backend(engine._verbose)  # loads libllama, hence libggml
-    path = _loaded_path("libggml")
-    if path is None:  # pragma: no cover - not Linux: the copy next to the bindings
-        import llama_cpp
-
-        path = str(Path(llama_cpp.__file__).parent / "lib" / "libggml.so")
+    path = _llama_path()
     lib = ctypes.CDLL(path)
     vp, sz, cp = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p
     for name, args, res in (
