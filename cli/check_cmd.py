@@ -107,6 +107,21 @@ def check_report(target_path: str, draft_path: str | None, n_ctx: int) -> dict[s
     return report
 
 
+def _rpc_placement(report: dict, rpc, device, device_draft, ngl: str, ngld: str) -> str | None:
+    """--rpc/-dev/-devd: the workers are probed and each model's layer placement predicted
+    (llama.cpp's split rule); added to the report as "rpc" and returned as one "rpc:" line."""
+    from specgguf import devices, engine
+
+    layers = {r: (report[r] or {}).get("block_count") for r in ("target", "draft")}
+    gl = {"target": engine.parse_gpu_layers(ngl), "draft": engine.parse_gpu_layers(ngld)}
+    placed = devices.check_placement(layers, rpc, device, device_draft, gl)
+    report["rpc"] = {
+        "workers": devices.registered_servers(),
+        "placement": {k: v.as_dict() for k, v in placed.items()},
+    }
+    return devices.placement_line(placed)
+
+
 # --- rendering ------------------------------------------------------------------------------
 
 
@@ -219,6 +234,35 @@ def check(
         4096, "-c", "--ctx-size", help="context size for the memory estimate (0 = the model's)"
     ),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object instead"),
+    rpc: str | None = typer.Option(
+        None,
+        "--rpc",
+        envvar="LLAMA_ARG_RPC",
+        help="ggml RPC workers HOST:PORT,...: probe them and say where the layers would go",
+    ),
+    device: str | None = typer.Option(
+        None, "-dev", "--device", envvar="LLAMA_ARG_DEVICE", help="target devices (as run)"
+    ),
+    device_draft: str | None = typer.Option(
+        None, "-devd", "--spec-draft-device", "--device-draft", help="draft devices (as run)"
+    ),
+    rpc_ngl: str = typer.Option(
+        "auto",
+        "-ngl",
+        "--n-gpu-layers",
+        "--gpu-layers",
+        envvar="LLAMA_ARG_N_GPU_LAYERS",
+        help="with --rpc/-dev/-devd: the target's -ngl for the placement (N, auto or all)",
+    ),
+    rpc_ngld: str = typer.Option(
+        "auto",
+        "-ngld",
+        "--spec-draft-ngl",
+        "--gpu-layers-draft",
+        "--n-gpu-layers-draft",
+        envvar="LLAMA_ARG_N_GPU_LAYERS_DRAFT",
+        help="with --rpc/-dev/-devd: the draft's -ngld for the placement",
+    ),
 ) -> None:
     """Inspect a GGUF model, or check that a draft model can speculate for a target.
 
@@ -232,6 +276,9 @@ def check(
             target, default_draft = require_default_pair()
             model, model_draft = str(target), model_draft or str(default_draft)
         report = check_report(model, model_draft, ctx_size)
+        rpc_line = None
+        if rpc or device or device_draft:
+            rpc_line = _rpc_placement(report, rpc, device, device_draft, rpc_ngl, rpc_ngld)
     except SpecggufError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(int(err.code)) from None
@@ -239,5 +286,7 @@ def check(
         typer.echo(json.dumps(report, ensure_ascii=False))
     else:
         render_report(report, Console(highlight=False))
+        if rpc_line:
+            typer.echo(rpc_line)
     if report["compatible"] is False:
         raise typer.Exit(int(ExitCode.INCOMPATIBLE))

@@ -509,3 +509,72 @@ def placement_line(placement: dict[str, Placement]) -> str | None:
     workers = registered_servers()
     head = f"rpc: {len(workers)} worker(s) {', '.join(workers)}; " if workers else "rpc: "
     return head + "; ".join(f"{name}: {p.describe()}" for name, p in placement.items())
+
+
+# -- `check`: where the layers would go, without loading ---------------------------------------
+
+
+def predict_placement(n_layer: int, n_gpu_layers: int, devs: list[tuple[str, int]]) -> Placement:
+    """llama.cpp's layer split (llama-model.cpp load_tensors), from the header's layer count:
+    the last `n_gpu_layers` of the n_layer + 1 layers (output included) go to `devs`, split in
+    proportion to their free memory; the rest stay on the CPU. -1 means all."""
+    total = n_layer + 1
+    ngl = total if n_gpu_layers < 0 else n_gpu_layers
+    start = max(total - ngl, 0)
+    act = min(ngl, total) if devs else 0
+    free = [float(f) for _, f in devs] or [1.0]
+    if not any(free):
+        free = [1.0] * len(free)
+    cum, acc = [], 0.0
+    for f in free:
+        acc += f
+        cum.append(acc / sum(free))
+    layers: dict[int, str] = {}
+    for il in range(total):
+        if il < start or il - start >= act:
+            layers[il] = "CPU"
+        else:
+            x = (il - start) / act
+            i = next((k for k, c in enumerate(cum) if c > x), len(cum) - 1)
+            layers[il] = devs[i][0]
+    return Placement(layers, {})
+
+
+def default_offload_devices() -> list[tuple[str, int]]:
+    """The devices llama.cpp offloads to without -dev, in its order (RPC workers first, then
+    GPUs), with their free memory."""
+    rpc, gpu = [], []
+    for d in list_devices(memory=True):
+        if d.type == "GPU":
+            (rpc if d.name.startswith("RPC") else gpu).append((d.name, d.free))
+    return rpc + gpu
+
+
+def named_devices(value: str, flag: str) -> list[tuple[str, int]]:
+    if parse_device_list(value, flag) == []:
+        return []
+    mem = {d.name: d.free for d in list_devices(memory=True)}
+    return [(n.strip(), mem.get(n.strip(), 0)) for n in value.split(",") if n.strip()]
+
+
+def check_placement(
+    layers: dict[str, int | None],
+    rpc: str | None,
+    device: str | None,
+    device_draft: str | None,
+    ngl: dict[str, int],
+) -> dict[str, Placement]:
+    """`check --rpc/-dev/-devd`: registers the workers (so they are probed: an unreachable
+    one fails the check) and predicts each model's placement."""
+    if rpc:
+        add_rpc_servers(rpc)
+    target = named_devices(device, "-dev") if device else default_offload_devices()
+    draft = named_devices(device_draft, "-devd") if device_draft else target
+    out: dict[str, Placement] = {}
+    for role, devs in (("target", target), ("draft", draft)):
+        n = layers.get(role)
+        if n:
+            p = predict_placement(n, ngl[role], devs)
+            p.descriptions = {d.name: d.description for d in list_devices()}
+            out[role] = p
+    return out

@@ -177,6 +177,22 @@ def test_split_with_speculation_matches_local_plain(workers, six_layers, six_lay
 
 
 @needs_rpc
+def test_check_predicts_the_placement_run_reports(workers, six_layers, six_layers_draft):
+    rpc = ",".join(w.endpoint for w in workers)
+    flags = ["--rpc", rpc, "-ngl", "5", "-ngld", "99", "-devd", "RPC1"]
+    r = cli("check", "-m", str(six_layers), "-md", str(six_layers_draft), "--json", *flags)
+    assert r.returncode == 0, r.stderr
+    predicted = json.loads(r.stdout)["rpc"]["placement"]
+    r = cli("run", "-m", str(six_layers), "-md", str(six_layers_draft), "--spec-draft-n-max",
+            "3", *GREEDY, *flags)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert predicted == json.loads(r.stdout)["placement"]
+    r = cli("check", "-m", str(six_layers), *flags)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1].startswith("rpc: 2 worker(s) ")
+
+
+@needs_rpc
 def test_list_devices_names_the_workers(workers):
     r = cli("run", "--list-devices", "--rpc", workers[0].endpoint)
     assert r.returncode == 0, r.stderr
