@@ -423,3 +423,13 @@ def test_llama_cpp_rpc_server_interoperates(six_layers):
     finally:
         proc.kill()
         proc.wait()
+
+
+@pytest.mark.skipif(_RPC_OK, reason="this llama-cpp-python has the RPC backend")
+def test_without_rpc_backend_is_one_line(tiny_target):
+    r = cli("run", "-m", str(tiny_target), *GREEDY, "--rpc", "127.0.0.1:9", timeout=30)
+    assert r.returncode == ExitCode.RPC
+    assert r.stderr.strip().splitlines() == [
+        "error: this llama-cpp-python was built without ggml's RPC backend: rebuild it with "
+        "bash scripts/setup.sh (it builds with -DGGML_RPC=ON)"
+    ]
