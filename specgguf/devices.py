@@ -137,7 +137,7 @@ class Placement:
         parts = []
         for dev, ls in by_dev.items():
             desc = self.descriptions.get(dev)
-            where = f"{dev} ({desc})" if desc and desc != dev else dev
+            where = f"{dev} ({desc})" if desc and dev != "CPU" else dev
             noun = "layer" if len(ls) == 1 else "layers"
             parts.append(f"{noun} {compact_ranges(ls)} on {where}")
         parts.append(f"output on {self.layers[n_out]}")
