@@ -151,13 +151,16 @@ def summarise(label: str, res: dict) -> list[str]:
     out = []
     for c in res["configs"]:
         tps = (c["tokens_per_second"] or {}).get("median")
-        ratio = (c["ratio_to_plain"] or {}).get("median")
+        base = (plain["tokens_per_second"] or {}).get("median")
+        ratio = (c["ratio_to_plain"] or {}).get("median") or (tps / base if tps and base else None)
         name = ",".join(c["spec_type"]) + (f":{c['n_max']}" if c["spec_type"] != ["none"] else "")
         extra = ""
         if c.get("auto"):
             a = c["auto"]
-            keys = ("mean_draft_len", "mean_k", "rounds", "drafted_rounds", "k_hist", "choices")
-            picked = {k: a[k] for k in keys if k in a} or a
+            keys = ("mean_k", "mean_sent", "chosen_k", "target_step_ms")
+            picked = {k: a[k] for k in keys if k in a}
+            for name, d in (a.get("drafters") or {}).items():
+                picked[name] = {"best_k": d.get("best_k"), "expected": d.get("expected_speedup")}
             extra = " auto chose " + json.dumps(picked, separators=(",", ":"))[:300]
         ratio_s = f"x{ratio:.2f}" if ratio is not None else "-"
         tps_s = f"{tps:7.2f}" if tps is not None else "      -"
