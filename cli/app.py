@@ -38,7 +38,15 @@ def _register() -> None:
     _registered = True
     # a command module that fails to import is a broken install: let it say so, never hide
     # the command ("No such command" would send the user looking in the wrong place)
-    from specgguf_cli import bench_cmd, check_cmd, migrate_cmd, pull_cmd, run_cmd, serve_cmd
+    from specgguf_cli import (
+        bench_cmd,
+        check_cmd,
+        migrate_cmd,
+        pull_cmd,
+        rpc_server_cmd,
+        run_cmd,
+        serve_cmd,
+    )
 
     app.command("run", context_settings={"ignore_unknown_options": False})(run_cmd.run)
     app.command("serve")(serve_cmd.serve)
@@ -49,6 +57,7 @@ def _register() -> None:
         context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
     )(migrate_cmd.migrate)
     app.command("bench")(bench_cmd.bench)
+    app.command("rpc-server")(rpc_server_cmd.rpc_server)
 
 
 def _silence_stdout() -> None:

@@ -104,6 +104,10 @@ def bench(
     threads: int = o.Threads,
     threads_draft: int = o.ThreadsDraft,
     no_repack: bool = o.NoRepack,
+    rpc: str | None = o.Rpc,
+    device: str | None = o.Device,
+    device_draft: str | None = o.DeviceDraft,
+    list_devices: bool = o.ListDevices,
     n_predict: int = NPredict,
     prompt: str | None = BenchPrompt,
     file: Path | None = BenchFile,
@@ -145,6 +149,8 @@ def bench(
     from specgguf.sampling import SamplerParams
     from specgguf.spec_types import PRIORITY
 
+    if list_devices:
+        return o.list_devices(rpc)
     o.validate(
         n_predict=n_predict,
         n_min=spec_draft_n_min,
@@ -203,6 +209,7 @@ def bench(
             model, model_draft, n_gpu_layers=n_gpu_layers, n_gpu_layers_draft=n_gpu_layers_draft,
             ctx_size=ctx_size, batch_size=batch_size, flash_attn=flash_attn, threads=threads,
             threads_draft=threads_draft, no_repack=no_repack, verbose=verbose,
+            rpc=rpc, device=device, device_draft=device_draft,
         ),  # fmt: skip
         SpecOptions(
             types=all_types,
@@ -216,6 +223,11 @@ def bench(
     if not quiet:
         for warning in session.warnings:
             print(f"warning: {warning}", file=sys.stderr)
+    from specgguf.devices import placement_line
+
+    placed = placement_line(session.placement)
+    if placed and not quiet:
+        print(placed, file=sys.stderr)
     try:
         options = BenchOptions(
             n_predict=n_predict,
@@ -254,6 +266,8 @@ def bench(
             "draft_model": str(model_draft) if model_draft is not None else None,
             "temp": temp,
         }
+        if session.placement:
+            extra["placement"] = {k: v.as_dict() for k, v in session.placement.items()}
         sys.stdout.write(json.dumps(to_json(result, rec, extra), ensure_ascii=False) + "\n")
     else:
         _print_report(result, rec, temp)

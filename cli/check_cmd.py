@@ -170,6 +170,21 @@ def offload_report(report: dict, n_gpu_layers: str, n_gpu_layers_draft: str) -> 
     return out
 
 
+def _rpc_placement(report: dict, rpc, device, device_draft, ngl: str, ngld: str) -> str | None:
+    """--rpc/-dev/-devd: the workers are probed and each model's layer placement predicted
+    (llama.cpp's split rule); added to the report as "rpc" and returned as one "rpc:" line."""
+    from specgguf import devices, engine
+
+    layers = {r: (report[r] or {}).get("block_count") for r in ("target", "draft")}
+    gl = {"target": engine.parse_gpu_layers(ngl), "draft": engine.parse_gpu_layers(ngld)}
+    placed = devices.check_placement(layers, rpc, device, device_draft, gl)
+    report["rpc"] = {
+        "workers": devices.registered_servers(),
+        "placement": {k: v.as_dict() for k, v in placed.items()},
+    }
+    return devices.placement_line(placed)
+
+
 # --- rendering ------------------------------------------------------------------------------
 
 
@@ -317,6 +332,18 @@ def check(
         envvar="LLAMA_ARG_N_GPU_LAYERS_DRAFT",
         help="report where the draft's layers would go with this -ngld",
     ),
+    rpc: str | None = typer.Option(
+        None,
+        "--rpc",
+        envvar="LLAMA_ARG_RPC",
+        help="ggml RPC workers HOST:PORT,...: probe them and say where the layers would go",
+    ),
+    device: str | None = typer.Option(
+        None, "-dev", "--device", envvar="LLAMA_ARG_DEVICE", help="target devices (as run)"
+    ),
+    device_draft: str | None = typer.Option(
+        None, "-devd", "--spec-draft-device", "--device-draft", help="draft devices (as run)"
+    ),
 ) -> None:
     """Inspect a GGUF model, or check that a draft model can speculate for a target.
 
@@ -334,6 +361,11 @@ def check(
             model, model_draft = str(target), model_draft or str(default_draft)
         report = check_report(model, model_draft, ctx_size)
         report["offload"] = offload_report(report, n_gpu_layers, n_gpu_layers_draft)
+        rpc_line = None
+        if rpc or device or device_draft:
+            rpc_line = _rpc_placement(
+                report, rpc, device, device_draft, n_gpu_layers, n_gpu_layers_draft
+            )
     except SpecggufError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(int(err.code)) from None
@@ -341,6 +373,8 @@ def check(
         typer.echo(json.dumps(report, ensure_ascii=False))
     else:
         render_report(report, Console(highlight=False))
+        if rpc_line:
+            typer.echo(rpc_line)
     if report["compatible"] is False:
         raise typer.Exit(int(ExitCode.INCOMPATIBLE))
     rendered = report["target"]["chat_template_render"]

@@ -130,6 +130,32 @@ ThreadsDraft = typer.Option(
     "--spec-draft-threads",
     help="Draft threads, 1..512 (0 or -1: same as -t).",
 )
+Rpc = typer.Option(
+    None,
+    "--rpc",
+    envvar="LLAMA_ARG_RPC",
+    help="Comma list of ggml RPC workers HOST:PORT (`specgguf rpc-server` or llama.cpp's "
+    "rpc-server of the same ggml version): each becomes a device (RPC0, RPC1, ...) and -ngl "
+    "offloads layers across them. No authentication: use trusted networks only.",
+)
+Device = typer.Option(
+    None,
+    "-dev",
+    "--device",
+    envvar="LLAMA_ARG_DEVICE",
+    help="Comma list of devices to offload the target to (none: no offload; default: all). "
+    "See --list-devices.",
+)
+DeviceDraft = typer.Option(
+    None,
+    "-devd",
+    "--spec-draft-device",
+    "--device-draft",
+    help="Comma list of devices for the draft model (none: no offload; default: follows -dev).",
+)
+ListDevices = typer.Option(
+    False, "--list-devices", help="Print the available devices (after --rpc) and exit."
+)
 NoRepack = typer.Option(
     False,
     "-nr",
@@ -363,6 +389,7 @@ def load_options(
     model: Path, model_draft: Path | None, *, n_gpu_layers: str, n_gpu_layers_draft: str,
     ctx_size: int | None, batch_size: int, flash_attn: str, threads: int, threads_draft: int,
     no_repack: bool, verbose: bool, kv_types: tuple[str, str, str, str] = ("f16",) * 4,
+    rpc: str | None = None, device: str | None = None, device_draft: str | None = None,
 ):  # fmt: skip
     """The loading flags shared by `run` and `bench`, as specgguf.session.LoadOptions."""
     from specgguf.session import LoadOptions
@@ -383,4 +410,17 @@ def load_options(
         cache_type_v=kv_types[1],
         cache_type_k_draft=kv_types[2],
         cache_type_v_draft=kv_types[3],
+        rpc=rpc,
+        device=device,
+        device_draft=device_draft,
     )
+
+
+def list_devices(rpc: str | None) -> int:
+    """--list-devices: llama.cpp's listing, after registering --rpc workers; exits 0."""
+    from specgguf import devices
+
+    if rpc:
+        devices.add_rpc_servers(rpc)
+    print(devices.format_device_list())
+    return 0

@@ -98,6 +98,10 @@ def run(
     threads: int = o.Threads,
     threads_draft: int = o.ThreadsDraft,
     no_repack: bool = o.NoRepack,
+    rpc: str | None = o.Rpc,
+    device: str | None = o.Device,
+    device_draft: str | None = o.DeviceDraft,
+    list_devices: bool = o.ListDevices,
     cache_type_k: str = o.CacheTypeK,
     cache_type_v: str = o.CacheTypeV,
     cache_type_k_draft: str = o.CacheTypeKDraft,
@@ -132,6 +136,8 @@ def run(
     from specgguf.sampling import SamplerParams
     from specgguf.spec_types import AUTO_N_MAX_CAP, parse_spec_types
 
+    if list_devices:
+        return o.list_devices(rpc)
     # Everything that can be checked without a model is checked first: a typo costs nothing.
     o.validate(
         n_predict=n_predict,
@@ -228,6 +234,9 @@ def run(
                         no_repack=no_repack,
                         verbose=verbose,
                         kv_types=kv_types,
+                        rpc=rpc,
+                        device=device,
+                        device_draft=device_draft,
                     ),
                     spec_options(
                         types,
@@ -256,6 +265,9 @@ def run(
             if not quiet:
                 for warning in session.warnings:
                     print(f"warning: {warning}", file=sys.stderr)
+            _print_placement(session, quiet)
+            if session.placement:  # --rpc/-dev/-devd: where the layers are, in --json too
+                meta["placement"] = {k: v.as_dict() for k, v in session.placement.items()}
             if tracer is not None:
                 tracer.piece = session.target_model.piece
             ctx = _Run(
@@ -304,6 +316,15 @@ def run(
 
 
 # -- setup ------------------------------------------------------------------------------------
+
+
+def _print_placement(session, quiet: bool) -> None:
+    """With --rpc/-dev/-devd: one "rpc: ..." line saying where each model's layers are."""
+    from specgguf.devices import placement_line
+
+    line = placement_line(session.placement)
+    if line and not quiet:
+        print(line, file=sys.stderr)
 
 
 def _loading(model: Path, model_draft: Path | None, quiet: bool, verbose: bool):

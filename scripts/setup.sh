@@ -14,6 +14,8 @@
 # keyed apart from the CPU one (the flags, nvcc's version and the GPUs are part of the key), and
 # on a machine without that GPU specgguf refuses it in one line (exit 7) instead of running on
 # the CPU unnoticed.
+# -DGGML_RPC=ON compiles ggml's RPC backend into the library: `--rpc` and `specgguf rpc-server`
+# use it. It is a separate backend (nothing changes on the CPU path), so CPU speed is unchanged.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -22,7 +24,7 @@ LLAMA_CPP_PYTHON_VERSION=0.3.36
 PYTHON=${PYTHON:-python3}
 
 NO_AMX="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
-CMAKE_ARGS="-DGGML_NATIVE=ON -DCMAKE_C_FLAGS='$NO_AMX' -DCMAKE_CXX_FLAGS='$NO_AMX' -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF ${SPECGGUF_CMAKE_ARGS:-}"
+CMAKE_ARGS="-DGGML_NATIVE=ON -DCMAKE_C_FLAGS='$NO_AMX' -DCMAKE_CXX_FLAGS='$NO_AMX' -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DGGML_RPC=ON ${SPECGGUF_CMAKE_ARGS:-}"
 
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 PY="$VENV/bin/python"

@@ -62,6 +62,8 @@ _log_callback = None
 _progress_callback = None
 _abort_callback = None
 _NO_ABORT = ll.ggml_abort_callback()  # a NULL function pointer: no abort check
+#: called with every llama.cpp log line while set (specgguf.devices reads layer placement)
+log_listener = None
 #: batches at least this long (prompt chunks) are evaluated with llama.cpp's abort check, so a
 #: signal stops a long prompt evaluation within one graph node; short verification batches skip
 #: it (the check is a Python call per graph node).
@@ -73,6 +75,8 @@ def _log(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
     """llama.cpp's log sink: stderr with -v, else nothing. It must never raise: an exception
     cannot cross C and ctypes would print it and drop it."""
     try:
+        if log_listener is not None and text:
+            log_listener(text)
         if _verbose and text:
             os.write(2, text)
     except OSError:
@@ -227,11 +231,21 @@ FLASH_ATTN = {"on": 1, "off": 0, "auto": -1}
 class Model:
     """Weights and vocabulary of one GGUF file."""
 
-    def __init__(self, path: Path, *, n_gpu_layers: int = 0, repack: bool = True) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        n_gpu_layers: int = 0,
+        repack: bool = True,
+        devices: Sequence[int] | None = None,
+    ) -> None:
         init_backend(_verbose)
         self.path = Path(path)
         params = ll.llama_model_default_params()
         params.n_gpu_layers = n_gpu_layers
+        if devices is not None:  # -dev: ggml_backend_dev_t list, NULL-terminated (none: empty)
+            dev_array = (ctypes.c_void_p * (len(devices) + 1))(*devices, None)
+            params.devices = ctypes.cast(dev_array, ctypes.c_void_p)
         # -nr/--no-repack: llama.cpp's way around crashes in repacked (AMX) kernels.
         params.use_extra_bufts = repack
         params.progress_callback = _progress_callback

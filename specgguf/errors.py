@@ -24,6 +24,7 @@ class ExitCode(IntEnum):
     OUTPUT = 9  # writing failed: stdout or --trace on a full disk, an I/O error
     NO_RUNTIME = 10  # run/bench on a light install: llama-cpp-python is not installed
     SERVER = 11  # serve: cannot listen (address in use), or its HTTP packages are missing
+    RPC = 12  # a ggml RPC worker (--rpc) is unreachable, busy, died, or speaks another version
     # Stopped by a signal (specgguf.interrupts): 128 + the signal number, as a shell reports a
     # process killed by it; what was generated is kept, statistics and --json still printed.
     HANGUP = 129  # SIGHUP: the terminal went away

@@ -174,6 +174,10 @@ def profile_key(load: Any) -> str:
         ],
         [platform.machine(), os.cpu_count(), platform.node()],
     ]
+    # --rpc/-dev/-devd: costs over a network are another machine's; absent, keys are unchanged
+    where = [getattr(load, n, None) for n in ("rpc", "device", "device_draft")]
+    if any(where):
+        parts.append([str(w) for w in where])
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specgguf import engine
+from specgguf import devices, engine
 from specgguf.drafters.base import Drafter
 from specgguf.drafters.draft_model import DraftModelDrafter
 from specgguf.errors import PromptError
@@ -39,6 +39,9 @@ class LoadOptions:
     cache_type_v: str = "f16"
     cache_type_k_draft: str = "f16"
     cache_type_v_draft: str = "f16"
+    rpc: str | None = None  # --rpc HOST:PORT,...: ggml RPC workers become devices
+    device: str | None = None  # -dev: target devices (None: all, "none": no offload)
+    device_draft: str | None = None  # -devd: draft devices (None: follows -dev)
 
 
 @dataclass
@@ -91,12 +94,23 @@ class Session:
         self.warnings: list[str] = [ctx_warning] if ctx_warning else []
         self.ngl = engine.parse_gpu_layers(load.n_gpu_layers)
         self.ngl_draft = engine.parse_gpu_layers(load.n_gpu_layers_draft)
-        self.target_model = engine.Model(load.model, n_gpu_layers=self.ngl, repack=load.repack)
+        # --rpc before -dev/-devd: the workers' devices must exist before they are named.
+        placed = devices.prepare(load)
+        #: where each model's layers went, read from llama.cpp's load log (--rpc, -dev)
+        self.placement: dict[str, devices.Placement] = {}
+        with devices.recording(self.placement, "target", placed.record):
+            self.target_model = engine.Model(
+                load.model, n_gpu_layers=self.ngl, repack=load.repack, devices=placed.target
+            )
         self.draft_model: engine.Model | None = None
         if need_draft and load.model_draft is not None:
-            self.draft_model = engine.Model(
-                load.model_draft, n_gpu_layers=self.ngl_draft, repack=load.repack
-            )
+            with devices.recording(self.placement, "draft", placed.record):
+                self.draft_model = engine.Model(
+                    load.model_draft,
+                    n_gpu_layers=self.ngl_draft,
+                    repack=load.repack,
+                    devices=placed.draft,
+                )
         if parallel > 1:
             n_ctx = (n_ctx or self.target_model.n_ctx_train) // parallel
         self.target, self.draft_ctx = self._contexts(n_ctx)
