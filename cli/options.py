@@ -43,6 +43,12 @@ NMax = typer.Option(
     help="Max tokens to draft per round, or `auto` to choose 0..N_MAX_AUTO each round from "
     "measured costs and acceptance.",
 )
+SpecVocabStrict = typer.Option(
+    False,
+    "--spec-vocab-strict",
+    help="Refuse a draft model whose vocabulary differs from the target's (llama.cpp's rule, "
+    "exit 4) instead of drafting through text.",
+)
 NoAutoProfile = typer.Option(
     False,
     "--no-auto-profile",
@@ -332,6 +338,7 @@ def load_options(
     model: Path, model_draft: Path | None, *, n_gpu_layers: str, n_gpu_layers_draft: str,
     ctx_size: int, batch_size: int, flash_attn: str, threads: int, threads_draft: int,
     no_repack: bool, verbose: bool, kv_types: tuple[str, str, str, str] = ("f16",) * 4,
+    strict_vocab: bool = False,
 ):  # fmt: skip
     """The loading flags shared by `run` and `bench`, as specgguf.session.LoadOptions."""
     from specgguf.session import LoadOptions
@@ -352,4 +359,5 @@ def load_options(
         cache_type_v=kv_types[1],
         cache_type_k_draft=kv_types[2],
         cache_type_v_draft=kv_types[3],
+        strict_vocab=strict_vocab,
     )

@@ -82,6 +82,7 @@ def run(
     spec_type: str | None = o.SpecType,
     spec_draft_n_max: str = o.NMax,
     no_auto_profile: bool = o.NoAutoProfile,
+    spec_vocab_strict: bool = o.SpecVocabStrict,
     spec_draft_n_min: int = o.NMin,
     spec_draft_p_min: float = o.PMin,
     spec_draft_p_split: float = o.PSplit,
@@ -127,7 +128,7 @@ def run(
     from specgguf.adaptive import DEFAULT_N_MAX_CAP
     from specgguf.errors import UsageError
     from specgguf.sampling import SamplerParams
-    from specgguf.session import Session, SpecOptions
+    from specgguf.session import CROSS_VOCAB_NOTICE, Session, SpecOptions
     from specgguf.spec_types import parse_spec_types
 
     # Everything that can be checked without a model is checked first: a typo costs nothing.
@@ -209,6 +210,7 @@ def run(
                     no_repack=no_repack,
                     verbose=verbose,
                     kv_types=kv_types,
+                    strict_vocab=spec_vocab_strict,
                 ),
                 SpecOptions(
                     types=types,
@@ -220,6 +222,8 @@ def run(
                     ngram=ngram,
                 ),
             )
+        if session.cross_vocab and not quiet:
+            print(CROSS_VOCAB_NOTICE, file=sys.stderr)
         ctx = None
         try:
             if tracer is not None:

@@ -13,12 +13,19 @@ from typing import Any
 
 from specgguf import engine
 from specgguf.drafters.base import Drafter
+from specgguf.drafters.cross_vocab import CrossVocabDrafter
 from specgguf.drafters.draft_model import DraftModelDrafter
 from specgguf.errors import PromptError
 from specgguf.preflight import preflight
 from specgguf.sampling import PositionRandom, SamplerParams
 from specgguf.spec_types import NGRAM_TYPES
 from specgguf.speculative import BudgetPolicy, GenerationConfig, SpeculativeDecoder
+
+#: the one line `run` prints when the draft drafts through text
+CROSS_VOCAB_NOTICE = (
+    "note: the draft model's vocabulary differs from the target's: draft-simple drafts "
+    "through text (cross-vocabulary mode; --spec-vocab-strict refuses such a pair)"
+)
 
 
 @dataclass
@@ -39,6 +46,8 @@ class LoadOptions:
     cache_type_v: str = "f16"
     cache_type_k_draft: str = "f16"
     cache_type_v_draft: str = "f16"
+    #: --spec-vocab-strict: refuse a draft with another vocabulary (llama.cpp's rule, exit 4)
+    strict_vocab: bool = False
 
 
 @dataclass
@@ -58,7 +67,14 @@ class Session:
     def __init__(self, load: LoadOptions, spec: SpecOptions) -> None:
         engine.init_backend(load.verbose)
         need_draft = "draft-simple" in spec.types
-        self.info = preflight(load.model, load.model_draft if need_draft else None, load.n_ctx)
+        self.info = preflight(
+            load.model,
+            load.model_draft if need_draft else None,
+            load.n_ctx,
+            strict_vocab=load.strict_vocab,
+        )
+        #: the draft drafts through text (another vocabulary); the caller prints the notice
+        self.cross_vocab = self.info.cross_vocab
         self.load = load
         self.spec = spec
         self.target_model = engine.Model(
@@ -128,6 +144,18 @@ class Session:
 
                     d = self._ngram_drafters[t] = make_ngram_drafter(t, self.spec.ngram)
                 out.append(d)
+            elif t == "draft-simple" and self.cross_vocab:
+                assert self.draft_ctx is not None
+                out.append(
+                    CrossVocabDrafter(
+                        self.draft_ctx,
+                        self.target_model,
+                        n_max=self.spec.n_max,
+                        p_min=self.spec.p_min,
+                        n_min=self.spec.n_min,
+                        reuse_prefix=reuse_prefix,
+                    )
+                )
             elif t == "draft-simple":
                 assert self.draft_ctx is not None
                 probabilistic = self.spec.draft_sampling == "probabilistic" or (
