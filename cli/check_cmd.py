@@ -18,6 +18,7 @@ from rich.table import Table
 from specgguf.compat import check_compatible
 from specgguf.errors import ExitCode, SpecggufError, UsageError
 from specgguf.gguf_info import GGUFInfo, MemoryEstimate, estimate_memory, read_gguf_info
+from specgguf.vocab_overlap import vocab_overlap
 
 __all__ = ["check", "check_report", "render_report"]
 
@@ -66,8 +67,16 @@ def _model_dict(info: GGUFInfo, mem: MemoryEstimate) -> dict[str, object]:
     }
 
 
+def _mode(compatible: bool) -> str:
+    return "same-vocabulary" if compatible else "cross-vocabulary"
+
+
 def check_report(target_path: str, draft_path: str | None, n_ctx: int) -> dict[str, object]:
     """Everything `check` prints, as plain data (the --json object).
+
+    With a draft, `mode` says how `run` will use it: "same-vocabulary" (llama.cpp's rule holds)
+    or "cross-vocabulary" (it drafts through text); `vocab_overlap` is the share of the draft's
+    tokens whose text is exactly one target token.
 
     n_ctx 0 means the target's training context, as llama.cpp's `-c 0` does; the draft gets
     the same context as the target (llama.cpp has no separate draft context size any more).
@@ -85,6 +94,8 @@ def check_report(target_path: str, draft_path: str | None, n_ctx: int) -> dict[s
         "draft": None,
         "compatible": None,
         "compatibility": None,
+        "mode": None,
+        "vocab_overlap": None,
         "memory": {
             "n_ctx": n_ctx,
             "target": _memory_dict(t_mem),
@@ -98,6 +109,10 @@ def check_report(target_path: str, draft_path: str | None, n_ctx: int) -> dict[s
         report["draft"] = _model_dict(draft, d_mem)
         report["compatible"] = compat.ok
         report["compatibility"] = compat.to_dict()
+        report["mode"] = _mode(compat.ok)
+        report["vocab_overlap"] = (
+            1.0 if compat.ok else round(vocab_overlap(target.vocab, draft.vocab), 4)
+        )
         report["memory"] = {
             "n_ctx": n_ctx,
             "target": _memory_dict(t_mem),
@@ -182,7 +197,12 @@ def render_report(report: dict, console: Console) -> None:
         if compat["ok"]:
             console.print("[bold green]compatible[/]: the draft can speculate for the target")
         else:
-            console.print("[bold red]not compatible[/]: llama.cpp refuses this pair")
+            console.print(
+                "[bold yellow]not compatible[/] under llama.cpp's rule: mode cross-vocabulary "
+                "(draft-simple drafts through text; --spec-vocab-strict refuses the pair); "
+                f"vocab overlap {100 * report['vocab_overlap']:.1f}% of the draft's tokens "
+                "are one target token"
+            )
             for reason in compat["reasons"]:
                 console.print(f"  - {reason}", markup=False, highlight=False)
             if compat["first_diffs"]:
@@ -219,11 +239,17 @@ def check(
         4096, "-c", "--ctx-size", help="context size for the memory estimate (0 = the model's)"
     ),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object instead"),
+    strict: bool = typer.Option(
+        False,
+        "--spec-vocab-strict",
+        help="exit 4 when the vocabularies differ (llama.cpp's rule), as `run` then refuses",
+    ),
 ) -> None:
     """Inspect a GGUF model, or check that a draft model can speculate for a target.
 
-    Reads only the file headers. Exits 0 when the pair is compatible (or no draft is given)
-    and 4 when llama.cpp would refuse the pair.
+    Reads only the file headers. Reports the mode (same- or cross-vocabulary) and the measured
+    vocabulary overlap; exits 0, or 4 with --spec-vocab-strict when llama.cpp would refuse the
+    pair.
     """
     try:
         if model is None:  # like `run`: the pulled default pair, both models
@@ -239,5 +265,5 @@ def check(
         typer.echo(json.dumps(report, ensure_ascii=False))
     else:
         render_report(report, Console(highlight=False))
-    if report["compatible"] is False:
+    if strict and report["compatible"] is False:
         raise typer.Exit(int(ExitCode.INCOMPATIBLE))
