@@ -116,6 +116,7 @@ def test_seeded_sampling_equals_plain_decoding(cross, plain, seed):
         assert dec.stats.n_drafted > 0
 
 
+@pytest.mark.slow
 def test_first_sampled_token_follows_the_target_distribution(cross, plain):
     """Over many seeds the first token of a cross-vocabulary run is distributed as the target's
     own p (chi-square against the exact distribution from the target's logits)."""
