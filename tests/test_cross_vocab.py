@@ -273,3 +273,24 @@ def test_cli_check_reports_the_mode_and_the_overlap(tiny_target, tiny_xvocab, ti
     human = _run("check", "-m", str(tiny_target), "-md", str(tiny_xvocab))
     assert human.returncode == 0 and "cross-vocabulary" in human.stdout
     assert "overlap" in human.stdout
+
+
+def test_running_to_the_end_of_the_context_never_fails(tiny_target, tiny_xvocab):
+    """The draft shares the target's context size but can need more tokens for the same text:
+    near the end it stops drafting; the run ends with stop_reason "context" as plain does."""
+    opts = dict(n_ctx=64, threads=1, flash_attn="off")
+    p = Session(LoadOptions(model=tiny_target, **opts), SpecOptions(types=[]))
+    x = Session(
+        LoadOptions(model=tiny_target, model_draft=tiny_xvocab, **opts),
+        SpecOptions(types=["draft-simple"], n_max=8),
+    )
+    try:
+        # " sing": 2 target tokens (" s", "ing"), 5 draft tokens (the draft lacks both merges)
+        for prompt in (PROMPTS[1], " sing" * 6, " sing" * 14):
+            ref, ref_dec, _ = generate(p, prompt, -1)
+            got, dec, _ = generate(x, prompt, -1)
+            assert got == ref
+            assert dec.stop_reason == ref_dec.stop_reason == "context"
+    finally:
+        p.close()
+        x.close()

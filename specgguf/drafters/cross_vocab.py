@@ -77,6 +77,7 @@ class CrossVocabDrafter(Drafter):
         # the last target pieces, enough for a re-tokenization window
         self._pieces: deque[bytes] = deque(maxlen=TARGET_WINDOW + MAX_WINDOW_EXTEND + 1)
         self.kv: list[int] = []  # draft tokens whose KV the draft context holds
+        self._full = False  # the draft's context cannot hold the text: no more drafts
         self._sync_ms = 0.0  # re-tokenizing emitted text, charged to the next proposal
 
     # -- tokenizers -------------------------------------------------------------------------
@@ -106,6 +107,13 @@ class CrossVocabDrafter(Drafter):
         self.text.reset(lead + body, data, lead=len(lead))
         keep = 0
         hist = self.text.tokens
+        # the draft shares the target's context size but may need more tokens for the same
+        # text: past its end it stops drafting instead of failing the run
+        self._full = len(hist) >= self.ctx.n_ctx
+        if self._full:
+            self.ctx.truncate(0)
+            self.kv = []
+            return
         if self.reuse_prefix and len(hist) > 1:
             keep = self.ctx.keep_prefix(hist[:-1])
         self.ctx.truncate(keep)
@@ -117,6 +125,8 @@ class CrossVocabDrafter(Drafter):
     def observe(self, tokens: Sequence[int]) -> None:
         t0 = time.perf_counter()
         self.translation = None  # the loop has read it for this round
+        if self._full:
+            return
         data = b"".join(self._target_piece(t) for t in tokens)
         self._pieces.extend(self._target_piece(t) for t in tokens)
         first = self.text.append(data)
@@ -153,7 +163,10 @@ class CrossVocabDrafter(Drafter):
 
     def propose(self, n_max: int) -> Draft:
         self.translation = None
-        if n_max <= 0 or not self.text.tokens:
+        hist = self.text.tokens
+        room = self.ctx.n_ctx - len(hist)  # draft tokens that still fit after the text
+        if n_max <= 0 or not hist or self._full or room < 2:
+            self._full = self._full or (bool(hist) and room < 2)
             return Draft()
         t0 = time.perf_counter()
         hist = self.text.tokens
@@ -172,7 +185,7 @@ class CrossVocabDrafter(Drafter):
         pieces = list(self._pieces)
         ws = window_start(pieces, TARGET_WINDOW)
         window = pieces[ws:] if ws >= 0 else []
-        cap = DRAFT_TOKENS_PER_TARGET * n_max + 1
+        cap = min(DRAFT_TOKENS_PER_TARGET * n_max + 1, room - 1)
         dm = self.draft_model
         dtoks: list[int] = []
         text = bytearray()
