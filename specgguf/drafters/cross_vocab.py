@@ -180,8 +180,9 @@ class CrossVocabDrafter(Drafter):
         timing = self.timing = DraftTiming(
             (time.perf_counter() - t0) * 1e3 + self._sync_ms, n_pending
         )
-        translate_ms = self._sync_ms
+        translate_ms = self._sync_ms  # reported; the timing has it in catch_up_ms already
         self._sync_ms = 0.0
+        step_translate_ms = 0.0
         pieces = list(self._pieces)
         ws = window_start(pieces, TARGET_WINDOW)
         window = pieces[ws:] if ws >= 0 else []
@@ -190,6 +191,7 @@ class CrossVocabDrafter(Drafter):
         dtoks: list[int] = []
         text = bytearray()
         tr: Translation | None = Translation()
+        tr_at = 0  # len(dtoks) when tr was computed
         eog: int | None = None
         while True:
             row = logits[0]
@@ -204,26 +206,32 @@ class CrossVocabDrafter(Drafter):
                 break
             dtoks.append(tok)
             text += dm.piece_special(tok)
-            t1 = time.perf_counter()
-            tr = self._translate(window, bytes(text), final=False)
-            translate_ms += (time.perf_counter() - t1) * 1e3
-            if tr is None or tr.dead or len(tr.tokens) >= n_max or len(dtoks) >= cap:
+            if len(dtoks) >= cap:
                 break
+            if len(dtoks) >= n_max:  # fewer draft tokens than n_max rarely make n_max targets
+                t1 = time.perf_counter()
+                tr = self._translate(window, bytes(text), final=False)
+                tr_at = len(dtoks)
+                step_translate_ms += (time.perf_counter() - t1) * 1e3
+                if tr is None or tr.dead or len(tr.tokens) >= n_max:
+                    break
             t1 = time.perf_counter()
             logits = self.ctx.decode([tok], len(self.kv), outputs="last")
             timing.steps_ms += (time.perf_counter() - t1) * 1e3
             timing.steps += 1
             self.kv.append(tok)
         t1 = time.perf_counter()
-        if eog is not None and dtoks:  # the draft ended: its last target token is whole
-            tr = self._translate(window, bytes(text), final=True)
+        if dtoks and (eog is not None or tr_at != len(dtoks)):
+            # the draft ended (EOS: its last target token is whole) or stopped untranslated
+            tr = self._translate(window, bytes(text), final=eog is not None)
         tokens = list(tr.tokens) if tr is not None else []
         if eog is not None and tr is not None and len(tokens) == len(tr.all_tokens):
             end = self._target_tokenize(dm.piece_special(eog).decode("utf-8", "replace"))
             if len(end) == 1 and self.target_model.is_eog(end[0]):
                 tokens.append(end[0])
-        translate_ms += (time.perf_counter() - t1) * 1e3
-        timing.steps_ms += translate_ms  # auto prices a proposal with its translation
+        step_translate_ms += (time.perf_counter() - t1) * 1e3
+        timing.steps_ms += step_translate_ms  # auto prices a proposal with its translation
+        translate_ms += step_translate_ms
         tokens = tokens[:n_max]
         if len(tokens) < self.n_min:
             tokens = []
