@@ -130,6 +130,16 @@ class Session:
             )
         return tokens
 
+    def draft_tokens(self, tokens: list[int]) -> list[int]:
+        """The draft's tokens for the text of target `tokens` (the same ids when the two
+        vocabularies agree): what a cross-vocabulary draft reads for that sequence."""
+        if not self.cross_vocab or self.draft_model is None:
+            return list(tokens)
+        tm = self.target_model
+        body = tokens[1:] if tokens and tm.add_bos and tokens[0] == tm.bos else tokens
+        text = b"".join(tm.piece_special(t) for t in body).decode("utf-8", "replace")
+        return self.draft_model.tokenize(text, add_special=True, parse_special=True)
+
     # -- drafters -----------------------------------------------------------------------------
 
     def _drafters(

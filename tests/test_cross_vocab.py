@@ -294,3 +294,44 @@ def test_running_to_the_end_of_the_context_never_fails(tiny_target, tiny_xvocab)
     finally:
         p.close()
         x.close()
+
+
+class _FakeCtx:
+    """Records what is decoded (bench's cost curve on a context)."""
+
+    n_ctx = 64
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[tuple[int, ...], int]] = []
+
+    def decode(self, tokens, pos0, outputs="last"):
+        self.calls.append((tuple(tokens), pos0))
+
+    def truncate(self, n):
+        pass
+
+
+@pytest.mark.parametrize("cross_vocab", [True, False])
+def test_bench_cost_curve_feeds_the_draft_its_own_tokens(cross_vocab):
+    """bench times a draft step on the draft's context: with another vocabulary it must feed
+    the draft's tokenization of the prompt, never target ids (which may not exist there)."""
+    from types import SimpleNamespace
+
+    from specgguf.bench import measure_cost_curve
+
+    session = SimpleNamespace(
+        target=_FakeCtx(),
+        draft_ctx=_FakeCtx(),
+        cross_vocab=cross_vocab,
+        draft_tokens=lambda toks: [1000 + t for t in toks] + [1999],
+    )
+    measure_cost_curve(session, [1, 2, 3, 4], max_k=2, reps=2)
+    fed = [t for toks, _ in session.draft_ctx.calls for t in toks]
+    assert fed
+    if cross_vocab:
+        assert all(t >= 1000 for t in fed)
+        assert session.draft_ctx.calls[0] == ((1001, 1002, 1003, 1004), 0)
+        assert session.draft_ctx.calls[1] == ((1999,), 4)
+    else:  # the same-vocabulary path is unchanged
+        assert all(t < 1000 for t in fed)
+        assert session.draft_ctx.calls[0] == ((1, 2, 3), 0)
