@@ -6,12 +6,14 @@ Every failure a user can cause ends in ONE line on stderr and a documented exit 
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import sys
 
 import typer
 
-from specgguf.errors import ExitCode, SpecggufError
+from specgguf.errors import ExitCode, OutputError, SpecggufError
 
 app = typer.Typer(
     name="specgguf",
@@ -34,31 +36,19 @@ def _register() -> None:
     if _registered:
         return
     _registered = True
-    from specgguf_cli import pull_cmd, run_cmd
+    # a command module that fails to import is a broken install: let it say so, never hide
+    # the command ("No such command" would send the user looking in the wrong place)
+    from specgguf_cli import bench_cmd, check_cmd, migrate_cmd, pull_cmd, run_cmd, serve_cmd
 
     app.command("run", context_settings={"ignore_unknown_options": False})(run_cmd.run)
+    app.command("serve")(serve_cmd.serve)
     app.command("pull")(pull_cmd.pull)
-    try:
-        from specgguf_cli import check_cmd
-
-        app.command("check")(check_cmd.check)
-    except ImportError:  # pragma: no cover - during development only
-        pass
-    try:
-        from specgguf_cli import migrate_cmd
-
-        app.command(
-            "migrate",
-            context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-        )(migrate_cmd.migrate)
-    except ImportError:  # pragma: no cover
-        pass
-    try:
-        from specgguf_cli import bench_cmd
-
-        app.command("bench")(bench_cmd.bench)
-    except ImportError:  # pragma: no cover
-        pass
+    app.command("check")(check_cmd.check)
+    app.command(
+        "migrate",
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    )(migrate_cmd.migrate)
+    app.command("bench")(bench_cmd.bench)
 
 
 def _silence_stdout() -> None:
@@ -75,33 +65,78 @@ def error_line(message: str) -> str:
     return message if message.startswith("error") else f"error: {message}"
 
 
+#: errno values that mean "the output cannot be written" (full disk, quota, I/O error)
+_WRITE_ERRNOS = frozenset(
+    getattr(errno, n) for n in ("ENOSPC", "EDQUOT", "EFBIG", "EIO", "EROFS") if hasattr(errno, n)
+)
+
+
+def _stderr_line(line: str) -> None:
+    """One line on stderr; a stderr that cannot be written either is left alone."""
+    with contextlib.suppress(OSError):
+        print(line, file=sys.stderr)
+
+
 def run_cli(argv: list[str]) -> int:
+    """Run one command; every outcome is an exit status. SIGINT, SIGTERM and SIGHUP are
+    handled by specgguf.interrupts for the duration (128 + the signal's number)."""
+    from specgguf import interrupts
+
+    try:
+        with interrupts.handling():
+            code = _run_cli(argv)
+    except KeyboardInterrupt:  # in the instant between the command's end and the restore
+        code = interrupts.exit_code()
+    if interrupts.received() is not None and code in (0, int(ExitCode.INTERRUPTED)):
+        # typer answers any KeyboardInterrupt with 130, whatever the signal was; and one that
+        # came after the work was done is still reported
+        code = interrupts.exit_code()
+    interrupts.reset()  # a caller that goes on (tests, embedding) starts with a clean slate
+    return code
+
+
+def _run_cli(argv: list[str]) -> int:
+    from specgguf import interrupts
+
     _register()
     try:
-        if argv and argv[0] in ("run", "bench"):
+        if argv and argv[0] in ("run", "bench", "serve"):
             from specgguf.legacy import check_run_argv
 
             check_run_argv(argv, os.environ)
         rv = app(args=argv, prog_name="specgguf", standalone_mode=False)
         return int(rv) if isinstance(rv, int) else 0
+    except OutputError as err:
+        if err.stdout:
+            _silence_stdout()
+        _stderr_line(error_line(str(err)))
+        return int(err.code)
     except SpecggufError as err:
-        print(error_line(str(err)), file=sys.stderr)
+        _stderr_line(error_line(str(err)))
         return int(err.code)
     except typer.Exit as e:
         return e.exit_code
-    except typer.Abort:
-        return int(ExitCode.INTERRUPTED)
+    except typer.Abort:  # click's name for a KeyboardInterrupt
+        return interrupts.exit_code()
     except typer.TyperException as e:  # click's usage errors (typer vendors click)
         if type(e).__name__ == "NoArgsIsHelpError":
             print(e.format_message())
             return 0
-        print(error_line(e.format_message()), file=sys.stderr)
+        _stderr_line(error_line(e.format_message()))
         return int(ExitCode.USAGE)
     except KeyboardInterrupt:
-        return int(ExitCode.INTERRUPTED)
+        return interrupts.exit_code()
     except BrokenPipeError:
         _silence_stdout()
         return 141
+    except OSError as e:
+        # stdout on a full disk outside a run's own checks (check, migrate, bench print
+        # through the buffered stdout): one line, never a traceback
+        if e.errno not in _WRITE_ERRNOS:
+            raise
+        _silence_stdout()
+        _stderr_line(error_line(f"cannot write stdout: {e.strerror or e}"))
+        return int(ExitCode.OUTPUT)
     except SystemExit as e:
         # Typer turns EPIPE into sys.exit(1) itself; a closed stdout is 141, quietly.
         if isinstance(e.__context__, BrokenPipeError):
@@ -111,12 +146,19 @@ def run_cli(argv: list[str]) -> int:
 
 
 def main() -> None:
-    code = run_cli(sys.argv[1:])
+    code = int(ExitCode.INTERRUPTED)
     try:
+        code = run_cli(sys.argv[1:])
         sys.stdout.flush()
     except BrokenPipeError:
         _silence_stdout()
         code = code or 141
+    except OSError as e:  # what stayed in stdout's buffer does not fit on the disk
+        _silence_stdout()
+        _stderr_line(error_line(f"cannot write stdout: {e.strerror or e}"))
+        code = code or int(ExitCode.OUTPUT)
+    except KeyboardInterrupt:  # Ctrl-C while the last output drains into a slow reader
+        code = code or int(ExitCode.INTERRUPTED)
     sys.exit(code)
 
 

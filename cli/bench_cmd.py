@@ -98,7 +98,7 @@ def bench(
     spec_draft_sampling: str = o.DraftSampling,
     n_gpu_layers: str = o.NGL,
     n_gpu_layers_draft: str = o.NGLD,
-    ctx_size: int = o.Ctx,
+    ctx_size: int | None = o.Ctx,
     batch_size: int = o.Batch,
     flash_attn: str = o.FlashAttn,
     threads: int = o.Threads,
@@ -193,6 +193,7 @@ def bench(
     )
     classes = [c for v in (prompt_class or []) for c in v.split(",")]
     prompts = load_prompts(prompt, file, classes, per_class)
+    o.check_lookup_caches([t for c in configs for t in c.types], ngram)
 
     from specgguf.session import Session, SpecOptions, resolve_seed
 
@@ -212,6 +213,9 @@ def bench(
             ngram=ngram,
         ),
     )
+    if not quiet:
+        for warning in session.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
     try:
         options = BenchOptions(
             n_predict=n_predict,
@@ -223,19 +227,18 @@ def bench(
         )
         profile_file = None
         if not no_auto_profile:
-            from specgguf.profile import load_profile, profile_path
+            from specgguf.bench import machine_profile
 
-            profile_file = profile_path(session.load)
-            options.profile = load_profile(profile_file)
+            profile_file, options.profile = machine_profile(session.load)
         sampler = SamplerParams(temp=temp, top_k=top_k, top_p=top_p, min_p=min_p)
         show = not quiet and sys.stderr.isatty()
         with _progress(show, total_steps(len(configs), len(prompts), options)) as tick:
             result = run_bench(session, configs, prompts, sampler, options, progress=tick)
         if profile_file is not None and result.costs.target_ms:
             # what bench measured is what `run --spec-draft-n-max auto` starts from next time
-            from specgguf.profile import save_profile
+            from specgguf.bench import save_costs
 
-            save_profile(profile_file, result.costs.to_profile())
+            save_costs(profile_file, result.costs)
     finally:
         session.close()
 

@@ -18,6 +18,7 @@ from rich.table import Table
 from specgguf.compat import check_compatible
 from specgguf.errors import ExitCode, SpecggufError, UsageError
 from specgguf.gguf_info import GGUFInfo, MemoryEstimate, estimate_memory, read_gguf_info
+from specgguf.preflight import resolve_n_ctx
 from specgguf.vocab_overlap import vocab_overlap
 
 __all__ = ["check", "check_report", "render_report"]
@@ -71,26 +72,30 @@ def _mode(compatible: bool) -> str:
     return "same-vocabulary" if compatible else "cross-vocabulary"
 
 
-def check_report(target_path: str, draft_path: str | None, n_ctx: int) -> dict[str, object]:
+def check_report(
+    target_path: str, draft_path: str | None, n_ctx: int | None = None
+) -> dict[str, object]:
     """Everything `check` prints, as plain data (the --json object).
 
     With a draft, `mode` says how `run` will use it: "same-vocabulary" (llama.cpp's rule holds)
     or "cross-vocabulary" (it drafts through text); `vocab_overlap` is the share of the draft's
     tokens whose text is exactly one target token.
 
-    n_ctx 0 means the target's training context, as llama.cpp's `-c 0` does; the draft gets
-    the same context as the target (llama.cpp has no separate draft context size any more).
+    n_ctx as `run` takes -c: None is run's default (4096, capped at the training context), 0
+    the target's training context; the draft gets the same context as the target (llama.cpp
+    has no separate draft context size any more).
     """
-    if n_ctx < 0:
+    if n_ctx is not None and n_ctx < 0:
         raise UsageError(f"--ctx-size must be 0 (the model's own) or positive, not {n_ctx}")
     target = read_gguf_info(target_path)
     draft = read_gguf_info(draft_path) if draft_path is not None else None
-    if n_ctx == 0:
-        n_ctx = target.context_length or 0
+    n_ctx, _ = resolve_n_ctx(n_ctx, target.context_length)
     t_mem = estimate_memory(target, n_ctx)
+    target_dict = _model_dict(target, t_mem)
+    target_dict["chat_template_render"] = template_check(target, n_ctx)
     report: dict[str, object] = {
         "n_ctx": n_ctx,
-        "target": _model_dict(target, t_mem),
+        "target": target_dict,
         "draft": None,
         "compatible": None,
         "compatibility": None,
@@ -120,6 +125,64 @@ def check_report(target_path: str, draft_path: str | None, n_ctx: int) -> dict[s
             "total_bytes": t_mem.total_bytes + d_mem.total_bytes,
         }
     return report
+
+
+#: what `run --chat` sends: one user message, then the assistant's turn
+SAMPLE_CONVERSATION = [{"role": "user", "content": "Hello! Write a haiku about the sea."}]
+
+
+def template_check(info: GGUFInfo, n_ctx: int) -> dict[str, object] | None:
+    """Render the GGUF's chat template for SAMPLE_CONVERSATION under the limits `run` would
+    use at this context size. None without a template; {"ok": False, "error": ...} when it
+    does not compile or cannot render in bounds (time, size, depth), so a hostile or broken
+    template is found before `run --chat` meets it."""
+    from specgguf.chat import ChatTemplateError, template_for
+    from specgguf.template_bounds import TemplateLimits
+
+    if not info.chat_template:
+        return None
+    v = info.vocab
+
+    def tok(i):
+        return v.tokens[i] if i is not None and 0 <= i < len(v.tokens) else ""
+
+    try:
+        template, _ = template_for(
+            info.chat_template,
+            bos_token=tok(v.bos_id),
+            eos_token=tok(v.eos_id),
+            add_bos=bool(v.add_bos),
+            limits=TemplateLimits.for_context(n_ctx),
+        )
+        text = template.render(SAMPLE_CONVERSATION, add_generation_prompt=True)
+    except ChatTemplateError as e:
+        return {"ok": False, "error": str(e), "chars": None}
+    return {"ok": True, "error": None, "chars": len(text)}
+
+
+def offload_report(report: dict, n_gpu_layers: str, n_gpu_layers_draft: str) -> dict:
+    """Where -ngl / -ngld would put each model's layers with this build and these devices
+    (llama.cpp's rule, specgguf.offload), from the layer counts in the headers: nothing is
+    loaded. A build that cannot say (llama-cpp-python missing, a GPU build without its GPU)
+    gets a `note` instead of failing the check."""
+    from specgguf.offload import describe_placement
+
+    out: dict[str, object] = {"target": None, "draft": None, "note": None}
+    try:
+        from specgguf import engine
+
+        engine.require_gpu_if_built_for_one()
+        devices = engine.backend_devices()
+        for role, flag in (("target", n_gpu_layers), ("draft", n_gpu_layers_draft)):
+            m = report[role]
+            if m is not None and isinstance(m["block_count"], int):
+                ngl = engine.parse_gpu_layers(flag)
+                out[role] = describe_placement(m["block_count"], ngl, devices)
+    except SpecggufError as err:
+        if str(err).startswith("invalid value"):
+            raise
+        out["note"] = str(err)
+    return out
 
 
 # --- rendering ------------------------------------------------------------------------------
@@ -174,8 +237,17 @@ def _model_rows(m: dict) -> list[tuple[str, str]]:
         ("BOS", _special(v["add_bos"], v["bos_id"])),
         ("EOS", _special(v["add_eos"], v["eos_id"])),
         ("EOT", _opt(v["eot_id"])),
-        ("chat template", "yes" if m["chat_template"] else "no"),
+        ("chat template", _template_row(m)),
     ]
+
+
+def _template_row(m: dict) -> str:
+    if not m["chat_template"]:
+        return "no"
+    r = m.get("chat_template_render")
+    if r is None:  # the draft: its template is never used
+        return "yes"
+    return f"yes, renders ({r['chars']} characters)" if r["ok"] else "yes, FAILS (see below)"
 
 
 def render_report(report: dict, console: Console) -> None:
@@ -213,6 +285,18 @@ def render_report(report: dict, console: Console) -> None:
                     diffs.add_row(str(d["id"]), repr(d["target"]), repr(d["draft"]))
                 console.print(diffs)
 
+    r = target.get("chat_template_render")
+    if r is not None and not r["ok"]:
+        console.print("[bold red]chat template fails[/]: `run --chat` would stop with:")
+        console.print(f"  {r['error']}", markup=False, highlight=False)
+    off = report.get("offload")
+    if off is not None:
+        if off["note"]:
+            console.print(f"offload: {off['note']}", markup=False, highlight=False)
+        else:
+            parts = [f"{role}: {off[role]}" for role in ("target", "draft") if off[role]]
+            console.print("offload: " + ", ".join(parts), markup=False, highlight=False)
+
     mem = report["memory"]
     mtable = Table(title=f"memory at -c {mem['n_ctx']} (weights + f16 KV cache)")
     for col in ("", "weights", "KV cache", "total"):
@@ -235,8 +319,13 @@ def check(
     model_draft: str | None = typer.Option(
         None, "-md", "--model-draft", "--spec-draft-model", help="draft model (GGUF file)"
     ),
-    ctx_size: int = typer.Option(
-        4096, "-c", "--ctx-size", help="context size for the memory estimate (0 = the model's)"
+    ctx_size: int | None = typer.Option(
+        None,
+        "-c",
+        "--ctx-size",
+        show_default=False,
+        help="context size for the memory estimate and the template check; default as `run`: "
+        "4096, capped at the model's training context (0 = the model's)",
     ),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object instead"),
     strict: bool = typer.Option(
@@ -244,12 +333,24 @@ def check(
         "--spec-vocab-strict",
         help="exit 4 when the vocabularies differ (llama.cpp's rule), as `run` then refuses",
     ),
+    n_gpu_layers: str = typer.Option(
+        "auto", "-ngl", "--n-gpu-layers", "--gpu-layers", envvar="LLAMA_ARG_N_GPU_LAYERS",
+        help="report where the target's layers would go with this -ngl (N, auto or all)",
+    ),
+    n_gpu_layers_draft: str = typer.Option(
+        "auto", "-ngld", "--spec-draft-ngl", "--gpu-layers-draft", "--n-gpu-layers-draft",
+        envvar="LLAMA_ARG_N_GPU_LAYERS_DRAFT",
+        help="report where the draft's layers would go with this -ngld",
+    ),
 ) -> None:
     """Inspect a GGUF model, or check that a draft model can speculate for a target.
 
-    Reads only the file headers. Reports the mode (same- or cross-vocabulary) and the measured
-    vocabulary overlap; exits 0, or 4 with --spec-vocab-strict when llama.cpp would refuse the
-    pair.
+    Reads only the file headers (and, for -ngl/-ngld, which devices this build sees: where
+    each model's layers would go), and renders the target's chat template for a one-message
+    conversation within run's bounds. Reports the mode (same- or cross-vocabulary) and the
+    measured vocabulary overlap. Exits 0 when all is well, 4 with --spec-vocab-strict when
+    llama.cpp would refuse the pair, 5 when the chat template cannot render (it does not
+    compile, raises, or passes run's time, size or depth limits).
     """
     try:
         if model is None:  # like `run`: the pulled default pair, both models
@@ -258,6 +359,7 @@ def check(
             target, default_draft = require_default_pair()
             model, model_draft = str(target), model_draft or str(default_draft)
         report = check_report(model, model_draft, ctx_size)
+        report["offload"] = offload_report(report, n_gpu_layers, n_gpu_layers_draft)
     except SpecggufError as err:
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(int(err.code)) from None
@@ -267,3 +369,6 @@ def check(
         render_report(report, Console(highlight=False))
     if strict and report["compatible"] is False:
         raise typer.Exit(int(ExitCode.INCOMPATIBLE))
+    rendered = report["target"]["chat_template_render"]
+    if rendered is not None and not rendered["ok"]:
+        raise typer.Exit(int(ExitCode.PROMPT))

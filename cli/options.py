@@ -104,11 +104,13 @@ NGLD = typer.Option(
     help="Draft layers to offload: N, auto or all.",
 )
 Ctx = typer.Option(
-    0,
+    None,
     "-c",
     "--ctx-size",
     envvar="LLAMA_ARG_CTX_SIZE",
-    help="Context size (0: the model's training context). The draft uses the same.",
+    show_default=False,
+    help="Context size in tokens. Default: 4096, or the model's training context when that "
+    "is smaller; 0: the model's training context. The draft uses the same.",
 )
 Batch = typer.Option(
     2048, "-b", "--batch-size", envvar="LLAMA_ARG_BATCH", help="Logical batch size."
@@ -121,10 +123,18 @@ FlashAttn = typer.Option(
     help="Flash attention: on, off or auto.",
 )
 Threads = typer.Option(
-    0, "-t", "--threads", envvar="LLAMA_ARG_THREADS", help="Threads (0: all usable cores)."
+    0,
+    "-t",
+    "--threads",
+    envvar="LLAMA_ARG_THREADS",
+    help="Threads, 1..512 (0 or -1: all usable cores).",
 )
 ThreadsDraft = typer.Option(
-    0, "-td", "--threads-draft", "--spec-draft-threads", help="Draft threads (0: same as -t)."
+    0,
+    "-td",
+    "--threads-draft",
+    "--spec-draft-threads",
+    help="Draft threads, 1..512 (0 or -1: same as -t).",
 )
 NoRepack = typer.Option(
     False,
@@ -161,7 +171,7 @@ CacheTypeVDraft = typer.Option(
 
 def validate_cache_types(**flags: str) -> None:
     """llama.cpp's kv_cache_types; checked before any model is loaded."""
-    from specgguf.engine import KV_CACHE_TYPES
+    from specgguf.ggml_types import KV_CACHE_TYPES
 
     for flag, value in flags.items():
         if value not in KV_CACHE_TYPES:
@@ -192,6 +202,9 @@ Verbose = typer.Option(False, "-v", "--verbose", help="Show llama.cpp's own log 
 Quiet = typer.Option(False, "-q", "--quiet", help="No statistics or progress on stderr.")
 
 N_MAX_LIMIT = 256
+#: ggml's GGML_MAX_N_THREADS: a thread pool larger than this overruns ggml's fixed-size
+#: per-thread arrays (a segfault, no message), so larger -t/-td values are refused up front.
+MAX_THREADS = 512
 
 
 def parse_n_max(value: str) -> int | None:
@@ -218,7 +231,7 @@ def validate(
     temp: float,
     top_p: float,
     min_p: float,
-    ctx: int,
+    ctx: int | None,
     threads: int,
     threads_draft: int,
     flash_attn: str,
@@ -233,9 +246,17 @@ def validate(
         (temp >= 0.0, f"--temp: {temp} (must be >= 0)"),
         (0.0 <= top_p <= 1.0, f"--top-p: {top_p} (must be in [0, 1])"),
         (0.0 <= min_p <= 1.0, f"--min-p: {min_p} (must be in [0, 1])"),
-        (ctx >= 0, f"-c/--ctx-size: {ctx} (must be >= 0)"),
-        (threads >= 0, f"-t/--threads: {threads} (must be >= 0)"),
-        (threads_draft >= 0, f"-td/--threads-draft: {threads_draft} (must be >= 0)"),
+        (ctx is None or ctx >= 0, f"-c/--ctx-size: {ctx} (must be >= 0; 0: the model's)"),
+        # llama.cpp reads any -t <= 0 as "all cores"; we take 0 and -1 and refuse the rest,
+        # which are typos more often than intentions.
+        (
+            -1 <= threads <= MAX_THREADS,
+            f"-t/--threads: {threads} (must be 1..{MAX_THREADS}, or 0/-1 for all cores)",
+        ),
+        (
+            -1 <= threads_draft <= MAX_THREADS,
+            f"-td/--threads-draft: {threads_draft} (must be 1..{MAX_THREADS}, or 0/-1 for -t)",
+        ),
         (
             flash_attn in ("on", "off", "auto"),
             f"-fa/--flash-attn: {flash_attn!r} (on, off or auto)",
@@ -324,6 +345,16 @@ def with_ngram_options(func):
     return wrapper
 
 
+def check_lookup_caches(types, ngram) -> None:
+    """With ngram-cache: -lcs readable, -lcd writable, both within the size cap, before any
+    model loads (a -lcd that cannot be saved would otherwise fail after the generation)."""
+    if ngram is None or "ngram-cache" not in types:
+        return
+    from specgguf.drafters.ngram_cache import check_cache_paths
+
+    check_cache_paths(ngram.cache.lookup_cache_static, ngram.cache.lookup_cache_dynamic)
+
+
 def resolve_models(model: Path | None, model_draft: Path | None) -> tuple[Path, Path | None]:
     """No -m: the pulled default pair, draft included (exit 6 with a hint when not pulled)."""
     if model is not None:
@@ -336,7 +367,7 @@ def resolve_models(model: Path | None, model_draft: Path | None) -> tuple[Path, 
 
 def load_options(
     model: Path, model_draft: Path | None, *, n_gpu_layers: str, n_gpu_layers_draft: str,
-    ctx_size: int, batch_size: int, flash_attn: str, threads: int, threads_draft: int,
+    ctx_size: int | None, batch_size: int, flash_attn: str, threads: int, threads_draft: int,
     no_repack: bool, verbose: bool, kv_types: tuple[str, str, str, str] = ("f16",) * 4,
     strict_vocab: bool = False,
 ):  # fmt: skip
@@ -350,8 +381,8 @@ def load_options(
         n_gpu_layers_draft=n_gpu_layers_draft,
         n_ctx=ctx_size,
         n_batch=batch_size,
-        threads=threads,
-        threads_draft=threads_draft,
+        threads=max(threads, 0),  # -1 and 0 both mean all cores (one machine profile, not two)
+        threads_draft=max(threads_draft, 0),
         flash_attn=flash_attn,
         repack=not no_repack,
         verbose=verbose,

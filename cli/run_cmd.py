@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from contextlib import nullcontext
 from pathlib import Path
 
 import typer
 from specgguf_cli import options as o
+
+from specgguf import interrupts
+from specgguf.output import write_stdout
 
 Color = typer.Option(
     "auto",
@@ -89,7 +93,7 @@ def run(
     spec_draft_sampling: str = o.DraftSampling,
     n_gpu_layers: str = o.NGL,
     n_gpu_layers_draft: str = o.NGLD,
-    ctx_size: int = o.Ctx,
+    ctx_size: int | None = o.Ctx,
     batch_size: int = o.Batch,
     flash_attn: str = o.FlashAttn,
     threads: int = o.Threads,
@@ -125,11 +129,9 @@ def run(
     With no -m, uses the pulled default pair (Qwen2.5-Coder 1.5B target, 0.5B draft) and
     draft-simple. A draft model given with -md and no --spec-type selects draft-simple.
     """
-    from specgguf.adaptive import DEFAULT_N_MAX_CAP
     from specgguf.errors import UsageError
     from specgguf.sampling import SamplerParams
-    from specgguf.session import CROSS_VOCAB_NOTICE, Session, SpecOptions
-    from specgguf.spec_types import parse_spec_types
+    from specgguf.spec_types import AUTO_N_MAX_CAP, parse_spec_types
 
     # Everything that can be checked without a model is checked first: a typo costs nothing.
     o.validate(
@@ -172,80 +174,111 @@ def run(
         use_chat = chat if chat is not None else (default_pair or system_prompt is not None)
         use_chat = use_chat or conversation
 
-    model, model_draft = o.resolve_models(model, model_draft)
-    types = parse_spec_types(
-        spec_type, have_draft_model=model_draft is not None, auto=n_max is None
-    )
-
-    # Input, template file and trace file: all opened before any weight is read.
-    lines = text = None
-    if jsonl:
-        lines = _jsonl_source(file)
-    elif not conversation or prompt is not None or file is not None:
-        text = o.read_prompt(prompt, file)
-    template_src = None
-    if chat_template_file is not None:
-        from specgguf.chat import read_template_file
-
-        template_src = read_template_file(chat_template_file)
-    tracer = None
-    if trace is not None:
-        from specgguf.trace import TraceWriter
-
-        tracer = TraceWriter.open(trace)
-
+    # From here on a signal (Ctrl-C while stdin is read, during the imports, the load...) still
+    # ends a single run in its report and --json object: nothing generated yet.
+    meta: dict = {"model": str(model) if model is not None else None, "draft_model": None,
+                  "spec_type": None}  # fmt: skip
+    types: list[str] = []
+    lines = text = tracer = None
     try:
-        with _loading(model, model_draft if "draft-simple" in types else None, quiet, verbose):
-            session = Session(
-                o.load_options(
-                    model,
-                    model_draft,
-                    n_gpu_layers=n_gpu_layers,
-                    n_gpu_layers_draft=n_gpu_layers_draft,
-                    ctx_size=ctx_size,
-                    batch_size=batch_size,
-                    flash_attn=flash_attn,
-                    threads=threads,
-                    threads_draft=threads_draft,
-                    no_repack=no_repack,
-                    verbose=verbose,
-                    kv_types=kv_types,
-                    strict_vocab=spec_vocab_strict,
-                ),
-                SpecOptions(
-                    types=types,
-                    n_max=n_max if n_max is not None else DEFAULT_N_MAX_CAP,  # auto: the cap
-                    adaptive=n_max is None,
-                    n_min=spec_draft_n_min,
-                    p_min=spec_draft_p_min,
-                    draft_sampling=spec_draft_sampling,
-                    ngram=ngram,
-                ),
+        try:
+            model, model_draft = o.resolve_models(model, model_draft)
+            types = parse_spec_types(
+                spec_type, have_draft_model=model_draft is not None, auto=n_max is None
             )
-        if session.cross_vocab and not quiet:
-            print(CROSS_VOCAB_NOTICE, file=sys.stderr)
+            meta.update(
+                model=str(model),
+                draft_model=str(model_draft) if "draft-simple" in types else None,
+                spec_type=types or ["none"],
+            )
+
+            # Input, template file, trace file and lookup caches: all checked before any
+            # weight is read.
+            o.check_lookup_caches(types, ngram)
+            if jsonl:
+                lines = _jsonl_source(file)
+            elif not conversation or prompt is not None or file is not None:
+                text = o.read_prompt(prompt, file)
+            template_src = None
+            if chat_template_file is not None:
+                from specgguf.chat import read_template_file
+
+                template_src = read_template_file(chat_template_file)
+            if trace is not None:
+                from specgguf.trace import TraceWriter
+
+                tracer = TraceWriter.open(trace)
+
+            # imports llama_cpp: not before
+            from specgguf.generator import Generator, spec_options
+            from specgguf.session import CROSS_VOCAB_NOTICE, Session
+
+            draft_shown = model_draft if "draft-simple" in types else None
+            with _loading(model, draft_shown, quiet, verbose):
+                session = Session(
+                    o.load_options(
+                        model,
+                        model_draft,
+                        n_gpu_layers=n_gpu_layers,
+                        n_gpu_layers_draft=n_gpu_layers_draft,
+                        ctx_size=ctx_size,
+                        batch_size=batch_size,
+                        flash_attn=flash_attn,
+                        threads=threads,
+                        threads_draft=threads_draft,
+                        no_repack=no_repack,
+                        verbose=verbose,
+                        kv_types=kv_types,
+                        strict_vocab=spec_vocab_strict,
+                    ),
+                    spec_options(
+                        types,
+                        n_max,  # None: auto
+                        n_min=spec_draft_n_min,
+                        p_min=spec_draft_p_min,
+                        draft_sampling=spec_draft_sampling,
+                        ngram=ngram,
+                    ),
+                )
+            if session.cross_vocab and not quiet:
+                print(CROSS_VOCAB_NOTICE, file=sys.stderr)
+        except KeyboardInterrupt:
+            # Stopped before anything was generated: a single run still reports (empty
+            # statistics, the --json object) as it would have mid-generation.
+            if not jsonl and not conversation:
+                from specgguf.stats import RunStats
+
+                n_max_shown = n_max if n_max is not None else AUTO_N_MAX_CAP
+                stats = RunStats(n_max=n_max_shown if types else 0)
+                with interrupts.deferred():
+                    _report(GenerationResult("", "interrupted"), stats, None, meta,
+                            seed=None if seed < 0 or seed == 0xFFFFFFFF else seed,  # random
+                            quiet=quiet, json_out=json_out)
+            raise
         ctx = None
         try:
+            if not quiet:
+                for warning in session.warnings:
+                    print(f"warning: {warning}", file=sys.stderr)
             if tracer is not None:
                 tracer.piece = session.target_model.piece
             ctx = _Run(
-                session=session,
-                sampler=SamplerParams(temp=temp, top_k=top_k, top_p=top_p, min_p=min_p),
-                n_predict=n_predict,
-                seed=seed,
-                ignore_eos=ignore_eos,
+                Generator(
+                    session,
+                    sampler=SamplerParams(temp=temp, top_k=top_k, top_p=top_p, min_p=min_p),
+                    n_predict=n_predict,
+                    seed=seed,
+                    ignore_eos=ignore_eos,
+                    system_prompt=system_prompt,
+                    template_src=template_src,
+                    template_origin=f"--chat-template-file {chat_template_file}",
+                    auto=n_max is None,
+                    profile=not no_auto_profile,
+                    warn=None if quiet else _warn,
+                ),
                 tracer=tracer,
                 quiet=quiet,
-                system_prompt=system_prompt,
-                template_src=template_src,
-                template_file=chat_template_file,
-                auto=n_max is None,
-                profile=not no_auto_profile,
-                meta={
-                    "model": str(model),
-                    "draft_model": str(model_draft) if "draft-simple" in types else None,
-                    "spec_type": types or ["none"],
-                },
+                meta=meta,
             )
             if jsonl:
                 assert lines is not None
@@ -260,14 +293,18 @@ def run(
             assert text is not None
             return _run_single(ctx, text, use_chat=use_chat, json_out=json_out, color=colored)
         finally:
-            if ctx is not None:
-                ctx.save_profile()
-            session.close()
+            # Saving the -lcd cache (Session.close) and the profile is not cut short by a
+            # signal that arrives now: it is raised once they are written.
+            with interrupts.deferred():
+                if ctx is not None:
+                    ctx.gen.save_profile()
+                session.close()
     finally:
-        if lines is not None:
-            lines.close()
-        if tracer is not None:
-            tracer.close()
+        with interrupts.deferred():
+            if lines is not None:
+                lines.close()
+            if tracer is not None:
+                tracer.close()
 
 
 # -- setup ------------------------------------------------------------------------------------
@@ -320,153 +357,97 @@ def _jsonl_source(file: Path | None):
     return _Borrowed()
 
 
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
 class _Run:
-    """What every generation of one `run` shares: the session, the command line's sampler,
-    -n and seed, the trace file and the chat template (compiled on first use)."""
+    """What the command line adds around the library's Generator (specgguf.generator: the
+    session, auto and its profile, the chat template, the defaults): the trace file, -q and
+    the fields every --json object carries."""
 
-    def __init__(self, *, session, sampler, n_predict, seed, ignore_eos, tracer, quiet,
-                 system_prompt, template_src, template_file, meta, auto=False,
-                 profile=False):  # fmt: skip
-        from specgguf.session import resolve_seed
-
-        # --spec-draft-n-max auto: one cost model for the whole run; what it learned on one
-        # prompt (costs, acceptance) carries over to the next (--jsonl, -cnv).
-        self.policy = None
-        if auto and session.spec.types:
-            from specgguf.adaptive import AdaptivePolicy
-
-            self.policy = AdaptivePolicy(n_max_cap=session.spec.n_max)
-        self._policy_used = False
-        # what earlier runs measured on this machine seeds the cost model (specgguf.profile)
-        self.profile_file = None
-        if self.policy is not None and profile:
-            from specgguf.profile import load_profile, profile_path
-
-            self.profile_file = profile_path(session.load)
-            self.policy.seed(load_profile(self.profile_file))
-
-        self.session = session
-        self.sampler = sampler
-        self.n_predict = n_predict
-        self.seed = resolve_seed(seed)  # one seed per run; a --jsonl line may give its own
-        self.ignore_eos = ignore_eos
+    def __init__(self, gen, *, tracer, quiet: bool, meta: dict) -> None:
+        self.gen = gen
         self.tracer = tracer
         self.quiet = quiet
-        self.system_prompt = system_prompt
-        self.template_src = template_src
-        self.template_file = template_file
         self.meta = meta
-        self._template = None
+        self._offload_shown = False
 
-    def decoder(self, sampler, n_predict: int, seed: int):
-        """The one place a decoder is built, with the auto budget policy when there is one."""
-        if self.policy is not None and self._policy_used:
-            self.policy.new_sequence()
-        dec = self.session.decoder(
-            sampler,
-            n_predict,
-            seed,
-            ignore_eos=self.ignore_eos,
-            trace_probs=self.tracer is not None,
-            budget_policy=self.policy,
-        )
-        if self.policy is not None:
-            # per-drafter budgets and the per-token question go through the policy; attach
-            # first restores whatever a previous decoder's drafters had (cached n-gram ones)
-            self.policy.attach(dec.drafters)
-            self._policy_used = True
-        return dec
+    @property
+    def auto(self):
+        """The generator when it runs auto (report_lines, summary), else None."""
+        return self.gen if self.gen.auto else None
 
-    def save_profile(self) -> None:
-        """Merge what auto measured into the machine profile (also after Ctrl-C: the costs
-        measured so far are as true as after a full run). Failing to write is not an error."""
-        if self.profile_file is None or self.policy is None:
-            return
-        from specgguf.profile import save_profile
-
-        try:
-            measured = self.policy.export_profile()
-            if measured is not None:
-                save_profile(self.profile_file, measured)
-        except Exception:  # a lost profile costs the next run its probes; never mask an error
-            pass
-
-    def template(self):
-        if self._template is None:
-            from specgguf.chat import ChatTemplate, template_for
-
-            info = self.session.info.target
-            vocab = info.vocab
-
-            def tok(i):
-                return vocab.tokens[i] if i is not None and 0 <= i < len(vocab.tokens) else ""
-
-            kw = dict(bos_token=tok(vocab.bos_id), eos_token=tok(vocab.eos_id))
-            if self.template_src is not None:
-                self._template = ChatTemplate.compile(
-                    self.template_src,
-                    f"--chat-template-file {self.template_file}",
-                    strip_bos=vocab.add_bos,
-                    **kw,
-                )
-            else:
-                self._template, warning = template_for(
-                    info.chat_template, add_bos=vocab.add_bos, **kw
-                )
-                if warning and not self.quiet:
-                    print(f"warning: {warning}", file=sys.stderr)
-        return self._template
-
-    def chat_prompt(self, messages: list[dict]) -> str:
-        if self.system_prompt and not any(m.get("role") == "system" for m in messages):
-            messages = [{"role": "system", "content": self.system_prompt}, *messages]
-        return self.template().render(messages, add_generation_prompt=True)
+    def generate(self, tokens, params=None):
+        if not self.quiet and not self._offload_shown:
+            # where -ngl / -ngld put the layers (llama.cpp's load log says it too); only once
+            # a prompt is accepted, so that an error stays the one line on stderr
+            self._offload_shown = True
+            print(f"offload: {self.gen.session.offload()}", file=sys.stderr)
+        return self.gen.generate(tokens, params, trace_probs=self.tracer is not None)
 
     def result_fields(self, result, stats, seed: int) -> dict:
         """The --json object (a --jsonl line adds id and line)."""
-        return {
-            "text": result.text,
-            "stop_reason": result.stop_reason,
-            "tokens_predicted": stats.predicted_n,
-            "tokens_evaluated": stats.prompt_n,
-            **self.meta,
-            "seed": seed,
-            "timings": stats.timings(),
-        }
+        return result_object(result, stats, self.meta, seed)
 
 
 # -- the three modes --------------------------------------------------------------------------
 
 
 def _run_single(run: _Run, text: str, *, use_chat: bool, json_out: bool, color: bool) -> int:
-    from specgguf.errors import ExitCode
+    """One prompt. A signal at any point (template, prompt evaluation, generation) still ends
+    in the statistics and the --json object, with what was generated so far."""
+    from specgguf.stats import RunStats
 
-    if use_chat:
-        text = run.chat_prompt([{"role": "user", "content": text}])
-    tokens = run.session.tokenize(text)
-    decoder = run.decoder(run.sampler, run.n_predict, run.seed)
-    if run.tracer is not None:
-        run.tracer.begin()
-    result = stream_generation(
-        run.session, decoder, tokens, json_out=json_out, color=color, trace=run.tracer
-    )
-    stats = decoder.stats
-    if not json_out and result.text and not result.text.endswith("\n"):
-        sys.stdout.write("\n")  # the text ends before the report starts on a terminal
-        sys.stdout.flush()
-    if not run.quiet:
+    gen = run.gen
+    generation = None
+    result = GenerationResult("", "interrupted")
+    try:
+        if use_chat:
+            text = gen.chat_prompt([{"role": "user", "content": text}])
+        tokens = gen.tokenize(text)
+        generation = run.generate(tokens)
+        if run.tracer is not None:
+            run.tracer.begin()
+        result = stream_generation(generation, json_out=json_out, color=color, trace=run.tracer)
+    except KeyboardInterrupt:
+        pass  # before generation started: nothing to keep, the report still follows
+    stats = generation.stats if generation is not None else RunStats(n_max=gen.session.spec.n_max)
+    with interrupts.deferred():
+        if not json_out and result.text and not result.text.endswith("\n"):
+            write_stdout("\n")  # the text ends before the report starts on a terminal
+        _report(result, stats, run.auto, run.meta, seed=gen.seed, quiet=run.quiet,
+                json_out=json_out)
+    return interrupts.exit_code() if result.stop_reason == "interrupted" else 0
+
+
+def _report(result, stats, policy, meta, *, seed, quiet: bool, json_out: bool) -> None:
+    """llama.cpp's statistics on stderr (unless -q), then the --json object on stdout.
+    `policy`: what reports auto's choices (report_lines, summary), or None."""
+    if not quiet:
         for line in stats.report_lines():
             print(line, file=sys.stderr)
-        if run.policy is not None:
-            for line in run.policy.report_lines():
+        if policy is not None:
+            for line in policy.report_lines():
                 print(line, file=sys.stderr)
     if json_out:
-        obj = run.result_fields(result, stats, run.seed)
-        if run.policy is not None:
-            obj["auto"] = run.policy.summary()
-        sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
-        sys.stdout.flush()
-    return int(ExitCode.INTERRUPTED) if result.stop_reason == "interrupted" else 0
+        obj = result_object(result, stats, meta, seed)
+        if policy is not None:
+            obj["auto"] = policy.summary()
+        write_stdout(json.dumps(obj, ensure_ascii=False) + "\n")
+
+
+def result_object(result, stats, meta: dict, seed: int | None) -> dict:
+    """The --json object (a --jsonl line adds id and line)."""
+    return {
+        "text": result.text,
+        "stop_reason": result.stop_reason,
+        "tokens_predicted": stats.predicted_n,
+        "tokens_evaluated": stats.prompt_n,
+        **meta,
+        "seed": seed,
+        "timings": stats.timings(),
+    }
 
 
 def _run_batch(run: _Run, lines, *, use_chat: bool) -> int:
@@ -477,23 +458,24 @@ def _run_batch(run: _Run, lines, *, use_chat: bool) -> int:
     from dataclasses import replace
 
     from specgguf.batch import BatchCounts, run_batch
-    from specgguf.session import resolve_seed
-    from specgguf.stats import RunStats
+    from specgguf.generator import GenParams
+    from specgguf.stats import RunStats, format_rate
 
-    total = RunStats(n_max=run.session.spec.n_max)
+    gen = run.gen
+    total = RunStats(n_max=gen.session.spec.n_max)
     counts = BatchCounts()
 
     def answer(item) -> dict:
         if item.messages is not None:
-            text = run.chat_prompt(item.messages)
+            text = gen.chat_prompt(item.messages)
         elif use_chat:
-            text = run.chat_prompt([{"role": "user", "content": item.prompt}])
+            text = gen.chat_prompt([{"role": "user", "content": item.prompt}])
         else:
             text = item.prompt
-        tokens = run.session.tokenize(text)
+        tokens = gen.tokenize(text)
         ov = item.overrides()
         sampler = replace(
-            run.sampler,
+            gen.sampler,
             **{
                 k: v
                 for k, v in (
@@ -505,20 +487,23 @@ def _run_batch(run: _Run, lines, *, use_chat: bool) -> int:
                 if v is not None
             },
         )
-        seed = resolve_seed(item.seed) if item.seed is not None else run.seed
-        decoder = run.decoder(sampler, ov.get("n_predict", run.n_predict), seed)
+        generation = run.generate(
+            tokens, GenParams(sampler=sampler, n_predict=ov.get("n_predict"), seed=item.seed)
+        )
         if run.tracer is not None:
             run.tracer.begin(request=counts.lines - 1, line=item.line, id=item.id)
-        result = stream_generation(run.session, decoder, tokens, json_out=True, trace=run.tracer)
-        s = decoder.stats
+        result = stream_generation(generation, json_out=True, trace=run.tracer)
+        s = generation.stats
         total.prompt_n += s.prompt_n
         total.predicted_n += s.predicted_n
         total.predicted_ms += s.predicted_ms
         total.n_drafted += s.n_drafted
         total.n_accept += s.n_accept
-        return run.result_fields(result, s, seed)
+        return run.result_fields(result, s, generation.seed)
 
     code = run_batch(lines, answer, sys.stdout, counts=counts)
+    if counts.interrupted:
+        code = interrupts.exit_code()
     if not run.quiet:
         print(
             f"batch: {counts.lines} lines, {counts.answered} answered, {counts.failed} failed"
@@ -527,7 +512,7 @@ def _run_batch(run: _Run, lines, *, use_chat: bool) -> int:
         )
         print(
             f"decoded {total.predicted_n:4d} tokens in {total.predicted_ms / 1e3:8.3f} seconds, "
-            f"speed: {total.predicted_per_second:8.3f} t/s; n_drafted = {total.n_drafted}, "
+            f"speed: {format_rate(total.predicted_speed)}; n_drafted = {total.n_drafted}, "
             f"n_accept = {total.n_accept}, accept = {100 * total.accept_rate:.3f}%",
             file=sys.stderr,
         )
@@ -557,12 +542,14 @@ def _run_conversation(run: _Run, first: str | None, *, color: bool) -> int:
     re-rendered every turn, and only what the KV cache does not hold yet is evaluated (the
     new turn, plus the assistant's last tokens). Ctrl-C stops the current answer (kept, as
     said so far); Ctrl-C at the prompt ends the conversation with exit status 130."""
-    from specgguf.errors import ExitCode, PromptError
+    from specgguf.errors import PromptError
+    from specgguf.stats import format_rate
 
     interactive = bool(sys.stdin) and sys.stdin.isatty() and sys.stdout.isatty()
+    gen = run.gen
     messages: list[dict] = []
-    if run.system_prompt:
-        messages.append({"role": "system", "content": run.system_prompt})
+    if gen.system_prompt:
+        messages.append({"role": "system", "content": gen.system_prompt})
     turn = 0
     while True:
         if first is not None:
@@ -571,36 +558,37 @@ def _run_conversation(run: _Run, first: str | None, *, color: bool) -> int:
             try:
                 user = _read_turn(interactive)
             except KeyboardInterrupt:
-                sys.stdout.write("\n")
-                return int(ExitCode.INTERRUPTED)
+                write_stdout("\n")
+                return interrupts.exit_code()
             if user is None or user.strip() in ("/exit", "/quit"):
                 return 0
         if not user.strip():
             continue
         messages.append({"role": "user", "content": user})
-        text = run.template().render(messages, add_generation_prompt=True)
+        text = gen.template().render(messages, add_generation_prompt=True)
         try:
-            tokens = run.session.tokenize(text)
+            tokens = gen.tokenize(text)
         except PromptError as e:
             raise PromptError(f"turn {turn + 1}: the conversation no longer fits: {e}") from None
-        decoder = run.decoder(run.sampler, run.n_predict, run.seed)
+        generation = run.generate(tokens)
         if run.tracer is not None:
             run.tracer.begin(turn=turn)
-        result = stream_generation(
-            run.session, decoder, tokens, json_out=False, color=color, trace=run.tracer
-        )
+        result = stream_generation(generation, json_out=False, color=color, trace=run.tracer)
         if not result.text.endswith("\n"):
-            sys.stdout.write("\n")
-            sys.stdout.flush()
+            write_stdout("\n")
         messages.append({"role": "assistant", "content": result.text})
-        s = decoder.stats
+        s = generation.stats
         if not run.quiet:
             print(
-                f"[{s.predicted_n} tokens, {s.predicted_per_second:.1f} t/s, prompt "
+                f"[{s.predicted_n} tokens, {format_rate(s.predicted_speed, 0, 1)}, prompt "
                 f"{s.prompt_n} tokens ({s.cache_n} reused), accept {100 * s.accept_rate:.1f}% "
                 f"({s.n_accept}/{s.n_drafted}), {result.stop_reason}]",
                 file=sys.stderr,
             )
+        if result.stop_reason == "interrupted":
+            if interrupts.received() not in (None, signal.SIGINT):
+                return interrupts.exit_code()  # SIGTERM / SIGHUP end the conversation
+            interrupts.reset()  # Ctrl-C stopped this answer; the next one may be stopped too
         turn += 1
 
 
@@ -613,25 +601,22 @@ class GenerationResult:
         self.stop_reason = stop_reason
 
 
-def stream_generation(session, decoder, tokens, *, json_out: bool, color: bool = False, trace=None):
-    """Run the decoder, writing each round's text as soon as it is accepted (and each round to
-    `trace`, a specgguf.trace.TraceWriter, when given).
+def stream_generation(generation, *, json_out: bool, color: bool = False, trace=None):
+    """Step the Generation, writing each round's text as soon as it is accepted (and each round
+    to `trace`, a specgguf.trace.TraceWriter, when given).
 
     Ctrl-C stops generation, keeps what was already written, and reports "interrupted".
     """
     from specgguf.output import TextStream
 
     stream = TextStream(None if json_out else sys.stdout, color=color)
-    piece = session.target_model.piece
-    stop_reason = ""
     try:
-        for rnd in decoder.generate(tokens):
-            if trace is not None:
-                trace.write(rnd)
-            stream.write([piece(t) for t in rnd.emitted], drafted=rnd.n_accepted)
-        stop_reason = decoder.stop_reason
+        for chunk in generation:
+            if trace is not None and chunk.round is not None:
+                trace.write(chunk.round)
+            stream.write_fragments(chunk.pieces)
     except KeyboardInterrupt:
-        stop_reason = "interrupted"
+        stream.write_fragments(generation.finish("interrupted").pieces)
     finally:
         stream.finish()
-    return GenerationResult(stream.text, stop_reason)
+    return GenerationResult(generation.text, generation.stop_reason)

@@ -10,4 +10,5 @@ if [ "${SPECGGUF_SKIP_PULL:-0}" != 1 ]; then
 fi
 "$VENV/bin/ruff" check "$ROOT"
 cd "$ROOT"
+"$VENV/bin/lint-imports"   # the layers (pyproject.toml [tool.importlinter])
 exec "$VENV/bin/python" -m pytest -q -ra "$@"

@@ -53,11 +53,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specgguf.profile import CostProfile, Estimate, plausible_draft, plausible_verify
+from specgguf.spec_types import AUTO_N_MAX_CAP
 
 Acceptance = float | Sequence[float]
 
 #: the longest draft `--spec-draft-n-max auto` lets a draft MODEL make unless told otherwise
-DEFAULT_N_MAX_CAP = 8
+DEFAULT_N_MAX_CAP = AUTO_N_MAX_CAP  # (defined with the spec types: the CLI reads it)
 #: the widest verify pass auto models. Free drafters (n-gram lookups) propose up to their own
 #: size_m (48 by default), and on CPUs a long pass costs far less per token than a short one
 #: (the batched kernels take over past ~9 tokens), so their widths must be priced too.

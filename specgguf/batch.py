@@ -19,7 +19,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from specgguf.errors import ExitCode, SpecggufError
+from specgguf import interrupts
+from specgguf.errors import ExitCode, OutputError, SpecggufError
+from specgguf.output import write_text
 
 #: per-line keys and what they override on the command line
 OVERRIDES = ("n_predict", "temperature", "top_k", "top_p", "min_p", "seed")
@@ -33,6 +35,8 @@ _CODE_NAMES = {
     ExitCode.PROMPT: "prompt",
     ExitCode.RUNTIME: "runtime",
     ExitCode.INTERRUPTED: "interrupted",
+    ExitCode.TERMINATED: "interrupted",
+    ExitCode.HANGUP: "interrupted",
 }
 
 
@@ -171,37 +175,51 @@ def run_batch(
     is not read.
     """
     c = counts if counts is not None else BatchCounts()
-    for n, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        c.lines += 1
-        item_id: Any = None
-        try:
-            item = parse_line(raw, n)
-            item_id = item.id
-            result = answer(item)
-        except KeyboardInterrupt:
-            c.interrupted = True
-            stop = SpecggufError("interrupted", ExitCode.INTERRUPTED)
-            _write(out, error_object(n, item_id, stop))
-            c.failed += 1
-            break
-        except Exception as err:  # noqa: BLE001 - one bad line never stops the batch
-            if isinstance(err, BatchLineError) and err.item_id is not None:
-                item_id = err.item_id
-            c.failed += 1
-            _write(out, error_object(n, item_id, err))
-            continue
-        c.answered += 1
-        _write(out, {"id": item_id, "line": n, **result})
-        if result.get("stop_reason") == "interrupted":
-            c.interrupted = True
-            break
+    try:
+        for n, raw in enumerate(lines, start=1):
+            if not raw.strip():
+                continue
+            c.lines += 1
+            if not _answer_line(n, raw, answer, out, c):
+                break
+    except KeyboardInterrupt:  # between lines (reading the next one): nothing half-written
+        c.interrupted = True
     if c.interrupted:
         return int(ExitCode.INTERRUPTED)
     return int(ExitCode.BATCH_PARTIAL) if c.failed else int(ExitCode.OK)
 
 
+def _answer_line(
+    n: int, raw: str | bytes, answer: Callable[[BatchItem], dict[str, Any]], out: TextIO,
+    c: BatchCounts,
+) -> bool:
+    """Answer record `n` and write its object; False when the batch must stop (interrupted)."""
+    item_id: Any = None
+    try:
+        item = parse_line(raw, n)
+        item_id = item.id
+        result = answer(item)
+    except KeyboardInterrupt:
+        c.interrupted = True
+        c.failed += 1
+        stop = SpecggufError("interrupted", ExitCode(interrupts.exit_code()))
+        _write(out, error_object(n, item_id, stop))
+        return False
+    except OutputError:
+        raise  # stdout or --trace failed (a full disk): no later line could be written
+    except Exception as err:  # noqa: BLE001 - one bad line never stops the batch
+        if isinstance(err, BatchLineError) and err.item_id is not None:
+            item_id = err.item_id
+        c.failed += 1
+        _write(out, error_object(n, item_id, err))
+        return True
+    c.answered += 1
+    _write(out, {"id": item_id, "line": n, **result})
+    if result.get("stop_reason") == "interrupted":
+        c.interrupted = True
+        return False
+    return True
+
+
 def _write(out: TextIO, obj: dict[str, Any]) -> None:
-    out.write(json.dumps(obj, ensure_ascii=False) + "\n")
-    out.flush()
+    write_text(out, json.dumps(obj, ensure_ascii=False) + "\n")

@@ -35,9 +35,9 @@ AUTO_CAP = DEFAULT_N_MAX_CAP
 MARGIN = 0.03
 #: an auto configuration that drafted less than this on average per round is plain decoding
 IDLE_MEAN_K = 0.05
-#: tokens per target pass at which the cost curve is measured: every width up to 9, where the
+#: tokens per target pass at which the cost curve is measured: every width up to 16, where the
 #: CPU kernels change most, then sparser (what lies between is interpolated)
-PASS_GRID = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 16, 24, 32, 48, 64)
+PASS_GRID = (*range(1, 17), 24, 32, 48, 64)
 #: n-gram types whose draft length is their size_m (what --sweep-size-m varies)
 SIZE_M_TYPES = {
     "ngram-simple": "--spec-ngram-simple-size-m",
@@ -616,6 +616,21 @@ def run_bench(
     )
     result.rows = summarize(result)
     return result
+
+
+def machine_profile(load: Any) -> tuple[Path, CostProfile | None]:
+    """Where this machine's cost profile for these load options lives, and what it holds."""
+    from specgguf.profile import load_profile, profile_path
+
+    path = profile_path(load)
+    return path, load_profile(path)
+
+
+def save_costs(path: Path, costs: CostCurve) -> None:
+    """Merge what bench measured into the machine profile: `run`'s auto starts from it."""
+    from specgguf.profile import save_profile
+
+    save_profile(path, costs.to_profile())
 
 
 def total_steps(n_configs: int, n_prompts: int, options: BenchOptions) -> int:

@@ -13,50 +13,99 @@ from __future__ import annotations
 
 import ctypes
 import os
+import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from specgguf import interrupts
 from specgguf.errors import ExitCode, ModelFileError, SpecggufError
+from specgguf.ggml_types import KV_CACHE_TYPES
+from specgguf.offload import (
+    DEVICE_KINDS,
+    Device,
+    describe_placement,
+    gpu_build_without_device,
+    no_device_message,
+    offload_targets,
+)
 
 try:  # imported lazily by tests that only need pure modules
     import llama_cpp as ll
 except ImportError as exc:  # pragma: no cover - exercised only on a broken install
     raise SpecggufError(
-        "llama-cpp-python is not installed: run scripts/setup.sh", ExitCode.RUNTIME
+        "llama-cpp-python, the runtime of run and bench, is not installed: "
+        "pip install 'specgguf[llama]' (or scripts/setup.sh, which builds it for this CPU)",
+        ExitCode.NO_RUNTIME,
+    ) from exc
+except (OSError, RuntimeError) as exc:  # pragma: no cover - a GPU build without its driver
+    # llama_cpp wraps the dlopen failure in a RuntimeError; for a CUDA build on a machine
+    # without the NVIDIA driver it names libcuda: say so in one line, not a traceback.
+    why = str(exc).splitlines()[-1] if str(exc) else type(exc).__name__
+    hint = (
+        "this llama-cpp-python was built for CUDA but the NVIDIA driver (libcuda) is not "
+        "here; on a machine without that GPU rebuild it for the CPU: bash scripts/setup.sh"
+        if "libcuda" in why
+        else "reinstall it with scripts/setup.sh"
+    )
+    raise SpecggufError(
+        f"llama-cpp-python failed to load ({why}): {hint}", ExitCode.RUNTIME
     ) from exc
 
 
 _backend_ready = False
-_log_callback = None  # keep a reference: llama.cpp calls it from C for the process lifetime
 _verbose = False
-# A Ctrl-C that lands while llama.cpp is inside our log callback would be swallowed by ctypes;
-# the callback records it here and Context.decode re-raises it once llama_decode returns.
-_pending_interrupt = False
+# llama.cpp keeps these function pointers for the process lifetime: keep the objects alive.
+_log_callback = None
+_progress_callback = None
+_abort_callback = None
+_NO_ABORT = ll.ggml_abort_callback()  # a NULL function pointer: no abort check
+#: batches at least this long (prompt chunks) are evaluated with llama.cpp's abort check, so a
+#: signal stops a long prompt evaluation within one graph node; short verification batches skip
+#: it (the check is a Python call per graph node).
+ABORTABLE_BATCH = 64
+
+
+@interrupts.callback
+def _log(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
+    """llama.cpp's log sink: stderr with -v, else nothing. It must never raise: an exception
+    cannot cross C and ctypes would print it and drop it."""
+    try:
+        if _verbose and text:
+            os.write(2, text)
+    except OSError:
+        pass
+    except KeyboardInterrupt:  # only without interrupts.handling() (library use)
+        interrupts.note(signal.SIGINT)
+
+
+@interrupts.callback
+def _keep_going(_progress: float, _user: ctypes.c_void_p) -> bool:
+    """Model-load progress: returning False makes llama.cpp abandon the load at once."""
+    return not interrupts.pending()
+
+
+@interrupts.callback
+def _abort(_user: ctypes.c_void_p) -> bool:
+    """ggml's abort check between graph nodes: True stops llama_decode (it returns 2)."""
+    return interrupts.pending()
 
 
 def init_backend(verbose: bool = False) -> None:
     """Initialise llama.cpp once, routing its logs to stderr only when asked (`-v`)."""
-    global _backend_ready, _log_callback, _verbose
+    global _backend_ready, _log_callback, _progress_callback, _abort_callback, _verbose
     _verbose = verbose
     if _backend_ready:
         return
-
-    @ll.llama_log_callback
-    def _log(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
-        global _pending_interrupt
-        try:
-            if _verbose and text:
-                os.write(2, text)
-        except KeyboardInterrupt:
-            _pending_interrupt = True
-
-    _log_callback = _log
+    _log_callback = ll.llama_log_callback(_log)
+    _progress_callback = ll.llama_progress_callback(_keep_going)
+    _abort_callback = ll.ggml_abort_callback(_abort)
     ll.llama_log_set(_log_callback, ctypes.c_void_p(0))
     ll.llama_backend_init()
     _backend_ready = True
+    interrupts.check()
 
 
 def system_info() -> str:
@@ -66,6 +115,87 @@ def system_info() -> str:
 
 def gpu_offload_supported() -> bool:
     return bool(ll.llama_supports_gpu_offload())
+
+
+# -- devices and layer placement (the rules are in specgguf.offload) -------------------------
+
+
+def _ggml():
+    """ggml's library as llama_cpp loaded it, with the device API's signatures (the 0.3.36
+    bindings export none of ggml_backend_dev_*); None if it cannot be reached."""
+    try:
+        from llama_cpp import _ggml
+
+        lib = _ggml.libggml
+    except Exception:  # pragma: no cover - a bindings layout we do not know
+        return None
+    if not getattr(lib, "_specgguf_typed", False):
+        vp, sz = ctypes.c_void_p, ctypes.c_size_t
+        for name, args, res in (
+            ("ggml_backend_dev_count", [], sz), ("ggml_backend_dev_get", [sz], vp),
+            ("ggml_backend_dev_name", [vp], ctypes.c_char_p),
+            ("ggml_backend_dev_description", [vp], ctypes.c_char_p),
+            ("ggml_backend_dev_type", [vp], ctypes.c_int),
+            ("ggml_backend_dev_memory", [vp, ctypes.POINTER(sz), ctypes.POINTER(sz)], None),
+            ("ggml_backend_dev_backend_reg", [vp], vp),
+            ("ggml_backend_reg_count", [], sz), ("ggml_backend_reg_get", [sz], vp),
+            ("ggml_backend_reg_name", [vp], ctypes.c_char_p),
+            ("ggml_backend_reg_dev_count", [vp], sz),
+        ):  # fmt: skip
+            fn = getattr(lib, name)
+            fn.argtypes, fn.restype = args, res
+        lib._specgguf_typed = True
+    return lib
+
+
+def backend_devices(*, memory: bool = False) -> list[Device]:
+    """ggml's devices (CPU, CUDA0, ...); `memory` also asks each GPU its free memory (which
+    initialises it: only worth it to split layers between several GPUs)."""
+    init_backend(_verbose)
+    lib = _ggml()
+    if lib is None:
+        return []
+    out = []
+    for i in range(lib.ggml_backend_dev_count()):
+        dev = lib.ggml_backend_dev_get(i)
+        t = lib.ggml_backend_dev_type(dev)
+        kind = DEVICE_KINDS[t] if 0 <= t < len(DEVICE_KINDS) else "other"
+        free = ctypes.c_size_t(0)
+        if memory and kind in ("gpu", "igpu"):
+            lib.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(ctypes.c_size_t()))
+        reg = lib.ggml_backend_dev_backend_reg(dev)
+        out.append(Device(
+            (lib.ggml_backend_dev_name(dev) or b"?").decode(), kind,
+            (lib.ggml_backend_reg_name(reg) or b"").decode() if reg else "",
+            (lib.ggml_backend_dev_description(dev) or b"").decode("utf-8", "replace"),
+            free.value,
+        ))  # fmt: skip
+    return out
+
+
+def require_gpu_if_built_for_one() -> None:
+    """Refuse, in one line, a GPU build that finds no GPU (see specgguf.offload)."""
+    init_backend(_verbose)
+    lib = _ggml()
+    if lib is None:
+        return
+    regs = []
+    for i in range(lib.ggml_backend_reg_count()):
+        reg = lib.ggml_backend_reg_get(i)
+        regs.append(((lib.ggml_backend_reg_name(reg) or b"").decode(),
+                     lib.ggml_backend_reg_dev_count(reg)))  # fmt: skip
+    missing = gpu_build_without_device(regs)
+    if missing is not None:
+        raise SpecggufError(no_device_message(missing), ExitCode.RUNTIME)
+
+
+def offload_summary(model: Model, n_gpu_layers: int) -> str:
+    """Where `model`'s layers went with -ngl `n_gpu_layers` (llama.cpp's split, from its
+    layer count and the devices present), e.g. "28/29 layers on CUDA0 (1 on CPU)"."""
+    devices = backend_devices()
+    if len(offload_targets(devices)) > 1:
+        devices = backend_devices(memory=True)
+    return describe_placement(int(ll.llama_model_n_layer(model.ptr)), n_gpu_layers, devices)
 
 
 def parse_gpu_layers(value: str) -> int:
@@ -92,18 +222,6 @@ def parse_gpu_layers(value: str) -> int:
 
 FLASH_ATTN = {"on": 1, "off": 0, "auto": -1}
 
-#: llama.cpp's accepted KV cache types (common/arg.cpp kv_cache_types) -> ggml_type ids
-KV_CACHE_TYPES = {
-    "f32": 0, "f16": 1, "bf16": 30, "q8_0": 8, "q4_0": 2, "q4_1": 3, "iq4_nl": 20, "q5_0": 6,
-    "q5_1": 7,
-}  # fmt: skip
-
-
-def _raise_pending_interrupt() -> None:
-    global _pending_interrupt
-    if _pending_interrupt:
-        _pending_interrupt = False
-        raise KeyboardInterrupt
 
 
 class Model:
@@ -116,7 +234,12 @@ class Model:
         params.n_gpu_layers = n_gpu_layers
         # -nr/--no-repack: llama.cpp's way around crashes in repacked (AMX) kernels.
         params.use_extra_bufts = repack
+        params.progress_callback = _progress_callback
         ptr = ll.llama_model_load_from_file(str(self.path).encode(), params)
+        if interrupts.pending():  # abandoned, or finished while the signal waited
+            if ptr:
+                ll.llama_model_free(ptr)
+            interrupts.raise_pending()
         if not ptr:
             raise ModelFileError(f"{self.path}: llama.cpp failed to load the model (run with -v)")
         self.ptr = ptr
@@ -237,6 +360,10 @@ class Context:
         cp.type_v = KV_CACHE_TYPES[params.type_v]
         cp.no_perf = True
         ptr = ll.llama_init_from_model(model.ptr, cp)
+        if interrupts.pending():  # a signal that came while llama.cpp was logging
+            if ptr:
+                ll.llama_free(ptr)
+            interrupts.raise_pending()
         if not ptr:
             size = params.n_ctx or model.n_ctx_train
             raise SpecggufError(
@@ -289,16 +416,25 @@ class Context:
                 b.pos[j] = pos0 + start + j
                 b.logits[j] = final and (outputs == "all" or (outputs == "last" and j == m - 1))
             b.n_tokens = m
+            abortable = m >= ABORTABLE_BATCH
+            if abortable:
+                ll.llama_set_abort_callback(self.ptr, _abort_callback, None)
             rc = ll.llama_decode(self.ptr, b)
+            if abortable:
+                ll.llama_set_abort_callback(self.ptr, _NO_ABORT, None)
             if rc != 0:
+                # failed, or abandoned by the abort check: cells may be left past n_past
                 self._dirty = True
+                if interrupts.pending():
+                    interrupts.raise_pending()
                 raise SpecggufError(f"llama_decode failed with status {rc}", ExitCode.RUNTIME)
             # each chunk that is in the cache is recorded at once: an interrupt between
             # chunks leaves `tokens` true to what the cache holds
             self.tokens.extend(tokens[start:end])
             self.n_past = pos0 + end
             start = end
-            _raise_pending_interrupt()
+            if interrupts.pending():  # a signal that came during a callback
+                interrupts.check()
         if outputs == "none":
             return None
         n_out = 1 if outputs == "last" else m

@@ -16,11 +16,20 @@ class ExitCode(IntEnum):
     USAGE = 1  # bad flag, bad value, removed (legacy) flag: llama.cpp also exits 1 here
     MODEL = 3  # model file missing, not a GGUF, truncated, corrupt, unsupported
     INCOMPATIBLE = 4  # target and draft vocabularies are not compatible
-    PROMPT = 5  # empty prompt, not UTF-8, longer than the context
+    PROMPT = 5  # empty prompt, not UTF-8, longer than the context; the chat template failed
+    # or passed its bounds (time, steps, size, depth: specgguf.template_bounds)
     PULL = 6  # default models not pulled, download or checksum failure
     RUNTIME = 7  # llama.cpp failed while decoding
     BATCH_PARTIAL = 8  # --jsonl: at least one line failed, the others were answered
-    INTERRUPTED = 130  # Ctrl-C: what was generated is kept
+    OUTPUT = 9  # writing failed: stdout or --trace on a full disk, an I/O error
+    NO_RUNTIME = 10  # run/bench on a light install: llama-cpp-python is not installed
+    SERVER = 11  # serve: cannot listen (address in use), or its HTTP packages are missing
+    # Stopped by a signal (specgguf.interrupts): 128 + the signal number, as a shell reports a
+    # process killed by it; what was generated is kept, statistics and --json still printed.
+    HANGUP = 129  # SIGHUP: the terminal went away
+    INTERRUPTED = 130  # SIGINT: Ctrl-C
+    TERMINATED = 143  # SIGTERM: `timeout`, `docker stop`, systemd
+    # 141 (SIGPIPE's number) is the status of a run whose stdout reader went away (`| head`)
 
 
 class SpecggufError(Exception):
@@ -49,6 +58,20 @@ class IncompatibleModelsError(SpecggufError):
 class PromptError(SpecggufError):
     def __init__(self, message: str) -> None:
         super().__init__(message, ExitCode.PROMPT)
+
+
+class OutputError(SpecggufError):
+    """Writing the output failed (disk full, I/O error): `stdout` says whether it was stdout,
+    which the CLI then points at /dev/null so the interpreter's last flush stays quiet."""
+
+    def __init__(self, message: str, *, stdout: bool = False) -> None:
+        super().__init__(message, ExitCode.OUTPUT)
+        self.stdout = stdout
+
+
+def write_failed(what: str, err: OSError, *, stdout: bool = False) -> OutputError:
+    """The one line for a failed write to `what` ("stdout", "--trace FILE")."""
+    return OutputError(f"cannot write {what}: {err.strerror or err}", stdout=stdout)
 
 
 def open_user_file(path: Any, flag: str, mode: str = "rb", **kw: Any) -> IO[Any]:

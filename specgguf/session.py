@@ -16,7 +16,7 @@ from specgguf.drafters.base import Drafter
 from specgguf.drafters.cross_vocab import CrossVocabDrafter
 from specgguf.drafters.draft_model import DraftModelDrafter
 from specgguf.errors import PromptError
-from specgguf.preflight import preflight
+from specgguf.preflight import preflight, resolve_n_ctx
 from specgguf.sampling import PositionRandom, SamplerParams
 from specgguf.spec_types import NGRAM_TYPES
 from specgguf.speculative import BudgetPolicy, GenerationConfig, SpeculativeDecoder
@@ -34,7 +34,7 @@ class LoadOptions:
     model_draft: Path | None = None
     n_gpu_layers: str = "auto"
     n_gpu_layers_draft: str = "auto"
-    n_ctx: int = 0
+    n_ctx: int | None = None  # None: preflight.DEFAULT_N_CTX capped at training; 0: training
     n_batch: int = 2048
     n_ubatch: int = 512
     threads: int = 0
@@ -63,27 +63,72 @@ class SpecOptions:
     ngram: Any = None  # specgguf.drafters.ngram_params.NgramOptions
 
 
+@dataclass
+class Slot:
+    """One sequence's private state over the loaded models: its own target KV cache, its own
+    draft-model KV cache and its own n-gram indexes. A server gives each concurrent request a
+    slot; the weights are loaded once and shared (llama.cpp allows several contexts per model).
+    """
+
+    id: int
+    target: engine.Context
+    draft_ctx: engine.Context | None = None
+    ngram: dict[str, Drafter] = field(default_factory=dict)
+
+    def close(self) -> None:
+        for d in self.ngram.values():
+            d.close()
+        for ctx in (self.draft_ctx, self.target):
+            if ctx is not None:
+                ctx.close()
+
+
 class Session:
-    def __init__(self, load: LoadOptions, spec: SpecOptions) -> None:
+    """Models loaded once, plus `parallel` slots (slot 0 is the session's own `target`,
+    `draft_ctx` and n-gram drafters; more exist only for a server's -np). With several slots,
+    -c is the total, divided between them as llama-server divides it."""
+
+    def __init__(self, load: LoadOptions, spec: SpecOptions, *, parallel: int = 1) -> None:
         engine.init_backend(load.verbose)
+        engine.require_gpu_if_built_for_one()  # a CUDA build without a GPU: one line, exit 7
         need_draft = "draft-simple" in spec.types
         self.info = preflight(
-            load.model,
-            load.model_draft if need_draft else None,
-            load.n_ctx,
-            strict_vocab=load.strict_vocab,
+            load.model, load.model_draft if need_draft else None, strict_vocab=load.strict_vocab
         )
         #: the draft drafts through text (another vocabulary); the caller prints the notice
         self.cross_vocab = self.info.cross_vocab
         self.load = load
         self.spec = spec
-        self.target_model = engine.Model(
-            load.model, n_gpu_layers=engine.parse_gpu_layers(load.n_gpu_layers), repack=load.repack
-        )
-        self.target = engine.Context(
+        n_ctx, ctx_warning = resolve_n_ctx(load.n_ctx, self.info.target.context_length)
+        #: one-line warnings for the caller to print (this module never writes to stderr)
+        self.warnings: list[str] = [ctx_warning] if ctx_warning else []
+        self.ngl = engine.parse_gpu_layers(load.n_gpu_layers)
+        self.ngl_draft = engine.parse_gpu_layers(load.n_gpu_layers_draft)
+        self.target_model = engine.Model(load.model, n_gpu_layers=self.ngl, repack=load.repack)
+        self.draft_model: engine.Model | None = None
+        if need_draft and load.model_draft is not None:
+            self.draft_model = engine.Model(
+                load.model_draft, n_gpu_layers=self.ngl_draft, repack=load.repack
+            )
+        if parallel > 1:
+            n_ctx = (n_ctx or self.target_model.n_ctx_train) // parallel
+        self.target, self.draft_ctx = self._contexts(n_ctx)
+        self._ngram_drafters: dict[str, Drafter] = {}
+        self.extra_slots: list[Slot] = []
+        try:
+            for i in range(1, parallel):
+                self.extra_slots.append(Slot(i, *self._contexts(self.target.n_ctx)))
+        except BaseException:
+            self.close()
+            raise
+
+    def _contexts(self, n_ctx: int) -> tuple[engine.Context, engine.Context | None]:
+        """A target context (and a draft context, when there is a draft model) of n_ctx."""
+        load = self.load
+        target = engine.Context(
             self.target_model,
             engine.ContextParams(
-                load.n_ctx,
+                n_ctx,
                 load.n_batch,
                 load.n_ubatch,
                 load.threads,
@@ -92,28 +137,39 @@ class Session:
                 load.cache_type_v,
             ),
         )
-        self.draft_model: engine.Model | None = None
-        self.draft_ctx: engine.Context | None = None
-        if need_draft and load.model_draft is not None:
-            self.draft_model = engine.Model(
-                load.model_draft,
-                n_gpu_layers=engine.parse_gpu_layers(load.n_gpu_layers_draft),
-                repack=load.repack,
-            )
+        draft_ctx = None
+        if self.draft_model is not None:
             # llama.cpp: no separate draft context size any more, it follows the target's.
-            self.draft_ctx = engine.Context(
-                self.draft_model,
-                engine.ContextParams(
-                    self.target.n_ctx,
-                    load.n_batch,
-                    load.n_ubatch,
-                    load.threads_draft or load.threads,
-                    load.flash_attn,
-                    load.cache_type_k_draft,
-                    load.cache_type_v_draft,
-                ),
-            )
-        self._ngram_drafters: dict[str, Drafter] = {}
+            try:
+                draft_ctx = engine.Context(
+                    self.draft_model,
+                    engine.ContextParams(
+                        target.n_ctx,
+                        load.n_batch,
+                        load.n_ubatch,
+                        load.threads_draft if load.threads_draft > 0 else load.threads,
+                        load.flash_attn,
+                        load.cache_type_k_draft,
+                        load.cache_type_v_draft,
+                    ),
+                )
+            except BaseException:
+                target.close()
+                raise
+        return target, draft_ctx
+
+    @property
+    def slots(self) -> list[Slot]:
+        """Every slot, slot 0 (a view of the session's own contexts and drafters) first."""
+        return [Slot(0, self.target, self.draft_ctx, self._ngram_drafters), *self.extra_slots]
+
+    def offload(self) -> str:
+        """Where -ngl / -ngld put each model's layers: "target: 28/29 layers on CUDA0
+        (1 on CPU), draft: all 25 layers on CPU"."""
+        line = "target: " + engine.offload_summary(self.target_model, self.ngl)
+        if self.draft_model is not None:
+            line += ", draft: " + engine.offload_summary(self.draft_model, self.ngl_draft)
+        return line
 
     # -- prompts ------------------------------------------------------------------------------
 
@@ -143,43 +199,48 @@ class Session:
     # -- drafters -----------------------------------------------------------------------------
 
     def _drafters(
-        self, sampler: SamplerParams, random: PositionRandom, reuse_prefix: bool = True
+        self,
+        sampler: SamplerParams,
+        random: PositionRandom,
+        spec: SpecOptions,
+        slot: Slot | None,
+        reuse_prefix: bool = True,
     ) -> list[Drafter]:
+        ngram = self._ngram_drafters if slot is None else slot.ngram
+        draft_ctx = self.draft_ctx if slot is None else slot.draft_ctx
         out: list[Drafter] = []
-        for t in self.spec.types:
+        for t in spec.types:
             if t in NGRAM_TYPES:
-                d = self._ngram_drafters.get(t)
+                d = ngram.get(t)
                 if d is None:
                     from specgguf.drafters.ngram_params import make_ngram_drafter
 
-                    d = self._ngram_drafters[t] = make_ngram_drafter(t, self.spec.ngram)
+                    d = ngram[t] = make_ngram_drafter(t, spec.ngram)
                 out.append(d)
             elif t == "draft-simple" and self.cross_vocab:
-                assert self.draft_ctx is not None
+                assert draft_ctx is not None
                 out.append(
                     CrossVocabDrafter(
-                        self.draft_ctx,
+                        draft_ctx,
                         self.target_model,
-                        n_max=self.spec.n_max,
-                        p_min=self.spec.p_min,
-                        n_min=self.spec.n_min,
+                        n_max=spec.n_max,
+                        p_min=spec.p_min,
+                        n_min=spec.n_min,
                         reuse_prefix=reuse_prefix,
                     )
                 )
             elif t == "draft-simple":
-                assert self.draft_ctx is not None
-                probabilistic = self.spec.draft_sampling == "probabilistic" or (
-                    self.spec.draft_sampling == "auto"
-                    and not sampler.greedy
-                    and not self.spec.adaptive
+                assert draft_ctx is not None
+                probabilistic = spec.draft_sampling == "probabilistic" or (
+                    spec.draft_sampling == "auto" and not sampler.greedy and not spec.adaptive
                 )
                 out.append(
                     DraftModelDrafter(
-                        self.draft_ctx,
+                        draft_ctx,
                         sampler,
-                        n_max=self.spec.n_max,
-                        p_min=self.spec.p_min,
-                        n_min=self.spec.n_min,
+                        n_max=spec.n_max,
+                        p_min=spec.p_min,
+                        n_min=spec.n_min,
                         probabilistic=probabilistic,
                         random=random,
                         reuse_prefix=reuse_prefix,
@@ -197,17 +258,23 @@ class Session:
         trace_probs: bool = False,
         budget_policy: BudgetPolicy | None = None,
         reuse_prefix: bool = True,
+        spec: SpecOptions | None = None,
+        slot: Slot | None = None,
     ) -> SpeculativeDecoder:
-        """A decoder for one sequence. With `reuse_prefix` its prefill keeps whatever start of
-        the prompt the KV caches still hold from the previous sequence (same output as a
-        fresh context, fewer tokens evaluated)."""
+        """A decoder for one sequence over `slot` (default: the session's own contexts), with
+        `spec` replacing the session's speculative options for this one generation. With
+        `reuse_prefix` its prefill keeps whatever start of the prompt the slot's KV caches
+        still hold from the previous sequence (same output as a fresh context, fewer tokens
+        evaluated)."""
+        spec = spec if spec is not None else self.spec
+        own = slot is None or slot.id == 0  # slot 0 is the session's own contexts
         random = PositionRandom(seed)
         config = GenerationConfig(
-            n_predict=n_predict, n_max=self.spec.n_max, sampler=sampler, ignore_eos=ignore_eos
+            n_predict=n_predict, n_max=spec.n_max, sampler=sampler, ignore_eos=ignore_eos
         )
         return SpeculativeDecoder(
-            self.target,
-            self._drafters(sampler, random, reuse_prefix),
+            self.target if own else slot.target,
+            self._drafters(sampler, random, spec, None if own else slot, reuse_prefix),
             config,
             random,
             is_eog=self.target_model.is_eog,
@@ -217,9 +284,12 @@ class Session:
         )
 
     def close(self) -> None:
-        for d in self._ngram_drafters.values():
+        for slot in getattr(self, "extra_slots", []):
+            slot.close()
+        for d in getattr(self, "_ngram_drafters", {}).values():
             d.close()
-        for obj in (self.draft_ctx, self.draft_model, self.target, self.target_model):
+        for name in ("draft_ctx", "target", "draft_model", "target_model"):
+            obj = getattr(self, name, None)
             if obj is not None:
                 obj.close()
 

@@ -29,6 +29,9 @@ UNSUPPORTED = {
 }
 
 
+#: the longest draft `--spec-draft-n-max auto` may choose (specgguf.adaptive's cap)
+AUTO_N_MAX_CAP = 8
+
 #: the free drafters that join the default --spec-type under `--spec-draft-n-max auto`: an
 #: n-gram lookup costs next to nothing, and auto sends its drafts only while they pay (which
 #: on "print the whole file with this edit" prompts is about 2x, and elsewhere never)

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from specgguf.acceptance import verify
+from specgguf.context import KVContext
 from specgguf.drafters.base import Draft, Drafter
-from specgguf.engine import Context
 from specgguf.sampling import PositionRandom, SamplerParams, SparseDist, distribution
 from specgguf.stats import RunStats
 
@@ -37,13 +37,14 @@ class Round:
     drafter: str | None  # None: no drafter proposed anything, a plain step
     proposed: list[int]
     n_accepted: int
-    emitted: list[int]  # accepted proposals + the target's token, cut at EOS / n_predict
+    emitted: list[int]  # accepted proposals + the target's token, cut before an EOS
     draft_ms: float
     verify_ms: float
     target_probs: list[float] | None = None  # p(proposal) per position, only when traced
     # a cross-vocabulary draft's translation this round (draft tokens, their text, the target
     # tokens, translate_ms): specgguf.drafters.cross_vocab
     translation: dict | None = None
+    eos: bool = False  # an end-of-generation token ended the text in this round
 
 
 class BudgetPolicy(Protocol):
@@ -71,7 +72,7 @@ class SpeculativeDecoder:
 
     def __init__(
         self,
-        target: Context,
+        target: KVContext,
         drafters: Sequence[Drafter],
         config: GenerationConfig,
         random: PositionRandom,
@@ -184,15 +185,23 @@ class SpeculativeDecoder:
             drafter.feedback(len(draft.tokens), n_acc)
         self._last = emitted[-1]
 
+        # EOS ends the text, it is not part of it; everyone downstream (the policy too) sees
+        # the round as the user does
+        eos_at = (
+            None
+            if self.config.ignore_eos
+            else next((i for i, t in enumerate(emitted) if self.is_eog(t)), None)
+        )
         rnd = Round(
             drafter=drafter.name if drafter else None,
             proposed=list(draft.tokens),
             n_accepted=n_acc,
-            emitted=emitted,
+            emitted=emitted if eos_at is None else emitted[:eos_at],
             draft_ms=(t1 - t0) * 1e3,
             verify_ms=(t2 - t1) * 1e3,
             target_probs=target_probs,
             translation=translation,
+            eos=eos_at is not None,
         )
         if self.policy is not None:
             self.policy.observe(rnd)
@@ -220,18 +229,11 @@ class SpeculativeDecoder:
                     self.stop_reason = "context"
                     return
                 rnd = self.step(remaining)
-                eos_at = (
-                    next((i for i, t in enumerate(rnd.emitted) if self.is_eog(t)), None)
-                    if not self.config.ignore_eos
-                    else None
-                )
-                if eos_at is not None:
-                    rnd.emitted = rnd.emitted[:eos_at]  # EOS ends the text, it is not part of it
                 produced += len(rnd.emitted)
-                self.stats.add_round(rnd, eos=eos_at is not None)
+                self.stats.add_round(rnd)
                 self.stats.predicted_ms = (time.perf_counter() - t_start) * 1e3
                 yield rnd
-                if eos_at is not None:
+                if rnd.eos:
                     self.stop_reason = "eos"
                     return
         finally:

@@ -16,6 +16,30 @@ if TYPE_CHECKING:
     from specgguf.speculative import Round
 
 
+#: Below these a speed is not a measurement: a 1-token prompt evaluates nothing (its last
+#: token is evaluated with the first generated one), and n tokens over a few microseconds of
+#: timer noise once printed "179275 t/s". One token's time is a latency, not a throughput.
+MIN_RATE_TOKENS = 2
+MIN_RATE_MS = 1.0
+
+
+def measured_rate(n: int, ms: float) -> float | None:
+    """Tokens per second, or None when fewer than MIN_RATE_TOKENS tokens or less than
+    MIN_RATE_MS milliseconds were measured."""
+    if n < MIN_RATE_TOKENS or ms < MIN_RATE_MS:
+        return None
+    return 1e3 * n / ms
+
+
+def format_rate(rate: float | None, width: int = 8, digits: int = 3) -> str:
+    """"%8.3f t/s" as llama.cpp prints it, or "n/a" in the same width."""
+    return f"{rate:{width}.{digits}f} t/s" if rate is not None else f"{'n/a':>{width}}"
+
+
+def _round(x: float | None) -> float | None:
+    return round(x, 3) if x is not None else None
+
+
 @dataclass
 class DrafterStats:
     """Per --spec-type counters, as llama-server logs them per implementation."""
@@ -66,7 +90,7 @@ class RunStats:
     translate_ms: float = 0.0
     translate_rounds: int = 0
 
-    def add_round(self, rnd: Round, *, eos: bool = False) -> None:
+    def add_round(self, rnd: Round) -> None:
         self.predicted_n += len(rnd.emitted)
         self.draft_ms += rnd.draft_ms
         self.verify_ms += rnd.verify_ms
@@ -111,6 +135,16 @@ class RunStats:
         ]
 
     @property
+    def prompt_speed(self) -> float | None:
+        """Prompt tokens per second, None when not measurable (see measured_rate)."""
+        return measured_rate(self.prompt_n, self.prompt_ms)
+
+    @property
+    def predicted_speed(self) -> float | None:
+        """Generated tokens per second, None when not measurable (see measured_rate)."""
+        return measured_rate(self.predicted_n, self.predicted_ms)
+
+    @property
     def predicted_per_second(self) -> float:
         return 1e3 * self.predicted_n / self.predicted_ms if self.predicted_ms > 0 else 0.0
 
@@ -124,10 +158,10 @@ class RunStats:
         """llama-speculative-simple's report, then the extra figures, for stderr."""
         lines = [
             f"encoded {self.prompt_n:4d} tokens in {self.prompt_ms / 1e3:8.3f} seconds, "
-            f"speed: {self.prompt_per_second:8.3f} t/s"
+            f"speed: {format_rate(self.prompt_speed)}"
             + (f" ({self.cache_n} more reused from the KV cache)" if self.cache_n else ""),
             f"decoded {self.predicted_n:4d} tokens in {self.predicted_ms / 1e3:8.3f} seconds, "
-            f"speed: {self.predicted_per_second:8.3f} t/s",
+            f"speed: {format_rate(self.predicted_speed)}",
             "",
             f"n_draft   = {self.n_max}",
             f"n_predict = {self.predicted_n}",
@@ -161,10 +195,10 @@ class RunStats:
             "cache_n": self.cache_n,
             "prompt_n": self.prompt_n,
             "prompt_ms": round(self.prompt_ms, 3),
-            "prompt_per_second": round(self.prompt_per_second, 3),
+            "prompt_per_second": _round(self.prompt_speed),
             "predicted_n": self.predicted_n,
             "predicted_ms": round(self.predicted_ms, 3),
-            "predicted_per_second": round(self.predicted_per_second, 3),
+            "predicted_per_second": _round(self.predicted_speed),
             "draft_n": self.n_drafted,
             "draft_n_accepted": self.n_accept,
             "accept_rate": round(self.accept_rate, 6),

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from specgguf.errors import UsageError, open_user_file
+from specgguf.errors import UsageError, open_user_file, write_failed
 
 if TYPE_CHECKING:  # speculative imports the engine (llama_cpp); the writer does not need it
     from specgguf.speculative import Round
@@ -42,6 +42,8 @@ class TraceWriter:
         self._context: dict[str, Any] = {}
         self._round = 0
         self.records = 0
+        self.name = "--trace"  # for the error line when a write fails
+        self._failed = False
 
     @classmethod
     def open(cls, path: Path | str) -> TraceWriter:
@@ -49,7 +51,9 @@ class TraceWriter:
         if str(path) == "-":
             raise UsageError("--trace -: stdout carries the generated text; give a file name")
         f = open_user_file(path, "--trace", "w", encoding="utf-8")  # closed by close()
-        return cls(f, owns=True)
+        writer = cls(f, owns=True)
+        writer.name = f"--trace {path}"
+        return writer
 
     def begin(self, **context: Any) -> None:
         """Start a new generation: round numbers restart at 0 and `context` (e.g. request=3,
@@ -87,14 +91,24 @@ class TraceWriter:
         return rec
 
     def write(self, rnd: Round) -> None:
-        self.out.write(json.dumps(self.record(rnd), ensure_ascii=False) + "\n")
-        self.out.flush()
+        """Write one record, flushed (a disk full or an I/O error: one OutputError line)."""
+        try:
+            self.out.write(json.dumps(self.record(rnd), ensure_ascii=False) + "\n")
+            self.out.flush()
+        except OSError as e:
+            self._failed = True
+            raise write_failed(self.name, e) from None
         self._round += 1
         self.records += 1
 
     def close(self) -> None:
         if self._owns and not self.out.closed:
-            self.out.close()
+            try:
+                self.out.close()
+            except OSError as e:  # what a failed write left in the buffer fails again
+                if not self._failed:
+                    self._failed = True
+                    raise write_failed(self.name, e) from None
 
     def __enter__(self) -> TraceWriter:
         return self

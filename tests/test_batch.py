@@ -316,3 +316,25 @@ def test_jsonl_prompt_lines_are_plain_text_with_the_default_pair(
     rendered = "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
     ref = single_json(tiny_target, tiny_draft, capsys, "-p", rendered, "-n", "4", "--temp", "0")
     assert chat["tokens_evaluated"] == ref["tokens_evaluated"]
+
+
+def test_jsonl_content_parts(tiny_target, tiny_draft, monkeypatch, capsys):
+    """OpenAI's list-of-parts content: text parts are answered exactly as the joined string;
+    an image part is that line's error, the batch goes on."""
+    parts = [{"type": "text", "text": "hi"}, {"type": "text", "text": "there"}]
+    image = [{"type": "image_url", "image_url": {"url": "http://x/y.png"}}]
+    payload = "\n".join(
+        json.dumps({"messages": [{"role": "user", "content": c}], "id": i})
+        for i, c in (("parts", parts), ("joined", "hi\nthere"), ("image", image))
+    )
+    code, objs, _ = cli_jsonl(
+        tiny_target, tiny_draft, monkeypatch, capsys, payload, "-n", "8", "--temp", "0"
+    )
+    assert code == ExitCode.BATCH_PARTIAL
+    assert objs[0]["text"] == objs[1]["text"] and objs[0]["tokens_predicted"] == 8
+    # the same prompt: the second line reuses the first one's KV prefix (same total tokens)
+    assert objs[0]["tokens_evaluated"] == (
+        objs[1]["tokens_evaluated"] + objs[1]["timings"]["cache_n"]
+    )
+    assert objs[2]["error"]["code"] == ExitCode.PROMPT
+    assert '"image_url" is not supported' in objs[2]["error"]["message"]

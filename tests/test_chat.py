@@ -175,3 +175,34 @@ def test_validate_messages_copies_and_keeps_extra_keys():
     src = [{"role": "assistant", "content": "", "tool_calls": [{"name": "f"}]}]
     out = validate_messages(src)
     assert out == src and out[0] is not src[0]
+
+
+# -- OpenAI content parts ---------------------------------------------------------------------
+
+
+def test_text_parts_are_joined_like_llama_server():
+    parts = [{"type": "text", "text": "first"}, {"type": "text", "text": "second"}]
+    out = validate_messages([{"role": "user", "content": parts, "name": "u"}])
+    assert out == [{"role": "user", "content": "first\nsecond", "name": "u"}]
+    assert validate_messages([{"role": "user", "content": []}])[0]["content"] == ""
+    # every template sees a string: what it renders equals the plain-string message
+    t = ChatTemplate.compile(CHATML_TEMPLATE, "test")
+    plain = t.render([{"role": "user", "content": "first\nsecond"}])
+    assert t.render([{"role": "user", "content": parts}]) == plain
+
+
+@pytest.mark.parametrize(
+    "part, match",
+    [
+        ({"type": "image_url", "image_url": {"url": "x"}}, r'content\[1\]: content part type '
+         r'"image_url" is not supported \(only "text"'),
+        ({"type": "input_audio"}, r'"input_audio" is not supported'),
+        ({"text": "no type"}, r"content part type null is not supported"),
+        ({"type": "text", "text": 5}, r'content\[1\]: "text" must be a string'),
+        ("just a string", r"messages\[0\].content\[1\] is not an object"),
+    ],
+)
+def test_non_text_parts_are_refused_in_one_line(part, match):
+    with pytest.raises(PromptError, match=match) as e:
+        validate_messages([{"role": "user", "content": [{"type": "text", "text": "a"}, part]}])
+    assert "\n" not in str(e.value)

@@ -60,7 +60,7 @@ def cross(tiny_target, tiny_xvocab):
 
 def test_a_different_vocabulary_selects_the_cross_vocabulary_drafter(cross, tiny_target):
     assert cross.cross_vocab
-    (drafter,) = cross._drafters(GREEDY, PositionRandom(0))
+    (drafter,) = cross._drafters(GREEDY, PositionRandom(0), cross.spec, None)
     assert isinstance(drafter, CrossVocabDrafter)
     with pytest.raises(IncompatibleModelsError) as exc:
         make_session(tiny_target, cross.load.model_draft, ["draft-simple"], strict_vocab=True)

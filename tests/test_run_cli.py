@@ -72,7 +72,9 @@ def test_json_keys_unchanged(run, tiny_target, tiny_draft):
     assert set(fixed) == JSON_KEYS and fixed["text"] == obj["text"]
     assert obj["tokens_predicted"] == 10 and obj["stop_reason"] == "limit"
     assert obj["model"] == str(tiny_target) and obj["draft_model"] == str(tiny_draft)
-    assert obj["spec_type"] == ["draft-simple"]
+    # no --spec-type under auto: the free n-gram drafter joins the draft model
+    assert obj["spec_type"] == ["ngram-map-k", "draft-simple"]
+    assert fixed["spec_type"] == ["draft-simple"]  # a fixed length: llama.cpp's meaning
 
 
 # -- colour -----------------------------------------------------------------------------------
@@ -239,8 +241,11 @@ def test_conversation_keeps_context(run, monkeypatch, tmp_path):
     )
     ref = as_json(run("-p", convo, "-n", "6", "--temp", "0", "--json"))
     assert ref["text"] == answers[1]
-    prompt_tokens = [int(x) for x in re.findall(r"prompt (\d+) tokens", err)]
-    assert prompt_tokens[1] == ref["tokens_evaluated"] > prompt_tokens[0]
+    turns = [(int(a), int(b)) for a, b in re.findall(r"prompt (\d+) tokens \((\d+) reused\)", err)]
+    # turn 2 evaluated only what the KV cache did not hold (prefix reuse), and the two parts
+    # add up to the whole conversation
+    assert turns[0][1] == 0 and turns[1][1] > turns[0][0]
+    assert sum(turns[1]) == ref["tokens_evaluated"] > turns[1][0]
 
 
 def test_conversation_first_turn_from_p_and_exit_command(run, monkeypatch):

@@ -52,3 +52,90 @@ def test_top_k_confidence_uses_top_10_softmax() -> None:
     tok, p = top_k_confidence(logits)
     assert tok == 7
     assert p == pytest.approx(np.exp(2.0) / (np.exp(2.0) + 9 * np.exp(-10.0)))
+
+
+# -- the vocabulary-sized fast path gives exactly what a full partition gives ---------------
+
+def _reference_distribution(logits: np.ndarray, params: SamplerParams):
+    """The chain as first written (a partition of the whole row, a stable sort, boolean masks):
+    the optimised `distribution` must return the very same ids and probabilities."""
+    n = logits.shape[0]
+    if 0 < params.top_k < n:
+        ids = np.argpartition(logits, n - params.top_k)[n - params.top_k :]
+    else:
+        ids = np.arange(n)
+    vals = logits[ids].astype(np.float64)
+    order = np.argsort(-vals, kind="stable")
+    ids, vals = ids[order], vals[order]
+
+    def softmax(x):
+        e = np.exp(x - x.max())
+        return e / e.sum()
+
+    if params.top_p < 1.0:
+        keep = int(np.searchsorted(np.cumsum(softmax(vals)), params.top_p, side="left")) + 1
+        ids, vals = ids[:keep], vals[:keep]
+    if params.min_p > 0.0:
+        mask = vals >= vals[0] + np.log(params.min_p)
+        mask[0] = True
+        ids, vals = ids[mask], vals[mask]
+    return ids.astype(np.int64), softmax(vals / params.temp)
+
+
+@pytest.mark.parametrize("n", [100, 5000, 32003, 151936, 152064])
+def test_top_k_ids_finds_the_k_largest(n: int) -> None:
+    from specgguf.sampling import top_k_ids
+
+    rng = np.random.default_rng(n)
+    for scale in (0.5, 3.0, 30.0):
+        row = (rng.standard_normal(n) * scale).astype(np.float32)
+        for k in (1, 10, 40, 100):
+            want = np.sort(np.argpartition(row, n - k)[n - k :])
+            assert np.array_equal(np.sort(top_k_ids(row, k)), want), (n, scale, k)
+    # the largest values all in one column of the grid, and all in the ragged tail
+    row = np.zeros(n, dtype=np.float32)
+    g = n // 64
+    row[np.arange(40) * g % n] = np.arange(40) + 1.0
+    assert set(top_k_ids(row, 40).tolist()) == set((np.arange(40) * g % n).tolist())
+    row = np.zeros(n, dtype=np.float32)
+    row[n - 5 :] = 1.0
+    assert set(range(n - 5, n)) <= set(top_k_ids(row, 10).tolist())
+
+
+@pytest.mark.parametrize("n", [1000, 151936])
+def test_distribution_is_bit_identical_to_the_reference_chain(n: int) -> None:
+    rng = np.random.default_rng(7)
+    chains = [
+        SamplerParams(),  # llama.cpp's defaults
+        SamplerParams(temp=0.3, top_k=40, top_p=0.5, min_p=0.0),
+        SamplerParams(temp=1.5, top_k=100, top_p=1.0, min_p=0.3),
+        SamplerParams(temp=0.8, top_k=5, top_p=0.95, min_p=0.05),
+        SamplerParams(temp=1.0, top_k=0, top_p=0.9, min_p=0.05),  # top-k off: the whole row
+    ]
+    for trial in range(30):
+        row = (rng.standard_normal(n) * (1.0 + trial % 5 * 4)).astype(np.float32)
+        for params in chains:
+            got = distribution(row, params)
+            ids, probs = _reference_distribution(row, params)
+            assert np.array_equal(got.ids, ids) and np.array_equal(got.probs, probs)
+            assert got.ids.dtype == np.int64
+
+
+def test_equal_logits_are_ordered_by_id_so_sampling_is_defined() -> None:
+    row = np.zeros(151936, dtype=np.float32)
+    row[[9, 70000, 3, 150000]] = 5.0
+    d = distribution(row, SamplerParams(temp=1.0, top_k=4, top_p=1.0, min_p=0.0))
+    assert d.ids.tolist() == [3, 9, 70000, 150000]
+    assert [d.sample_at(u) for u in (0.1, 0.3, 0.6, 0.9)] == [3, 9, 70000, 150000]
+
+
+def test_top_k_confidence_matches_a_full_partition_on_a_vocabulary_row() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        row = (rng.standard_normal(151936) * 4).astype(np.float32)
+        top = np.argpartition(row, row.size - 10)[row.size - 10 :]
+        vals = row[top].astype(np.float64)
+        e = np.exp(vals - vals.max())
+        tok, p = top_k_confidence(row)
+        assert tok == int(np.argmax(row))
+        assert p == pytest.approx(float(e.max() / e.sum()), rel=1e-12)

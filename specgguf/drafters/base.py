@@ -11,7 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
+from specgguf.sampling import SparseDist
 
 
 @dataclass
@@ -24,7 +24,7 @@ class Draft:
     """
 
     tokens: list[int] = field(default_factory=list)
-    probs: list[np.ndarray] | None = None
+    probs: list[SparseDist] | None = None
 
     def __len__(self) -> int:
         return len(self.tokens)

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specgguf.context import KVContext
 from specgguf.drafters.base import Draft, Drafter
-from specgguf.engine import Context
 from specgguf.sampling import (
     DRAFT,
     PositionRandom,
@@ -51,7 +51,7 @@ class DraftModelDrafter(Drafter):
 
     def __init__(
         self,
-        ctx: Context,
+        ctx: KVContext,
         sampler: SamplerParams,
         *,
         n_max: int = 3,
@@ -120,13 +120,15 @@ class DraftModelDrafter(Drafter):
         while True:
             row = logits[0]
             q: SparseDist | None = None
-            if self.probabilistic:
-                q = distribution(row, self.sampler)
-                confidence = q.top()[1]
-            elif self.p_min > 0.0 or self.policy is not None:
+            # One meaning of "confidence" in both modes (what --spec-draft-p-min and auto
+            # compare): the draft's top probability among its 10 best logits at temperature
+            # 1, as llama.cpp's draft sampler measures it, not the user's sampler chain's.
+            if self.p_min > 0.0 or self.policy is not None:
                 tok, confidence = top_k_confidence(row)
             else:  # no threshold to test: a plain argmax, 20x cheaper than a partition
                 tok, confidence = int(np.argmax(row)), 1.0
+            if self.probabilistic:
+                q = distribution(row, self.sampler)
             if confidence < self.p_min:
                 break  # llama.cpp: a low-confidence token is not added
             if self.policy is not None and not self.policy.continue_drafting(

@@ -26,10 +26,20 @@ Choices that differ from llama.cpp, and why:
 - The context cache covers the whole sequence, including n-grams that span observe() chunks
   (speculative.cpp updates it per chunk and misses those; llama-lookup does not).
 - A missing dynamic file is an empty cache, created on close (as llama-lookup); a missing
-  static file is an error. The dynamic file is saved on close(), merged with every sequence's
-  context cache, atomically (temp file, fsync, os.replace) so a crash never corrupts it.
-  With -lcd, a later sequence also drafts from the contexts of earlier ones (they are merged
-  into the dynamic cache at begin()), which is what "updated by generation" means.
+  static file is an error. With -lcd, a later sequence also drafts from the contexts of
+  earlier ones (they are merged into the dynamic cache at begin()), which is what "updated by
+  generation" means.
+- Saving the dynamic file (on close) is safe against other writers and crashes: under an
+  exclusive flock on a sidecar `.<name>.lock`, the file is read again and only THIS run's
+  n-grams are added to what it holds now, so two runs that end together keep the union of
+  their n-grams (llama-lookup would keep one run's). It is then written to `.<name>.<pid>.tmp`,
+  fsynced and renamed over the file. A symlink is resolved first, so the link stays and its
+  target is updated. Only a lock holder writes temp files, so any temp file found under the
+  lock is a leftover of a killed writer and is removed.
+- Reading is bounded: a file larger than max_cache_bytes() ($SPECGGUF_LOOKUP_CACHE_MAX_MB,
+  default 64 MiB; a cache costs about 20 times its size in memory) is refused with one line,
+  and anything but a regular file (a FIFO, a device) is refused without blocking on it.
+- check_cache_paths() finds an unreadable -lcs or an unwritable -lcd before any model loads.
 - An n-gram longer than the sequence is skipped (llama.cpp reads out of bounds there).
 - The draft length is min(the loop's budget, n_draft=8); 8 is llama.cpp's fixed n_draft.
 """
@@ -37,9 +47,11 @@ Choices that differ from llama.cpp, and why:
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 import sys
-import tempfile
+import time
 from array import array
 from collections.abc import Sequence
 
@@ -216,14 +228,69 @@ def _ints_from_bytes(data: bytes) -> array:
     return ints
 
 
-def load_ngram_cache(path: str | os.PathLike[str]) -> NgramCounts:
-    """Read a llama.cpp n-gram cache file; raise SpecggufError if unreadable or corrupt."""
-    name = os.fspath(path)
+MAX_CACHE_MB_ENV = "SPECGGUF_LOOKUP_CACHE_MAX_MB"
+DEFAULT_MAX_CACHE_MB = 64
+#: how long a save waits for another process's save of the same file before giving up
+LOCK_TIMEOUT_S = 30.0
+
+
+def max_cache_bytes() -> int:
+    """The largest cache file loaded: $SPECGGUF_LOOKUP_CACHE_MAX_MB MiB, default 64.
+
+    Parsed into dicts, a cache costs about 20 times its file size in memory (measured: a 28 MB
+    file took 520 MB), so 64 MiB is already more than a gigabyte."""
+    raw = os.environ.get(MAX_CACHE_MB_ENV, "").strip()
     try:
-        with open(name, "rb") as f:
-            data = f.read()
+        mb = float(raw) if raw else DEFAULT_MAX_CACHE_MB
+    except ValueError:
+        raise UsageError(f"{MAX_CACHE_MB_ENV}={raw!r}: not a number of MiB") from None
+    if not mb > 0:
+        raise UsageError(f"{MAX_CACHE_MB_ENV}={raw!r}: must be > 0")
+    return int(mb * 1024 * 1024)
+
+
+def _too_large(name: str, size: int, cap: int) -> UsageError:
+    return UsageError(
+        f"lookup cache {name} is {size / 2**20:.1f} MiB, more than the {cap / 2**20:.0f} MiB "
+        f"loaded at most (about 20x that in memory); set {MAX_CACHE_MB_ENV} to allow more"
+    )
+
+
+def _read_bounded(name: str) -> bytes:
+    """The bytes of a regular file of at most max_cache_bytes(); one UsageError line else.
+    O_NONBLOCK: opening a FIFO named by mistake must not wait for a writer."""
+    cap = max_cache_bytes()
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as e:
         raise UsageError(f"cannot read lookup cache {name}: {e.strerror or e}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise UsageError(f"cannot read lookup cache {name}: not a regular file")
+        if st.st_size > cap:
+            raise _too_large(name, st.st_size, cap)
+        chunks, total = [], 0
+        while True:  # bounded even if the file grows while we read it
+            chunk = os.read(fd, min(1 << 20, cap + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > cap:
+                raise _too_large(name, total, cap)
+        return b"".join(chunks)
+    except OSError as e:
+        raise UsageError(f"cannot read lookup cache {name}: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
+
+
+def load_ngram_cache(path: str | os.PathLike[str]) -> NgramCounts:
+    """Read a llama.cpp n-gram cache file; raise SpecggufError if unreadable, too large or
+    corrupt."""
+    name = os.fspath(path)
+    data = _read_bounded(name)
 
     def corrupt(why: str) -> SpecggufError:
         return UsageError(f"corrupt lookup cache {name}: {why}")
@@ -272,38 +339,173 @@ def _cache_bytes(cache: NgramCounts) -> bytes:
     return ints.tobytes()
 
 
-def save_ngram_cache(cache: NgramCounts, path: str | os.PathLike[str]) -> None:
-    """Write a llama.cpp n-gram cache file atomically: the old file survives any failure."""
-    name = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(name))
-    data = _cache_bytes(cache)
+def _lock_path(real: str) -> str:
+    directory, base = os.path.split(real)
+    return os.path.join(directory, f".{base}.lock")
+
+
+def _open_lock(real: str, flag: str) -> int:
+    """The sidecar lock file's descriptor (created if needed; never deleted: removing a lock
+    file others may hold open would let two writers in at once)."""
     try:
-        fd, tmp = tempfile.mkstemp(
-            prefix=f".{os.path.basename(name)}.", suffix=".tmp", dir=directory
-        )
+        return os.open(_lock_path(real), os.O_RDONLY | os.O_CREAT, 0o644)
     except OSError as e:
-        raise UsageError(f"cannot write lookup cache {name}: {e.strerror or e}") from None
+        directory = os.path.dirname(real)
+        if e.errno == errno.ENOENT:
+            why = f"no such directory {directory}"
+        elif e.errno == errno.ENOTDIR:
+            why = f"{directory} is not a directory"
+        else:
+            why = f"cannot create files in {directory}: {e.strerror or e}"
+        raise UsageError(f"{flag} {real}: {why}") from None
+
+
+@contextlib.contextmanager
+def _locked(real: str, flag: str = "cannot write lookup cache"):
+    """Hold an exclusive flock on the cache's sidecar lock file, waiting at most
+    LOCK_TIMEOUT_S for another process's save (a kernel lock: a killed holder releases it)."""
+    import fcntl
+
+    fd = _open_lock(real, flag)
+    try:
+        deadline = time.monotonic() + LOCK_TIMEOUT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise UsageError(
+                        f"{flag} {real}: still locked by another process after "
+                        f"{LOCK_TIMEOUT_S:.0f} s ({_lock_path(real)})"
+                    ) from None
+                time.sleep(0.02)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _temp_path(real: str, pid: int) -> str:
+    directory, base = os.path.split(real)
+    return os.path.join(directory, f".{base}.{pid}.tmp")
+
+
+def sweep_stale_temp_files(real: str) -> list[str]:
+    """Remove `.<name>.<pid>.tmp` files left by writers killed mid-save. Call with the lock
+    held: every writer holds it while its temp file exists, so any such file is stale."""
+    directory, base = os.path.split(real)
+    prefix, removed = f".{base}.", []
+    try:
+        names = os.listdir(directory or ".")
+    except OSError:
+        return removed
+    for entry in names:
+        pid = entry[len(prefix) : -len(".tmp")]
+        if entry.startswith(prefix) and entry.endswith(".tmp") and pid.isdigit():
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(directory, entry))
+                removed.append(entry)
+    return removed
+
+
+def _write_atomic(data: bytes, real: str) -> None:
+    """Write to a pid-named temp file next to `real`, fsync, rename over `real`: the old file
+    survives any failure, and no temp file outlives an exception."""
+    directory = os.path.dirname(real)
+    tmp = _temp_path(real, os.getpid())
+    try:
+        mode = stat.S_IMODE(os.stat(real).st_mode)  # keep the file's permissions
+    except OSError:
+        mode = 0o644  # mkstemp's 0600 would hide the cache from others
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    except OSError as e:
+        raise UsageError(f"cannot write lookup cache {real}: {e.strerror or e}") from None
     try:
         with os.fdopen(fd, "wb") as f:
-            if hasattr(os, "fchmod"):  # mkstemp's 0600 would hide the cache from others
-                os.fchmod(f.fileno(), 0o644)
+            if hasattr(os, "fchmod"):
+                os.fchmod(f.fileno(), mode)
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, name)
+        os.replace(tmp, real)
     except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         if isinstance(e, OSError):
-            raise UsageError(f"cannot write lookup cache {name}: {e.strerror or e}") from None
+            raise UsageError(f"cannot write lookup cache {real}: {e.strerror or e}") from None
         raise
     # Make the rename itself durable; not every platform lets us open a directory.
     with contextlib.suppress(OSError):
-        dfd = os.open(directory, os.O_RDONLY)
+        dfd = os.open(directory or ".", os.O_RDONLY)
         try:
             os.fsync(dfd)
         finally:
             os.close(dfd)
+
+
+def save_ngram_cache(cache: NgramCounts, path: str | os.PathLike[str]) -> None:
+    """Write a llama.cpp n-gram cache file atomically (replacing what it held), under the
+    file's lock. A symlink's target is written, the link kept."""
+    real = os.path.realpath(os.fspath(path))
+    with _locked(real):
+        sweep_stale_temp_files(real)
+        _write_atomic(_cache_bytes(cache), real)
+
+
+def merge_into_cache_file(new: NgramCounts, path: str | os.PathLike[str]) -> None:
+    """Add `new`'s counts to the cache file at `path` (created if missing), under the file's
+    lock: what other processes saved since this one loaded it is kept, not overwritten."""
+    real = os.path.realpath(os.fspath(path))
+    with _locked(real):
+        sweep_stale_temp_files(real)
+        current = load_ngram_cache(real) if os.path.exists(real) else NgramCounts()
+        current.merge(new)
+        _write_atomic(_cache_bytes(current), real)
+
+
+def check_cache_paths(
+    static_path: str | os.PathLike[str] | None, dynamic_path: str | os.PathLike[str] | None
+) -> None:
+    """Before any model is loaded: -lcs must be a readable regular file within the size cap;
+    -lcd (its symlink target) must be such a file or not exist yet, in a directory where the
+    lock and temp files can be created. One UsageError line otherwise: finding out only when
+    the run saves, after generating, would throw the run's n-grams away."""
+    cap = max_cache_bytes()
+    if static_path:
+        name = os.fspath(static_path)
+        try:
+            st = os.stat(name)
+        except OSError as e:
+            raise UsageError(f"cannot read lookup cache {name}: {e.strerror or e}") from None
+        if not stat.S_ISREG(st.st_mode):
+            raise UsageError(f"cannot read lookup cache {name}: not a regular file")
+        if st.st_size > cap:
+            raise _too_large(name, st.st_size, cap)
+        if not os.access(name, os.R_OK):
+            raise UsageError(f"cannot read lookup cache {name}: permission denied")
+    if dynamic_path:
+        flag = "-lcd"
+        real = os.path.realpath(os.fspath(dynamic_path))
+        try:
+            st = os.stat(real)
+        except OSError as e:
+            if e.errno not in (errno.ENOENT, errno.ENOTDIR):
+                raise UsageError(f"{flag} {real}: {e.strerror or e}") from None
+            st = None  # a missing file is created; a bad directory is reported just below
+        if st is not None:
+            if stat.S_ISDIR(st.st_mode):
+                raise UsageError(f"{flag} {real}: is a directory")
+            if not stat.S_ISREG(st.st_mode):
+                raise UsageError(f"{flag} {real}: not a regular file")
+            if st.st_size > cap:
+                raise _too_large(real, st.st_size, cap)
+            if not os.access(real, os.R_OK):
+                raise UsageError(f"{flag} {real}: permission denied (reading)")
+        os.close(_open_lock(real, flag))  # the directory takes new files (lock, temp)
+        directory = os.path.dirname(real) or "."
+        if not os.access(directory, os.W_OK | os.X_OK):
+            raise UsageError(f"{flag} {real}: cannot create files in {directory}")
 
 
 # ---- the drafter ---------------------------------------------------------------------------
@@ -335,6 +537,9 @@ class NgramCache(Drafter):
         else:
             self._dynamic = NgramCounts()
         self._context = NgramCounts()
+        # what this run added (every finished sequence's context): merged into the file as it
+        # is at save time, so other runs' additions since we loaded it are kept
+        self._new = NgramCounts()
         self._tail: list[int] = []  # last NGRAM_MAX tokens
         self._length = 0
         self._begun = False
@@ -343,6 +548,7 @@ class NgramCache(Drafter):
     def begin(self, prompt: Sequence[int]) -> None:
         if self._begun and self.dynamic_path:
             self._dynamic.merge(self._context)
+            self._new.merge(self._context)
         self._begun = True
         self._context = NgramCounts()
         self._tail = []
@@ -375,4 +581,5 @@ class NgramCache(Drafter):
         if self.dynamic_path:
             if self._begun:
                 self._dynamic.merge(self._context)
-            save_ngram_cache(self._dynamic, self.dynamic_path)
+                self._new.merge(self._context)
+            merge_into_cache_file(self._new, self.dynamic_path)

@@ -1,0 +1,252 @@
+"""`specgguf serve`: an OpenAI- and llama-server-compatible HTTP server that speculates.
+
+Flags are llama-server's (model, loading, speculative and sampling flags are `run`'s); the
+sampling flags set the defaults a request may override. Everything is checked before any
+weight is read; then the models load once and the server listens until SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+from specgguf_cli import options as o
+
+Host = typer.Option("127.0.0.1", "--host", envvar="LLAMA_ARG_HOST", help="Address to listen on.")
+Port = typer.Option(
+    8080, "--port", envvar="LLAMA_ARG_PORT", help="Port to listen on (0: any free port)."
+)
+ApiKey = typer.Option(
+    None,
+    "--api-key",
+    envvar="LLAMA_API_KEY",
+    help="Require this key (Authorization: Bearer KEY, or X-Api-Key) on every endpoint but "
+    "/, /health and /v1/models; a comma list allows several keys.",
+)
+Parallel = typer.Option(
+    1,
+    "-np",
+    "--parallel",
+    envvar="LLAMA_ARG_N_PARALLEL",
+    help="Slots: requests generated at once (interleaved round by round); -c is divided "
+    "between them, as llama-server does.",
+)
+MaxQueue = typer.Option(
+    64,
+    "--max-queue",
+    help="Requests that may wait for a slot; more get 503 with Retry-After.",
+)
+ChatTemplateFile = typer.Option(
+    None,
+    "--chat-template-file",
+    envvar="LLAMA_ARG_CHAT_TEMPLATE_FILE",
+    help="Jinja chat template to use instead of the target GGUF's tokenizer.chat_template.",
+)
+Jinja = typer.Option(
+    True,
+    "--jinja/--no-jinja",
+    envvar="LLAMA_ARG_JINJA",
+    help="Accepted for llama-server compatibility: templates are always rendered with Jinja "
+    "(in a sandbox).",
+)
+Alias = typer.Option(
+    None, "-a", "--alias", envvar="LLAMA_ARG_ALIAS", help="Model name in /v1/models and answers."
+)
+Timeout = typer.Option(
+    600,
+    "-to",
+    "--timeout",
+    envvar="LLAMA_ARG_TIMEOUT",
+    help="Seconds allowed to receive a request body.",
+)
+SystemPrompt = typer.Option(
+    None, "-sys", "--system-prompt", help="System message for chat requests that have none."
+)
+
+
+@o.with_ngram_options
+def serve(
+    model: Path | None = o.Model,
+    model_draft: Path | None = o.ModelDraft,
+    spec_type: str | None = o.SpecType,
+    spec_draft_n_max: str = o.NMax,
+    no_auto_profile: bool = o.NoAutoProfile,
+    spec_draft_n_min: int = o.NMin,
+    spec_draft_p_min: float = o.PMin,
+    spec_draft_p_split: float = o.PSplit,
+    spec_draft_sampling: str = o.DraftSampling,
+    n_gpu_layers: str = o.NGL,
+    n_gpu_layers_draft: str = o.NGLD,
+    ctx_size: int = o.Ctx,
+    batch_size: int = o.Batch,
+    flash_attn: str = o.FlashAttn,
+    threads: int = o.Threads,
+    threads_draft: int = o.ThreadsDraft,
+    no_repack: bool = o.NoRepack,
+    cache_type_k: str = o.CacheTypeK,
+    cache_type_v: str = o.CacheTypeV,
+    cache_type_k_draft: str = o.CacheTypeKDraft,
+    cache_type_v_draft: str = o.CacheTypeVDraft,
+    n_predict: int = o.NPredict,
+    seed: int = o.Seed,
+    temp: float = o.Temp,
+    top_k: int = o.TopK,
+    top_p: float = o.TopP,
+    min_p: float = o.MinP,
+    ignore_eos: bool = o.IgnoreEos,
+    host: str = Host,
+    port: int = Port,
+    api_key: str | None = ApiKey,
+    parallel: int = Parallel,
+    max_queue: int = MaxQueue,
+    chat_template_file: Path | None = ChatTemplateFile,
+    jinja: bool = Jinja,
+    alias: str | None = Alias,
+    timeout: int = Timeout,
+    system_prompt: str | None = SystemPrompt,
+    verbose: bool = o.Verbose,
+    quiet: bool = o.Quiet,
+    ngram=None,
+) -> int:
+    """Serve the model over HTTP: OpenAI's /v1/chat/completions, /v1/completions and
+    /v1/models, llama-server's /completion, /tokenize, /detokenize, /apply-template, /props,
+    /slots, /health and /metrics, and a chat page at / that shows the speculation.
+
+    With no -m, serves the pulled default pair (Qwen2.5-Coder 1.5B + 0.5B draft).
+    """
+    from specgguf.errors import ExitCode, SpecggufError, UsageError
+    from specgguf.spec_types import parse_spec_types
+
+    o.validate(
+        n_predict=n_predict,
+        n_min=spec_draft_n_min,
+        p_min=spec_draft_p_min,
+        p_split=spec_draft_p_split,
+        temp=temp,
+        top_p=top_p,
+        min_p=min_p,
+        ctx=ctx_size,
+        threads=threads,
+        threads_draft=threads_draft,
+        flash_attn=flash_attn,
+        draft_sampling=spec_draft_sampling,
+        batch=batch_size,
+    )
+    n_max = o.parse_n_max(spec_draft_n_max)
+    o.validate_cache_types(**{
+        "-ctk": cache_type_k, "-ctv": cache_type_v,
+        "-ctkd": cache_type_k_draft, "-ctvd": cache_type_v_draft,
+    })  # fmt: skip
+    if not 1 <= parallel <= 64:
+        raise UsageError(f"invalid value for -np/--parallel: {parallel} (must be 1..64)")
+    if not 0 <= port <= 65535:
+        raise UsageError(f"invalid value for --port: {port} (must be 0..65535)")
+    if max_queue < 0:
+        raise UsageError(f"invalid value for --max-queue: {max_queue} (must be >= 0)")
+    if timeout <= 0:
+        raise UsageError(f"invalid value for --timeout: {timeout} (must be > 0)")
+    keys = tuple(k.strip() for k in (api_key or "").split(",") if k.strip())
+    if api_key is not None and not keys:
+        raise UsageError("--api-key is empty")
+    try:
+        import starlette  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as e:
+        raise SpecggufError(
+            f"serve needs the HTTP packages ({e.name} is missing): pip install 'specgguf[serve]'",
+            ExitCode.SERVER,
+        ) from None
+
+    model, model_draft = o.resolve_models(model, model_draft)
+    types = parse_spec_types(
+        spec_type, have_draft_model=model_draft is not None, auto=n_max is None
+    )
+    template_src = None
+    if chat_template_file is not None:
+        from specgguf.chat import read_template_file
+
+        template_src = read_template_file(chat_template_file)
+    from specgguf.server.runner import bind
+
+    bind(host, port).close()  # a port in use fails now, not after the weights are read
+
+    from specgguf.generator import Generator, spec_options
+    from specgguf.sampling import SamplerParams
+    from specgguf.server.app import ServerConfig
+    from specgguf.server.runner import say
+    from specgguf.server.runner import serve as run_server
+    from specgguf.session import Session
+
+    if not quiet:
+        say(f"specgguf serve: loading {model}" + (f" + draft {model_draft}" if model_draft else ""))
+    session = Session(
+        o.load_options(
+            model,
+            model_draft,
+            n_gpu_layers=n_gpu_layers,
+            n_gpu_layers_draft=n_gpu_layers_draft,
+            ctx_size=ctx_size,
+            batch_size=batch_size,
+            flash_attn=flash_attn,
+            threads=threads,
+            threads_draft=threads_draft,
+            no_repack=no_repack,
+            verbose=verbose,
+            kv_types=(cache_type_k, cache_type_v, cache_type_k_draft, cache_type_v_draft),
+        ),
+        spec_options(
+            types,
+            n_max,
+            n_min=spec_draft_n_min,
+            p_min=spec_draft_p_min,
+            draft_sampling=spec_draft_sampling,
+            ngram=ngram,
+        ),
+        parallel=parallel,
+    )
+    gen = None
+    try:
+        if not quiet:
+            for warning in session.warnings:
+                say(f"warning: {warning}")
+            say(f"offload: {session.offload()}")
+        gen = Generator(
+            session,
+            sampler=SamplerParams(temp=temp, top_k=top_k, top_p=top_p, min_p=min_p),
+            n_predict=n_predict,
+            seed=seed,
+            ignore_eos=ignore_eos,
+            auto=n_max is None,
+            profile=not no_auto_profile,
+            system_prompt=system_prompt,
+            template_src=template_src,
+            template_origin=f"--chat-template-file {chat_template_file}",
+            warn=None if quiet else (lambda m: say(f"warning: {m}")),
+        )
+        gen.template()  # a template that does not compile fails now, with its line
+        cfg = ServerConfig(
+            model_id=alias or str(model),
+            model_path=str(model),
+            api_keys=keys,
+            read_timeout=float(timeout),
+            draft_path=str(model_draft) if "draft-simple" in types else None,
+            spec_types=types,
+            auto=n_max is None,
+            n_parallel=parallel,
+            seed=seed,
+        )
+        return run_server(
+            gen,
+            cfg,
+            host=host,
+            port=port,
+            max_queue=max_queue,
+            verbose=verbose,
+            announce=None if quiet else say,
+        )
+    finally:
+        if gen is not None:
+            gen.save_profile()
+        session.close()
+        sys.stderr.flush()

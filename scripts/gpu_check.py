@@ -1,0 +1,368 @@
+#!/usr/bin/env python3
+"""The Python half of scripts/gpu_check.sh (see there): trimming the pinned llama-cpp-python
+source, installing the wheels that travel with it, the measurements and the summary.
+
+    python scripts/gpu_check.py trim SDIST.tar.gz DEST
+    python scripts/gpu_check.py install-wheels WHEELS_DIR SITE_DIR
+    python scripts/gpu_check.py measure --target T --draft D --out DIR [--smoke] [--ngl all]
+    python scripts/gpu_check.py summary DIR
+
+Only the standard library at import time: `trim` and `install-wheels` run before anything
+else is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# -- trim ----------------------------------------------------------------------------------
+
+#: what a CPU + CUDA build of libllama needs from the sdist (paths under its top folder);
+#: a trailing "/" keeps a whole folder. Everything else (model vocabularies, docs, examples,
+#: tools, tests, other GPU backends, .git) stays behind.
+KEEP = (
+    "llama_cpp/",
+    "LICENSE.md",
+    "pyproject.toml",
+    "vendor/llama.cpp/CMakeLists.txt",
+    "vendor/llama.cpp/LICENSE",
+    "vendor/llama.cpp/cmake/",
+    "vendor/llama.cpp/include/",
+    "vendor/llama.cpp/src/",
+    "vendor/llama.cpp/licenses/",
+    "vendor/llama.cpp/vendor/CMakeLists.txt",
+    "vendor/llama.cpp/vendor/hash/",
+    "vendor/llama.cpp/ggml/CMakeLists.txt",
+    "vendor/llama.cpp/ggml/cmake/",
+    "vendor/llama.cpp/ggml/include/",
+    "vendor/llama.cpp/ggml/src/ggml-cpu/",
+    "vendor/llama.cpp/ggml/src/ggml-cuda/",
+)
+#: header-only vendored libraries: CMake needs their CMakeLists.txt, libllama none of their code
+HEADER_ONLY = {
+    f"vendor/llama.cpp/vendor/{lib}/{name}"
+    for lib in ("miniaudio", "nlohmann", "sheredom", "stb")
+    for name in ("CMakeLists.txt", "LICENSE")
+}
+
+
+def _kept(rel: str) -> bool:
+    if rel.startswith("llama_cpp/server/"):
+        return False
+    if any(rel == k or (k.endswith("/") and rel.startswith(k)) for k in KEEP):
+        return True
+    # the files directly in ggml/src (the core library), not its other backends' folders
+    return rel.rpartition("/")[0] == "vendor/llama.cpp/ggml/src" or rel in HEADER_ONLY
+
+
+def trim(sdist: Path, dest: Path) -> dict:
+    """Extract the kept part of the sdist into dest (replacing it)."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    n = size = 0
+    with tarfile.open(sdist) as tar:
+        for m in tar.getmembers():
+            parts = m.name.split("/", 1)
+            if len(parts) < 2 or not m.isfile() or not _kept(parts[1]):
+                continue
+            rel = Path(parts[1])
+            if rel.is_absolute() or ".." in rel.parts:
+                continue
+            out = dest / rel
+            out.parent.mkdir(parents=True, exist_ok=True)
+            src = tar.extractfile(m)
+            assert src is not None
+            with src, open(out, "wb") as f:
+                shutil.copyfileobj(src, f)
+            out.chmod(0o644)
+            n += 1
+            size += m.size
+    return {"files": n, "bytes": size}
+
+
+# -- wheels --------------------------------------------------------------------------------
+
+
+def _compatible(wheel: str) -> bool:
+    """Whether a wheel file name fits this interpreter (pure, abi3, or this CPython)."""
+    m = re.match(r"^(?P<name>.+?)-(?P<ver>[^-]+)(-\d[^-]*)?-(?P<py>[^-]+)-(?P<abi>[^-]+)-"
+                 r"(?P<plat>[^-]+)\.whl$", wheel)  # fmt: skip
+    if not m:
+        return False
+    py, abi, plat = m["py"].split("."), m["abi"], m["plat"]
+    if plat == "any":
+        return True
+    if "x86_64" not in plat or not plat.startswith(("manylinux", "linux")):
+        return False
+    here = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    if abi == "abi3":
+        return any(p.startswith("cp3") and int(p[3:]) <= sys.version_info.minor for p in py)
+    return here in py
+
+
+def install_wheels(wheels: Path, site: Path, skip: tuple[str, ...] = ("numpy",)) -> list[str]:
+    """Unpack every wheel of `wheels` that fits this Python into `site` (no pip, no network):
+    the newest fitting file per distribution."""
+    site.mkdir(parents=True, exist_ok=True)
+    here = f"cp{sys.version_info.major}{sys.version_info.minor}"
+
+    def rank(whl: Path) -> tuple:
+        """A wheel for this exact Python first, then the newest version."""
+        parts = whl.name.split("-")
+        return (here in parts[-3].split("."), tuple(int(x) for x in re.findall(r"\d+", parts[1])))
+
+    chosen: dict[str, Path] = {}
+    for whl in sorted(wheels.glob("*.whl")):
+        dist = whl.name.split("-", 1)[0].lower().replace("_", "-")
+        if dist in skip or not _compatible(whl.name):
+            continue
+        if dist not in chosen or rank(whl) > rank(chosen[dist]):
+            chosen[dist] = whl
+    for whl in chosen.values():
+        with zipfile.ZipFile(whl) as z:
+            for info in z.infolist():
+                rel = Path(info.filename)
+                if rel.is_absolute() or ".." in rel.parts:
+                    continue
+                z.extract(info, site)
+    return sorted(w.name for w in chosen.values())
+
+
+#: bench's prompts: the synthetic models continue any text alike, so they are short (prefill
+#: is not what is measured) and differ only in length
+PROMPTS = (
+    ("short", "Once upon a time"),
+    ("medium", "def fibonacci(n):\n    " * 8),
+    ("long", "The quick brown fox jumps over the lazy dog. " * 24),
+)
+
+# -- measuring -----------------------------------------------------------------------------
+
+
+def _cli(args: list[str], env: dict, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "specgguf_cli.app", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
+
+
+def measure(a: argparse.Namespace) -> dict:
+    """Everything the summary shows, as one JSON-able dict (also written to out/results.json)."""
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env.setdefault("SPECGGUF_PROFILES", str(out / "profiles"))
+    models = ["-m", a.target, "-md", a.draft]
+    gpu = ["-ngl", a.ngl, "-ngld", a.ngl, "-c", str(a.ctx)]
+    if a.threads:
+        gpu += ["-t", str(a.threads)]
+    res: dict = {"smoke": a.smoke, "started": time.time()}
+
+    t_start = time.perf_counter()
+
+    def step(name: str):
+        print(f"gpu_check:   +{time.perf_counter() - t_start:.0f}s {name}", file=sys.stderr,
+              flush=True)  # fmt: skip
+        return time.perf_counter()
+
+    # 1. check: compatibility and where the layers would go
+    t0 = step("specgguf check")
+    p = _cli(["check", *models, "-ngl", a.ngl, "-ngld", a.ngl, "--json"], env)
+    if p.returncode != 0:
+        raise SystemExit(f"specgguf check failed ({p.returncode}): {p.stderr.strip()}")
+    res["check"] = json.loads(p.stdout).get("offload")
+    res["seconds_check"] = round(time.perf_counter() - t0, 1)
+
+    # 2. one run: the offload line and greedy text equal to plain decoding
+    t0 = step("specgguf run (speculative, then plain)")
+    prompt = "Once upon a time"
+    base = ["run", *models, *gpu, "-p", prompt, "-n", str(a.n_run), "--temp", "0", "--json"]
+    spec = _cli([*base, "--spec-draft-n-max", "4"], env)
+    plain = _cli([*base, "--spec-type", "none"], env)
+    for name, proc in (("speculative", spec), ("plain", plain)):
+        if proc.returncode != 0:
+            raise SystemExit(f"specgguf run ({name}) failed: {proc.stderr.strip()[-400:]}")
+    js, jp = json.loads(spec.stdout), json.loads(plain.stdout)
+    off = [ln for ln in spec.stderr.splitlines() if ln.startswith("offload:")]
+    res["run"] = {
+        "offload": off[0] if off else None,
+        "same_text": js["text"] == jp["text"],
+        "accept_rate": js["timings"]["accept_rate"],
+        "tokens_per_second": js["timings"]["predicted_per_second"],
+        "plain_tokens_per_second": jp["timings"]["predicted_per_second"],
+    }
+    res["seconds_run"] = round(time.perf_counter() - t0, 1)
+
+    # 3. in-process: the verify cost curve 1..16, the draft step, the Python overhead
+    t0 = step("cost curve 1..16 and Python overhead (in process)")
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import bench_overhead as bo
+
+    from specgguf import engine
+    from specgguf.bench import measure_cost_curve
+    from specgguf.session import LoadOptions, Session, SpecOptions
+
+    timer = bo.DecodeTimer(cpu=False)  # an idle GPU machine: wall time
+    timer.install(engine.ll)
+    load = LoadOptions(Path(a.target), Path(a.draft), n_gpu_layers=a.ngl,
+                       n_gpu_layers_draft=a.ngl, n_ctx=a.ctx, threads=a.threads)  # fmt: skip
+    session = Session(load, SpecOptions(types=["draft-simple"]))
+    try:
+        res["offload"] = session.offload()
+        tokens = session.tokenize(bo.DEFAULT_PROMPT)
+        curve = measure_cost_curve(session, tokens, 15, reps=a.reps)
+        res["cost_curve"] = curve.as_dict()
+        overhead = []
+        for temp in (0.0, 0.8):
+            for cfg in a.overhead_configs.split(";"):
+                bo.measure(session, cfg, tokens, temp, 8, 1, timer)
+                m = bo.measure(session, cfg, tokens, temp, a.n_overhead, 1, timer, "wall")
+                w = bo.measure_warm(session, cfg, tokens, temp, 1, a.warm_rounds, timer)
+                overhead.append({"in_place": m.as_dict(), "warm": w.as_dict()})
+        res["overhead"] = overhead
+    finally:
+        session.close()
+    res["seconds_inprocess"] = round(time.perf_counter() - t0, 1)
+
+    # 4. specgguf bench: plain, draft-simple at K = 2..8, auto
+    t0 = step("specgguf bench (plain, draft-simple:2..8, auto)")
+    prompts = out / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps({"class": c, "prompt": p}) + "\n" for c, p in PROMPTS))
+    bench = [
+        "bench", *models, *gpu, "-f", str(prompts), "-n", str(a.n_bench),
+        "--repeat", str(a.repeat), "--temp", "0", "--json", "--spec-type", "none",
+        "--spec-type", "draft-simple:2..8", "--spec-type", "draft-simple:auto",
+    ]  # fmt: skip
+    p = _cli(bench, env, timeout=600)
+    if p.returncode != 0:
+        raise SystemExit(f"specgguf bench failed ({p.returncode}): {p.stderr.strip()[-400:]}")
+    res["bench"] = json.loads(p.stdout)
+    res["seconds_bench"] = round(time.perf_counter() - t0, 1)
+    (out / "results.json").write_text(json.dumps(res, indent=1))
+    return res
+
+
+# -- summary -------------------------------------------------------------------------------
+
+
+def summary(res: dict, phases: dict | None = None) -> str:
+    lines = []
+    add = lines.append
+    env = res.get("environment") or {}
+    add("== specgguf GPU check" + (" (CPU smoke: tiny shapes)" if res.get("smoke") else "") + " ==")
+    for k in ("gpu", "cuda", "cpus", "python", "models"):
+        if env.get(k):
+            add(f"{k:<8} {env[k]}")
+    if phases:
+        add("phase seconds: " + ", ".join(f"{k} {v}" for k, v in phases.items()))
+    add(f"offload  {res.get('offload')}")
+    run = res.get("run") or {}
+    add(
+        f"run      greedy speculative text == plain: {run.get('same_text')}; "
+        f"acceptance {run.get('accept_rate')}"
+    )
+    c = res.get("cost_curve")
+    if c:
+        rel = c["pass_cost_rel"]
+        add("verify cost: a pass over n tokens / a 1-token pass "
+            f"(target step {c['target_step_ms']} ms)")  # fmt: skip
+        ns = sorted(rel, key=int)
+        add("  n  " + " ".join(f"{int(n):>5}" for n in ns))
+        add("  x  " + " ".join(f"{rel[n]:>5.2f}" for n in ns))
+        add(f"draft step / target step: {c['draft_step_rel']} ({c['draft_step_ms']} ms)")
+    b = res.get("bench")
+    if b:
+        add(f"specgguf bench: -n {b['n_predict']}, --repeat {b['repeat']}, greedy, "
+            f"{len(b['prompts'])} prompts")  # fmt: skip
+        add(f"  {'config':<24} {'tok/s':>8} {'x plain':>8} {'accept':>7} {'mean len':>8} "
+            f"{'same text':>9}")  # fmt: skip
+        for row in b["configs"]:
+            tps = row["tokens_per_second"]["median"] if row["tokens_per_second"] else float("nan")
+            ratio = row["ratio_to_plain"]["median"] if row["ratio_to_plain"] else 1.0
+            same = row["same_text_as_plain"]
+            same_s = f"{same['identical']}/{same['runs']}" if same else "-"
+            extra = ""
+            if row.get("auto"):
+                extra = f"  mean K {row['auto']['mean_k']}"
+            add(f"  {row['label']:<24} {tps:>8.1f} {ratio:>8.3f} {row['accept_rate']:>7.3f} "
+                f"{row['mean_acceptance_length']:>8.3f} {same_s:>9}{extra}")  # fmt: skip
+        rec = b.get("recommendation") or {}
+        if rec:
+            add(f"  recommendation: {rec.get('command')}")
+    ov = res.get("overhead")
+    if ov:
+        add("Python overhead per round outside llama_decode (ms; wall in place / CPU warm; "
+            "budget 0.3 + 0.1 K, x2 when sampling)")  # fmt: skip
+        add(f"  {'config':<20} {'temp':>4} {'mean K':>6} {'in place':>9} {'warm':>7} "
+            f"{'budget':>7}  ok")  # fmt: skip
+        for o in ov:
+            i, w = o["in_place"], o["warm"]
+            ok = i["within_budget"] and w["within_budget"]
+            add(f"  {i['config']:<20} {i['temp']:>4} {i['mean_k']:>6.2f} "
+                f"{i['wall_ms_per_round']:>9.3f} {w['cpu_ms_per_round']:>7.3f} "
+                f"{i['budget_ms_per_round']:>7.3f}  {'yes' if ok else 'NO'}")  # fmt: skip
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    t = sub.add_parser("trim")
+    t.add_argument("sdist", type=Path)
+    t.add_argument("dest", type=Path)
+    w = sub.add_parser("install-wheels")
+    w.add_argument("wheels", type=Path)
+    w.add_argument("site", type=Path)
+    m = sub.add_parser("measure")
+    m.add_argument("--target", required=True)
+    m.add_argument("--draft", required=True)
+    m.add_argument("--out", required=True)
+    m.add_argument("--ngl", default="all")
+    m.add_argument("--ctx", type=int, default=4096)
+    m.add_argument("--threads", type=int, default=0)
+    m.add_argument("--smoke", action="store_true")
+    m.add_argument("--reps", type=int, default=5)
+    m.add_argument("--n-run", type=int, default=64)
+    m.add_argument("--n-bench", type=int, default=128)
+    m.add_argument("--n-overhead", type=int, default=96)
+    m.add_argument("--warm-rounds", type=int, default=150)
+    m.add_argument("--repeat", type=int, default=2)
+    m.add_argument("--overhead-configs", default="draft-simple:4;draft-simple:auto;none")
+    s = sub.add_parser("summary")
+    s.add_argument("dir", type=Path, help="the folder of results.json (and phases.json)")
+    a = ap.parse_args(argv)
+    if a.cmd == "trim":
+        print(json.dumps(trim(a.sdist, a.dest)))
+    elif a.cmd == "install-wheels":
+        print("\n".join(install_wheels(a.wheels, a.site)))
+    elif a.cmd == "measure":
+        measure(a)
+    else:
+        res = json.loads((a.dir / "results.json").read_text())
+        extra = {}
+        for name in ("environment", "phases"):
+            f = a.dir / f"{name}.json"
+            extra[name] = json.loads(f.read_text()) if f.is_file() else {}
+        res["environment"] = extra["environment"]
+        print(summary(res, extra["phases"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,450 @@
+"""The generation service every front end uses: `run` (one prompt, --jsonl, -cnv) and `serve`.
+
+A Generator owns what outlives one prompt: the loaded Session and its slots, the `auto` cost
+policy of each slot seeded from (and saved back to) this machine's profile, the chat template,
+and the defaults of the command line. `generate()` returns a Generation that advances one
+speculative round per `next()`: a CLI loops over it, a server interleaves the Generations of
+several slots on one thread. Each step yields the text released by that round, split into
+fragments that came from accepted drafts and fragments the target produced itself, with `stop`
+strings cut out and UTF-8 never split.
+
+Why one `auto` policy per slot rather than one shared policy: a policy keeps per-sequence state
+(shadow drafts waiting for the next tokens of THIS text, the round in flight, per-drafter
+budgets written into the slot's own drafters), so two interleaved sequences would corrupt each
+other's acceptance estimates. The costs it learns are machine-wide: every slot starts from the
+same machine profile, and what each slot measured is merged back into it at the end.
+"""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from specgguf.adaptive import DEFAULT_N_MAX_CAP, AdaptivePolicy
+from specgguf.errors import PromptError
+from specgguf.sampling import SamplerParams
+from specgguf.session import Session, Slot, SpecOptions, resolve_seed
+from specgguf.speculative import Round, SpeculativeDecoder
+from specgguf.stats import RunStats
+
+#: the draft length cap `--spec-draft-n-max auto` chooses under
+AUTO_N_MAX_CAP = DEFAULT_N_MAX_CAP
+
+
+def spec_options(types: list[str], n_max: int | None, **kw: Any) -> SpecOptions:
+    """SpecOptions for `--spec-draft-n-max N|auto` (None: auto, with its cap as n_max)."""
+    return SpecOptions(
+        types=types,
+        n_max=n_max if n_max is not None else AUTO_N_MAX_CAP,
+        adaptive=n_max is None,
+        **kw,
+    )
+
+
+@dataclass(frozen=True)
+class SpecOverrides:
+    """Per-call speculative settings, as llama-server's request fields `speculative.n_max`,
+    `speculative.n_min`, `speculative.p_min`. `n_max` fixes the draft length for this call:
+    at most n_max tokens per round from any drafter (the `auto` policy sits it out);
+    `enabled=False` or `n_max=0` decodes plainly."""
+
+    enabled: bool = True
+    n_max: int | None = None
+    n_min: int | None = None
+    p_min: float | None = None
+
+
+@dataclass(frozen=True)
+class GenParams:
+    """What one call may set; None means the generator's default (the command line's)."""
+
+    sampler: SamplerParams | None = None
+    n_predict: int | None = None
+    seed: int | None = None  # -1: a fresh random seed for this call
+    stop: tuple[str, ...] = ()
+    ignore_eos: bool | None = None
+    spec: SpecOverrides = field(default_factory=SpecOverrides)
+    cache_prompt: bool = True  # reuse the slot's KV prefix (False: evaluate the whole prompt)
+
+
+@dataclass
+class Chunk:
+    """What one step released: text fragments (text, came from an accepted draft) in order,
+    and the round that produced them (None for the final flush)."""
+
+    pieces: list[tuple[str, bool]]
+    round: Round | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(t for t, _ in self.pieces)
+
+
+class _Cap:
+    """A call's fixed `speculative.n_max`: at most n draft tokens per round from ANY drafter
+    (an n-gram drafter would otherwise propose up to its own size)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def budget(self, limit: int) -> int:
+        return min(limit, self.n)
+
+    def trim(self, name: str, n: int) -> int:
+        return min(n, self.n)
+
+    def observe(self, rnd: Round) -> None:
+        pass
+
+
+class _SlotState:
+    def __init__(self, slot: Slot, policy: AdaptivePolicy | None) -> None:
+        self.slot = slot
+        self.policy = policy
+        self.policy_used = False
+
+
+class Generation:
+    """One prompt's generation, one round per `next()`; iterate it to the end, or `finish()` it
+    early (a cancelled request, Ctrl-C): what was released stays released."""
+
+    def __init__(
+        self,
+        decoder: SpeculativeDecoder,
+        tokens: Sequence[int],
+        piece: Callable[[int], bytes],
+        *,
+        seed: int,
+        stop: Sequence[str] = (),
+        slot: int = 0,
+    ) -> None:
+        self.decoder = decoder
+        self.prompt_tokens = list(tokens)
+        self.seed = seed
+        self.slot = slot
+        self._piece = piece
+        self._rounds: Iterator[Round] = decoder.generate(self.prompt_tokens)
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._stops = tuple(s for s in stop if s)
+        self._hold = max((len(s) for s in self._stops), default=1) - 1
+        self._pending: list[tuple[str, bool]] = []  # held back: may be the start of a stop
+        self._parts: list[str] = []
+        self.stop_reason = ""  # eos, limit, context, stop (a stop string), or finish()'s reason
+        self.stopping_word = ""
+        self.done = False
+
+    # -- results -------------------------------------------------------------------------------
+
+    @property
+    def text(self) -> str:
+        return "".join(self._parts)
+
+    @property
+    def stats(self) -> RunStats:
+        return self.decoder.stats
+
+    # -- stepping ------------------------------------------------------------------------------
+
+    def __iter__(self) -> Generation:
+        return self
+
+    def __next__(self) -> Chunk:
+        if self.done:
+            raise StopIteration
+        try:
+            rnd = next(self._rounds)
+        except StopIteration:
+            return self.finish(self.decoder.stop_reason)
+        pieces = []
+        for i, t in enumerate(rnd.emitted):
+            text = self._utf8.decode(self._piece(t))
+            if text:
+                pieces.append((text, i < rnd.n_accepted))
+        return Chunk(self._release(pieces), rnd)
+
+    def finish(self, reason: str) -> Chunk:
+        """End now (if not ended): stop the decoder, release what was held back (no stop string
+        can complete any more) and the UTF-8 decoder's tail."""
+        if self.done:
+            return Chunk([])
+        self.done = True
+        self._rounds.close()  # runs the loop's finally: predicted_ms is final
+        if not self.stop_reason:
+            self.stop_reason = reason
+        tail = self._utf8.decode(b"", final=True)
+        pieces = self._pending + ([(tail, False)] if tail else [])
+        self._pending = []
+        self._parts.extend(t for t, _ in pieces)
+        return Chunk(pieces)
+
+    def _release(self, pieces: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
+        """Text that can no longer turn out to be part of a stop string. Only the held-back
+        tail (shorter than the longest stop) and this round's text are searched."""
+        if not self._stops:
+            self._parts.extend(t for t, _ in pieces)
+            return pieces
+        self._pending.extend(pieces)
+        pending = "".join(t for t, _ in self._pending)
+        found = min(((i, s) for s in self._stops if (i := pending.find(s)) >= 0), default=None)
+        if found is not None:
+            at, word = found
+            out = self._take(at)
+            self._pending = []
+            self.stopping_word = word
+            self.stop_reason = "stop"
+            self.finish("stop")
+            return out
+        keep = 0
+        for n in range(min(self._hold, len(pending)), 0, -1):
+            tail = pending[-n:]
+            if any(s.startswith(tail) for s in self._stops):
+                keep = n
+                break
+        return self._take(len(pending) - keep)
+
+    def _take(self, n: int) -> list[tuple[str, bool]]:
+        out: list[tuple[str, bool]] = []
+        while n > 0 and self._pending:
+            text, drafted = self._pending[0]
+            if len(text) <= n:
+                out.append(self._pending.pop(0))
+                n -= len(text)
+            else:
+                out.append((text[:n], drafted))
+                self._pending[0] = (text[n:], drafted)
+                n = 0
+        self._parts.extend(t for t, _ in out)
+        return out
+
+
+class Generator:
+    """The loaded models plus everything that carries over from one prompt to the next."""
+
+    def __init__(
+        self,
+        session: Session,
+        *,
+        sampler: SamplerParams | None = None,
+        n_predict: int = -1,
+        seed: int = -1,
+        ignore_eos: bool = False,
+        auto: bool = False,
+        profile: bool = False,
+        system_prompt: str | None = None,
+        template_src: str | None = None,
+        template_origin: str | None = None,
+        warn: Callable[[str], None] | None = None,
+    ) -> None:
+        self.session = session
+        self.sampler = sampler or SamplerParams()
+        self.n_predict = n_predict
+        self.seed = resolve_seed(seed)  # one seed for every call that gives none
+        self.ignore_eos = ignore_eos
+        self.system_prompt = system_prompt
+        self.template_src = template_src
+        self.template_origin = template_origin
+        self.warn = warn
+        self._template = None
+        # --spec-draft-n-max auto: one cost model per slot for the generator's life; what it
+        # learned on one prompt (costs, acceptance) carries over to the next
+        self.auto = auto and bool(session.spec.types)
+        self.profile_file: Path | None = None
+        prior = None
+        if self.auto and profile:
+            from specgguf.profile import load_profile, profile_path
+
+            self.profile_file = profile_path(session.load)
+            prior = load_profile(self.profile_file)
+        self._slots: list[_SlotState] = []
+        for slot in session.slots:
+            policy = None
+            if self.auto:
+                policy = AdaptivePolicy(n_max_cap=session.spec.n_max)
+                policy.seed(prior)
+            self._slots.append(_SlotState(slot, policy))
+
+    # -- slots -----------------------------------------------------------------------------
+
+    @property
+    def n_slots(self) -> int:
+        return len(self._slots)
+
+    @property
+    def n_ctx(self) -> int:
+        """Context size of each slot."""
+        return self.session.target.n_ctx
+
+    def cached_tokens(self, slot: int) -> int:
+        """Prompt + generated tokens the slot's target KV cache holds now."""
+        return self._slots[slot].slot.target.n_past
+
+    def shared_prefix(self, slot: int, tokens: Sequence[int]) -> int:
+        """How many leading tokens of `tokens` the slot's KV cache holds (what a prompt there
+        would not evaluate again)."""
+        from specgguf.engine import common_prefix_len
+
+        return common_prefix_len(self._slots[slot].slot.target.tokens, tokens)
+
+    def policy(self, slot: int = 0) -> AdaptivePolicy | None:
+        return self._slots[slot].policy
+
+    # -- prompts ---------------------------------------------------------------------------
+
+    def template(self):
+        """The chat template (--chat-template-file, else the GGUF's, else ChatML), compiled
+        on first use."""
+        if self._template is None:
+            from specgguf.chat import ChatTemplate, template_for
+
+            info = self.session.info.target
+            vocab = info.vocab
+
+            def tok(i):
+                return vocab.tokens[i] if i is not None and 0 <= i < len(vocab.tokens) else ""
+
+            from specgguf.template_bounds import TemplateLimits
+
+            # rendering is bounded in time and size; the size cap follows the context (-c)
+            kw = dict(
+                bos_token=tok(vocab.bos_id),
+                eos_token=tok(vocab.eos_id),
+                limits=TemplateLimits.for_context(self.session.target.n_ctx),
+            )
+            if self.template_src is not None:
+                self._template = ChatTemplate.compile(
+                    self.template_src,
+                    self.template_origin or "--chat-template-file",
+                    strip_bos=vocab.add_bos,
+                    **kw,
+                )
+            else:
+                self._template, warning = template_for(
+                    info.chat_template, add_bos=vocab.add_bos, **kw
+                )
+                if warning and self.warn is not None:
+                    self.warn(warning)
+        return self._template
+
+    def chat_prompt(self, messages: Sequence[Mapping[str, Any]]) -> str:
+        """The messages rendered for generation; the default system prompt (-sys) goes first
+        unless the messages bring their own."""
+        msgs = list(messages)
+        if self.system_prompt and not any(
+            isinstance(m, Mapping) and m.get("role") == "system" for m in msgs
+        ):
+            msgs = [{"role": "system", "content": self.system_prompt}, *msgs]
+        return self.template().render(msgs, add_generation_prompt=True)
+
+    def tokenize(self, text: str) -> list[int]:
+        """Prompt text -> tokens; PromptError when empty or too long for a slot's context."""
+        return self.session.tokenize(text)
+
+    def encode(self, text: str, *, add_special: bool = True, parse_special: bool = True):
+        """Text -> token ids, unchecked (tokenize() checks what a prompt must satisfy)."""
+        return self.session.target_model.tokenize(
+            text, add_special=add_special, parse_special=parse_special
+        )
+
+    def check_ids(self, tokens: Sequence[Any]) -> None:
+        """PromptError unless every element is a token id of the target's vocabulary."""
+        n_vocab = self.session.target_model.n_vocab
+        for t in tokens:
+            if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < n_vocab:
+                raise PromptError(f"invalid token id {t!r} (the vocabulary has {n_vocab})")
+
+    def piece(self, token: int) -> bytes:
+        return self.session.target_model.piece(token)
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        return b"".join(self.piece(t) for t in tokens).decode("utf-8", "replace")
+
+    # -- generation ------------------------------------------------------------------------
+
+    def generate(
+        self,
+        tokens: Sequence[int],
+        params: GenParams | None = None,
+        *,
+        slot: int = 0,
+        trace_probs: bool = False,
+    ) -> Generation:
+        """A Generation of `tokens` on `slot`; nothing is evaluated until the first next()."""
+        p = params or GenParams()
+        st = self._slots[slot]
+        sampler = p.sampler or self.sampler
+        n_predict = self.n_predict if p.n_predict is None else p.n_predict
+        seed = self.seed if p.seed is None else resolve_seed(p.seed)
+        spec = self._spec_for(p.spec)
+        eff = spec or self.session.spec
+        policy = st.policy if self.auto and eff.adaptive and eff.types else None
+        cap = _Cap(p.spec.n_max) if p.spec.n_max and eff.types else None
+        if st.policy is not None:
+            if policy is None:
+                st.policy.detach()  # a call without auto: the drafters' own caps again
+            elif st.policy_used:
+                st.policy.new_sequence()
+        decoder = self.session.decoder(
+            sampler,
+            n_predict,
+            seed,
+            ignore_eos=self.ignore_eos if p.ignore_eos is None else p.ignore_eos,
+            trace_probs=trace_probs,
+            budget_policy=policy if policy is not None else cap,
+            reuse_prefix=p.cache_prompt,
+            spec=spec,
+            slot=st.slot,
+        )
+        if policy is not None:
+            # per-drafter budgets and the per-token question go through the policy; attach
+            # first restores whatever a previous decoder's drafters had (cached n-gram ones)
+            policy.attach(decoder.drafters)
+            st.policy_used = True
+        return Generation(decoder, tokens, self.piece, seed=seed, stop=p.stop, slot=slot)
+
+    def _spec_for(self, o: SpecOverrides) -> SpecOptions | None:
+        """The session's speculative options with one call's overrides (None: unchanged)."""
+        base = self.session.spec
+        if not o.enabled or o.n_max == 0:
+            return replace(base, types=[], adaptive=False)
+        if o.n_max is None and o.n_min is None and o.p_min is None:
+            return None
+        changes: dict[str, Any] = {}
+        if o.n_max is not None:
+            changes.update(n_max=o.n_max, adaptive=False)
+        if o.n_min is not None:
+            changes["n_min"] = o.n_min
+        if o.p_min is not None:
+            changes["p_min"] = o.p_min
+        return replace(base, **changes)
+
+    # -- what auto learned -----------------------------------------------------------------
+
+    def report_lines(self, slot: int = 0) -> list[str]:
+        """auto's lines for stderr (none without auto)."""
+        policy = self._slots[slot].policy
+        return policy.report_lines() if policy is not None else []
+
+    def summary(self, slot: int = 0) -> dict[str, Any] | None:
+        """auto's choices and costs as JSON (None without auto)."""
+        policy = self._slots[slot].policy
+        return policy.summary() if policy is not None else None
+
+    def save_profile(self) -> None:
+        """Merge what auto measured into the machine profile (also after Ctrl-C: the costs
+        measured so far are as true as after a full run). Failing to write is not an error."""
+        if self.profile_file is None:
+            return
+        from specgguf.profile import save_profile
+
+        for st in self._slots:
+            if st.policy is None:
+                continue
+            try:
+                measured = st.policy.export_profile()
+                if measured is not None:
+                    save_profile(self.profile_file, measured)
+            except Exception:  # a lost profile costs the next run its probes; never mask
+                pass

@@ -1,0 +1,644 @@
+"""The HTTP side of `specgguf serve`: Starlette routes over the Scheduler, run by uvicorn.
+
+Handlers parse and validate on the event loop, hand everything that touches llama.cpp (chat
+prompt -> tokens, detokenizing, generating) to the scheduler's worker thread, and stream its
+events out as server-sent events. Shapes follow OpenAI (/v1/...) and llama-server (/completion,
+/tokenize, /detokenize, /apply-template, /props, /slots, /metrics, /health); every error is
+OpenAI's error object with the right status, never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request as HttpRequest
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
+from starlette.routing import Route
+
+from specgguf.errors import SpecggufError
+from specgguf.generator import Generator
+from specgguf.server import protocol as p
+from specgguf.server.protocol import ApiError
+from specgguf.server.scheduler import Event, Job, Scheduler
+
+#: paths that answer without the API key (llama-server's public endpoints, and the page)
+PUBLIC = frozenset({"/", "/health", "/v1/health", "/models", "/v1/models"})
+
+
+@dataclass
+class ServerConfig:
+    model_id: str  # -a/--alias, else the model path (what /v1/models lists)
+    model_path: str
+    api_keys: tuple[str, ...] = ()
+    max_body: int = 8 << 20  # bytes; larger bodies get 413
+    read_timeout: float = 600.0  # seconds to receive a request body (--timeout)
+    draft_path: str | None = None
+    spec_types: list[str] = field(default_factory=list)
+    auto: bool = False
+    n_parallel: int = 1
+    seed: int = -1  # -s: a request without a seed gets this one (-1: a fresh random seed)
+
+
+class App:
+    """The routes, bound to one generator, scheduler and configuration."""
+
+    def __init__(self, gen: Generator, sched: Scheduler, cfg: ServerConfig) -> None:
+        self.gen = gen
+        self.sched = sched
+        self.cfg = cfg
+        self.started = int(time.time())
+        routes = [
+            Route("/", self.page, methods=["GET"]),
+            Route("/health", self.health, methods=["GET"]),
+            Route("/v1/health", self.health, methods=["GET"]),
+            Route("/models", self.models, methods=["GET"]),
+            Route("/v1/models", self.models, methods=["GET"]),
+            Route("/v1/chat/completions", self.chat, methods=["POST"]),
+            Route("/chat/completions", self.chat, methods=["POST"]),
+            Route("/v1/completions", self.completions, methods=["POST"]),
+            Route("/completions", self.completions, methods=["POST"]),
+            Route("/completion", self.native, methods=["POST"]),
+            Route("/tokenize", self.tokenize, methods=["POST"]),
+            Route("/detokenize", self.detokenize, methods=["POST"]),
+            Route("/apply-template", self.apply_template, methods=["POST"]),
+            Route("/props", self.props, methods=["GET"]),
+            Route("/slots", self.slots, methods=["GET"]),
+            Route("/metrics", self.metrics, methods=["GET"]),
+        ]
+        self.asgi = Starlette(
+            routes=routes,
+            exception_handlers={
+                ApiError: _api_error,
+                HTTPException: _http_error,
+                Exception: _internal_error,
+            },
+        )
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http" and self.cfg.api_keys and scope["path"] not in PUBLIC:
+            headers = dict(scope.get("headers") or [])
+            auth = headers.get(b"authorization", b"").decode("latin-1")
+            key = auth[7:].strip() if auth.lower().startswith("bearer ") else ""
+            key = key or headers.get(b"x-api-key", b"").decode("latin-1").strip()
+            if key not in self.cfg.api_keys:
+                err = ApiError(401, "invalid or missing API key", "invalid_api_key")
+                await _api_error(None, err)(scope, receive, send)
+                return
+        await self.asgi(scope, receive, send)
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    async def body(self, request: HttpRequest) -> Any:
+        """The JSON body: 413 past max_body (without keeping more than that in memory), 400
+        when it is not JSON."""
+        limit = self.cfg.max_body
+        declared = request.headers.get("content-length")
+        too_big = declared is not None and declared.isdigit() and int(declared) > limit
+        data = bytearray()
+
+        async def read() -> None:
+            nonlocal too_big
+            drained = 0
+            async for chunk in request.stream():
+                if too_big:  # drain (bounded) so that the client reads our answer
+                    drained += len(chunk)
+                    if drained > 16 * limit:
+                        break
+                    continue
+                data.extend(chunk)
+                if len(data) > limit:
+                    too_big = True
+                    data.clear()
+
+        try:
+            await asyncio.wait_for(read(), self.cfg.read_timeout)
+        except asyncio.TimeoutError:
+            raise ApiError(408, "timed out reading the request body", "timeout") from None
+        if too_big:
+            raise ApiError(
+                413, f"the request body is larger than {limit} bytes", "request_too_large"
+            )
+        try:
+            return json.loads(bytes(data))
+        except (ValueError, UnicodeDecodeError) as e:
+            raise ApiError(
+                400, f"the request body is not valid JSON: {e}", "invalid_json"
+            ) from None
+
+    def prompt_tokens(self, req: p.Request) -> list[int]:
+        """On the worker thread: the request's prompt as tokens, within the context."""
+        gen = self.gen
+        try:
+            if req.kind == "chat":
+                assert req.messages is not None
+                tokens = gen.encode(gen.chat_prompt(req.messages))
+            elif req.prompt is not None:
+                tokens = gen.encode(req.prompt)
+            else:
+                tokens = []
+                for i, t in enumerate(req.prompt_tokens or []):
+                    if isinstance(t, str):
+                        tokens.extend(gen.encode(t, add_special=i == 0))
+                    else:
+                        tokens.append(t)
+                gen.check_ids(tokens)
+        except SpecggufError as e:
+            raise ApiError(400, str(e), "invalid_prompt") from None
+        if not tokens:
+            raise ApiError(400, "the prompt is empty", "invalid_prompt")
+        if len(tokens) >= gen.n_ctx:
+            raise ApiError(
+                400,
+                f"the prompt is {len(tokens)} tokens; the context of a slot is {gen.n_ctx} "
+                "(-c / -np), and at least one token must fit after it",
+                "context_length_exceeded",
+            )
+        return tokens
+
+    async def start(self, req: p.Request) -> Job:
+        tokens = await self.sched.call(lambda: self.prompt_tokens(req))
+        params = req.params_for(self.gen.sampler)
+        if params.seed is None:
+            params = replace(params, seed=self.cfg.seed)
+        return self.sched.submit(tokens, params)
+
+    async def events(self, job: Job, request: HttpRequest | None = None) -> AsyncIterator[Event]:
+        """The job's events up to "done" or "error". When `request` is given (a non-streamed
+        answer), a client that disconnects cancels the job; a streamed answer is cancelled by
+        the response being torn down (the finally below)."""
+        finished = False
+        try:
+            while True:
+                if request is None:
+                    ev = await job.events.get()
+                else:
+                    try:
+                        ev = await asyncio.wait_for(job.events.get(), 0.25)
+                    except asyncio.TimeoutError:
+                        if await request.is_disconnected():
+                            return
+                        continue
+                if ev.kind in ("done", "error"):
+                    finished = True
+                yield ev
+                if finished:
+                    return
+        finally:
+            if not finished:
+                self.sched.cancel(job, "disconnected")
+
+    def timings(self, job: Job) -> dict[str, Any]:
+        assert job.generation is not None
+        t = job.generation.stats.timings()
+        t.setdefault("cache_n", job.cache_n)
+        return {"cache_n": t.pop("cache_n"), **t}
+
+    def usage(self, job: Job) -> dict[str, Any]:
+        assert job.generation is not None
+        return p.usage(len(job.tokens), job.generation.stats.predicted_n, job.cache_n)
+
+    # -- generation endpoints ------------------------------------------------------------------
+
+    async def chat(self, request: HttpRequest):
+        req = p.parse_chat(await self.body(request))
+        job = await self.start(req)
+        return await self.answer(req, job, request)
+
+    async def completions(self, request: HttpRequest):
+        req = p.parse_completion(await self.body(request), native=False)
+        job = await self.start(req)
+        return await self.answer(req, job, request)
+
+    async def native(self, request: HttpRequest):
+        req = p.parse_completion(await self.body(request), native=True)
+        job = await self.start(req)
+        return await self.answer(req, job, request)
+
+    async def answer(self, req: p.Request, job: Job, request: HttpRequest):
+        if req.stream:
+            return StreamingResponse(
+                self.sse(req, job),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            )
+        parts: list[str] = []
+        tokens: list[int] = []
+        async for ev in self.events(job, request):
+            if ev.kind == "error":
+                assert ev.error is not None
+                raise ev.error
+            if ev.kind == "chunk" and ev.chunk is not None:
+                parts.append(ev.chunk.text)
+                tokens.extend(ev.tokens)
+        if job.generation is None:  # the client went away before the answer
+            return PlainTextResponse("", status_code=499)
+        return JSONResponse(self.final_object(req, job, "".join(parts), tokens))
+
+    def final_object(self, req: p.Request, job: Job, text: str, tokens: list[int]) -> dict:
+        g = job.generation
+        assert g is not None
+        finish = p.finish_reason(g.stop_reason)
+        common = {"model": self.cfg.model_id, "timings": self.timings(job)}
+        if req.kind == "chat":
+            return {
+                "id": p.new_id("chat"),
+                "object": "chat.completion",
+                "created": p.now(),
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": text},
+                        "finish_reason": finish,
+                    }
+                ],
+                "usage": self.usage(job),
+                **common,
+            }
+        if req.kind == "completion":
+            return {
+                "id": p.new_id("completion"),
+                "object": "text_completion",
+                "created": p.now(),
+                "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}],
+                "usage": self.usage(job),
+                **common,
+            }
+        return {
+            "index": 0,
+            "content": text,
+            "tokens": tokens if req.return_tokens else [],
+            **self.native_tail(req, job),
+        }
+
+    def native_tail(self, req: p.Request, job: Job) -> dict[str, Any]:
+        g = job.generation
+        assert g is not None
+        s = g.stats
+        return {
+            "id_slot": job.slot,
+            "stop": True,
+            "model": self.cfg.model_id,
+            "tokens_predicted": s.predicted_n,
+            "tokens_evaluated": len(job.tokens),
+            "generation_settings": self.settings(job),
+            "has_new_line": "\n" in g.text,
+            "truncated": g.stop_reason == "context",
+            "stop_type": p.STOP_TYPE.get(g.stop_reason, "limit"),
+            "stopping_word": g.stopping_word,
+            "tokens_cached": job.cache_n,
+            "timings": self.timings(job),
+        }
+
+    def settings(self, job: Job | None = None) -> dict[str, Any]:
+        """llama-server's generation_settings / params (the fields specgguf has)."""
+        gen = self.gen
+        params = job.params if job is not None else None
+        sampler = (params.sampler if params is not None else None) or gen.sampler
+        spec = gen.session.spec
+        o = params.spec if params is not None else None
+        return {
+            "n_predict": params.n_predict
+            if params is not None and params.n_predict is not None
+            else gen.n_predict,
+            "seed": job.generation.seed if job is not None and job.generation else gen.seed,
+            "temperature": sampler.temp,
+            "top_k": sampler.top_k,
+            "top_p": sampler.top_p,
+            "min_p": sampler.min_p,
+            "stop": list(params.stop) if params is not None else [],
+            "ignore_eos": gen.ignore_eos,
+            "n_ctx": gen.n_ctx,
+            "speculative": bool(spec.types) and (o is None or (o.enabled and o.n_max != 0)),
+            "speculative.n_max": (o.n_max if o is not None and o.n_max is not None else spec.n_max),
+            "speculative.n_min": (o.n_min if o is not None and o.n_min is not None else spec.n_min),
+            "speculative.p_min": (o.p_min if o is not None and o.p_min is not None else spec.p_min),
+            "speculative.auto": self.cfg.auto and (o is None or o.n_max is None),
+            "speculative.types": list(spec.types),
+        }
+
+    async def sse(self, req: p.Request, job: Job) -> AsyncIterator[bytes]:
+        """Server-sent events: OpenAI chunks ending in `data: [DONE]`, or llama-server's
+        /completion chunks (no [DONE]); each content chunk carries a `specgguf` field with the
+        text's origin (accepted draft or target) and the round's figures."""
+        ident = p.new_id(req.kind)
+        created = p.now()
+        model = self.cfg.model_id
+
+        def data(obj: dict) -> bytes:
+            return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
+
+        def openai_chunk(delta_or_text: Any, finish: str | None) -> dict:
+            if req.kind == "chat":
+                choice = {"index": 0, "delta": delta_or_text, "finish_reason": finish}
+                obj = "chat.completion.chunk"
+            else:
+                choice = {
+                    "index": 0,
+                    "text": delta_or_text,
+                    "logprobs": None,
+                    "finish_reason": finish,
+                }
+                obj = "text_completion"
+            return {
+                "id": ident,
+                "object": obj,
+                "created": created,
+                "model": model,
+                "choices": [choice],
+            }
+
+        if req.kind == "chat":
+            yield data(openai_chunk({"role": "assistant", "content": ""}, None))
+        async for ev in self.events(job):
+            if ev.kind == "error":
+                assert ev.error is not None
+                yield data(ev.error.body())
+                break
+            if ev.kind == "chunk":
+                assert ev.chunk is not None
+                extra = {
+                    "spans": _spans(ev.chunk.pieces),
+                    **(ev.info.as_dict() if ev.info is not None else {}),
+                    "slot": job.slot,
+                }
+                text = ev.chunk.text
+                if req.kind == "native":
+                    obj = {
+                        "index": 0,
+                        "content": text,
+                        "tokens": ev.tokens,
+                        "stop": False,
+                        "id_slot": job.slot,
+                        "specgguf": extra,
+                    }
+                else:
+                    obj = openai_chunk({"content": text} if req.kind == "chat" else text, None)
+                    obj["specgguf"] = extra
+                yield data(obj)
+                continue
+            # done
+            g = job.generation
+            assert g is not None
+            if req.kind == "native":
+                yield data({"index": 0, "content": "", "tokens": [], **self.native_tail(req, job)})
+                return
+            last = openai_chunk({} if req.kind == "chat" else "", p.finish_reason(g.stop_reason))
+            last["timings"] = self.timings(job)
+            if not req.include_usage:
+                last["usage"] = self.usage(job)
+            last["specgguf"] = {"stop_reason": g.stop_reason, "auto": self.auto_state(job)}
+            yield data(last)
+            if req.include_usage:
+                u = openai_chunk({}, None)
+                u["choices"] = []
+                u["usage"] = self.usage(job)
+                yield data(u)
+        if req.kind != "native":
+            yield b"data: [DONE]\n\n"
+
+    def auto_state(self, job: Job) -> dict[str, Any] | None:
+        """auto's current figures for the page (None without auto)."""
+        policy = self.gen.policy(job.slot or 0)
+        used = job.generation is not None and job.generation.decoder.policy is policy
+        if policy is None or not used or not policy.chosen:
+            return None
+        chosen = policy.chosen[-64:]
+        return {"k": chosen[-1], "mean_k_recent": round(sum(chosen) / len(chosen), 3)}
+
+    # -- the rest of llama-server's API -------------------------------------------------------
+
+    async def tokenize(self, request: HttpRequest):
+        body = await self.body(request)
+        if not isinstance(body, dict) or not isinstance(body.get("content"), str):
+            raise p.bad("'content' must be a string", "missing_field")
+        add_special = p._get(body, "add_special", lambda v: isinstance(v, bool), "a bool", False)
+        parse_special = p._get(body, "parse_special", lambda v: isinstance(v, bool), "a bool", True)
+        with_pieces = p._get(body, "with_pieces", lambda v: isinstance(v, bool), "a bool", False)
+        text = body["content"]
+
+        def work():
+            toks = self.gen.encode(text, add_special=add_special, parse_special=parse_special)
+            if not with_pieces:
+                return toks
+            out = []
+            for t in toks:
+                raw = self.gen.piece(t)
+                try:
+                    piece: Any = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    piece = list(raw)
+                out.append({"id": t, "piece": piece})
+            return out
+
+        return JSONResponse({"tokens": await self.sched.call(work)})
+
+    async def detokenize(self, request: HttpRequest):
+        body = await self.body(request)
+        tokens = body.get("tokens") if isinstance(body, dict) else None
+        if not isinstance(tokens, list):
+            raise p.bad("'tokens' must be a list of token ids", "missing_field")
+
+        def work():
+            try:
+                self.gen.check_ids(tokens)
+            except SpecggufError as e:
+                raise p.bad(str(e)) from None
+            return self.gen.detokenize(tokens)
+
+        return JSONResponse({"content": await self.sched.call(work)})
+
+    async def apply_template(self, request: HttpRequest):
+        req = p.parse_chat(await self.body(request))
+
+        def work():
+            try:
+                return self.gen.chat_prompt(req.messages or [])
+            except SpecggufError as e:
+                raise p.bad(str(e), "invalid_prompt") from None
+
+        return JSONResponse({"prompt": await self.sched.call(work)})
+
+    async def health(self, request: HttpRequest):
+        return JSONResponse({"status": "ok"})
+
+    async def models(self, request: HttpRequest):
+        m = self.gen.session.target_model
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": self.cfg.model_id,
+                        "object": "model",
+                        "created": self.started,
+                        "owned_by": "specgguf",
+                        "meta": {"n_vocab": m.n_vocab, "n_ctx_train": m.n_ctx_train},
+                    }
+                ],
+            }
+        )
+
+    async def props(self, request: HttpRequest):
+        from specgguf import __version__
+
+        settings = self.settings()
+        return JSONResponse(
+            {
+                "default_generation_settings": {
+                    "id": 0,
+                    "id_task": -1,
+                    "n_ctx": self.gen.n_ctx,
+                    "speculative": settings["speculative"],
+                    "is_processing": self.sched.processing > 0,
+                    "params": settings,
+                },
+                "total_slots": self.gen.n_slots,
+                "model_path": self.cfg.model_path,
+                "draft_model_path": self.cfg.draft_path,
+                "model_alias": self.cfg.model_id,
+                "chat_template": self.gen.template().source,
+                "modalities": {"vision": False, "audio": False},
+                "build_info": f"specgguf {__version__}",
+                "is_sleeping": False,
+            }
+        )
+
+    async def slots(self, request: HttpRequest):
+        out = []
+        for s in self.sched.slot_states():
+            params = self.settings()
+            if s["params"] is not None:
+                params["n_predict"] = s["params"].n_predict
+            out.append(
+                {
+                    "id": s["id"],
+                    "id_task": s["id_task"],
+                    "n_ctx": self.gen.n_ctx,
+                    "speculative": params["speculative"],
+                    "is_processing": s["is_processing"],
+                    "params": params,
+                    "n_cached": s["n_cached"],
+                    "next_token": {
+                        "has_next_token": s["is_processing"],
+                        "has_new_line": False,
+                        "n_remain": -1,
+                        "n_decoded": s["n_decoded"],
+                    },
+                }
+            )
+        if request.query_params.get("fail_on_no_slot") in ("1", "true") and all(
+            s["is_processing"] for s in out
+        ):
+            raise ApiError(503, "no slot available", "no_slot_available")
+        return JSONResponse(out)
+
+    async def metrics(self, request: HttpRequest):
+        return PlainTextResponse(
+            prometheus(self.sched), media_type="text/plain; version=0.0.4; charset=utf-8"
+        )
+
+    async def page(self, request: HttpRequest):
+        from specgguf.server.page import PAGE
+
+        return HTMLResponse(PAGE)
+
+
+def _spans(pieces: list[tuple[str, bool]]) -> list[list[int]]:
+    """[[n, 1|0], ...]: runs of the chunk's text, n code points each, 1 when they came from
+    accepted draft tokens (adjacent fragments of the same origin merged)."""
+    out: list[list[int]] = []
+    for text, drafted in pieces:
+        if not text:
+            continue
+        flag = int(drafted)
+        if out and out[-1][1] == flag:
+            out[-1][0] += len(text)
+        else:
+            out.append([len(text), flag])
+    return out
+
+
+def prometheus(sched: Scheduler) -> str:
+    """llama-server's metric names (and a few of specgguf's own), Prometheus text format."""
+    with sched._lock:
+        m = sched.metrics
+        pps = 1e3 * m.prompt_tokens / m.prompt_ms if m.prompt_ms else 0.0
+        tps = 1e3 * m.predicted_tokens / m.predicted_ms if m.predicted_ms else 0.0
+        rows: list[tuple[str, str, Any, str]] = [
+            ("prompt_tokens_total", "counter", m.prompt_tokens,
+             "Number of prompt tokens processed."),
+            ("prompt_seconds_total", "counter", m.prompt_ms / 1e3,
+             "Prompt process time in seconds."),
+            ("tokens_predicted_total", "counter", m.predicted_tokens,
+             "Number of generation tokens processed."),
+            ("tokens_predicted_seconds_total", "counter", m.predicted_ms / 1e3,
+             "Predict process time in seconds."),
+            ("prompt_tokens_seconds", "gauge", pps, "Average prompt throughput in tokens/s."),
+            ("predicted_tokens_seconds", "gauge", tps,
+             "Average generation throughput in tokens/s."),
+            ("requests_processing", "gauge", sched.processing, "Number of requests processing."),
+            ("requests_deferred", "gauge", sched.deferred, "Number of requests deferred."),
+            ("n_tokens_max", "counter", m.n_tokens_max,
+             "High watermark of the context size observed."),
+            ("n_decode_total", "counter", m.n_decode, "Total number of target decode calls."),
+            ("spec_decode_num_draft_tokens_total", "counter", m.draft_tokens,
+             "Total draft tokens generated."),
+            ("spec_decode_num_accepted_tokens_total", "counter", m.accepted_tokens,
+             "Total draft tokens accepted by the target model."),
+            ("spec_decode_num_drafts_total", "counter", m.drafts,
+             "Total speculative decoding verification steps."),
+            ("prompt_tokens_cached_total", "counter", m.cached_tokens,
+             "Prompt tokens reused from a slot's KV cache (not evaluated)."),
+            ("requests_total", "counter", m.requests, "Generation requests accepted."),
+            ("requests_rejected_total", "counter", m.rejected,
+             "Requests refused with 503 (queue full)."),
+        ]  # fmt: skip
+        per_pos = list(m.accepted_per_pos)
+    lines: list[str] = []
+    for name, kind, value, help_ in rows:
+        lines += [
+            f"# HELP llamacpp:{name} {help_}",
+            f"# TYPE llamacpp:{name} {kind}",
+            f"llamacpp:{name} {_num(value)}",
+        ]
+    if per_pos:
+        name = "spec_decode_num_accepted_tokens_per_pos_total"
+        lines += [
+            f"# HELP llamacpp:{name} Accepted tokens per draft position.",
+            f"# TYPE llamacpp:{name} counter",
+        ]
+        lines += [f'llamacpp:{name}{{position="{i}"}} {n}' for i, n in enumerate(per_pos)]
+    return "\n".join(lines) + "\n"
+
+
+def _num(v: Any) -> str:
+    return str(v) if isinstance(v, int) else f"{float(v):.6f}"
+
+
+def _api_error(request, exc: Exception):
+    assert isinstance(exc, ApiError)
+    headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after else None
+    return JSONResponse(exc.body(), status_code=exc.status, headers=headers)
+
+
+def _http_error(request, exc: Exception):
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 404:
+        err = ApiError(404, f"no such endpoint: {request.url.path}", "not_found")
+    elif exc.status_code == 405:
+        err = ApiError(405, f"method {request.method} is not allowed here", "method_not_allowed")
+    else:
+        err = ApiError(exc.status_code, str(exc.detail), None)
+    return _api_error(request, err)
+
+
+def _internal_error(request, exc: Exception):
+    err = ApiError(500, f"internal error: {type(exc).__name__}: {exc}", None)
+    return _api_error(request, err)

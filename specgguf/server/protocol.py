@@ -1,0 +1,351 @@
+"""Request validation and response shapes of `specgguf serve`: OpenAI's and llama-server's.
+
+Pure (no HTTP framework, no llama_cpp): a request body (already parsed JSON) goes in, a
+validated `Request` or an `ApiError` comes out; results go in, the JSON objects a client
+expects come out. Unknown fields are ignored, as OpenAI-compatible servers do (clients send
+`user`, `logprobs: false`, ...), but a feature that would change the answer and that specgguf
+does not implement (n > 1, penalties, logprobs, tools, a JSON grammar) is refused with 400
+rather than silently ignored.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from specgguf.generator import GenParams, SpecOverrides
+from specgguf.sampling import SamplerParams
+
+MAX_STOP = 16  # stop strings per request
+MAX_STOP_LEN = 256
+SEED_LIMIT = 1 << 32
+
+
+class ApiError(Exception):
+    """An error answer: HTTP status plus OpenAI's error object."""
+
+    TYPES = {
+        400: "invalid_request_error",
+        401: "authentication_error",
+        404: "not_found_error",
+        405: "invalid_request_error",
+        408: "invalid_request_error",
+        413: "invalid_request_error",
+        500: "server_error",
+        503: "unavailable_error",
+    }
+
+    def __init__(
+        self, status: int, message: str, code: str | None = None, *, retry_after: int = 0
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+        self.retry_after = retry_after
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.TYPES.get(self.status, "server_error"),
+                "code": self.code if self.code is not None else self.status,
+            }
+        }
+
+
+def bad(message: str, code: str = "invalid_value") -> ApiError:
+    return ApiError(400, message, code)
+
+
+# -- field readers ------------------------------------------------------------------------------
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _get(body: dict, key: str, ok, what: str, default: Any = None) -> Any:
+    v = body.get(key)
+    if v is None:
+        return default
+    if not ok(v):
+        raise bad(f"'{key}' must be {what}")
+    return v
+
+
+def _bool(body: dict, key: str, default: bool) -> bool:
+    return _get(body, key, lambda v: isinstance(v, bool), "true or false", default)
+
+
+@dataclass
+class Request:
+    """One validated generation request, whatever endpoint it came through."""
+
+    kind: str  # "chat", "completion" (OpenAI /v1/completions) or "native" (/completion)
+    stream: bool
+    params: GenParams  # without the sampler: see params_for
+    sampler: SamplerPatch
+    messages: list[dict] | None = None
+    prompt: str | None = None
+    prompt_tokens: list[Any] | None = None  # token ids (native: may mix in strings)
+    include_usage: bool = False
+    return_tokens: bool = False
+
+    def params_for(self, base: SamplerParams) -> GenParams:
+        """The generation parameters, with the sampler fields given over the server's."""
+        from dataclasses import replace
+
+        return replace(self.params, sampler=self.sampler.over(base))
+
+
+def parse_speculative(body: dict) -> SpecOverrides:
+    """llama-server's flat `speculative.n_max` / `speculative.n_min` / `speculative.p_min`, the
+    same as an object `"speculative": {"n_max": ...}`, or `"speculative": false` (off)."""
+    spec = body.get("speculative")
+    fields: dict[str, Any] = {}
+    enabled = True
+    if isinstance(spec, bool):
+        enabled = spec
+    elif isinstance(spec, dict):
+        unknown = sorted(set(spec) - {"n_max", "n_min", "p_min"})
+        if unknown:
+            raise bad(f"unknown field 'speculative.{unknown[0]}' (n_max, n_min, p_min)")
+        fields.update(spec)
+    elif spec is not None:
+        raise bad("'speculative' must be false, true or an object {n_max, n_min, p_min}")
+    for name in ("n_max", "n_min", "p_min"):
+        key = f"speculative.{name}"
+        if key in body and body[key] is not None:
+            fields[name] = body[key]
+    n_max = fields.get("n_max")
+    if n_max is not None and not (_is_int(n_max) and 0 <= n_max <= 256):
+        raise bad("'speculative.n_max' must be an integer in 0..256 (0: no speculation)")
+    n_min = fields.get("n_min")
+    if n_min is not None and not (_is_int(n_min) and 0 <= n_min <= 256):
+        raise bad("'speculative.n_min' must be an integer in 0..256")
+    p_min = fields.get("p_min")
+    if p_min is not None and not (_is_num(p_min) and 0 <= p_min <= 1):
+        raise bad("'speculative.p_min' must be a number in [0, 1]")
+    return SpecOverrides(
+        enabled=enabled,
+        n_max=n_max,
+        n_min=n_min,
+        p_min=float(p_min) if p_min is not None else None,
+    )
+
+
+def _stop(body: dict) -> tuple[str, ...]:
+    v = body.get("stop")
+    if v is None:
+        return ()
+    if isinstance(v, str):
+        v = [v]
+    if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
+        raise bad("'stop' must be a string or a list of strings")
+    if len(v) > MAX_STOP:
+        raise bad(f"'stop' has {len(v)} strings (at most {MAX_STOP})")
+    if any(len(s) > MAX_STOP_LEN for s in v):
+        raise bad(f"a 'stop' string is longer than {MAX_STOP_LEN} characters")
+    return tuple(s for s in v if s)
+
+
+def _refuse_unsupported(body: dict) -> None:
+    checks = [
+        ("n", lambda v: v == 1, "only n = 1 is supported"),
+        ("best_of", lambda v: v == 1, "only best_of = 1 is supported"),
+        ("logprobs", lambda v: v in (False, 0), "logprobs are not supported"),
+        ("top_logprobs", lambda v: v == 0, "top_logprobs are not supported"),
+        ("n_probs", lambda v: v == 0, "n_probs is not supported"),
+        ("presence_penalty", lambda v: v == 0, "presence_penalty is not supported"),
+        ("frequency_penalty", lambda v: v == 0, "frequency_penalty is not supported"),
+        ("repeat_penalty", lambda v: v == 1, "repeat_penalty is not supported"),
+        ("logit_bias", lambda v: not v, "logit_bias is not supported"),
+        ("tools", lambda v: not v, "tools are not supported"),
+        ("grammar", lambda v: not v, "grammars are not supported"),
+        ("json_schema", lambda v: not v, "json_schema is not supported"),
+        ("suffix", lambda v: not v, "suffix (fill-in-the-middle) is not supported"),
+        ("echo", lambda v: v is False, "echo is not supported"),
+        (
+            "response_format",
+            lambda v: isinstance(v, dict) and v.get("type") == "text",
+            "response_format other than text is not supported",
+        ),
+    ]
+    for key, ok, message in checks:
+        if key in body and body[key] is not None and not ok(body[key]):
+            raise bad(message, "unsupported")
+
+
+def _params(body: dict, *, n_predict_keys: tuple[str, ...]) -> tuple[GenParams, SamplerPatch]:
+    """Sampling, length, seed, stop and speculative fields shared by every endpoint."""
+    _refuse_unsupported(body)
+    n_predict = None
+    for key in n_predict_keys:
+        v = _get(body, key, lambda v: _is_int(v) and v >= -1, "an integer >= -1")
+        if v is not None:
+            n_predict = v
+            break
+    temp = _get(body, "temperature", lambda v: _is_num(v) and v >= 0, "a number >= 0")
+    top_k = _get(body, "top_k", _is_int, "an integer")
+    top_p = _get(body, "top_p", lambda v: _is_num(v) and 0 <= v <= 1, "a number in [0, 1]")
+    min_p = _get(body, "min_p", lambda v: _is_num(v) and 0 <= v <= 1, "a number in [0, 1]")
+    seed = _get(
+        body,
+        "seed",
+        lambda v: _is_int(v) and -1 <= v < SEED_LIMIT,
+        f"an integer in -1..{SEED_LIMIT - 1}",
+    )
+    params = GenParams(
+        n_predict=n_predict,
+        seed=seed,
+        stop=_stop(body),
+        ignore_eos=_get(body, "ignore_eos", lambda v: isinstance(v, bool), "true or false"),
+        spec=parse_speculative(body),
+        cache_prompt=_bool(body, "cache_prompt", True),
+    )
+    return params, SamplerPatch(temp, top_k, top_p, min_p)
+
+
+@dataclass(frozen=True)
+class SamplerPatch:
+    """The sampling fields a request gave; the rest come from the server's defaults."""
+
+    temp: float | None
+    top_k: int | None
+    top_p: float | None
+    min_p: float | None
+
+    def over(self, base: SamplerParams) -> SamplerParams:
+        return SamplerParams(
+            temp=float(self.temp) if self.temp is not None else base.temp,
+            top_k=self.top_k if self.top_k is not None else base.top_k,
+            top_p=float(self.top_p) if self.top_p is not None else base.top_p,
+            min_p=float(self.min_p) if self.min_p is not None else base.min_p,
+        )
+
+
+def _object(body: Any) -> dict:
+    if not isinstance(body, dict):
+        raise bad("the request body must be a JSON object", "invalid_request")
+    return body
+
+
+def _stream(body: dict) -> tuple[bool, bool]:
+    stream = _bool(body, "stream", False)
+    opts = body.get("stream_options")
+    include_usage = False
+    if opts is not None:
+        if not isinstance(opts, dict):
+            raise bad("'stream_options' must be an object")
+        include_usage = _bool(opts, "include_usage", False)
+    return stream, include_usage
+
+
+def parse_chat(body: Any) -> Request:
+    from specgguf.chat import validate_messages
+    from specgguf.errors import SpecggufError
+
+    body = _object(body)
+    if "messages" not in body:
+        raise bad("'messages' is required", "missing_field")
+    try:
+        messages = validate_messages(_flatten_content(body["messages"]))
+    except SpecggufError as e:
+        raise bad(str(e)) from None
+    stream, include_usage = _stream(body)
+    params, sampler = _params(
+        body, n_predict_keys=("max_completion_tokens", "max_tokens", "n_predict")
+    )
+    return Request("chat", stream, params, sampler, messages=messages, include_usage=include_usage)
+
+
+def _flatten_content(messages: Any) -> Any:
+    """OpenAI's content parts [{"type": "text", "text": ...}] -> one string (text only)."""
+    if not isinstance(messages, list):
+        return messages
+    out = []
+    for m in messages:
+        if isinstance(m, dict) and isinstance(m.get("content"), list):
+            parts = m["content"]
+            if not all(isinstance(p, dict) and p.get("type") == "text" for p in parts):
+                raise bad("only text content parts are supported", "unsupported")
+            if not all(isinstance(p.get("text"), str) for p in parts):
+                raise bad("a text content part needs a string 'text'")
+            m = {**m, "content": "".join(p["text"] for p in parts)}
+        elif isinstance(m, dict) and m.get("content") is None and m.get("role") == "assistant":
+            m = {**m, "content": ""}
+        out.append(m)
+    return out
+
+
+def parse_completion(body: Any, *, native: bool) -> Request:
+    """OpenAI /v1/completions (`native=False`) or llama-server's /completion."""
+    body = _object(body)
+    if "prompt" not in body:
+        raise bad("'prompt' is required", "missing_field")
+    prompt = body["prompt"]
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
+        prompt = prompt[0]  # one prompt given as a list of one
+    text: str | None = None
+    tokens: list[Any] | None = None
+    if isinstance(prompt, str):
+        text = prompt
+    elif isinstance(prompt, list) and all(
+        _is_int(t) or (native and isinstance(t, str)) for t in prompt
+    ):
+        tokens = prompt
+    elif isinstance(prompt, list):
+        raise bad("only one prompt per request is supported", "unsupported")
+    else:
+        raise bad("'prompt' must be a string or a list of token ids")
+    stream, include_usage = _stream(body)
+    keys = ("n_predict", "max_tokens") if native else ("max_tokens", "n_predict")
+    params, sampler = _params(body, n_predict_keys=keys)
+    return Request(
+        "native" if native else "completion",
+        stream,
+        params,
+        sampler,
+        prompt=text,
+        prompt_tokens=tokens,
+        include_usage=include_usage,
+        return_tokens=native and _bool(body, "return_tokens", False),
+    )
+
+
+# -- responses ----------------------------------------------------------------------------------
+
+FINISH = {"eos": "stop", "stop": "stop", "limit": "length", "context": "length"}
+STOP_TYPE = {"eos": "eos", "stop": "word", "limit": "limit", "context": "limit"}
+
+
+def finish_reason(stop_reason: str) -> str:
+    """OpenAI's finish_reason: `stop` (end of text or a stop string), else `length` (the
+    limit, the context end, or a generation cut short by a server shutdown)."""
+    return FINISH.get(stop_reason, "length")
+
+
+def new_id(kind: str) -> str:
+    prefix = "chatcmpl" if kind == "chat" else "cmpl"
+    return f"{prefix}-{uuid.uuid4().hex[:24]}"
+
+
+def now() -> int:
+    return int(time.time())
+
+
+def usage(prompt_n_total: int, predicted_n: int, cache_n: int) -> dict[str, Any]:
+    return {
+        "prompt_tokens": prompt_n_total,
+        "completion_tokens": predicted_n,
+        "total_tokens": prompt_n_total + predicted_n,
+        "prompt_tokens_details": {"cached_tokens": cache_n},
+    }

@@ -1,0 +1,127 @@
+"""Start and stop the server: bind, run uvicorn, end cleanly on SIGTERM/SIGINT.
+
+The first SIGTERM or SIGINT stops accepting connections and ends every request in flight at
+its next round: each stream still gets its final chunk (finish_reason, timings) and
+`data: [DONE]`. Then the worker thread finishes, auto's measurements are saved and the process
+exits 0. A second SIGINT exits at once.
+
+uvicorn re-raises a captured signal after a graceful shutdown (so a SIGTERM'd process would
+die of SIGTERM); specgguf installs its own handlers instead, because a server that shut down
+cleanly on request has succeeded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import socket
+import sys
+from collections.abc import Callable, Iterator
+
+from specgguf.errors import ExitCode, SpecggufError
+from specgguf.generator import Generator
+from specgguf.server.app import App, ServerConfig
+from specgguf.server.scheduler import Scheduler
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket, or one clear line (address in use, bad host)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as e:
+        raise SpecggufError(f"--host {host}: {e.strerror}", ExitCode.USAGE) from None
+    family, _, _, _, addr = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(addr)
+        sock.listen(128)
+    except OSError as e:
+        sock.close()
+        raise SpecggufError(
+            f"cannot listen on {host}:{port}: {e.strerror}", ExitCode.SERVER
+        ) from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(
+    gen: Generator,
+    cfg: ServerConfig,
+    *,
+    host: str,
+    port: int,
+    max_queue: int = 64,
+    verbose: bool = False,
+    announce: Callable[[str], None] | None = None,
+) -> int:
+    import uvicorn
+
+    sock = bind(host, port)
+    real_port = sock.getsockname()[1]
+    sched = Scheduler(gen, max_queue=max_queue)
+    app = App(gen, sched, cfg)
+    config = uvicorn.Config(
+        app,
+        log_level="info" if verbose else "warning",
+        access_log=verbose,
+        lifespan="off",
+        timeout_graceful_shutdown=30,
+    )
+    server = _Server(config, sched)
+    sched.start()
+    if announce is not None:
+        shown = f"[{host}]" if ":" in host else host
+        announce(
+            f"specgguf serve: listening on http://{shown}:{real_port} ({gen.n_slots} slot"
+            f"{'s' if gen.n_slots > 1 else ''} of {gen.n_ctx} tokens, model {cfg.model_id})"
+        )
+    try:
+        asyncio.run(server.serve(sockets=[sock]))
+    finally:
+        sched.shutdown()
+        sched.join(timeout=60)
+        sock.close()
+    return 0
+
+
+class _Server:
+    """uvicorn.Server with specgguf's signal handling (see the module docstring)."""
+
+    def __new__(cls, config, sched: Scheduler):
+        import uvicorn
+
+        class Server(uvicorn.Server):
+            def __init__(self) -> None:
+                super().__init__(config)
+                self.loop: asyncio.AbstractEventLoop | None = None
+
+            async def startup(self, sockets=None) -> None:
+                self.loop = asyncio.get_running_loop()
+                await super().startup(sockets=sockets)
+
+            @contextlib.contextmanager
+            def capture_signals(self) -> Iterator[None]:
+                sigs = (signal.SIGINT, signal.SIGTERM)
+                old = {s: signal.signal(s, self.handle_exit) for s in sigs}
+                try:
+                    yield
+                finally:
+                    for s, h in old.items():
+                        signal.signal(s, h)
+
+            def handle_exit(self, sig, frame) -> None:
+                if self.should_exit and sig == signal.SIGINT:
+                    self.force_exit = True
+                self.should_exit = True
+                if self.loop is not None:
+                    self.loop.call_soon_threadsafe(sched.shutdown)
+                else:
+                    sched.shutdown()
+
+        return Server()
+
+
+def say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)

@@ -1,0 +1,343 @@
+"""Slots, the request queue and the one thread that calls llama.cpp.
+
+Every llama.cpp call of the server (tokenizing included) happens on ONE worker thread: the
+ASGI event loop only parses, validates and streams. Active requests each own a slot (their
+own KV caches and n-gram drafters over the shared weights); the worker interleaves them one
+speculative round at a time, so N clients share the machine round-robin (on a CPU the cores
+are busy with one decode anyway: there is nothing to gain from decoding two at once). Requests
+beyond the slots wait in a bounded queue (`requests_deferred`); beyond that, 503.
+
+A request whose client went away, or that the server's shutdown cancels, is finished before
+its next round: its slot is free again within one round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from specgguf.errors import SpecggufError
+from specgguf.generator import Chunk, Generation, Generator, GenParams
+from specgguf.server.protocol import ApiError
+
+
+@dataclass
+class RoundInfo:
+    """What the page (and a curious client) sees per chunk: this round and the running totals
+    of the request, captured on the worker thread."""
+
+    draft_n: int
+    draft_n_accepted: int
+    drafter: str | None
+    auto_k: int | None  # the draft length auto chose for this round (None: no auto)
+    predicted_n: int
+    predicted_ms: float
+    drafted_total: int
+    accepted_total: int
+    rounds: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+@dataclass
+class Event:
+    kind: str  # "chunk", "done" or "error"
+    chunk: Chunk | None = None
+    tokens: list[int] = field(default_factory=list)  # the tokens of this round
+    info: RoundInfo | None = None
+    error: ApiError | None = None
+
+
+class Job:
+    """One generation request: its prompt and parameters, and the queue its events go to."""
+
+    _ids = 0
+
+    def __init__(
+        self, tokens: Sequence[int], params: GenParams, loop: asyncio.AbstractEventLoop
+    ) -> None:
+        Job._ids += 1
+        self.id = Job._ids
+        self.tokens = list(tokens)
+        self.params = params
+        self.loop = loop
+        self.events: asyncio.Queue[Event] = asyncio.Queue()
+        self.cancelled = threading.Event()
+        self.cancel_reason = "cancelled"
+        self.slot: int | None = None
+        self.generation: Generation | None = None
+        self.n_decoded = 0
+        self.cache_n = 0
+        self.t_submit = time.perf_counter()
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        if not self.cancelled.is_set():
+            self.cancel_reason = reason
+            self.cancelled.set()
+
+    def emit(self, event: Event) -> None:
+        # (a closed event loop: nobody is listening any more)
+        with contextlib.suppress(RuntimeError):
+            self.loop.call_soon_threadsafe(self.events.put_nowait, event)
+
+
+@dataclass
+class Metrics:
+    """llama-server's /metrics counters, summed over finished requests (cancelled included),
+    so they equal the sum of the `timings` the responses carried."""
+
+    prompt_tokens: int = 0
+    prompt_ms: float = 0.0
+    predicted_tokens: int = 0
+    predicted_ms: float = 0.0
+    cached_tokens: int = 0
+    draft_tokens: int = 0
+    accepted_tokens: int = 0
+    drafts: int = 0
+    accepted_per_pos: list[int] = field(default_factory=list)
+    n_decode: int = 0
+    n_tokens_max: int = 0
+    requests: int = 0
+    rejected: int = 0
+
+
+class Scheduler:
+    def __init__(self, gen: Generator, *, max_queue: int = 64) -> None:
+        self.gen = gen
+        self.max_queue = max_queue
+        self.metrics = Metrics()
+        self._lock = threading.Condition()
+        self._waiting: deque[Job] = deque()
+        self._active: dict[int, Job] = {}
+        self._calls: deque[tuple[Callable[[], Any], asyncio.Future, asyncio.AbstractEventLoop]] = (
+            deque()
+        )
+        self._slot_task: list[int] = [-1] * gen.n_slots
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="specgguf-worker", daemon=True)
+
+    # -- the event loop's side ----------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread.start()
+
+    async def call(self, fn: Callable[[], Any]) -> Any:
+        """Run fn on the worker thread (between two rounds) and return its result."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        with self._lock:
+            if self._stopping:
+                raise ApiError(503, "the server is shutting down", "shutting_down")
+            self._calls.append((fn, fut, loop))
+            self._lock.notify()
+        return await fut
+
+    def submit(self, tokens: Sequence[int], params: GenParams) -> Job:
+        """Queue a generation; 503 (with Retry-After) when the queue is full."""
+        job = Job(tokens, params, asyncio.get_running_loop())
+        with self._lock:
+            if self._stopping:
+                raise ApiError(503, "the server is shutting down", "shutting_down")
+            if len(self._waiting) >= self.max_queue:
+                self.metrics.rejected += 1
+                raise ApiError(
+                    503,
+                    f"all {self.gen.n_slots} slots are busy and {len(self._waiting)} requests "
+                    "are waiting: try again later",
+                    "server_busy",
+                    retry_after=1,
+                )
+            self._waiting.append(job)
+            self.metrics.requests += 1
+            self._lock.notify()
+        return job
+
+    def cancel(self, job: Job, reason: str = "cancelled") -> None:
+        """The client is gone: drop the job from the queue, or stop it before its next round."""
+        job.cancel(reason)
+        with self._lock:
+            if job in self._waiting:
+                self._waiting.remove(job)
+            self._lock.notify()
+
+    def shutdown(self) -> None:
+        """Stop taking work and end every request (each gets its final chunk)."""
+        with self._lock:
+            self._stopping = True
+            for job in [*self._waiting, *self._active.values()]:
+                job.cancel("shutdown")
+            self._lock.notify()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    @property
+    def processing(self) -> int:
+        return len(self._active)
+
+    @property
+    def deferred(self) -> int:
+        return len(self._waiting)
+
+    def slot_states(self) -> list[dict[str, Any]]:
+        """Per slot: busy or not, the task, tokens decoded, cached tokens (for /slots)."""
+        with self._lock:
+            busy = {j.slot: j for j in self._active.values()}
+            out = []
+            for i in range(self.gen.n_slots):
+                job = busy.get(i)
+                out.append(
+                    {
+                        "id": i,
+                        "id_task": job.id if job else self._slot_task[i],
+                        "is_processing": job is not None,
+                        "n_decoded": job.n_decoded if job else 0,
+                        "n_cached": self.gen.cached_tokens(i),
+                        "params": job.params if job else None,
+                    }
+                )
+            return out
+
+    # -- the worker thread ------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not (self._calls or self._active or self._waiting or self._stopping):
+                    self._lock.wait()
+                calls = list(self._calls)
+                self._calls.clear()
+                if self._stopping:
+                    for job in self._waiting:
+                        job.cancel("shutdown")
+                        self._finish_unstarted(job)
+                    self._waiting.clear()
+                self._assign()
+                active = list(self._active.values())
+                if self._stopping and not active and not calls:
+                    return
+            for fn, fut, loop in calls:
+                self._do_call(fn, fut, loop)
+            for job in active:
+                self._step(job)
+
+    def _assign(self) -> None:
+        """Give waiting jobs the free slots (under the lock, on the worker thread): each to the
+        free slot whose KV cache shares the longest prefix with its prompt, so a conversation's
+        next turn finds its earlier turns still cached."""
+        free = [i for i in range(self.gen.n_slots) if i not in self._active]
+        while free and self._waiting:
+            job = self._waiting.popleft()
+            if job.cancelled.is_set():
+                self._finish_unstarted(job)
+                continue
+            best = max(free, key=lambda i: (self.gen.shared_prefix(i, job.tokens), -i))
+            free.remove(best)
+            job.slot = best
+            self._slot_task[best] = job.id
+            self._active[best] = job
+
+    def _do_call(self, fn, fut: asyncio.Future, loop: asyncio.AbstractEventLoop) -> None:
+        def deliver(ok: bool, value: Any) -> None:
+            if fut.done():
+                return
+            if ok:
+                fut.set_result(value)
+            else:
+                fut.set_exception(value)
+
+        try:
+            result = fn()
+            ok = True
+        except Exception as e:  # noqa: BLE001 - delivered to the awaiting handler
+            result, ok = e, False
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(deliver, ok, result)
+
+    def _step(self, job: Job) -> None:
+        """One round of one job (the prompt pass on its first)."""
+        slot = job.slot
+        assert slot is not None
+        try:
+            if job.generation is None:
+                job.generation = self.gen.generate(job.tokens, job.params, slot=slot)
+            g = job.generation
+            if job.cancelled.is_set():
+                chunk = g.finish(job.cancel_reason)
+            else:
+                try:
+                    chunk = next(g)
+                except StopIteration:
+                    chunk = Chunk([])
+            tokens = chunk.round.emitted if chunk.round is not None else []
+            job.n_decoded += len(tokens)
+            if chunk.pieces or tokens:
+                job.emit(Event("chunk", chunk, list(tokens), self._info(job, chunk)))
+            if g.done:
+                self._finish(job)
+        except SpecggufError as e:
+            self._fail(job, ApiError(500, str(e), "generation_failed"))
+        except Exception as e:  # noqa: BLE001 - a bug: the request fails, the server lives
+            self._fail(job, ApiError(500, f"internal error: {type(e).__name__}: {e}", None))
+
+    def _info(self, job: Job, chunk: Chunk) -> RoundInfo:
+        g = job.generation
+        assert g is not None
+        s = g.stats
+        rnd = chunk.round
+        policy = self.gen.policy(job.slot or 0)
+        if policy is None or g.decoder.policy is not policy:
+            policy = None  # no auto for this request
+        return RoundInfo(
+            draft_n=len(rnd.proposed) if rnd else 0,
+            draft_n_accepted=rnd.n_accepted if rnd else 0,
+            drafter=rnd.drafter if rnd else None,
+            auto_k=policy.chosen[-1] if policy is not None and policy.chosen else None,
+            predicted_n=s.predicted_n,
+            predicted_ms=round(s.predicted_ms, 3),
+            drafted_total=s.n_drafted,
+            accepted_total=s.n_accept,
+            rounds=s.rounds,
+        )
+
+    def _finish(self, job: Job) -> None:
+        g = job.generation
+        assert g is not None and job.slot is not None
+        s = g.stats
+        job.cache_n = s.cache_n
+        with self._lock:
+            m = self.metrics
+            m.prompt_tokens += s.prompt_n
+            m.prompt_ms += round(s.prompt_ms, 3)
+            m.predicted_tokens += s.predicted_n
+            m.predicted_ms += round(s.predicted_ms, 3)
+            m.cached_tokens += job.cache_n
+            m.draft_tokens += s.n_drafted
+            m.accepted_tokens += s.n_accept
+            m.drafts += s.rounds
+            for i, a in enumerate(s.position_accepted):
+                while len(m.accepted_per_pos) <= i:
+                    m.accepted_per_pos.append(0)
+                m.accepted_per_pos[i] += a
+            m.n_decode += s.rounds + s.plain_steps + (1 if s.prompt_n > 1 else 0)
+            m.n_tokens_max = max(m.n_tokens_max, self.gen.cached_tokens(job.slot))
+            del self._active[job.slot]
+        job.emit(Event("done"))
+
+    def _finish_unstarted(self, job: Job) -> None:
+        job.emit(
+            Event("error", error=ApiError(503, "the server is shutting down", "shutting_down"))
+        )
+
+    def _fail(self, job: Job, err: ApiError) -> None:
+        with self._lock:
+            if job.slot is not None and self._active.get(job.slot) is job:
+                del self._active[job.slot]
+        job.emit(Event("error", error=err))

@@ -1,0 +1,151 @@
+"""Start `specgguf serve` as a real process on 127.0.0.1 and talk to it with the standard
+library (raw HTTP, as curl would) -- the openai client is used by the tests themselves."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+START_S = 300  # model load + bind, generous on a busy 2-core machine
+FAST = ["-t", "1", "-fa", "off", "--temp", "0"]
+
+
+def env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_")}
+
+
+class Server:
+    """A `specgguf serve` process on a free port; `stop()` sends SIGTERM and returns the exit
+    status (and stderr)."""
+
+    def __init__(self, args: list[str], *, timeout: float = 60) -> None:
+        self.timeout = timeout  # seconds a request may take (a busy CPU is slow)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "specgguf_cli.app", "serve", "--port", "0", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            cwd=ROOT,
+            env=env(),
+        )
+        self.err = b""
+        self.port = self._wait_listening()
+
+    def _wait_listening(self) -> int:
+        fd = self.proc.stderr.fileno()
+        deadline = time.monotonic() + START_S
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while True:
+                m = re.search(rb"listening on http://[^:]+:(\d+)", self.err)
+                if m:
+                    return int(m.group(1))
+                left = deadline - time.monotonic()
+                if left <= 0 or self.proc.poll() is not None and not sel.select(0):
+                    self.proc.kill()
+                    raise AssertionError(f"server did not start: {self.err.decode()}")
+                if sel.select(timeout=min(left, 1.0)):
+                    chunk = os.read(fd, 65536)
+                    if not chunk and self.proc.poll() is not None:
+                        raise AssertionError(f"server exited: {self.err.decode()}")
+                    self.err += chunk
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def conn(self) -> http.client.HTTPConnection:
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        key: str | None = None,
+        raw: bytes | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, dict[str, str], Any]:
+        """(status, headers, parsed JSON or text)."""
+        c = self.conn()
+        h = {"Content-Type": "application/json", **(headers or {})}
+        if key:
+            h["Authorization"] = f"Bearer {key}"
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        c.request(method, path, body=data, headers=h)
+        r = c.getresponse()
+        payload = r.read()
+        c.close()
+        hdrs = {k.lower(): v for k, v in r.getheaders()}
+        try:
+            parsed = json.loads(payload)
+        except ValueError:
+            parsed = payload.decode("utf-8", "replace")
+        return r.status, hdrs, parsed
+
+    def post(self, path: str, body: Any, *, key: str | None = None) -> Any:
+        status, _, obj = self.request("POST", path, body, key=key)
+        assert status == 200, (status, obj)
+        return obj
+
+    def stream(self, path: str, body: Any, *, key: str | None = None):
+        """Open a streamed request; returns (connection, response) for sse_events()."""
+        c = self.conn()
+        h = {"Content-Type": "application/json"}
+        if key:
+            h["Authorization"] = f"Bearer {key}"
+        c.request("POST", path, body=json.dumps(body).encode(), headers=h)
+        r = c.getresponse()
+        assert r.status == 200, (r.status, r.read())
+        return c, r
+
+    def metrics(self, key: str | None = None) -> dict[str, float]:
+        status, _, text = self.request("GET", "/metrics", key=key)
+        assert status == 200
+        out = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, value = line.rsplit(" ", 1)
+                out[name] = float(value)
+        return out
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30) -> tuple[int, str]:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            _, err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+            raise AssertionError("server did not exit after the signal") from None
+        return self.proc.returncode, (self.err + err).decode("utf-8", "replace")
+
+
+def sse_events(resp) -> Any:
+    """Yield each `data:` payload of a server-sent event stream (JSON, or the string
+    "[DONE]")."""
+    buf = b""
+    while True:
+        line = resp.readline()
+        if not line:
+            return
+        line = line.rstrip(b"\r\n")
+        if not line:
+            if buf:
+                data = buf.decode()
+                buf = b""
+                yield data if data == "[DONE]" else json.loads(data)
+            continue
+        if line.startswith(b"data: "):
+            buf += line[6:]

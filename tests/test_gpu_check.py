@@ -1,0 +1,154 @@
+"""The GPU check's pieces, and the whole of it on tiny models with the CPU build (--cpu-smoke).
+
+No GPU is needed: the CUDA build only runs on a GPU machine, but what it builds from (the
+trimmed source), what it installs (the wheels), the models it writes and the measurements it
+makes are all exercised here.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import gpu_check  # noqa: E402
+import gpu_models  # noqa: E402
+
+# -- the synthetic models ---------------------------------------------------------------------
+
+
+def test_the_7b_shape_is_qwen25_7b_sized() -> None:
+    shape = gpu_models.SHAPES["7b"]
+    n = sum(math.prod(s) for _, s, _ in gpu_models.tensor_plan(shape, shape.n_layer))
+    assert 7.5e9 < n < 7.7e9  # Qwen2.5-7B: 7.6B parameters with its untied output head
+    draft = sum(math.prod(s) for _, s, _ in gpu_models.tensor_plan(shape, 2))
+    assert draft / n < 0.25  # embeddings + head + 2 layers
+
+
+def test_layer_scales_follow_the_wanted_agreement() -> None:
+    shape = gpu_models.SHAPES["7b"]
+    for agreement in (0.6, 0.8, 0.95):
+        d = gpu_models.Design("7b", 2, agreement)
+        s_shared, s_upper = gpu_models.layer_scales(d, shape)
+        shared, upper = 2 * s_shared**2, (shape.n_layer - 2) * s_upper**2
+        rho = math.sqrt(shared / (shared + upper))
+        assert 1 - math.acos(rho) / math.pi == pytest.approx(agreement)
+
+
+def test_draft_shares_the_targets_tensors_and_files_are_reused(tmp_path) -> None:
+    from gguf import GGUFReader
+
+    info = gpu_models.build(tmp_path, gpu_models.Design("tiny", 2, 0.8))
+    assert not info["reused"]
+    t = {x.name: np.array(x.data) for x in GGUFReader(info["target"]).tensors}
+    d = {x.name: np.array(x.data) for x in GGUFReader(info["draft"]).tensors}
+    shape = gpu_models.SHAPES["tiny"]
+    assert len([n for n in t if n.endswith("ffn_down.weight")]) == shape.n_layer
+    assert set(d) < set(t) and "blk.2.ffn_up.weight" not in d
+    for name in d:
+        assert np.array_equal(t[name], d[name]), name
+    # the layers write into the second half of the hidden state only
+    assert not t["blk.3.attn_output.weight"][: shape.n_embd // 2].any()
+    assert not t["token_embd.weight"][:, shape.n_embd // 2 :].any()
+    # the same design is not written twice; another one is
+    assert gpu_models.build(tmp_path, gpu_models.Design("tiny", 2, 0.8))["reused"]
+    assert not gpu_models.build(tmp_path, gpu_models.Design("tiny", 1, 0.8))["reused"]
+
+
+# -- trimming and wheels ----------------------------------------------------------------------
+
+
+def test_trim_keeps_what_a_cuda_build_needs_and_drops_the_rest(tmp_path) -> None:
+    top = "llama_cpp_python-0.3.36/"
+    v = "vendor/llama.cpp/"
+    kept = [
+        "llama_cpp/llama_cpp.py", "llama_cpp/lib/.keep", v + "CMakeLists.txt",
+        v + "src/llama.cpp", v + "ggml/src/ggml.c", v + "ggml/src/ggml-cuda/mmq.cu",
+        v + "ggml/src/ggml-cpu/arch/x86/quants.c", v + "ggml/include/ggml.h",
+        v + "vendor/CMakeLists.txt", v + "vendor/nlohmann/CMakeLists.txt",
+        v + "vendor/hash/sha1/sha1.c", v + "cmake/common.cmake",
+    ]  # fmt: skip
+    dropped = [
+        "llama_cpp/server/app.py", "docs/index.md", "examples/x.py", v + "models/ggml-vocab.gguf",
+        v + "ggml/src/ggml-vulkan/vk.cpp", v + "ggml/src/ggml-metal/m.m", v + "tools/server.cpp",
+        v + "tests/test.cpp", v + "vendor/nlohmann/json.hpp", v + "vendor/cpp-httplib/h.cpp",
+        v + ".git", v + "docs/build.md", v + "common/common.cpp",
+    ]  # fmt: skip
+    sdist = tmp_path / "s.tar.gz"
+    with tarfile.open(sdist, "w:gz") as tar:
+        for name in kept + dropped + ["../escape.txt"]:
+            data = b"x"
+            ti = tarfile.TarInfo(top + name if not name.startswith("..") else name)
+            ti.size = len(data)
+            tar.addfile(ti, io.BytesIO(data))
+    dest = tmp_path / "src"
+    stats = gpu_check.trim(sdist, dest)
+    got = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
+    assert got == sorted(kept) and stats["files"] == len(kept)
+    assert not (tmp_path / "escape.txt").exists()
+
+
+def _wheel(path: Path, module: str) -> None:
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr(f"{module}/__init__.py", f"NAME = {path.name!r}\n")
+
+
+def test_install_wheels_picks_what_fits_this_python(tmp_path) -> None:
+    here = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    wheels = tmp_path / "w"
+    wheels.mkdir()
+    _wheel(wheels / "purepkg-1.0-py3-none-any.whl", "purepkg")
+    _wheel(wheels / "purepkg-1.10-py3-none-any.whl", "purepkg")  # the newest one wins
+    _wheel(wheels / f"binpkg-2.0-{here}-{here}-manylinux_2_17_x86_64.whl", "binpkg")
+    _wheel(wheels / "binpkg-2.0-cp27-cp27mu-manylinux1_x86_64.whl", "binpkg_old")
+    _wheel(wheels / "macpkg-1.0-cp312-cp312-macosx_11_0_arm64.whl", "macpkg")
+    _wheel(wheels / "numpy-2.0-py3-none-any.whl", "numpy_fake")
+    site = tmp_path / "site"
+    chosen = gpu_check.install_wheels(wheels, site)
+    assert [c.split("-")[:2] for c in chosen] == [["binpkg", "2.0"], ["purepkg", "1.10"]]
+    assert "1.10" in (site / "purepkg/__init__.py").read_text()
+    assert (site / "purepkg/__init__.py").is_file() and (site / "binpkg/__init__.py").is_file()
+    assert not (site / "macpkg").exists() and not (site / "numpy_fake").exists()
+
+
+# -- the whole check on the CPU ---------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_cpu_smoke_runs_the_whole_check(tmp_path) -> None:
+    env = {**os.environ, "SPECGGUF_GPU_WORK": str(tmp_path), "PYTHON": sys.executable}
+    env.pop("OUT", None)
+    p = subprocess.run(
+        ["bash", str(ROOT / "scripts/gpu_check.sh"), "--cpu-smoke"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = p.stdout
+    assert "== specgguf GPU check (CPU smoke: tiny shapes) ==" in out
+    assert "greedy speculative text == plain: True" in out
+    assert "offload  target: all 5 layers on CPU, draft: all 3 layers on CPU" in out
+    curve = next(ln for ln in out.splitlines() if ln.startswith("  n  "))
+    assert curve.split()[1:] == [str(n) for n in range(1, 17)]
+    for label in ["none", *(f"draft-simple n_max={k}" for k in range(2, 9)), "draft-simple auto"]:
+        assert f"  {label} " in out, label
+    res = json.loads((tmp_path / "results/results.json").read_text())
+    assert len(res["cost_curve"]["pass_cost_rel"]) == 16
+    # the draft shares the target's first layers: it agrees far more often than chance
+    assert res["run"]["accept_rate"] > 0.3
+    assert {o["in_place"]["temp"] for o in res["overhead"]} == {0.0, 0.8}
+    assert (tmp_path / "results/summary.txt").read_text().strip() == out.strip()

@@ -1,0 +1,170 @@
+"""The speculative loop on a pure-numpy toy model: no llama.cpp, milliseconds per test.
+
+The toy's logits at a position depend on the WHOLE prefix its cache holds (a rolling hash of
+the tokens), so a rollback that leaves a stale token behind changes every later logit and
+shows up as output that differs from plain decoding."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from specgguf.drafters.base import Draft, Drafter
+from specgguf.engine import common_prefix_len
+from specgguf.sampling import PositionRandom, SamplerParams
+from specgguf.speculative import GenerationConfig, SpeculativeDecoder
+
+VOCAB = 48
+EOS = 0
+
+
+class ToyContext:
+    """A KVContext (specgguf.context) whose 'model' is a seeded table lookup."""
+
+    def __init__(self, n_ctx: int = 256, seed: int = 1, eos_bias: float = -4.0) -> None:
+        rng = np.random.default_rng(seed)
+        self.table = rng.normal(size=(997, VOCAB)).astype(np.float32)
+        self.table[:, EOS] += eos_bias  # EOS is rare but reachable
+        self.n_ctx = n_ctx
+        self.tokens: list[int] = []
+        self.hashes: list[int] = []  # rolling hash of the prefix ending at each position
+        self.decodes = 0
+
+    @property
+    def n_past(self) -> int:
+        return len(self.tokens)
+
+    def decode(self, tokens: Sequence[int], pos0: int, *, outputs: str = "last"):
+        assert pos0 == len(self.tokens), "the loop must decode right after what the cache holds"
+        assert pos0 + len(tokens) <= self.n_ctx
+        self.decodes += 1
+        rows = []
+        for t in tokens:
+            h = ((self.hashes[-1] if self.hashes else 7) * 31 + int(t) + 1) % 997
+            self.tokens.append(int(t))
+            self.hashes.append(h)
+            rows.append(self.table[h])
+        if outputs == "none" or not rows:
+            return None
+        return np.stack(rows if outputs == "all" else rows[-1:])
+
+    def truncate(self, n_keep: int) -> None:
+        del self.tokens[n_keep:]
+        del self.hashes[n_keep:]
+
+    def keep_prefix(self, tokens: Sequence[int]) -> int:
+        n = common_prefix_len(self.tokens, tokens)
+        self.truncate(n)
+        return n
+
+
+class NoisyOracle(Drafter):
+    """Proposes the target's own greedy continuation (computed on a private toy copy), with
+    each token replaced by a wrong one with probability `p_wrong`."""
+
+    name = "ngram-simple"
+    cheap = True
+
+    def __init__(self, p_wrong: float, max_draft: int, seed: int = 0) -> None:
+        self.p_wrong = p_wrong
+        self.max_draft = max_draft
+        self.rng = random.Random(seed)
+        self.history: list[int] = []
+
+    def begin(self, prompt: Sequence[int]) -> None:
+        self.history = list(prompt)
+
+    def observe(self, tokens: Sequence[int]) -> None:
+        self.history.extend(tokens)
+
+    def propose(self, n_max: int) -> Draft:
+        ctx = ToyContext(n_ctx=10_000)
+        ctx.decode(self.history[:-1], 0, outputs="none")
+        last, out = self.history[-1], []
+        for _ in range(n_max):
+            row = ctx.decode([last], ctx.n_past)
+            tok = int(np.argmax(row[0]))
+            if self.rng.random() < self.p_wrong:
+                tok = (tok + 1 + self.rng.randrange(VOCAB - 1)) % VOCAB
+            out.append(tok)
+            last = tok
+        return Draft(out)
+
+
+GREEDY = SamplerParams(temp=0.0)
+
+
+def run(drafters, prompt, n, *, n_ctx=256, sampler=GREEDY, seed=3, eos=-4.0):
+    target = ToyContext(n_ctx=n_ctx, eos_bias=eos)
+    dec = SpeculativeDecoder(
+        target,
+        drafters,
+        GenerationConfig(n_predict=n, n_max=8, sampler=sampler),
+        PositionRandom(seed),
+        is_eog=lambda t: t == EOS,
+    )
+    out: list[int] = []
+    for rnd in dec.generate(prompt):
+        out.extend(rnd.emitted)
+        # the rollback invariant: the cache holds the prompt and every emitted token but the
+        # last one (which the next round feeds), nothing rejected
+        assert target.tokens == [*prompt, *out][:-1] or rnd.eos
+    return out, dec
+
+
+PROMPT = [5, 9, 13, 2, 7]
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5, 8])
+@pytest.mark.parametrize("p_wrong", [0.0, 0.3, 1.0])
+def test_greedy_speculation_equals_plain_greedy(k, p_wrong):
+    plain, _ = run([], PROMPT, 60)
+    got, dec = run([NoisyOracle(p_wrong, k)], PROMPT, 60)
+    assert got == plain
+    if p_wrong == 0.0:
+        assert dec.stats.n_accept == dec.stats.n_drafted > 0  # a perfect drafter: all kept
+    if p_wrong == 1.0:
+        assert dec.stats.n_accept == 0  # every proposal wrong, every one rejected
+
+
+def test_seeded_sampling_equals_plain_sampling_whatever_was_drafted():
+    warm = SamplerParams(temp=1.1)
+    plain, _ = run([], PROMPT, 50, sampler=warm)
+    for p_wrong in (0.0, 0.5):
+        got, _ = run([NoisyOracle(p_wrong, 4)], PROMPT, 50, sampler=warm)
+        assert got == plain
+
+
+def test_eos_ends_the_text_and_is_not_part_of_it():
+    for seed in range(40):  # find a sampled run that meets EOS
+        out, dec = run([NoisyOracle(0.2, 4)], PROMPT, 200, sampler=SamplerParams(temp=1.5),
+                       seed=seed, eos=1.0)  # fmt: skip
+        if dec.stop_reason == "eos":
+            assert EOS not in out
+            plain, pdec = run([], PROMPT, 200, sampler=SamplerParams(temp=1.5), seed=seed,
+                              eos=1.0)  # fmt: skip
+            assert plain == out and pdec.stop_reason == "eos"
+            return
+    pytest.fail("no run reached EOS")
+
+
+def test_the_end_of_the_context_stops_cleanly():
+    plain, pdec = run([], PROMPT, -1, n_ctx=40)
+    got, dec = run([NoisyOracle(0.1, 8)], PROMPT, -1, n_ctx=40)
+    assert dec.stop_reason == pdec.stop_reason == "context"
+    assert got == plain and len(PROMPT) + len(got) - 1 == 40
+
+
+def test_a_second_prompt_reuses_the_cached_prefix():
+    target = ToyContext()
+    cfg = GenerationConfig(n_predict=10, n_max=4, sampler=SamplerParams(temp=0.0))
+    first = SpeculativeDecoder(target, [], cfg, PositionRandom(0), is_eog=lambda t: t == EOS)
+    out = [t for r in first.generate(PROMPT) for t in r.emitted]
+    second = SpeculativeDecoder(target, [], cfg, PositionRandom(0), is_eog=lambda t: t == EOS)
+    again = [*PROMPT, *out, 11]
+    got = [t for r in second.generate(again) for t in r.emitted]
+    assert second.stats.cache_n == len(PROMPT) + len(out) - 1
+    assert got == run([], again, 10)[0]
