@@ -19,6 +19,7 @@ from specgguf.compat import check_compatible
 from specgguf.errors import ExitCode, SpecggufError, UsageError
 from specgguf.gguf_info import GGUFInfo, MemoryEstimate, estimate_memory, read_gguf_info
 from specgguf.preflight import resolve_n_ctx
+from specgguf.vocab_overlap import vocab_overlap
 
 __all__ = ["check", "check_report", "render_report"]
 
@@ -67,10 +68,18 @@ def _model_dict(info: GGUFInfo, mem: MemoryEstimate) -> dict[str, object]:
     }
 
 
+def _mode(compatible: bool) -> str:
+    return "same-vocabulary" if compatible else "cross-vocabulary"
+
+
 def check_report(
     target_path: str, draft_path: str | None, n_ctx: int | None = None
 ) -> dict[str, object]:
     """Everything `check` prints, as plain data (the --json object).
+
+    With a draft, `mode` says how `run` will use it: "same-vocabulary" (llama.cpp's rule holds)
+    or "cross-vocabulary" (it drafts through text); `vocab_overlap` is the share of the draft's
+    tokens whose text is exactly one target token.
 
     n_ctx as `run` takes -c: None is run's default (4096, capped at the training context), 0
     the target's training context; the draft gets the same context as the target (llama.cpp
@@ -90,6 +99,8 @@ def check_report(
         "draft": None,
         "compatible": None,
         "compatibility": None,
+        "mode": None,
+        "vocab_overlap": None,
         "memory": {
             "n_ctx": n_ctx,
             "target": _memory_dict(t_mem),
@@ -103,6 +114,10 @@ def check_report(
         report["draft"] = _model_dict(draft, d_mem)
         report["compatible"] = compat.ok
         report["compatibility"] = compat.to_dict()
+        report["mode"] = _mode(compat.ok)
+        report["vocab_overlap"] = (
+            1.0 if compat.ok else round(vocab_overlap(target.vocab, draft.vocab), 4)
+        )
         report["memory"] = {
             "n_ctx": n_ctx,
             "target": _memory_dict(t_mem),
@@ -269,7 +284,12 @@ def render_report(report: dict, console: Console) -> None:
         if compat["ok"]:
             console.print("[bold green]compatible[/]: the draft can speculate for the target")
         else:
-            console.print("[bold red]not compatible[/]: llama.cpp refuses this pair")
+            console.print(
+                "[bold yellow]not compatible[/] under llama.cpp's rule: mode cross-vocabulary "
+                "(draft-simple drafts through text; --spec-vocab-strict refuses the pair); "
+                f"vocab overlap {100 * report['vocab_overlap']:.1f}% of the draft's tokens "
+                "are one target token"
+            )
             for reason in compat["reasons"]:
                 console.print(f"  - {reason}", markup=False, highlight=False)
             if compat["first_diffs"]:
@@ -323,6 +343,11 @@ def check(
         "4096, capped at the model's training context (0 = the model's)",
     ),
     json_out: bool = typer.Option(False, "--json", help="print one JSON object instead"),
+    strict: bool = typer.Option(
+        False,
+        "--spec-vocab-strict",
+        help="exit 4 when the vocabularies differ (llama.cpp's rule), as `run` then refuses",
+    ),
     n_gpu_layers: str = typer.Option(
         "auto", "-ngl", "--n-gpu-layers", "--gpu-layers", envvar="LLAMA_ARG_N_GPU_LAYERS",
         help="report where the target's layers would go with this -ngl (N, auto or all)",
@@ -349,9 +374,10 @@ def check(
 
     Reads only the file headers (and, for -ngl/-ngld, which devices this build sees: where
     each model's layers would go), and renders the target's chat template for a one-message
-    conversation within run's bounds. Exits 0 when all is well, 4 when llama.cpp would refuse
-    the pair, 5 when the chat template cannot render (it does not compile, raises, or passes
-    run's time, size or depth limits).
+    conversation within run's bounds. Reports the mode (same- or cross-vocabulary) and the
+    measured vocabulary overlap. Exits 0 when all is well, 4 with --spec-vocab-strict when
+    llama.cpp would refuse the pair, 5 when the chat template cannot render (it does not
+    compile, raises, or passes run's time, size or depth limits).
     """
     try:
         if model is None:  # like `run`: the pulled default pair, both models
@@ -375,7 +401,7 @@ def check(
         render_report(report, Console(highlight=False))
         if rpc_line:
             typer.echo(rpc_line)
-    if report["compatible"] is False:
+    if strict and report["compatible"] is False:
         raise typer.Exit(int(ExitCode.INCOMPATIBLE))
     rendered = report["target"]["chat_template_render"]
     if rendered is not None and not rendered["ok"]:

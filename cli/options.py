@@ -43,6 +43,12 @@ NMax = typer.Option(
     help="Max tokens to draft per round, or `auto` to choose 0..N_MAX_AUTO each round from "
     "measured costs and acceptance.",
 )
+SpecVocabStrict = typer.Option(
+    False,
+    "--spec-vocab-strict",
+    help="Refuse a draft model whose vocabulary differs from the target's (llama.cpp's rule, "
+    "exit 4) instead of drafting through text.",
+)
 NoAutoProfile = typer.Option(
     False,
     "--no-auto-profile",
@@ -390,6 +396,7 @@ def load_options(
     ctx_size: int | None, batch_size: int, flash_attn: str, threads: int, threads_draft: int,
     no_repack: bool, verbose: bool, kv_types: tuple[str, str, str, str] = ("f16",) * 4,
     rpc: str | None = None, device: str | None = None, device_draft: str | None = None,
+    strict_vocab: bool = False,
 ):  # fmt: skip
     """The loading flags shared by `run` and `bench`, as specgguf.session.LoadOptions."""
     from specgguf.session import LoadOptions
@@ -413,6 +420,7 @@ def load_options(
         rpc=rpc,
         device=device,
         device_draft=device_draft,
+        strict_vocab=strict_vocab,
     )
 
 

@@ -15,17 +15,24 @@ import typer
 
 def pull(
     which: list[str] = typer.Argument(
-        None, help="Models to pull: target, draft, other (default: all three)."
+        None, help="Models to pull: target, draft, other, gemma (default: target, draft, other)."
     ),
     force: bool = typer.Option(False, "--force", help="Re-download even if present and valid."),
     quiet: bool = typer.Option(False, "-q", "--quiet", help="No progress on stderr."),
 ) -> int:
-    """Download the default Qwen2.5-Coder pair (and SmolLM2) into $SPECGGUF_MODELS
-    (default ~/.cache/specgguf/models), checking each file's SHA-256 before installing it."""
+    """Download the default Qwen2.5-Coder pair and SmolLM2 (Gemma 3 270M only when named) into
+    $SPECGGUF_MODELS (default ~/.cache/specgguf/models), checking each file's SHA-256 before
+    installing it."""
     from specgguf.errors import UsageError
-    from specgguf.models import ALL_MODELS, model_path, sha256_file, sweep_leftovers
+    from specgguf.models import (
+        ALL_MODELS,
+        DEFAULT_PULL,
+        model_path,
+        sha256_file,
+        sweep_leftovers,
+    )
 
-    keys = which or list(ALL_MODELS)
+    keys = which or list(DEFAULT_PULL)
     unknown = [k for k in keys if k not in ALL_MODELS]
     if unknown:
         raise UsageError(f"unknown model {unknown[0]!r} (expected: {', '.join(ALL_MODELS)})")

@@ -86,6 +86,7 @@ def run(
     spec_type: str | None = o.SpecType,
     spec_draft_n_max: str = o.NMax,
     no_auto_profile: bool = o.NoAutoProfile,
+    spec_vocab_strict: bool = o.SpecVocabStrict,
     spec_draft_n_min: int = o.NMin,
     spec_draft_p_min: float = o.PMin,
     spec_draft_p_split: float = o.PSplit,
@@ -216,7 +217,7 @@ def run(
 
             # imports llama_cpp: not before
             from specgguf.generator import Generator, spec_options
-            from specgguf.session import Session
+            from specgguf.session import CROSS_VOCAB_NOTICE, Session
 
             draft_shown = model_draft if "draft-simple" in types else None
             with _loading(model, draft_shown, quiet, verbose):
@@ -237,6 +238,7 @@ def run(
                         rpc=rpc,
                         device=device,
                         device_draft=device_draft,
+                        strict_vocab=spec_vocab_strict,
                     ),
                     spec_options(
                         types,
@@ -247,6 +249,8 @@ def run(
                         ngram=ngram,
                     ),
                 )
+            if session.cross_vocab and not quiet:
+                print(CROSS_VOCAB_NOTICE, file=sys.stderr)
         except KeyboardInterrupt:
             # Stopped before anything was generated: a single run still reports (empty
             # statistics, the --json object) as it would have mid-generation.

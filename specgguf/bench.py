@@ -379,10 +379,16 @@ def measure_cost_curve(
     if n0:
         target.decode(list(tokens[:n0]), 0, outputs="none")
     dctx = getattr(session, "draft_ctx", None)
+    # a draft with another vocabulary reads the same text in its own tokens
+    dtoks, dfill = list(tokens), filler[:1]
+    if dctx is not None and getattr(session, "cross_vocab", False):
+        dtoks = session.draft_tokens(tokens)
+        dfill = dtoks[-1:]
+    dn0 = max(0, min(len(dtoks) - 1, dctx.n_ctx - 1)) if dctx is not None else 0
     if dctx is not None:
         dctx.truncate(0)
-        if n0:
-            dctx.decode(list(tokens[:n0]), 0, outputs="none")
+        if dn0:
+            dctx.decode(dtoks[:dn0], 0, outputs="none")
     widths = [n for n in PASS_GRID if n < widest] + [widest]
     for _ in range(max(1, reps)):
         for n in widths:
@@ -390,8 +396,8 @@ def measure_cost_curve(
             pool.target.setdefault(n, []).append(ms)
             target.truncate(n0)
         if dctx is not None:
-            pool.draft.append(_timed(lambda: dctx.decode(filler[:1], n0, outputs="last")))
-            dctx.truncate(n0)
+            pool.draft.append(_timed(lambda: dctx.decode(dfill, dn0, outputs="last")))
+            dctx.truncate(dn0)
     target.truncate(0)
     if dctx is not None:
         dctx.truncate(0)

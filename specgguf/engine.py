@@ -264,6 +264,7 @@ class Model:
         self.bos = int(ll.llama_vocab_bos(self.vocab))
         self.eos = int(ll.llama_vocab_eos(self.vocab))
         self._pieces: dict[int, bytes] = {}
+        self._special_pieces: dict[int, bytes] = {}
         self._buf = ctypes.create_string_buffer(256)
 
     def tokenize(
@@ -292,6 +293,21 @@ class Model:
             else:
                 cached = self._buf.raw[:n]
             self._pieces[token] = cached
+        return cached
+
+    def piece_special(self, token: int) -> bytes:
+        """Bytes of one token with control tokens spelled out ("<|im_end|>"): the text another
+        vocabulary must see to map a chat marker onto its own special token."""
+        cached = self._special_pieces.get(token)
+        if cached is None:
+            n = ll.llama_token_to_piece(self.vocab, token, self._buf, len(self._buf), 0, True)
+            if n < 0:
+                big = ctypes.create_string_buffer(-n)
+                n = ll.llama_token_to_piece(self.vocab, token, big, len(big), 0, True)
+                cached = big.raw[:n]
+            else:
+                cached = self._buf.raw[:n]
+            self._special_pieces[token] = cached
         return cached
 
     def is_eog(self, token: int) -> bool:

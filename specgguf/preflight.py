@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from specgguf.compat import require_compatible
+from specgguf.compat import check_compatible, require_compatible
 from specgguf.gguf_info import GGUFInfo, read_gguf_info
 
 #: The context size when -c is not given, capped at the model's training context. llama.cpp
@@ -22,14 +22,22 @@ DEFAULT_N_CTX = 4096
 class Preflight:
     target: GGUFInfo
     draft: GGUFInfo | None
+    #: the draft's vocabulary differs from the target's: it drafts through text
+    cross_vocab: bool = False
 
 
-def preflight(target: Path, draft: Path | None) -> Preflight:
+def preflight(target: Path, draft: Path | None, *, strict_vocab: bool = False) -> Preflight:
+    """Read both headers; an incompatible pair is refused (exit 4) only with `strict_vocab`
+    (--spec-vocab-strict, llama.cpp's rule), else it is marked for cross-vocabulary drafting."""
     t = read_gguf_info(target)
     d = read_gguf_info(draft) if draft is not None else None
+    cross = False
     if d is not None:
-        require_compatible(t.vocab, d.vocab)
-    return Preflight(t, d)
+        if strict_vocab:
+            require_compatible(t.vocab, d.vocab)
+        else:
+            cross = not check_compatible(t.vocab, d.vocab).ok
+    return Preflight(t, d, cross)
 
 
 def resolve_n_ctx(requested: int | None, n_ctx_train: int | None) -> tuple[int, str | None]:

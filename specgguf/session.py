@@ -13,12 +13,19 @@ from typing import Any
 
 from specgguf import devices, engine
 from specgguf.drafters.base import Drafter
+from specgguf.drafters.cross_vocab import CrossVocabDrafter
 from specgguf.drafters.draft_model import DraftModelDrafter
 from specgguf.errors import PromptError
 from specgguf.preflight import preflight, resolve_n_ctx
 from specgguf.sampling import PositionRandom, SamplerParams
 from specgguf.spec_types import NGRAM_TYPES
 from specgguf.speculative import BudgetPolicy, GenerationConfig, SpeculativeDecoder
+
+#: the one line `run` prints when the draft drafts through text
+CROSS_VOCAB_NOTICE = (
+    "note: the draft model's vocabulary differs from the target's: draft-simple drafts "
+    "through text (cross-vocabulary mode; --spec-vocab-strict refuses such a pair)"
+)
 
 
 @dataclass
@@ -42,6 +49,8 @@ class LoadOptions:
     rpc: str | None = None  # --rpc HOST:PORT,...: ggml RPC workers become devices
     device: str | None = None  # -dev: target devices (None: all, "none": no offload)
     device_draft: str | None = None  # -devd: draft devices (None: follows -dev)
+    #: --spec-vocab-strict: refuse a draft with another vocabulary (llama.cpp's rule, exit 4)
+    strict_vocab: bool = False
 
 
 @dataclass
@@ -86,7 +95,11 @@ class Session:
         engine.init_backend(load.verbose)
         engine.require_gpu_if_built_for_one()  # a CUDA build without a GPU: one line, exit 7
         need_draft = "draft-simple" in spec.types
-        self.info = preflight(load.model, load.model_draft if need_draft else None)
+        self.info = preflight(
+            load.model, load.model_draft if need_draft else None, strict_vocab=load.strict_vocab
+        )
+        #: the draft drafts through text (another vocabulary); the caller prints the notice
+        self.cross_vocab = self.info.cross_vocab
         self.load = load
         self.spec = spec
         n_ctx, ctx_warning = resolve_n_ctx(load.n_ctx, self.info.target.context_length)
@@ -187,6 +200,16 @@ class Session:
             )
         return tokens
 
+    def draft_tokens(self, tokens: list[int]) -> list[int]:
+        """The draft's tokens for the text of target `tokens` (the same ids when the two
+        vocabularies agree): what a cross-vocabulary draft reads for that sequence."""
+        if not self.cross_vocab or self.draft_model is None:
+            return list(tokens)
+        tm = self.target_model
+        body = tokens[1:] if tokens and tm.add_bos and tokens[0] == tm.bos else tokens
+        text = b"".join(tm.piece_special(t) for t in body).decode("utf-8", "replace")
+        return self.draft_model.tokenize(text, add_special=True, parse_special=True)
+
     # -- drafters -----------------------------------------------------------------------------
 
     def _drafters(
@@ -208,6 +231,18 @@ class Session:
 
                     d = ngram[t] = make_ngram_drafter(t, spec.ngram)
                 out.append(d)
+            elif t == "draft-simple" and self.cross_vocab:
+                assert draft_ctx is not None
+                out.append(
+                    CrossVocabDrafter(
+                        draft_ctx,
+                        self.target_model,
+                        n_max=spec.n_max,
+                        p_min=spec.p_min,
+                        n_min=spec.n_min,
+                        reuse_prefix=reuse_prefix,
+                    )
+                )
             elif t == "draft-simple":
                 assert draft_ctx is not None
                 probabilistic = spec.draft_sampling == "probabilistic" or (

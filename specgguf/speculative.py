@@ -41,6 +41,9 @@ class Round:
     draft_ms: float
     verify_ms: float
     target_probs: list[float] | None = None  # p(proposal) per position, only when traced
+    # a cross-vocabulary draft's translation this round (draft tokens, their text, the target
+    # tokens, translate_ms): specgguf.drafters.cross_vocab
+    translation: dict | None = None
     eos: bool = False  # an end-of-generation token ended the text in this round
 
 
@@ -148,6 +151,9 @@ class SpeculativeDecoder:
         t0 = time.perf_counter()
         drafter, draft = self._draft(limit)
         t1 = time.perf_counter()
+        translation = next(
+            (x for d in self.drafters if (x := getattr(d, "translation", None))), None
+        )
 
         logits = self.target.decode([self._last, *draft.tokens], n_past, outputs="all")
         assert logits is not None
@@ -194,6 +200,7 @@ class SpeculativeDecoder:
             draft_ms=(t1 - t0) * 1e3,
             verify_ms=(t2 - t1) * 1e3,
             target_probs=target_probs,
+            translation=translation,
             eos=eos_at is not None,
         )
         if self.policy is not None:

@@ -85,11 +85,18 @@ class RunStats:
     position_drafted: list[int] = field(default_factory=list)
     position_accepted: list[int] = field(default_factory=list)
     per_type: dict[str, DrafterStats] = field(default_factory=dict)
+    # cross-vocabulary drafting: time spent turning draft text into target tokens (and
+    # emitted target tokens back into draft tokens), part of draft_ms; rounds that translated
+    translate_ms: float = 0.0
+    translate_rounds: int = 0
 
     def add_round(self, rnd: Round) -> None:
         self.predicted_n += len(rnd.emitted)
         self.draft_ms += rnd.draft_ms
         self.verify_ms += rnd.verify_ms
+        if rnd.translation is not None:
+            self.translate_ms += float(rnd.translation.get("translate_ms", 0.0))
+            self.translate_rounds += 1
         k = len(rnd.proposed)
         if k == 0:
             self.plain_steps += 1
@@ -168,6 +175,12 @@ class RunStats:
             + (" ".join(f"{a:.3f}" for a in self.per_position_acceptance) or "-"),
             f"draft {self.draft_ms / 1e3:.3f} s, verify {self.verify_ms / 1e3:.3f} s",
         ]
+        if self.translate_rounds:
+            lines.append(
+                f"translate {self.translate_ms / 1e3:.3f} s in {self.translate_rounds} rounds "
+                f"({self.translate_ms / self.translate_rounds:.3f} ms per round; "
+                "cross-vocabulary draft, part of draft)"
+            )
         for name, s in self.per_type.items():
             lines.append(
                 f"  {name:14s} drafts {s.drafts:5d} (accepted {s.drafts_accepted:5d}), "
@@ -197,4 +210,12 @@ class RunStats:
             "verify_ms": round(self.verify_ms, 3),
             "n_draft_max": self.n_max,
             "per_type": {k: v.as_dict() for k, v in self.per_type.items()},
+            **(
+                {
+                    "translate_ms": round(self.translate_ms, 3),
+                    "translate_rounds": self.translate_rounds,
+                }
+                if self.translate_rounds
+                else {}
+            ),
         }

@@ -11,7 +11,10 @@ same verification pass: past the first rejected proposal it is conditioned on th
 prefix; null when the decoder was not built with trace_probs=True), `draft_ms`, `verify_ms`,
 and, when the writer knows the vocabulary, `proposed_text` / `emitted_text` (each token's
 text, lossy for tokens that are part of a multi-byte character). Batch and conversation runs
-add `request`/`line`/`id` or `turn` fields set with `begin()`, first in each record.
+add `request`/`line`/`id` or `turn` fields set with `begin()`, first in each record. A draft
+model with another vocabulary (cross-vocabulary mode) adds `draft_tokens` (its own ids),
+`draft_text` (their text), `translated` (the target tokens that text became) and
+`translate_ms`.
 
 The file is opened before any model is loaded, so an unwritable path costs nothing.
 """
@@ -79,6 +82,12 @@ class TraceWriter:
         if self.piece is not None:
             rec["proposed_text"] = self._texts(rnd.proposed)
             rec["emitted_text"] = self._texts(rnd.emitted)
+        x = rnd.translation
+        if x is not None:
+            rec["draft_tokens"] = list(x["draft_tokens"])
+            rec["draft_text"] = list(x["draft_text"])
+            rec["translated"] = list(x["target_tokens"])
+            rec["translate_ms"] = round(float(x["translate_ms"]), 3)
         return rec
 
     def write(self, rnd: Round) -> None:

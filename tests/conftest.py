@@ -40,3 +40,10 @@ def _private_profiles(tmp_path_factory, monkeypatch):
     """Every test gets its own machine-profile folder ($SPECGGUF_PROFILES): an `auto` run in
     one test must not seed another, nor write into the developer's home."""
     monkeypatch.setenv("SPECGGUF_PROFILES", str(tmp_path_factory.mktemp("profiles")))
+
+
+@pytest.fixture(scope="session")
+def tiny_xvocab(tiny_models_dir):
+    """A draft with a second tokenizer (other merges, a token that splits "é", control tokens
+    at other ids) and the target's weights: cross-vocabulary drafting's test pair."""
+    return build_tiny_model(tiny_models_dir / "xvocab.gguf", seed=TARGET_SEED, vocab="xvocab")

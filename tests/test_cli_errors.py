@@ -209,20 +209,27 @@ def test_check_refuses_a_bad_draft(cli, bad_files, tiny_target, kind):
 # -- incompatible pair ------------------------------------------------------------------------
 
 
-def test_run_refuses_an_incompatible_pair(cli, tiny_target, tiny_other_vocab):
-    result = cli(*run_args(tiny_target, "-p", "hi", draft=tiny_other_vocab))
+def test_run_refuses_an_incompatible_pair_when_strict(cli, tiny_target, tiny_other_vocab):
+    # without --spec-vocab-strict such a pair drafts through text (tests/test_cross_vocab.py)
+    result = cli(*run_args(tiny_target, "-p", "hi", "--spec-vocab-strict", draft=tiny_other_vocab))
     assert_one_line(result, ExitCode.INCOMPATIBLE, "not compatible", "id 5")
 
 
 def test_check_reports_an_incompatible_pair(cli, tiny_target, tiny_other_vocab):
     code, out, err = cli("check", "-m", tiny_target, "-md", tiny_other_vocab)
-    assert code == ExitCode.INCOMPATIBLE
-    assert "not compatible" in out
+    assert code == 0  # usable: cross-vocabulary mode
+    assert "not compatible" in out and "cross-vocabulary" in out
     assert err.strip() == "" and "Traceback" not in err
     code, out, err = cli("check", "-m", tiny_target, "-md", tiny_other_vocab, "--json")
+    assert code == 0
+    assert json.loads(out)["compatible"] is False
+    assert json.loads(out)["mode"] == "cross-vocabulary"
+    assert err.strip() == ""
+    code, out, err = cli(
+        "check", "-m", tiny_target, "-md", tiny_other_vocab, "--json", "--spec-vocab-strict"
+    )
     assert code == ExitCode.INCOMPATIBLE
     assert json.loads(out)["compatible"] is False
-    assert err.strip() == ""
 
 
 # -- prompts ----------------------------------------------------------------------------------

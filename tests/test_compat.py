@@ -252,13 +252,16 @@ def test_cli_check_incompatible_pair(tmp_path, app):
     d = write_gguf(tmp_path / "d.gguf", tokenizer_model="gpt2")
     runner = _runner()
     result = runner.invoke(app, ["check", "-m", str(t), "--spec-draft-model", str(d), "--json"])
-    assert result.exit_code == ExitCode.INCOMPATIBLE
+    assert result.exit_code == 0  # cross-vocabulary mode: usable, exit 4 only when strict
     report = json.loads(result.stdout)
     assert report["compatible"] is False
+    assert report["mode"] == "cross-vocabulary"
     assert report["compatibility"]["reasons"][0].startswith("vocab types differ")
     human = runner.invoke(app, ["check", "-m", str(t), "--model-draft", str(d)])
-    assert human.exit_code == ExitCode.INCOMPATIBLE
+    assert human.exit_code == 0
     assert "not compatible" in human.stdout and "vocab types differ" in human.stdout
+    strict = runner.invoke(app, ["check", "-m", str(t), "-md", str(d), "--spec-vocab-strict"])
+    assert strict.exit_code == ExitCode.INCOMPATIBLE
 
 
 def test_cli_check_single_model_human(tmp_path, app):
@@ -291,4 +294,11 @@ def test_real_qwen_pair_compatible_and_smollm_not(app):
     ok = runner.invoke(app, ["check", "-m", str(QWEN_15), "-md", str(QWEN_05), "--json"])
     assert ok.exit_code == 0 and json.loads(ok.stdout)["compatible"] is True
     bad = runner.invoke(app, ["check", "-m", str(QWEN_15), "-md", str(SMOLLM), "--json"])
-    assert bad.exit_code == ExitCode.INCOMPATIBLE
+    assert bad.exit_code == 0
+    report = json.loads(bad.stdout)
+    assert report["mode"] == "cross-vocabulary"
+    assert 0.3 < report["vocab_overlap"] < 1.0  # both byte-level BPE, much shared
+    strict = runner.invoke(
+        app, ["check", "-m", str(QWEN_15), "-md", str(SMOLLM), "--spec-vocab-strict"]
+    )
+    assert strict.exit_code == ExitCode.INCOMPATIBLE

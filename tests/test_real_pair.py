@@ -130,8 +130,8 @@ def test_default_auto_learns_this_machine_and_never_drafts_where_it_cannot_pay()
 
 
 @pytest.mark.skipif(not is_present(OTHER), reason="run `specgguf pull other` first")
-def test_incompatible_pair_is_refused_before_loading():
-    cmd = specgguf_run("-md", str(model_path(OTHER)), "-p", "x", "-n", "4")
+def test_incompatible_pair_is_refused_before_loading_when_strict():
+    cmd = specgguf_run("-md", str(model_path(OTHER)), "-p", "x", "-n", "4", "--spec-vocab-strict")
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     assert res.returncode == 4
     lines = res.stderr.strip().splitlines()

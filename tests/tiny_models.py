@@ -9,6 +9,12 @@ llama.cpp loads and runs in milliseconds:
   No BOS is added on tokenisation.
 * ``vocab="other"``: the same layout with the byte tokens rotated, so token texts differ
   for ids >= 5 and llama.cpp's draft/target compatibility check fails.
+* ``vocab="xvocab"``: a second tokenizer of the same size for cross-vocabulary drafting: the
+  same byte tokens, other merges (among them " \xc3", which splits "é" and other two-byte
+  characters across tokens, and merges that cross the target's token boundaries) and the
+  control tokens in another order (so their ids differ). Built with the target's seed and no
+  noise it shares the target's weights row for row, so its drafts agree with the target where
+  both spell text the same way and disagree elsewhere.
 * weights: Gaussian from ``numpy.random.default_rng(seed)``. Residual channel 0 is a constant
   "bias" channel (set in every embedding row, never written by the layers) through which
   the output rows of the control tokens (and, with ``ascii_only``, of the non-printable and
@@ -53,7 +59,16 @@ MERGES: tuple[tuple[str, str], ...] = (
     ("Ġ", "w"), ("e", "s"), ("i", "s"), ("Ġ", "o"), ("i", "t"), ("a", "n"),
     ("Ġ", "c"), ("e", "d"), ("in", "g"), ("Ġ", "b"), ("Ġ", "f"), ("Ġ", "i"),
 )  # fmt: skip
+#: the second tokenizer's merges (vocab="xvocab"): same count, other pairs
+XMERGES: tuple[tuple[str, str], ...] = (
+    ("Ġ", "Ã"), ("t", "h"), ("th", "e"), ("Ġ", "the"), ("e", "n"), ("a", "n"),
+    ("an", "d"), ("Ġ", "and"), ("o", "u"), ("r", "e"), ("Ġ", "re"), ("Ã", "©"),
+    ("e", "r"), ("er", "s"), ("o", "n"), ("on", "e"), ("Ġ", "one"), ("Ġ", "o"),
+    ("l", "l"), ("e", "s"), ("Ġ", "d"), ("Ġ", "m"), ("a", "t"), ("Ġ", "p"),
+)  # fmt: skip
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+#: vocab="xvocab" keeps its control tokens in this order
+XSPECIAL_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|im_start|>")
 N_BYTE_TOKENS = 256
 N_VOCAB = N_BYTE_TOKENS + len(MERGES) + len(SPECIAL_TOKENS)
 ENDOFTEXT_ID = N_BYTE_TOKENS + len(MERGES)
@@ -86,7 +101,7 @@ def byte_to_unicode() -> dict[int, str]:
 
 def _byte_order(vocab: str) -> list[int]:
     """byte_order[i] = the byte that token id i stands for (i < 256)."""
-    if vocab == "bytes":
+    if vocab in ("bytes", "xvocab"):
         return list(range(256))
     if vocab == "other":
         return [(b + 7) % 256 for b in range(256)]
@@ -97,11 +112,13 @@ def vocab_tokens(vocab: str = "bytes") -> tuple[list[str], list[int], list[str]]
     """(token texts, token types, merges) of the tiny BPE vocab."""
     b2u = byte_to_unicode()
     byte_order = _byte_order(vocab)
-    tokens = [b2u[b] for b in byte_order] + [a + b for a, b in MERGES] + list(SPECIAL_TOKENS)
-    types = [_TOKEN_TYPE_NORMAL] * (N_BYTE_TOKENS + len(MERGES)) + [_TOKEN_TYPE_CONTROL] * len(
-        SPECIAL_TOKENS
+    pairs = XMERGES if vocab == "xvocab" else MERGES
+    specials = XSPECIAL_TOKENS if vocab == "xvocab" else SPECIAL_TOKENS
+    tokens = [b2u[b] for b in byte_order] + [a + b for a, b in pairs] + list(specials)
+    types = [_TOKEN_TYPE_NORMAL] * (N_BYTE_TOKENS + len(pairs)) + [_TOKEN_TYPE_CONTROL] * len(
+        specials
     )
-    merges = [f"{a} {b}" for a, b in MERGES]
+    merges = [f"{a} {b}" for a, b in pairs]
     assert len(tokens) == N_VOCAB and len(set(tokens)) == N_VOCAB
     return tokens, types, merges
 
@@ -143,6 +160,12 @@ def _raw_weights(
     return w
 
 
+def special_ids(vocab: str = "bytes") -> dict[str, int]:
+    """Ids of the control tokens in a tiny vocab, by text."""
+    specials = XSPECIAL_TOKENS if vocab == "xvocab" else SPECIAL_TOKENS
+    return {t: N_BYTE_TOKENS + len(MERGES) + i for i, t in enumerate(specials)}
+
+
 def _apply_structure(
     w: dict[str, np.ndarray],
     *,
@@ -150,6 +173,7 @@ def _apply_structure(
     bias_channel: float,
     eos_logit_bias: float,
     suppressed_ids: list[int],
+    vocab: str = "bytes",
 ) -> None:
     """Bias channel 0 (constant in embeddings, never written by layers) + control-token rows."""
     emb = w["token_embd.weight"]
@@ -162,9 +186,10 @@ def _apply_structure(
     out = w["output.weight"]
     out[:, 0] = 0.0
     out[suppressed_ids, 0] = SUPPRESSED_LOGIT_BIAS
-    for tid in (ENDOFTEXT_ID, IM_START_ID, IM_END_ID):
+    ids = special_ids(vocab)
+    for text, tid in ids.items():
         out[tid, :] = 0.0
-        out[tid, 0] = eos_logit_bias if tid == EOS_ID else SUPPRESSED_LOGIT_BIAS
+        out[tid, 0] = eos_logit_bias if text == "<|im_end|>" else SUPPRESSED_LOGIT_BIAS
 
 
 def _is_plain_ascii(b: int) -> bool:
@@ -224,6 +249,7 @@ def build_tiny_model(
         bias_channel=1.0,
         eos_logit_bias=eos_logit_bias,
         suppressed_ids=suppressed,
+        vocab=vocab,
     )
 
     tokens, types, merges = vocab_tokens(vocab)
@@ -247,10 +273,11 @@ def build_tiny_model(
     writer.add_token_list(tokens)
     writer.add_token_types(types)
     writer.add_token_merges(merges)
-    writer.add_bos_token_id(BOS_ID)
-    writer.add_eos_token_id(EOS_ID)
-    writer.add_eot_token_id(EOT_ID)
-    writer.add_pad_token_id(ENDOFTEXT_ID)
+    ids = special_ids(vocab)
+    writer.add_bos_token_id(ids["<|endoftext|>"])
+    writer.add_eos_token_id(ids["<|im_end|>"])
+    writer.add_eot_token_id(ids["<|im_end|>"])
+    writer.add_pad_token_id(ids["<|endoftext|>"])
     writer.add_add_bos_token(False)
     writer.add_add_eos_token(False)
     if chat_template is not None:

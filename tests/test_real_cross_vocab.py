@@ -1,0 +1,75 @@
+"""SmolLM2-135M (another vocabulary) drafting for Qwen2.5-Coder-1.5B through text (select with
+`-m real`; needs `specgguf pull`). Greedy text must be plain decoding's, allowing only a
+divergence at a near-tie of the target's two best tokens (a wide pass and a 1-token pass
+round differently on CPU builds, as for the same-vocabulary pair), and the target must accept
+some of the translated drafts on code and on chat."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specgguf.models import OTHER, TARGET, is_present, model_path
+from specgguf.sampling import SamplerParams
+from specgguf.session import LoadOptions, Session, SpecOptions
+
+pytestmark = [
+    pytest.mark.real,
+    pytest.mark.skipif(
+        not (is_present(TARGET) and is_present(OTHER)), reason="run `specgguf pull` first"
+    ),
+]
+
+PROMPTS = {
+    "code": "def quicksort(arr):",
+    "chat": (
+        "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+        "<|im_start|>user\nExplain in two sentences what a hash table is.<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    ),
+}
+NEAR_TIE = 0.25  # logits, as in test_real_pair
+GREEDY = SamplerParams(temp=0.0)
+
+
+@pytest.fixture(scope="module")
+def sessions():
+    load = LoadOptions(model=model_path(TARGET), model_draft=model_path(OTHER), n_ctx=1024)
+    plain = Session(load, SpecOptions(types=[]))
+    spec = Session(load, SpecOptions(types=["draft-simple"], n_max=4))
+    assert spec.cross_vocab
+    yield plain, spec
+    spec.close()
+    plain.close()
+
+
+def greedy(session: Session, tokens: list[int], n: int):
+    dec = session.decoder(GREEDY, n, 0)
+    out: list[int] = []
+    for rnd in dec.generate(tokens):
+        out.extend(rnd.emitted)
+    return out, dec.stats
+
+
+@pytest.mark.parametrize("kind", sorted(PROMPTS))
+def test_smollm_drafts_for_qwen_losslessly(sessions, kind):
+    plain, spec = sessions
+    tokens = plain.tokenize(PROMPTS[kind])
+    ref, _ = greedy(plain, tokens, 48)
+    got, stats = greedy(spec, tokens, 48)
+    print(
+        f"\n{kind}: accept {100 * stats.accept_rate:.1f}% of {stats.n_drafted} drafted, "
+        f"mean acceptance length {stats.mean_acceptance_length:.2f}, "
+        f"translate {stats.translate_ms / max(1, stats.translate_rounds):.2f} ms per round"
+    )
+    assert stats.n_drafted > 0 and stats.n_accept > 0
+    if got == ref:
+        return
+    i = next(k for k, (x, y) in enumerate(zip(ref, got, strict=False)) if x != y)
+    plain.target.truncate(0)
+    row = np.array(plain.target.decode(tokens + ref[:i], 0, outputs="last")[0])
+    a, b = (int(x) for x in np.argsort(-row)[:2])
+    gap = float(row[a] - row[b])
+    print(f"first divergence at token {i}: {ref[i]} vs {got[i]}, top-2 {a}/{b}, gap {gap:.4f}")
+    assert {ref[i], got[i]} == {a, b}, "divergence is not between the target's top two"
+    assert gap < NEAR_TIE, f"divergence at a clear winner (gap {gap:.3f}): a real bug"
