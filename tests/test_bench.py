@@ -341,8 +341,14 @@ def test_bench_cli_json(tiny_target, tiny_draft, capsys):
     assert obj["greedy"] is True and obj["n_predict"] == 8
     rec = obj["recommendation"]
     assert rec["command"].startswith(f"specgguf run -m {tiny_target} -md {tiny_draft}")
-    ratios = [c["ratio_to_plain"]["median"] for c in obj["configs"][1:]]
-    assert rec["speculate"] == (max(ratios) > 1.0 + MARGIN)
+    # (a pair whose run got too little CPU on a busy machine has no ratio: see STARVED)
+    # and an auto row that never drafted is plain decoding, never recommended (IDLE_MEAN_K)
+    ratios = [
+        c["ratio_to_plain"]["median"]
+        for c in obj["configs"][1:]
+        if c["ratio_to_plain"] and not (c["auto"] and c["auto"]["mean_k"] < 0.05)
+    ]
+    assert rec["speculate"] == (bool(ratios) and max(ratios) > 1.0 + MARGIN)
     assert err == ""  # no progress bar when stderr is not a terminal
 
 
@@ -397,7 +403,9 @@ def test_ctrl_c_reports_the_runs_that_finished(tiny_target, monkeypatch):
         session.close()
     assert result.interrupted
     assert [len(result.runs[c]) for c in result.configs] == [2, 1]
-    assert result.rows[1].ratio is not None  # the finished pair is reported
+    # the finished pair is reported (or, if one of its two tiny runs got too little CPU on a
+    # busy machine, counted as stalled: either way it was kept, not lost to the Ctrl-C)
+    assert result.rows[1].ratio is not None or result.rows[1].stalled_pairs == 1
     assert to_json(result, recommend(result.rows))["interrupted"] is True
 
 
