@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Fresh machine to first completion: set up, pull the default Qwen2.5-Coder pair (1.5B target,
-# 0.5B draft) and generate with the default settings: draft-simple with --spec-draft-n-max
-# auto, which drafts where that pays on this machine and decodes plainly where it cannot;
-# statistics and auto's choices on stderr.
+# 0.5B draft) and generate with the default settings: ngram-map-k and draft-simple under
+# --spec-draft-n-max auto, which drafts where that pays on this machine and decodes plainly
+# where it cannot; statistics and auto's choices on stderr.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=${SPECGGUF_VENV:-$ROOT/.venv}
