@@ -6,11 +6,11 @@ costs. In units of one plain target step (a 1-token pass), a round with k propos
     C(k) = draft * k + verify(k)         (verify(0) = 1: a plain step, no drafting)
 
 and emits E(k) = 1 + a1 + a1*a2 + ... + a1*...*ak tokens, where a_i is the probability that
-proposal i is accepted given that proposals 1..i-1 were (speculative-decoding.md, "Expected
-gain"; constant a gives (1 - a^(k+1)) / (1 - a)). The speedup over plain decoding is
+proposal i is accepted given that proposals 1..i-1 were (the expected gain of speculative
+sampling; constant a gives (1 - a^(k+1)) / (1 - a)). The speedup over plain decoding is
 E(k) / C(k); `best_k` picks the k in 0..n_max that maximises it, and k = 0 (do not speculate)
 whenever nothing beats 1. On a GPU verify(k) is ~1 and drafts are cheap, so long drafts win; on
-the 2-core CPUs of measured-here.md (draft 0.5, verify(1) 1.5, verify(3) 1.8) they rarely do.
+a 2-core CPU (draft step 0.5, verify(1) 1.5, verify(3) 1.8 plain steps) they rarely do.
 
 `AdaptivePolicy` is the speculative loop's budget policy (specgguf.speculative): it learns
 verify(k) and the per-token draft cost from the rounds' own timings, acceptance per drafter and

@@ -17,7 +17,7 @@ from specgguf.adaptive import (
     worth_continuing,
 )
 
-# measured-here.md: the 1.5B target's k-token pass relative to 1 token, on 2 cores
+# the 1.5B target's k-token pass relative to 1 token, measured on a 2-core CPU
 CPU_CURVE = (1.0, 1.5, 1.8, 1.6, 2.0, 2.15, 2.3, 2.55, 2.8)
 FLAT_CURVE = tuple(1.0 + 0.03 * k for k in range(9))  # a memory-bound GPU
 

@@ -2,7 +2,7 @@
 
 Greedy speculative output must equal greedy `--spec-type none` output. On CPU builds a
 (K+1)-token pass and a 1-token pass use different kernels and round differently, so the
-two may part ways where the target's two best tokens are nearly tied (measured-here.md). The
+two may part ways where the target's two best tokens are nearly tied. The
 test accepts a divergence only if it is such a near-tie, and prints what it found.
 """
 
