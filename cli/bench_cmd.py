@@ -145,9 +145,9 @@ def bench(
         to_json,
         total_steps,
     )
+    from specgguf.core.sampling import SamplerParams
+    from specgguf.drafters.spec_types import PRIORITY
     from specgguf.errors import UsageError
-    from specgguf.sampling import SamplerParams
-    from specgguf.spec_types import PRIORITY
 
     if list_devices:
         return o.list_devices(rpc)
@@ -201,7 +201,7 @@ def bench(
     prompts = load_prompts(prompt, file, classes, per_class)
     o.check_lookup_caches([t for c in configs for t in c.types], ngram)
 
-    from specgguf.session import Session, SpecOptions, resolve_seed
+    from specgguf.backend.session import Session, SpecOptions, resolve_seed
 
     all_types = sorted({t for c in configs for t in c.types}, key=PRIORITY.index)
     session = Session(
@@ -223,7 +223,7 @@ def bench(
     if not quiet:
         for warning in session.warnings:
             print(f"warning: {warning}", file=sys.stderr)
-    from specgguf.devices import placement_line
+    from specgguf.backend.devices import placement_line
 
     placed = placement_line(session.placement)
     if placed and not quiet:

@@ -15,11 +15,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from specgguf.compat import check_compatible
+from specgguf.backend.compat import check_compatible
+from specgguf.backend.gguf_info import GGUFInfo, MemoryEstimate, estimate_memory, read_gguf_info
+from specgguf.backend.preflight import resolve_n_ctx
+from specgguf.backend.vocab_overlap import vocab_overlap
 from specgguf.errors import ExitCode, SpecggufError, UsageError
-from specgguf.gguf_info import GGUFInfo, MemoryEstimate, estimate_memory, read_gguf_info
-from specgguf.preflight import resolve_n_ctx
-from specgguf.vocab_overlap import vocab_overlap
 
 __all__ = ["check", "check_report", "render_report"]
 
@@ -136,8 +136,8 @@ def template_check(info: GGUFInfo, n_ctx: int) -> dict[str, object] | None:
     use at this context size. None without a template; {"ok": False, "error": ...} when it
     does not compile or cannot render in bounds (time, size, depth), so a hostile or broken
     template is found before `run --chat` meets it."""
-    from specgguf.chat import ChatTemplateError, template_for
-    from specgguf.template_bounds import TemplateLimits
+    from specgguf.io.chat import ChatTemplateError, template_for
+    from specgguf.io.template_bounds import TemplateLimits
 
     if not info.chat_template:
         return None
@@ -162,15 +162,14 @@ def template_check(info: GGUFInfo, n_ctx: int) -> dict[str, object] | None:
 
 def offload_report(report: dict, n_gpu_layers: str, n_gpu_layers_draft: str) -> dict:
     """Where -ngl / -ngld would put each model's layers with this build and these devices
-    (llama.cpp's rule, specgguf.offload), from the layer counts in the headers: nothing is
+    (llama.cpp's rule, specgguf.backend.offload), from the layer counts in the headers: nothing is
     loaded. A build that cannot say (llama-cpp-python missing, a GPU build without its GPU)
     gets a `note` instead of failing the check."""
-    from specgguf.offload import describe_placement
+    from specgguf.backend.offload import describe_placement
 
     out: dict[str, object] = {"target": None, "draft": None, "note": None}
     try:
-        from specgguf import engine
-
+        from specgguf.backend import engine
         engine.require_gpu_if_built_for_one()
         devices = engine.backend_devices()
         for role, flag in (("target", n_gpu_layers), ("draft", n_gpu_layers_draft)):
@@ -188,7 +187,7 @@ def offload_report(report: dict, n_gpu_layers: str, n_gpu_layers_draft: str) -> 
 def _rpc_placement(report: dict, rpc, device, device_draft, ngl: str, ngld: str) -> str | None:
     """--rpc/-dev/-devd: the workers are probed and each model's layer placement predicted
     (llama.cpp's split rule); added to the report as "rpc" and returned as one "rpc:" line."""
-    from specgguf import devices, engine
+    from specgguf.backend import devices, engine
 
     layers = {r: (report[r] or {}).get("block_count") for r in ("target", "draft")}
     gl = {"target": engine.parse_gpu_layers(ngl), "draft": engine.parse_gpu_layers(ngld)}
@@ -381,7 +380,7 @@ def check(
     """
     try:
         if model is None:  # like `run`: the pulled default pair, both models
-            from specgguf.models import require_default_pair
+            from specgguf.backend.models import require_default_pair
 
             target, default_draft = require_default_pair()
             model, model_draft = str(target), model_draft or str(default_draft)

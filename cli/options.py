@@ -7,8 +7,8 @@ from pathlib import Path
 
 import typer
 
+from specgguf.drafters.spec_types import AUTO_DEFAULT_NGRAM
 from specgguf.errors import UsageError, open_user_file
-from specgguf.spec_types import AUTO_DEFAULT_NGRAM
 
 Model = typer.Option(
     None,
@@ -197,7 +197,7 @@ CacheTypeVDraft = typer.Option(
 
 def validate_cache_types(**flags: str) -> None:
     """llama.cpp's kv_cache_types; checked before any model is loaded."""
-    from specgguf.ggml_types import KV_CACHE_TYPES
+    from specgguf.backend.ggml_types import KV_CACHE_TYPES
 
     for flag, value in flags.items():
         if value not in KV_CACHE_TYPES:
@@ -385,7 +385,7 @@ def resolve_models(model: Path | None, model_draft: Path | None) -> tuple[Path, 
     """No -m: the pulled default pair, draft included (exit 6 with a hint when not pulled)."""
     if model is not None:
         return model, model_draft
-    from specgguf.models import require_default_pair
+    from specgguf.backend.models import require_default_pair
 
     target, default_draft = require_default_pair()
     return target, model_draft or default_draft
@@ -398,8 +398,8 @@ def load_options(
     rpc: str | None = None, device: str | None = None, device_draft: str | None = None,
     strict_vocab: bool = False,
 ):  # fmt: skip
-    """The loading flags shared by `run` and `bench`, as specgguf.session.LoadOptions."""
-    from specgguf.session import LoadOptions
+    """The loading flags shared by `run` and `bench`, as specgguf.backend.session.LoadOptions."""
+    from specgguf.backend.session import LoadOptions
 
     return LoadOptions(
         model=model,
@@ -426,8 +426,7 @@ def load_options(
 
 def list_devices(rpc: str | None) -> int:
     """--list-devices: llama.cpp's listing, after registering --rpc workers; exits 0."""
-    from specgguf import devices
-
+    from specgguf.backend import devices
     if rpc:
         devices.add_rpc_servers(rpc)
     print(devices.format_device_list())

@@ -5,7 +5,7 @@ Three ways in, one loaded Session:
 * one prompt (-p, -f or stdin): text on stdout (or one --json object), llama.cpp's report on
   stderr. With --chat (default with the pulled instruct pair) it is sent as one user message
   through the target's chat template.
-* --jsonl: JSON Lines from -f or stdin, one JSON object out per line, in order (specgguf.batch).
+* --jsonl: JSON Lines from -f or stdin, one JSON object out per line, in order (specgguf.io.batch).
 * -cnv/--conversation: an interactive chat, one user turn per stdin line (a line ending in "\\"
   continues on the next). Each turn re-renders the whole conversation; the decoder's prefill
   keeps what the KV caches already hold of it, so a turn evaluates only its new tokens.
@@ -24,7 +24,7 @@ import typer
 from specgguf_cli import options as o
 
 from specgguf import interrupts
-from specgguf.output import write_stdout
+from specgguf.io.output import write_stdout
 
 Color = typer.Option(
     "auto",
@@ -133,9 +133,9 @@ def run(
     With no -m, uses the pulled default pair (Qwen2.5-Coder 1.5B target, 0.5B draft) and
     draft-simple. A draft model given with -md and no --spec-type selects draft-simple.
     """
+    from specgguf.core.sampling import SamplerParams
+    from specgguf.drafters.spec_types import AUTO_N_MAX_CAP, parse_spec_types
     from specgguf.errors import UsageError
-    from specgguf.sampling import SamplerParams
-    from specgguf.spec_types import AUTO_N_MAX_CAP, parse_spec_types
 
     if list_devices:
         return o.list_devices(rpc)
@@ -207,17 +207,17 @@ def run(
                 text = o.read_prompt(prompt, file)
             template_src = None
             if chat_template_file is not None:
-                from specgguf.chat import read_template_file
+                from specgguf.io.chat import read_template_file
 
                 template_src = read_template_file(chat_template_file)
             if trace is not None:
-                from specgguf.trace import TraceWriter
+                from specgguf.io.trace import TraceWriter
 
                 tracer = TraceWriter.open(trace)
 
             # imports llama_cpp: not before
+            from specgguf.backend.session import CROSS_VOCAB_NOTICE, Session
             from specgguf.generator import Generator, spec_options
-            from specgguf.session import CROSS_VOCAB_NOTICE, Session
 
             draft_shown = model_draft if "draft-simple" in types else None
             with _loading(model, draft_shown, quiet, verbose):
@@ -255,7 +255,7 @@ def run(
             # Stopped before anything was generated: a single run still reports (empty
             # statistics, the --json object) as it would have mid-generation.
             if not jsonl and not conversation:
-                from specgguf.stats import RunStats
+                from specgguf.core.stats import RunStats
 
                 n_max_shown = n_max if n_max is not None else AUTO_N_MAX_CAP
                 stats = RunStats(n_max=n_max_shown if types else 0)
@@ -297,7 +297,7 @@ def run(
                 return _run_batch(ctx, lines, use_chat=use_chat)
             colored = _color_enabled(color_mode, json_out)
             if colored and not quiet:
-                from specgguf.output import LEGEND
+                from specgguf.io.output import LEGEND
 
                 print(LEGEND, file=sys.stderr)
             if conversation:
@@ -324,7 +324,7 @@ def run(
 
 def _print_placement(session, quiet: bool) -> None:
     """With --rpc/-dev/-devd: one "rpc: ..." line saying where each model's layers are."""
-    from specgguf.devices import placement_line
+    from specgguf.backend.devices import placement_line
 
     line = placement_line(session.placement)
     if line and not quiet:
@@ -418,7 +418,7 @@ class _Run:
 def _run_single(run: _Run, text: str, *, use_chat: bool, json_out: bool, color: bool) -> int:
     """One prompt. A signal at any point (template, prompt evaluation, generation) still ends
     in the statistics and the --json object, with what was generated so far."""
-    from specgguf.stats import RunStats
+    from specgguf.core.stats import RunStats
 
     gen = run.gen
     generation = None
@@ -478,9 +478,9 @@ def _run_batch(run: _Run, lines, *, use_chat: bool) -> int:
     override the command line's."""
     from dataclasses import replace
 
-    from specgguf.batch import BatchCounts, run_batch
+    from specgguf.core.stats import RunStats, format_rate
     from specgguf.generator import GenParams
-    from specgguf.stats import RunStats, format_rate
+    from specgguf.io.batch import BatchCounts, run_batch
 
     gen = run.gen
     total = RunStats(n_max=gen.session.spec.n_max)
@@ -563,8 +563,8 @@ def _run_conversation(run: _Run, first: str | None, *, color: bool) -> int:
     re-rendered every turn, and only what the KV cache does not hold yet is evaluated (the
     new turn, plus the assistant's last tokens). Ctrl-C stops the current answer (kept, as
     said so far); Ctrl-C at the prompt ends the conversation with exit status 130."""
+    from specgguf.core.stats import format_rate
     from specgguf.errors import PromptError
-    from specgguf.stats import format_rate
 
     interactive = bool(sys.stdin) and sys.stdin.isatty() and sys.stdout.isatty()
     gen = run.gen
@@ -624,11 +624,11 @@ class GenerationResult:
 
 def stream_generation(generation, *, json_out: bool, color: bool = False, trace=None):
     """Step the Generation, writing each round's text as soon as it is accepted (and each round
-    to `trace`, a specgguf.trace.TraceWriter, when given).
+    to `trace`, a specgguf.io.trace.TraceWriter, when given).
 
     Ctrl-C stops generation, keeps what was already written, and reports "interrupted".
     """
-    from specgguf.output import TextStream
+    from specgguf.io.output import TextStream
 
     stream = TextStream(None if json_out else sys.stdout, color=color)
     try:

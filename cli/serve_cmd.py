@@ -115,8 +115,8 @@ def serve(
 
     With no -m, serves the pulled default pair (Qwen2.5-Coder 1.5B + 0.5B draft).
     """
+    from specgguf.drafters.spec_types import parse_spec_types
     from specgguf.errors import ExitCode, SpecggufError, UsageError
-    from specgguf.spec_types import parse_spec_types
 
     o.validate(
         n_predict=n_predict,
@@ -164,19 +164,19 @@ def serve(
     )
     template_src = None
     if chat_template_file is not None:
-        from specgguf.chat import read_template_file
+        from specgguf.io.chat import read_template_file
 
         template_src = read_template_file(chat_template_file)
     from specgguf.server.runner import bind
 
     bind(host, port).close()  # a port in use fails now, not after the weights are read
 
+    from specgguf.backend.session import Session
+    from specgguf.core.sampling import SamplerParams
     from specgguf.generator import Generator, spec_options
-    from specgguf.sampling import SamplerParams
     from specgguf.server.app import ServerConfig
     from specgguf.server.runner import say
     from specgguf.server.runner import serve as run_server
-    from specgguf.session import Session
 
     if not quiet:
         say(f"specgguf serve: loading {model}" + (f" + draft {model_draft}" if model_draft else ""))

@@ -21,7 +21,7 @@ import random
 import time
 from collections.abc import Callable
 
-from specgguf.drafters.base import Drafter
+from specgguf.core.draft import Drafter
 from specgguf.drafters.ngram_params import make_ngram_drafter
 
 TYPES = ("ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache")

@@ -172,8 +172,8 @@ def parse_config(text: str) -> tuple[list[str], int | None]:
 
 def _decoder(session, cfg: str, temp: float, n_predict: int, seed: int, *, ignore_eos=False):
     """A decoder for one configuration ("draft-simple:4", "ngram-simple", ":auto", "none")."""
-    from specgguf.adaptive import DEFAULT_N_MAX_CAP, AdaptivePolicy
-    from specgguf.sampling import SamplerParams
+    from specgguf.auto.policy import DEFAULT_N_MAX_CAP, AdaptivePolicy
+    from specgguf.core.sampling import SamplerParams
 
     types, n_max = parse_config(cfg)
     session.spec = replace(
@@ -229,8 +229,7 @@ def measure_warm(
     many rounds in a fraction of a second, which a shared CPU's noise hardly reaches."""
     import numpy as np
 
-    from specgguf import engine
-
+    from specgguf.backend import engine
     dec, policy = _decoder(session, cfg, temp, 1 << 30, seed, ignore_eos=True)
     gen = dec.generate(tokens)
     for _ in range(3):
@@ -310,13 +309,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", action="store_true", help="cProfile the measured rounds")
     args = ap.parse_args(argv)
 
-    from specgguf import engine
+    from specgguf.backend import engine
+    from specgguf.backend.session import LoadOptions, Session, SpecOptions
     from specgguf.errors import SpecggufError
-    from specgguf.session import LoadOptions, Session, SpecOptions
 
     try:
         if args.model is None:
-            from specgguf.models import require_default_pair
+            from specgguf.backend.models import require_default_pair
 
             args.model, default_draft = require_default_pair()
             args.model_draft = args.model_draft or default_draft

@@ -7,7 +7,7 @@ the prompt / their time, prefill excluded); each configuration's ratio to plain 
 taken pair by pair (same prompt, same repetition, back to back), which cancels most of the
 drift of a shared machine. The target's cost curve (a pass over k tokens vs over 1, the draft
 step vs the target step) is measured too, so the report can say WHY a configuration pays or
-not (specgguf.adaptive's cost model), and the recommendation is the best measured
+not (specgguf.auto.policy's cost model), and the recommendation is the best measured
 configuration, or plain decoding when none beats it by more than `margin`.
 
 Separate from the CLI (cli/bench_cmd.py) so it can be tested on the tiny models.
@@ -24,10 +24,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from specgguf.adaptive import DEFAULT_N_MAX_CAP, MAX_WIDTH, AdaptivePolicy, Costs, best_k
+from specgguf.auto.cost_model import Costs, best_k
+from specgguf.auto.policy import DEFAULT_N_MAX_CAP, MAX_WIDTH, AdaptivePolicy
+from specgguf.auto.profile import CostProfile, Estimate
+from specgguf.drafters.spec_types import NGRAM_TYPES, default_spec_types, parse_spec_types
 from specgguf.errors import PromptError, UsageError
-from specgguf.profile import CostProfile, Estimate
-from specgguf.spec_types import NGRAM_TYPES, default_spec_types, parse_spec_types
 
 #: auto's largest draft (`--spec-draft-n-max auto` chooses 0..AUTO_CAP each round)
 AUTO_CAP = DEFAULT_N_MAX_CAP
@@ -330,7 +331,7 @@ class CostCurve:
         return self.draft_ms / self.step_ms if self.draft_ms is not None else None
 
     def to_profile(self, draft_name: str = "draft-simple") -> CostProfile:
-        """These medians as a machine profile (specgguf.profile) that seeds `auto`."""
+        """These medians as a machine profile (specgguf.auto.profile) that seeds `auto`."""
         w = float(max(1, self.samples))
         verify = {
             n - 1: Estimate(ms / self.step_ms, w) for n, ms in self.target_ms.items() if n > 1
@@ -620,7 +621,7 @@ def run_bench(
 
 def machine_profile(load: Any) -> tuple[Path, CostProfile | None]:
     """Where this machine's cost profile for these load options lives, and what it holds."""
-    from specgguf.profile import load_profile, profile_path
+    from specgguf.auto.profile import load_profile, profile_path
 
     path = profile_path(load)
     return path, load_profile(path)
@@ -628,7 +629,7 @@ def machine_profile(load: Any) -> tuple[Path, CostProfile | None]:
 
 def save_costs(path: Path, costs: CostCurve) -> None:
     """Merge what bench measured into the machine profile: `run`'s auto starts from it."""
-    from specgguf.profile import save_profile
+    from specgguf.auto.profile import save_profile
 
     save_profile(path, costs.to_profile())
 

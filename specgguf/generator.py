@@ -23,12 +23,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from specgguf.adaptive import DEFAULT_N_MAX_CAP, AdaptivePolicy
+from specgguf.auto.policy import DEFAULT_N_MAX_CAP, AdaptivePolicy
+from specgguf.backend.session import Session, Slot, SpecOptions, resolve_seed
+from specgguf.core.loop import SpeculativeDecoder
+from specgguf.core.rounds import Round
+from specgguf.core.sampling import SamplerParams
+from specgguf.core.stats import RunStats
 from specgguf.errors import PromptError
-from specgguf.sampling import SamplerParams
-from specgguf.session import Session, Slot, SpecOptions, resolve_seed
-from specgguf.speculative import Round, SpeculativeDecoder
-from specgguf.stats import RunStats
 
 #: the draft length cap `--spec-draft-n-max auto` chooses under
 AUTO_N_MAX_CAP = DEFAULT_N_MAX_CAP
@@ -93,8 +94,14 @@ class _Cap:
     def budget(self, limit: int) -> int:
         return min(limit, self.n)
 
+    def allowance(self, name: str) -> int:
+        return self.n
+
     def trim(self, name: str, n: int) -> int:
         return min(n, self.n)
+
+    def gate(self, name: str) -> None:
+        return None
 
     def observe(self, rnd: Round) -> None:
         pass
@@ -254,7 +261,7 @@ class Generator:
         self.profile_file: Path | None = None
         prior = None
         if self.auto and profile:
-            from specgguf.profile import load_profile, profile_path
+            from specgguf.auto.profile import load_profile, profile_path
 
             self.profile_file = profile_path(session.load)
             prior = load_profile(self.profile_file)
@@ -284,7 +291,7 @@ class Generator:
     def shared_prefix(self, slot: int, tokens: Sequence[int]) -> int:
         """How many leading tokens of `tokens` the slot's KV cache holds (what a prompt there
         would not evaluate again)."""
-        from specgguf.engine import common_prefix_len
+        from specgguf.backend.engine import common_prefix_len
 
         return common_prefix_len(self._slots[slot].slot.target.tokens, tokens)
 
@@ -297,7 +304,7 @@ class Generator:
         """The chat template (--chat-template-file, else the GGUF's, else ChatML), compiled
         on first use."""
         if self._template is None:
-            from specgguf.chat import ChatTemplate, template_for
+            from specgguf.io.chat import ChatTemplate, template_for
 
             info = self.session.info.target
             vocab = info.vocab
@@ -305,7 +312,7 @@ class Generator:
             def tok(i):
                 return vocab.tokens[i] if i is not None and 0 <= i < len(vocab.tokens) else ""
 
-            from specgguf.template_bounds import TemplateLimits
+            from specgguf.io.template_bounds import TemplateLimits
 
             # rendering is bounded in time and size; the size cap follows the context (-c)
             kw = dict(
@@ -437,7 +444,7 @@ class Generator:
         measured so far are as true as after a full run). Failing to write is not an error."""
         if self.profile_file is None:
             return
-        from specgguf.profile import save_profile
+        from specgguf.auto.profile import save_profile
 
         for st in self._slots:
             if st.policy is None:

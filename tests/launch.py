@@ -25,7 +25,8 @@ RENDER_MARKER = b"[tests.launch] chat template rendering starts\n"
 
 
 def _slow_log(delay: float) -> None:
-    from specgguf import engine, interrupts
+    from specgguf import interrupts
+    from specgguf.backend import engine
 
     original = engine._log
     announced = False
@@ -44,7 +45,7 @@ def _slow_log(delay: float) -> None:
 
 
 def _mark_prefill() -> None:
-    from specgguf.speculative import SpeculativeDecoder
+    from specgguf.core.loop import SpeculativeDecoder
 
     original = SpeculativeDecoder.prefill
 
@@ -56,7 +57,7 @@ def _mark_prefill() -> None:
 
 
 def _mark_render() -> None:
-    from specgguf.chat import ChatTemplate
+    from specgguf.io.chat import ChatTemplate
 
     original = ChatTemplate.render
 
@@ -77,8 +78,7 @@ def main() -> None:
         _mark_render()
     pip = os.environ.get("SPECGGUF_TEST_PIP")
     if pip:
-        from specgguf import models
-
+        from specgguf.backend import models
         models.PIP_COMMAND = json.loads(pip)
     from specgguf_cli.app import main as cli_main
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specgguf import acceptance
-from specgguf.acceptance import Verdict, residual, verify
-from specgguf.sampling import SparseDist, one_hot
+from specgguf.core import acceptance
+from specgguf.core.acceptance import Verdict, residual, verify
+from specgguf.core.sampling import SparseDist, one_hot
 
 V = 6
 N = 40_000
@@ -122,7 +122,7 @@ def test_rows_after_a_rejection_are_never_computed() -> None:
 
 
 def test_position_uniforms_are_deterministic_uniform_and_distinct_per_purpose():
-    from specgguf.sampling import ACCEPT, DRAFT, SAMPLE, PositionRandom
+    from specgguf.core.sampling import ACCEPT, DRAFT, SAMPLE, PositionRandom
 
     r = PositionRandom(42)
     xs = np.array([r.uniform(i) for i in range(50_000)])
@@ -143,7 +143,7 @@ def _toy_model(prefix: tuple[int, ...]) -> SparseDist:
 
 
 def test_one_hot_speculation_emits_exactly_the_plain_samples_whatever_is_drafted():
-    from specgguf.sampling import PositionRandom
+    from specgguf.core.sampling import PositionRandom
 
     rand = PositionRandom(7)
     plain: list[int] = []

@@ -8,14 +8,14 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from specgguf.adaptive import (
-    AdaptivePolicy,
+from specgguf.auto.cost_model import (
     Costs,
     best_k,
     expected_tokens,
     speedups,
     worth_continuing,
 )
+from specgguf.auto.policy import AdaptivePolicy
 
 # the 1.5B target's k-token pass relative to 1 token, measured on a 2-core CPU
 CPU_CURVE = (1.0, 1.5, 1.8, 1.6, 2.0, 2.15, 2.3, 2.55, 2.8)
@@ -113,9 +113,12 @@ class FakeRound:
 
 @dataclass
 class FakeDrafter:
+    """A model drafter as AdaptivePolicy.attach sees it: it times its own proposals."""
+
     name: str = "draft-simple"
     max_draft: int = 8
-    policy: object | None = None
+    asks_per_token: bool = True
+    timing: object | None = None
 
 
 @dataclass
@@ -133,12 +136,15 @@ class Sim:
     ks: list[int] = field(default_factory=list)
 
     def run(self, policy: AdaptivePolicy, rounds: int, drafter: FakeDrafter | None = None):
+        from specgguf.drafters.draft_model import DraftTiming
+
         rng = random.Random(self.seed)
         d = drafter or FakeDrafter()
+        policy.attach([d])
         tokens, ms = 0, 0.0
         pending = 1  # tokens the draft has not seen (the real drafter's catch-up)
         for _ in range(rounds):
-            k = min(policy.budget(10_000), d.max_draft)
+            k = min(policy.budget(10_000), d.max_draft, policy.allowance(d.name))
             proposed, stopped = 0, False
             for pos in range(k):
                 if self.gated and not policy.continue_drafting(d.name, pos, self.confidence):
@@ -151,6 +157,12 @@ class Sim:
             v = self.verify[proposed] * self.step_ms
             dr = self.draft * (proposed + stopped) * self.step_ms
             if proposed or stopped:
+                # as DraftModelDrafter times itself: its first decode catches up on the
+                # `pending` tokens it has not seen, then one decode per further token
+                decodes = proposed + stopped
+                first = (self.draft + self.catch_up * (pending - 1)) * self.step_ms
+                steps = self.draft * (decodes - 1) * self.step_ms
+                d.timing = DraftTiming(first, pending, steps, decodes - 1, proposed)
                 dr += self.catch_up * (pending - 1) * self.step_ms
                 pending = 1
             else:
@@ -261,7 +273,7 @@ def test_per_position_acceptance_decays_to_recent_rounds():
     # a long run of plain steps: every count decays, the estimate goes back to the prior
     for _ in range(300):
         policy.observe(FakeRound(None, [], 0, [7], 0.0, 10.0))
-    assert policy.acceptance("d")[0] == pytest.approx(policy.prior_acceptance, abs=0.05)
+    assert policy.acceptance("d")[0] == pytest.approx(policy.accept.prior, abs=0.05)
 
 
 def test_confidence_is_calibrated_online():
@@ -270,7 +282,7 @@ def test_confidence_is_calibrated_online():
     d = FakeDrafter("d", max_draft=2)
     policy.attach([d])
     for _ in range(300):  # first tokens drafted at confidence 0.35 are always rejected
-        k = min(policy.budget(100), d.max_draft)
+        k = min(policy.budget(100), d.max_draft, policy.allowance("d"))
         proposed = 0
         for pos in range(k):
             if not policy.continue_drafting("d", pos, 0.35 if pos == 0 else 0.95):
@@ -293,7 +305,7 @@ def test_policy_continue_drafting_depends_on_cost_and_confidence():
     expensive = measured_policy(0.5, CPU_CURVE, 0.97)
     cheap = measured_policy(0.02, FLAT_CURVE, 0.97)
     for policy in (expensive, cheap):
-        policy._ladder = []
+        policy.schedule._ladder = []
         k = policy.budget(100)
         assert k >= 2, policy.summary()
         assert policy.continue_drafting("draft-simple", 0, 0.95)
@@ -305,17 +317,21 @@ def test_policy_continue_drafting_depends_on_cost_and_confidence():
     assert not cheap.continue_drafting("draft-simple", 2, 0.01)
 
 
-def test_attach_sets_per_drafter_budgets_and_detach_restores_them():
+def test_attach_gives_per_drafter_budgets_without_touching_the_drafters():
     model = FakeDrafter("draft-simple", 3)
-    ngram = type("Ngram", (), {"name": "ngram-simple", "max_draft": 48})()  # no policy hook
+    ngram = type("Ngram", (), {"name": "ngram-simple", "max_draft": 48, "cheap": True})()
+    before = (dict(vars(model)), dict(vars(ngram)))
     policy = AdaptivePolicy(n_max_cap=8)
     policy.attach([ngram, model])
-    assert model.policy is policy and not hasattr(ngram, "policy")
-    assert policy.budget(100) == 0 and model.max_draft == 0 and ngram.max_draft == 0
+    assert policy.budget(100) == 0 and policy.allowance("draft-simple") == 0
+    assert policy.allowance("ngram-simple") == 0
     assert policy.budget(100) == 0
-    assert policy.budget(100) == 1 and model.max_draft == 1 and ngram.max_draft == 1
+    assert policy.budget(100) == 1
+    assert policy.allowance("draft-simple") == 1 and policy.allowance("ngram-simple") == 1
+    assert policy.allowance("not-attached") == 0 or policy.allowance("not-attached") > 1000
     policy.detach()
-    assert model.max_draft == 3 and ngram.max_draft == 48 and model.policy is None
+    assert (dict(vars(model)), dict(vars(ngram))) == before  # nothing written to a drafter
+    assert policy.gate("draft-simple")(0, 0.9) in (True, False)
 
 
 def test_draft_cost_ignores_catch_up_after_skipped_rounds():
@@ -358,8 +374,8 @@ def test_summary_reports_choices_costs_and_acceptance():
 
 
 def test_auto_is_lossless_and_records_its_choices(tiny_target, tiny_draft):
-    from specgguf.sampling import SamplerParams
-    from specgguf.session import LoadOptions, Session, SpecOptions
+    from specgguf.backend.session import LoadOptions, Session, SpecOptions
+    from specgguf.core.sampling import SamplerParams
 
     greedy = SamplerParams(temp=0.0)
     load = LoadOptions(
@@ -431,7 +447,7 @@ def test_unknown_widths_are_extrapolated_with_a_least_squares_slope():
     for k, rel in ((0, 1.0), (1, 1.5), (2, 2.0), (3, 2.1)):
         for _ in range(3):
             policy.observe(FakeRound(None if k == 0 else "x", [1] * k, 0, [0], 0.0, 70.0 * rel))
-    curve = policy._likely_curve()
+    curve = policy.cost.likely_curve()
     slope = (0.5 * 1 + 1.0 * 2 + 1.1 * 3) / (1 + 4 + 9)
     assert curve[3] == pytest.approx(2.1)
     assert curve[6] == pytest.approx(2.1 + 3 * slope)
@@ -451,7 +467,7 @@ class Stream:
     calls: int = 0
 
     def propose(self, n: int):
-        from specgguf.drafters.base import Draft
+        from specgguf.core.draft import Draft
 
         self.calls += 1
         out = self.text[self.pos : self.pos + n]
@@ -459,13 +475,16 @@ class Stream:
             out = [t if (self.pos + i) % self.wrong_every else -1 for i, t in enumerate(out)]
         return Draft(list(out))
 
+    def peek(self, n: int):
+        return self.propose(n)  # a lookup with no state to arm (counted: shadows measure)
+
 
 def run_stream(policy: AdaptivePolicy, drafter: Stream, rounds: int) -> list[int]:
     """The loop, minus the model: what the cheap drafter proposes is checked against the
     stream; returns the number of proposals sent to the target per round."""
     sent = []
     for _ in range(rounds):
-        k = min(policy.budget(10_000), drafter.max_draft)
+        k = min(policy.budget(10_000), drafter.max_draft, policy.allowance(drafter.name))
         proposed = drafter.propose(k).tokens if k > 0 else []
         n_acc = 0
         while n_acc < len(proposed) and proposed[n_acc] == drafter.text[drafter.pos + n_acc]:
@@ -483,7 +502,7 @@ def run_stream(policy: AdaptivePolicy, drafter: Stream, rounds: int) -> list[int
 
 
 def seeded(curve=STEEP_CPU) -> AdaptivePolicy:
-    from specgguf.profile import CostProfile, Estimate
+    from specgguf.auto.profile import CostProfile, Estimate
 
     policy = AdaptivePolicy(n_max_cap=8)
     policy.seed(CostProfile({k: Estimate(c, 10.0) for k, c in enumerate(curve) if k}))
@@ -538,12 +557,11 @@ def test_draft_cost_comes_from_the_drafters_own_timing():
     for _ in range(4):
         policy.budget(100)
         policy.observe(FakeRound(None, [], 0, [0], 0.0, 70.0))
-    assert not policy._drafters["draft-simple"].draft_ms.known
+    assert not policy.cost.draft_known("draft-simple")
     for catch_up, ms in ((2, 30.0), (10, 100.0), (2, 30.0)):
         policy.budget(100)
         d.timing = DraftTiming(ms, catch_up, 40.0, 2, 3)
         policy.observe(FakeRound("draft-simple", [1, 2, 3], 3, [1, 2, 3, 4], ms + 40.0, 140.0))
     # the long catch-up round's own decodes (20 ms each) count as steps; its batch does not
-    m = policy._drafters["draft-simple"]
-    assert 70.0 / 3 > m.draft_ms.mean > 20.0
+    assert 70.0 / 3 > policy.cost.draft_ms["draft-simple"].mean > 20.0
     assert policy.catch_up_cost("draft-simple") == pytest.approx(10.0 / 70.0)

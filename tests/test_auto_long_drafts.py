@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from specgguf.adaptive import AdaptivePolicy
-from specgguf.drafters.base import Draft
-from specgguf.profile import CostProfile, Estimate, plausible_verify
-from specgguf.spec_types import AUTO_DEFAULT_NGRAM, default_spec_types, parse_spec_types
+from specgguf.auto.policy import AdaptivePolicy
+from specgguf.auto.profile import CostProfile, Estimate, plausible_verify
+from specgguf.core.draft import Draft
+from specgguf.drafters.spec_types import AUTO_DEFAULT_NGRAM, default_spec_types, parse_spec_types
 
 #: a 2-core CPU's target pass over n tokens, in plain steps (llama.cpp's own benchmark tool):
 #: steep up to ~9 tokens, then the batched kernels make each extra token cost a fraction
@@ -66,6 +66,8 @@ class Copy:
         out = self.text[start : start + min(n, self.size_m)]
         return Draft([-1 if start + i in self.wrong else t for i, t in enumerate(out)])
 
+    peek = propose  # a lookup with no state to arm
+
 
 def simulate(policy: AdaptivePolicy | None, drafter: Copy, rounds: int, fixed: int = 0):
     """The loop without a model, as SpeculativeDecoder runs it: budget, propose, trim, verify
@@ -77,7 +79,7 @@ def simulate(policy: AdaptivePolicy | None, drafter: Copy, rounds: int, fixed: i
         policy.attach([drafter])
     for _ in range(rounds):
         if policy is not None:
-            k = min(policy.budget(10_000), drafter.max_draft)
+            k = min(policy.budget(10_000), drafter.max_draft, policy.allowance(drafter.name))
             proposed = drafter.propose(k).tokens if k > 0 else []
             if proposed:
                 proposed = proposed[: policy.trim(drafter.name, len(proposed))]
@@ -166,7 +168,7 @@ def test_implausible_costs_never_reach_the_cost_model():
     poisoned = CostProfile({1: Estimate(2.1, 10.0), 4: Estimate(0.41, 10.0)})
     policy = AdaptivePolicy(n_max_cap=8)
     policy.seed(poisoned)
-    known = policy._known_curve()
+    known = policy.cost.known_curve()
     assert 4 not in known and known[1] == pytest.approx(2.1)
 
 

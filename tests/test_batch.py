@@ -9,8 +9,8 @@ import json
 import pytest
 from specgguf_cli.app import run_cli
 
-from specgguf.batch import BatchCounts, BatchLineError, parse_line, run_batch
 from specgguf.errors import ExitCode, PromptError, SpecggufError
+from specgguf.io.batch import BatchCounts, BatchLineError, parse_line, run_batch
 
 # -- parsing ----------------------------------------------------------------------------------
 
@@ -302,7 +302,8 @@ def test_jsonl_prompt_lines_are_plain_text_with_the_default_pair(
     from pathlib import Path
 
     monkeypatch.setattr(
-        "specgguf.models.require_default_pair", lambda: (Path(tiny_target), Path(tiny_draft))
+        "specgguf.backend.models.require_default_pair",
+        lambda: (Path(tiny_target), Path(tiny_draft)),
     )
     payload = (
         json.dumps({"prompt": "hi"})

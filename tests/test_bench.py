@@ -239,8 +239,8 @@ PROMPTS = [BenchPrompt("code", "def main():\n    return"), BenchPrompt("chat", "
 
 @pytest.fixture(scope="module")
 def tiny_bench(tiny_target, tiny_draft):
-    from specgguf.sampling import SamplerParams
-    from specgguf.session import LoadOptions, Session, SpecOptions
+    from specgguf.backend.session import LoadOptions, Session, SpecOptions
+    from specgguf.core.sampling import SamplerParams
 
     configs = parse_configs(
         ["draft-simple:2;ngram-simple;draft-simple:auto"], [3], have_draft_model=True
@@ -377,8 +377,8 @@ def test_bench_cli_usage_errors_before_loading(tiny_target, capsys):
 
 def test_ctrl_c_reports_the_runs_that_finished(tiny_target, monkeypatch):
     import specgguf.bench as bench_mod
-    from specgguf.sampling import SamplerParams
-    from specgguf.session import LoadOptions, Session, SpecOptions
+    from specgguf.backend.session import LoadOptions, Session, SpecOptions
+    from specgguf.core.sampling import SamplerParams
 
     real = bench_mod.run_one
     calls = []

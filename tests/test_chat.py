@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from specgguf.chat import (
+from specgguf.backend.gguf_info import read_gguf_info
+from specgguf.errors import ExitCode, PromptError, UsageError
+from specgguf.io.chat import (
     CHATML_TEMPLATE,
     ChatTemplate,
     ChatTemplateError,
@@ -13,8 +15,6 @@ from specgguf.chat import (
     template_for,
     validate_messages,
 )
-from specgguf.errors import ExitCode, PromptError, UsageError
-from specgguf.gguf_info import read_gguf_info
 from tests.tiny_models import DEFAULT_TEMPLATE, TARGET_SEED, build_tiny_model
 
 USER_HI = [{"role": "user", "content": "hi"}]

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from specgguf.chat import CHATML_TEMPLATE, ChatTemplate, ChatTemplateError, _tojson
+from specgguf.backend.gguf_info import read_gguf_info
 from specgguf.errors import ExitCode
-from specgguf.gguf_info import read_gguf_info
-from specgguf.template_bounds import CHARS_PER_TOKEN, TemplateLimits
+from specgguf.io.chat import CHATML_TEMPLATE, ChatTemplate, ChatTemplateError, _tojson
+from specgguf.io.template_bounds import CHARS_PER_TOKEN, TemplateLimits
 from tests.gguf_factory import QWEN_15, need_models
 from tests.test_chat import HF_STYLE
 from tests.tiny_models import DEFAULT_TEMPLATE, TARGET_SEED, build_tiny_model
@@ -150,7 +150,7 @@ def _reference_render(src: str, messages, **kw) -> str:
     from jinja2.ext import Extension
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    from specgguf.chat import _raise_exception
+    from specgguf.io.chat import _raise_exception
 
     class GenerationBlock(Extension):
         tags = {"generation"}

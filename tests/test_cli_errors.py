@@ -21,8 +21,8 @@ import pytest
 from gguf import GGUFValueType
 from specgguf_cli.app import run_cli
 
+from specgguf.backend.gguf_info import read_gguf_info
 from specgguf.errors import ExitCode
-from specgguf.gguf_info import read_gguf_info
 from tests.gguf_factory import (
     gguf_str,
     header,
@@ -346,7 +346,7 @@ def test_check_without_m_and_no_pulled_models(cli):
 
 
 def test_legacy_flag_refused_before_anything_is_loaded(cli, tiny_target, tiny_draft, monkeypatch):
-    import specgguf.session as session
+    import specgguf.backend.session as session
 
     def boom(*args, **kwargs):
         raise AssertionError("a model was loaded for a refused flag")

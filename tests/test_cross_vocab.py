@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from specgguf.backend.session import CROSS_VOCAB_NOTICE, LoadOptions, Session, SpecOptions
+from specgguf.core.sampling import PositionRandom, SamplerParams, distribution
 from specgguf.drafters.cross_vocab import CrossVocabDrafter
 from specgguf.errors import ExitCode, IncompatibleModelsError
-from specgguf.sampling import PositionRandom, SamplerParams, distribution
-from specgguf.session import CROSS_VOCAB_NOTICE, LoadOptions, Session, SpecOptions
 from tests.tiny_models import TARGET_SEED, build_tiny_model, special_ids
 
 PROMPTS = [

@@ -12,17 +12,18 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from specgguf.drafters.base import Draft, Drafter
-from specgguf.engine import common_prefix_len
-from specgguf.sampling import PositionRandom, SamplerParams
-from specgguf.speculative import GenerationConfig, SpeculativeDecoder
+from specgguf.backend.engine import common_prefix_len
+from specgguf.core.draft import Draft, Drafter
+from specgguf.core.loop import SpeculativeDecoder
+from specgguf.core.rounds import GenerationConfig
+from specgguf.core.sampling import PositionRandom, SamplerParams
 
 VOCAB = 48
 EOS = 0
 
 
 class ToyContext:
-    """A KVContext (specgguf.context) whose 'model' is a seeded table lookup."""
+    """A KVContext (specgguf.core.context) whose 'model' is a seeded table lookup."""
 
     def __init__(self, n_ctx: int = 256, seed: int = 1, eos_bias: float = -4.0) -> None:
         rng = np.random.default_rng(seed)

@@ -18,8 +18,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from specgguf import migrate as mg
-from specgguf.migrate import migrate_argv, migrate_text, run_migrate
+from specgguf.migrate import commands as mg
+from specgguf.migrate.commands import migrate_argv, migrate_text, run_migrate
 
 ROOT = Path(__file__).resolve().parents[1]
 READ_DRAFT_FILES = mg.classify_draft
@@ -117,7 +117,7 @@ def test_migrating_migrated_output_changes_nothing(cmd):
 
 
 def test_every_removed_spelling_appears_in_the_mapping():
-    from specgguf.legacy import REMOVED_BY_NAME
+    from specgguf.migrate.removed_flags import REMOVED_BY_NAME
 
     seen = " ".join(m[0] for m in MAPPING)
     for name in REMOVED_BY_NAME:
@@ -1046,8 +1046,7 @@ def test_corpus_file_fails_before_and_is_migrated_or_reported(src, tmp_path, mon
     assert code == 1 and f"{path}:" in out
     assert path.read_bytes() == src.read_bytes()  # --check changes nothing
 
-    from specgguf import migrate_files as mf
-
+    from specgguf.migrate import files as mf
     source = mf.read(str(path))
     kind, comments = mg.detect(str(path), source.text)
     expected, findings = mg.check_text(source.text, kind, comments, str(tmp_path))
@@ -1162,7 +1161,7 @@ def test_opt_out_comments_line_next_line_block_and_file():
 
 
 def test_vllm_removed_flags_are_the_ones_migrate_knows():
-    from specgguf.migrate_guard import VLLM_REMOVED_FLAGS
+    from specgguf.migrate.guard import VLLM_REMOVED_FLAGS
 
     assert set(mg._VLLM_KEYS) | set(mg._VLLM_GONE) == VLLM_REMOVED_FLAGS
 

@@ -8,9 +8,9 @@ import struct
 
 import pytest
 
+from specgguf.core.draft import Draft, Drafter
 from specgguf.drafters import ngram_cache as nc
 from specgguf.drafters import ngram_mod
-from specgguf.drafters.base import Draft, Drafter
 from specgguf.drafters.ngram_cache import (
     NgramCache,
     NgramCounts,
@@ -584,3 +584,24 @@ def test_options_hold_every_type_and_feed_the_factory() -> None:
     assert make_ngram_drafter("ngram-cache", NgramOptions()).name == "ngram-cache"
     with pytest.raises(UsageError, match="--spec-ngram-simple-min-hits: 0"):
         NgramOptions.from_flags({"--spec-ngram-simple-min-hits": 0})
+
+
+def test_peek_is_a_pure_query_that_feedback_never_judges() -> None:
+    """A shadow draft (the auto policy's `peek`) must not arm the feedback that a real
+    proposal arms: the loop's feedback after a round some other drafter drafted would
+    otherwise cap a map-k key, or count towards ngram-mod's reset, for a draft never sent."""
+    d = started(NgramMapK(2, 3), [100, 1, 2, 3, 4, 5, 6, 1, 2])
+    assert d.peek(10).tokens == d.propose(10).tokens == [3, 4, 5]
+    d.feedback(3, 3)  # judges the proposal
+    assert d.peek(10).tokens == [3, 4, 5]
+    d.feedback(3, 0)  # after a peek only: nothing to judge
+    assert d.propose(10).tokens == [3, 4, 5]
+
+    m = two_sequences(3)
+    for _ in range(8):  # eight rejected "rounds" after peeks: no reset
+        assert m.peek(3).tokens == [3, 4, 5]
+        m.feedback(3, 0)
+    assert m.propose(3).tokens == [3, 4, 5]
+    for _ in range(3):
+        assert m.peek(3).tokens == [3, 4, 5]
+    assert m.peek(3) is not None and m.propose(3).tokens == [3, 4, 5]

@@ -9,9 +9,9 @@ import json
 import pytest
 from specgguf_cli.app import run_cli
 
-from specgguf.engine import common_prefix_len
-from specgguf.sampling import SamplerParams
-from specgguf.session import LoadOptions, Session, SpecOptions
+from specgguf.backend.engine import common_prefix_len
+from specgguf.backend.session import LoadOptions, Session, SpecOptions
+from specgguf.core.sampling import SamplerParams
 
 GREEDY = SamplerParams(temp=0.0)
 WARM = SamplerParams(temp=0.9)

@@ -1,4 +1,4 @@
-"""The machine's cost profile (specgguf.profile): the pure module (merging, JSON, files, keys),
+"""The machine's cost profile (specgguf.auto.profile): the pure module (merging, JSON, files, keys),
 `AdaptivePolicy.seed` / `export_profile` on synthetic rounds, then `run --spec-draft-n-max auto`
 and `bench` on the tiny models, which read and write it under $SPECGGUF_PROFILES (a private
 folder per test, see conftest.py)."""
@@ -13,8 +13,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from specgguf.adaptive import AdaptivePolicy
-from specgguf.profile import (
+from specgguf.auto.cost_estimator import CostEstimator
+from specgguf.auto.policy import AdaptivePolicy
+from specgguf.auto.profile import (
     FORMAT,
     MAX_WEIGHT,
     PROFILES_ENV,
@@ -26,7 +27,7 @@ from specgguf.profile import (
     profiles_dir,
     save_profile,
 )
-from specgguf.speculative import Round
+from specgguf.core.rounds import Round
 
 FAST = ["-t", "1", "-c", "512", "-fa", "off"]
 PROMPT = ["-p", "the cat sat on", "-n", "24", "--temp", "0"]
@@ -237,7 +238,7 @@ def test_save_profile_returns_false_when_the_folder_cannot_be_created(tmp_path):
 
 
 def load_like(model, draft=None, **kw) -> SimpleNamespace:
-    """What profile_key reads of specgguf.session.LoadOptions."""
+    """What profile_key reads of specgguf.backend.session.LoadOptions."""
     attrs = dict(
         model=model,
         model_draft=draft,
@@ -341,25 +342,32 @@ class FakeDrafter:
 
     name: str = "draft-simple"
     max_draft: int = 8
-    policy: object | None = None
+    asks_per_token: bool = True
     cheap: bool = False
+    timing: object | None = None
 
 
 def drive(policy: AdaptivePolicy, rounds: int, *, curve, draft: float, accept_all: bool):
     """A speculative loop without a model: the machine costs `curve[k]` plain steps for a pass
     over 1 + k tokens and `draft` per draft step; proposals are all accepted or all rejected.
     Returns the budgets the policy gave, round by round."""
+    from specgguf.drafters.draft_model import DraftTiming
+
     d = FakeDrafter()
     policy.attach([d])
     ks = []
     for _ in range(rounds):
-        k = min(policy.budget(16), d.max_draft)
+        k = min(policy.budget(16), d.max_draft, policy.allowance(d.name))
         ks.append(k)
         proposed = 0
         for pos in range(k):
             if not policy.continue_drafting(d.name, pos, 0.95 if accept_all else 0.3):
                 break
             proposed += 1
+        decodes = proposed + (proposed < k)
+        if decodes:  # the drafter's own timing: one decode per proposal (+ a refused one)
+            step = draft * STEP_MS
+            d.timing = DraftTiming(step, 1, step * (decodes - 1), decodes - 1, proposed)
         n_acc = proposed if accept_all else 0
         policy.observe(
             Round(
@@ -438,7 +446,7 @@ def test_seed_caps_the_weight_of_priors():
     """A profile counts as at most PRIOR_WEIGHT samples: this run's measurements soon win."""
     policy = AdaptivePolicy(n_max_cap=4)
     policy.seed(profile({1: (3.0, 1000.0)}))
-    n = int(AdaptivePolicy.PRIOR_WEIGHT)
+    n = int(CostEstimator.PRIOR_WEIGHT)
     for _ in range(2):  # the first round follows the prompt and is not a sample
         policy.observe(Round(None, [], 0, [1], 0.0, STEP_MS))
     for _ in range(n):  # width 1 measured at 1.0 plain steps
@@ -462,11 +470,15 @@ def test_export_profile_has_only_what_this_run_measured():
     policy = AdaptivePolicy(n_max_cap=8)
     policy.seed(profile({3: (1.2, 10.0)}, {"draft-simple": (0.9, 10.0), "ngram-x": (0.3, 10.0)}))
     assert policy.export_profile() is None  # nothing measured yet: the priors are not news
-    policy.attach([FakeDrafter()])
+    from specgguf.drafters.draft_model import DraftTiming
+
+    d = FakeDrafter()
+    policy.attach([d])
     for _ in range(3):  # plain steps: the unit (the first one is not a sample)
         policy.observe(Round(None, [], 0, [1], 0.0, STEP_MS))
     assert policy.export_profile() is None  # only the unit: nothing to keep
-    for _ in range(4):  # width 1 at 1.5 plain steps, draft step 0.25
+    for _ in range(4):  # width 1 at 1.5 plain steps, draft step 0.25 (as the drafter timed it)
+        d.timing = DraftTiming(0.25 * STEP_MS, 1, 0.0, 0, 1)
         policy.observe(Round("draft-simple", [7], 1, [7, 8], 0.25 * STEP_MS, 1.5 * STEP_MS))
     out = policy.export_profile()
     assert out is not None

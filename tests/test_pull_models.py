@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from specgguf import models
+from specgguf.backend import models
 from specgguf.errors import SpecggufError
 
 

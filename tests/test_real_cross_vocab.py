@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specgguf.models import OTHER, TARGET, is_present, model_path
-from specgguf.sampling import SamplerParams
-from specgguf.session import LoadOptions, Session, SpecOptions
+from specgguf.backend.models import OTHER, TARGET, is_present, model_path
+from specgguf.backend.session import LoadOptions, Session, SpecOptions
+from specgguf.core.sampling import SamplerParams
 
 pytestmark = [
     pytest.mark.real,

@@ -15,9 +15,9 @@ import sys
 import numpy as np
 import pytest
 
-from specgguf.models import DRAFT, OTHER, TARGET, is_present, model_path
-from specgguf.sampling import SamplerParams
-from specgguf.session import LoadOptions, Session, SpecOptions
+from specgguf.backend.models import DRAFT, OTHER, TARGET, is_present, model_path
+from specgguf.backend.session import LoadOptions, Session, SpecOptions
+from specgguf.core.sampling import SamplerParams
 
 pytestmark = [
     pytest.mark.real,

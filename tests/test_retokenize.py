@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from specgguf.retokenize import (
+from specgguf.drafters.retokenize import (
     TextTokens,
     complete_utf8_len,
     decode_complete,

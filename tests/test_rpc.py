@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from specgguf import devices
+from specgguf.backend import devices
 from specgguf.errors import ExitCode
 from specgguf.errors import UsageError as SpecUsageError
 from tests.tiny_models import TARGET_SEED, build_tiny_model

@@ -15,7 +15,7 @@ import pytest
 from specgguf_cli.app import run_cli
 
 from specgguf.errors import ExitCode
-from specgguf.output import ACCEPTED_STYLE, LEGEND, RESET
+from specgguf.io.output import ACCEPTED_STYLE, LEGEND, RESET
 from tests.tiny_models import TARGET_SEED, build_tiny_model
 
 FAST = ["-t", "1", "-c", "512", "-fa", "off"]
@@ -182,7 +182,8 @@ def test_chat_flag_uses_the_gguf_template(run):
 
 def test_chat_is_default_for_the_default_pair(run, tiny_target, tiny_draft, monkeypatch, capsys):
     monkeypatch.setattr(
-        "specgguf.models.require_default_pair", lambda: (Path(tiny_target), Path(tiny_draft))
+        "specgguf.backend.models.require_default_pair",
+        lambda: (Path(tiny_target), Path(tiny_draft)),
     )
     args = ["-n", "8", "--temp", "0", "--json", "-q", "-p", "hi"]
     assert run_cli(["run", *FAST, *args]) == 0
@@ -317,8 +318,8 @@ def test_kv_cache_types_reach_llama_cpp(tiny_target, tiny_draft):
     cannot hold quantized blocks of 32, so q8_0 is not usable on them.)"""
     import llama_cpp as ll
 
-    from specgguf.sampling import SamplerParams
-    from specgguf.session import LoadOptions, Session, SpecOptions
+    from specgguf.backend.session import LoadOptions, Session, SpecOptions
+    from specgguf.core.sampling import SamplerParams
 
     sizes, texts = {}, {}
     for kv in ("f16", "f32"):

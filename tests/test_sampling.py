@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specgguf.sampling import SamplerParams, distribution, top_k_confidence
+from specgguf.core.sampling import SamplerParams, distribution, top_k_confidence
 
 
 def test_greedy_is_one_hot_argmax() -> None:
@@ -84,7 +84,7 @@ def _reference_distribution(logits: np.ndarray, params: SamplerParams):
 
 @pytest.mark.parametrize("n", [100, 5000, 32003, 151936, 152064])
 def test_top_k_ids_finds_the_k_largest(n: int) -> None:
-    from specgguf.sampling import top_k_ids
+    from specgguf.core.sampling import top_k_ids
 
     rng = np.random.default_rng(n)
     for scale in (0.5, 3.0, 30.0):

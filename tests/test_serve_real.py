@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from specgguf.models import DRAFT, TARGET, is_present
+from specgguf.backend.models import DRAFT, TARGET, is_present
 from tests.serve_helpers import ROOT, Server, env
 
 pytestmark = [

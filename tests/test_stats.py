@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from specgguf.stats import RunStats, format_rate, measured_rate
+from specgguf.core.stats import RunStats, format_rate, measured_rate
 
 
 def test_one_token_prompt_has_no_speed():

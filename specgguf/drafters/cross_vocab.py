@@ -9,7 +9,7 @@ bytes:
   parsing, so "<|im_start|>" becomes the draft's own marker when it has one, plain text if not.
 - It proposes up to K of its own tokens greedily; their bytes are appended to the sequence's
   bytes and re-tokenized with the target's tokenizer from a safe boundary (the last few
-  target tokens' text, specgguf.retokenize.translate). Target tokens the draft's text wholly
+  target tokens' text, retokenize.translate). Target tokens the draft's text wholly
   covers, except a last one that more text could still re-spell, become a one-hot draft. The
   target verifies it with the usual lossless rule; nothing here can change the output.
 - The draft's KV cache follows what was emitted: the emitted target tokens' bytes are
@@ -28,14 +28,15 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from specgguf.drafters.base import Draft, Drafter
+from specgguf.core.context import KVContext
+from specgguf.core.draft import Draft, Drafter, DraftGate
+from specgguf.core.sampling import top_k_confidence
 from specgguf.drafters.draft_model import DraftTiming
-from specgguf.engine import Context, Model
-from specgguf.retokenize import (
+from specgguf.drafters.retokenize import (
     MAX_WINDOW_EXTEND,
     TARGET_WINDOW,
     TextTokens,
@@ -43,11 +44,21 @@ from specgguf.retokenize import (
     translate,
     window_start,
 )
-from specgguf.sampling import top_k_confidence
 
 #: the draft may take up to this many of its own tokens per target token asked for (its
 #: vocabulary may be finer), plus one that only shows whether the last target token is whole
 DRAFT_TOKENS_PER_TARGET = 2
+
+
+class Vocabulary(Protocol):
+    """What translating text between two tokenizers needs of a model (the engine's Model has it)."""
+
+    bos: int
+    add_bos: bool
+
+    def tokenize(self, text: str, *, add_special: bool, parse_special: bool) -> list[int]: ...
+
+    def piece_special(self, token: int) -> bytes: ...
 
 
 class CrossVocabDrafter(Drafter):
@@ -55,8 +66,9 @@ class CrossVocabDrafter(Drafter):
 
     def __init__(
         self,
-        ctx: Context,
-        target: Model,
+        ctx: KVContext,
+        draft: Vocabulary,
+        target: Vocabulary,
         *,
         n_max: int = 3,
         p_min: float = 0.0,
@@ -64,7 +76,7 @@ class CrossVocabDrafter(Drafter):
         reuse_prefix: bool = True,
     ) -> None:
         self.ctx = ctx
-        self.draft_model: Model = ctx.model
+        self.draft_model = draft
         self.target_model = target
         self.max_draft = n_max
         self.p_min = p_min
@@ -161,7 +173,7 @@ class CrossVocabDrafter(Drafter):
             text = text[len(pend) :]
         return translate(window, text, self._target_tokenize, self._target_piece, final=final)
 
-    def propose(self, n_max: int) -> Draft:
+    def propose(self, n_max: int, gate: DraftGate | None = None) -> Draft:
         self.translation = None
         hist = self.text.tokens
         room = self.ctx.n_ctx - len(hist)  # draft tokens that still fit after the text

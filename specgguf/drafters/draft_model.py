@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specgguf.context import KVContext
-from specgguf.drafters.base import Draft, Drafter
-from specgguf.sampling import (
+from specgguf.core.context import KVContext
+from specgguf.core.draft import Draft, Drafter, DraftGate
+from specgguf.core.sampling import (
     DRAFT,
     PositionRandom,
     SamplerParams,
@@ -48,6 +48,7 @@ class DraftTiming:
 
 class DraftModelDrafter(Drafter):
     name = "draft-simple"
+    asks_per_token = True  # auto asks before each further token (a DraftGate)
 
     def __init__(
         self,
@@ -69,9 +70,6 @@ class DraftModelDrafter(Drafter):
         self.n_min = n_min
         self.probabilistic = probabilistic and not sampler.greedy
         self.random = random or PositionRandom(0)
-        # Optional cost model (specgguf.adaptive): asked before each further draft token
-        # whether a token at this confidence is still worth its cost (--spec-draft-n-max auto).
-        self.policy = None
         self.timing: DraftTiming | None = None  # of the last propose that decoded anything
         self.history: list[int] = []
         # Tokens whose KV the draft context holds, position by position: always a prefix of
@@ -107,7 +105,7 @@ class DraftModelDrafter(Drafter):
         self.kv.extend(pending)
         return logits
 
-    def propose(self, n_max: int) -> Draft:
+    def propose(self, n_max: int, gate: DraftGate | None = None) -> Draft:
         if n_max <= 0:
             return Draft()
         t0 = time.perf_counter()
@@ -123,7 +121,7 @@ class DraftModelDrafter(Drafter):
             # One meaning of "confidence" in both modes (what --spec-draft-p-min and auto
             # compare): the draft's top probability among its 10 best logits at temperature
             # 1, as llama.cpp's draft sampler measures it, not the user's sampler chain's.
-            if self.p_min > 0.0 or self.policy is not None:
+            if self.p_min > 0.0 or gate is not None:
                 tok, confidence = top_k_confidence(row)
             else:  # no threshold to test: a plain argmax, 20x cheaper than a partition
                 tok, confidence = int(np.argmax(row)), 1.0
@@ -131,10 +129,8 @@ class DraftModelDrafter(Drafter):
                 q = distribution(row, self.sampler)
             if confidence < self.p_min:
                 break  # llama.cpp: a low-confidence token is not added
-            if self.policy is not None and not self.policy.continue_drafting(
-                self.name, len(tokens), confidence
-            ):
-                break
+            if gate is not None and not gate(len(tokens), confidence):
+                break  # auto: a token at this confidence is not worth its cost here
             if q is not None:
                 # keyed by the position the token would take, like the target's samples
                 tok = q.sample_at(self.random.uniform(len(self.history) + len(tokens), DRAFT))

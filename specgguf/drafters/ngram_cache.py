@@ -55,7 +55,7 @@ import time
 from array import array
 from collections.abc import Sequence
 
-from specgguf.drafters.base import Draft, Drafter
+from specgguf.core.draft import Draft, Drafter, DraftGate
 from specgguf.drafters.ngram_params import NgramCacheParams
 from specgguf.errors import SpecggufError, UsageError
 
@@ -566,7 +566,10 @@ class NgramCache(Drafter):
             if len(tail) > NGRAM_MAX:
                 del tail[0]
 
-    def propose(self, n_max: int) -> Draft:
+    def propose(self, n_max: int, gate: DraftGate | None = None) -> Draft:
+        return self.peek(n_max)
+
+    def peek(self, n_max: int) -> Draft:
         if n_max <= 0 or self._length < NGRAM_STATIC:
             return Draft()
         out = draft_from_caches(

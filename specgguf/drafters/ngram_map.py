@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specgguf.drafters.base import Draft, Drafter
+from specgguf.core.draft import Draft, Drafter, DraftGate
 from specgguf.drafters.ngram_params import NgramMapK4VParams, NgramMapKParams
 from specgguf.drafters.ngram_simple import PrefixHashedTokens
 
@@ -127,27 +127,33 @@ class _NgramMapBase(Drafter):
             return None
         return best, best.start, best.cap
 
-    def propose(self, n_max: int) -> Draft:
-        self._pending = None
+    def _lookup(self, n_max: int) -> tuple[Draft, tuple[_Key | _Value, bool] | None]:
+        """The proposal, and what `feedback` should cap afterwards (pure)."""
         hist, n, m = self._hist, self.size_n, self.size_m
         length = len(hist)
         if n_max <= 0 or length < 2 * n + m + 1:
-            return Draft()
+            return Draft(), None
         key = self._keys.get(hist.window_hash(length - n, n))
         if key is None or not hist.same(key.last, length - n, n):
-            return Draft()
+            return Draft(), None
         if key.hits < self.min_hits:
-            return Draft()
+            return Draft(), None
         chosen = self._choose(key)
         if chosen is None:
-            return Draft()
+            return Draft(), None
         stats, start, cap = chosen
         want = min(m, cap)
         count = min(want, n_max)
         if count <= 0:
-            return Draft()
-        self._pending = (stats, count < want)
-        return Draft(tokens=hist.tokens[start : start + count])
+            return Draft(), None
+        return Draft(tokens=hist.tokens[start : start + count]), (stats, count < want)
+
+    def propose(self, n_max: int, gate: DraftGate | None = None) -> Draft:
+        draft, self._pending = self._lookup(n_max)
+        return draft
+
+    def peek(self, n_max: int) -> Draft:
+        return self._lookup(n_max)[0]
 
     def feedback(self, n_drafted: int, n_accepted: int) -> None:
         pending, self._pending = self._pending, None

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from specgguf.drafters.base import Draft, Drafter
+from specgguf.core.draft import Draft, Drafter, DraftGate
 from specgguf.drafters.ngram_params import NgramModParams
 
 TABLE_SIZE = 4 * 1024 * 1024
@@ -130,8 +130,7 @@ class NgramMod(Drafter):
                 self._slot = (s * _A + tok) & _MASK
             toks.append(tok)
 
-    def propose(self, n_max: int) -> Draft:
-        self._pending = False
+    def peek(self, n_max: int) -> Draft:
         n, toks, table = self.n_match, self._tokens, self._table
         length = len(toks)
         if n_max <= 0 or length <= n:  # llama.cpp needs n_match tokens before the last one
@@ -151,8 +150,12 @@ class NgramMod(Drafter):
             slot = ((slot - old * self._top) * _A + tok) & _MASK
         if not out:
             return Draft()
-        self._pending = True
         return Draft(tokens=out[:n_max])
+
+    def propose(self, n_max: int, gate: DraftGate | None = None) -> Draft:
+        draft = self.peek(n_max)
+        self._pending = bool(draft.tokens)  # feedback judges only a proposal that was made
+        return draft
 
     def feedback(self, n_drafted: int, n_accepted: int) -> None:
         pending, self._pending = self._pending, False

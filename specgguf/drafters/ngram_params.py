@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from specgguf.errors import UsageError
 
 if TYPE_CHECKING:
-    from specgguf.drafters.base import Drafter
+    from specgguf.core.draft import Drafter
 
 #: llama.cpp bounds every n-gram size flag to 1..1024 (arg.cpp); we mirror the same numbers.
 _SIZE_MAX = 1024

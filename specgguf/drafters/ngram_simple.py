@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from specgguf.drafters.base import Draft, Drafter
+from specgguf.core.draft import Draft, Drafter, DraftGate
 from specgguf.drafters.ngram_params import NgramSimpleParams
 
 #: Mersenne prime modulus and a fixed odd base for polynomial hashing of token windows. Two
@@ -104,7 +104,10 @@ class NgramSimple(Drafter):
                 last[key] = j
                 count[key] = count.get(key, 0) + 1
 
-    def propose(self, n_max: int) -> Draft:
+    def propose(self, n_max: int, gate: DraftGate | None = None) -> Draft:
+        return self.peek(n_max)
+
+    def peek(self, n_max: int) -> Draft:
         hist, n, m = self._hist, self.size_n, self.size_m
         length = len(hist)
         if n_max <= 0 or length < n + m + 3:

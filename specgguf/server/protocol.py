@@ -16,8 +16,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from specgguf.core.sampling import SamplerParams
 from specgguf.generator import GenParams, SpecOverrides
-from specgguf.sampling import SamplerParams
 
 MAX_STOP = 16  # stop strings per request
 MAX_STOP_LEN = 256
@@ -250,8 +250,8 @@ def _stream(body: dict) -> tuple[bool, bool]:
 
 
 def parse_chat(body: Any) -> Request:
-    from specgguf.chat import validate_messages
     from specgguf.errors import SpecggufError
+    from specgguf.io.chat import validate_messages
 
     body = _object(body)
     if "messages" not in body:

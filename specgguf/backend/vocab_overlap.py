@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from specgguf.gguf_info import VocabInfo
+from specgguf.backend.gguf_info import VocabInfo
 
 _SPM_BYTE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 

@@ -1,8 +1,8 @@
 """llama.cpp's KV cache type names and their ggml_type ids.
 
-Apart from specgguf.engine because the command line validates -ctk/-ctv before anything heavy
-is imported: importing llama_cpp takes a noticeable moment, and nothing should be slow before
-a typo is reported (or before a Ctrl-C can be answered with a report).
+Apart from specgguf.backend.engine because the command line validates -ctk/-ctv before anything
+heavy is imported: importing llama_cpp takes a noticeable moment, and nothing should be slow
+before a typo is reported (or before a Ctrl-C can be answered with a report).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ target's (K+1)-th distribution. Deterministic drafters (n-gram lookup, greedy dr
 one-hot q, which turns the rule into "accept with probability p(x), else sample p without x".
 Greedy targets have a one-hot p, which turns it into "accept while x == argmax".
 
-Randomness comes per position (specgguf.sampling.PositionRandom): the target's sample at a
+Randomness comes per position (specgguf.core.sampling.PositionRandom): the target's sample at a
 position uses that position's SAMPLE uniform whether or not a proposal stood there. For a
 one-hot q "accept with probability p(x), else sample p without x" is then "accept iff the
 target's sample is x, else emit that sample" -- the same distribution, and the same token
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specgguf.sampling import ACCEPT, SAMPLE, SparseDist
+from specgguf.core.sampling import ACCEPT, SAMPLE, SparseDist
 
 #: uniform for (position in this round, purpose); a numpy Generator is also accepted
 Uniforms = Callable[[int, int], float]

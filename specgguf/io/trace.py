@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from specgguf.errors import UsageError, open_user_file, write_failed
 
 if TYPE_CHECKING:  # speculative imports the engine (llama_cpp); the writer does not need it
-    from specgguf.speculative import Round
+    from specgguf.core.rounds import Round
 
 
 class TraceWriter:

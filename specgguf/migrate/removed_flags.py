@@ -313,7 +313,9 @@ def check_run_argv(argv: list[str], env: Mapping[str, str]) -> None:
     first = first_refusal(args, env)
     if first is None:
         return
-    from specgguf.migrate import corrected_run_command  # only now: keeps `run` start-up light
+    from specgguf.migrate.commands import (
+        corrected_run_command,  # only now: keeps `run` start-up light
+    )
 
     fixed, problems = corrected_run_command(sub, args, env)
     if problems:

@@ -8,10 +8,10 @@ rejected proposals. Its only job is to guess; correctness is the verifier's.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from specgguf.sampling import SparseDist
+from specgguf.core.sampling import SparseDist
 
 
 @dataclass
@@ -30,6 +30,11 @@ class Draft:
         return len(self.tokens)
 
 
+#: asked by a drafter before each further draft token: (position in this draft, the draft's
+#: confidence in the token) -> is it still worth proposing? (the `auto` policy's question)
+DraftGate = Callable[[int, float], bool]
+
+
 class Drafter(ABC):
     """Base class of all draft sources. Subclasses keep whatever index they need incrementally:
     `observe` must cost O(len(tokens)), never O(len(history))."""
@@ -42,6 +47,9 @@ class Drafter(ABC):
     #: proposing costs next to nothing (a table lookup), so a cost model may ask for drafts it
     #: will not send to the target, just to keep measuring this source's acceptance for free
     cheap: bool = False
+    #: proposes token by token and can ask a DraftGate before each one (a draft model); the
+    #: loop then passes one to `propose`
+    asks_per_token: bool = False
 
     @abstractmethod
     def begin(self, prompt: Sequence[int]) -> None:
@@ -52,8 +60,15 @@ class Drafter(ABC):
         """Append tokens the loop emitted (in order) to the sequence."""
 
     @abstractmethod
-    def propose(self, n_max: int) -> Draft:
-        """Guess up to `n_max` tokens that continue the sequence; an empty Draft means no guess."""
+    def propose(self, n_max: int, gate: DraftGate | None = None) -> Draft:
+        """Guess up to `n_max` tokens that continue the sequence; an empty Draft means no guess.
+        A drafter that `asks_per_token` stops where `gate` says a token is not worth it."""
+
+    def peek(self, n_max: int) -> Draft:
+        """What `propose` would return now, without changing any state (a shadow draft: the
+        policy measures a free drafter's acceptance on rounds it sits out). Drafters whose
+        proposals cost real work (a model) peek nothing."""
+        return Draft()
 
     def feedback(self, n_drafted: int, n_accepted: int) -> None:  # noqa: B027 - optional hook
         """Told after verification how many of this drafter's `n_drafted` tokens were accepted."""

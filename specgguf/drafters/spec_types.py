@@ -29,7 +29,7 @@ UNSUPPORTED = {
 }
 
 
-#: the longest draft `--spec-draft-n-max auto` may choose (specgguf.adaptive's cap)
+#: the longest draft `--spec-draft-n-max auto` may choose (specgguf.auto.policy's cap)
 AUTO_N_MAX_CAP = 8
 
 #: the free drafters that join the default --spec-type under `--spec-draft-n-max auto`: an

@@ -1,6 +1,6 @@
 """Where a model's layers go (-ngl / -ngld), and whether a GPU build has a GPU to go to.
 
-Pure: the devices come in as plain data (specgguf.engine.backend_devices reads them from
+Pure: the devices come in as plain data (specgguf.backend.engine.backend_devices reads them from
 ggml), so the rules can be tested without a GPU. They follow llama.cpp's model loader:
 
 * A model has n_layer repeating layers plus the output layer, n_layer + 1 in all; this is

@@ -1,13 +1,13 @@
 """The second line of defence of `specgguf migrate`: a token scan of every file it checks.
 
-The structured rewrite (specgguf.migrate) understands commands it can find: a shell line that
-names llama-server, a compose `command:` under a llama.cpp image, and so on. Real files hide
-flags in many more places (a shell variable, a bash array, `$(...)`, a `.bat` with `^`
-continuations, a custom YAML schema, a Python subprocess list, a bare flag in a Markdown
+The structured rewrite (specgguf.migrate.commands) understands commands it can find: a shell
+line that names llama-server, a compose `command:` under a llama.cpp image, and so on. Real
+files hide flags in many more places (a shell variable, a bash array, `$(...)`, a `.bat` with
+`^` continuations, a custom YAML schema, a Python subprocess list, a bare flag in a Markdown
 block). Whatever the rewrite did not change, this scan still sees: every removed llama.cpp or
 vLLM flag name, removed `--spec-type` value and removed/renamed environment variable left in
-the text where it could be an argument is reported, so `--check` can never pass such a file.
-A false "cannot migrate safely" costs a look; a false pass costs a server that dies at start.
+the text where it could be an argument is reported, so `--check` can never pass such a file. A
+false "cannot migrate safely" costs a look; a false pass costs a server that dies at start.
 
 Exempt: full-line comments of the file's language (and trailing shell comments), lines opted
 out with `specgguf-migrate: ignore` (see `ignored_lines`), `specgguf migrate ...` example lines,
@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from specgguf import legacy as lg
+from specgguf.migrate import removed_flags as lg
 
 #: vLLM's pre-0.8 speculative flags (folded into --speculative-config) and V0-only knobs
 VLLM_REMOVED_FLAGS = frozenset({

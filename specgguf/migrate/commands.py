@@ -10,7 +10,8 @@ Three layers, each pure and testable on its own:
 3. Scanners find invocations in shell scripts, Dockerfiles, Makefiles, YAML (compose, k8s,
    CI) and Markdown code blocks; `run_migrate` reports, checks, diffs or rewrites files.
 
-What was removed, and the defaults that changed, live in specgguf.legacy (shared with `run`).
+What was removed, and the defaults that changed, live in specgguf.migrate.removed_flags
+(shared with `run`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from specgguf import legacy as lg
+from specgguf.migrate import removed_flags as lg
 
 # ---------------------------------------------------------------------------------------------
 # Layer 1: one command as a list of words
@@ -420,7 +421,7 @@ def classify_draft(value: str, base: str | None = None) -> tuple[str | None, str
     path = next((c for c in candidates if os.path.isfile(c)), None)
     if path is None:
         return None, f"{value} is not here to read"
-    from specgguf.gguf_info import read_gguf_info
+    from specgguf.backend.gguf_info import read_gguf_info
 
     try:
         info = read_gguf_info(path)
@@ -1232,10 +1233,9 @@ class _Scan:
         """Old LLAMA_ARG_* names: renamed where there is a successor, reported where not.
 
         A block that relied on the old draft behaviour also gets LLAMA_ARG_SPEC_TYPE and the
-        old defaults (specgguf.migrate_env), or is reported when that cannot be decided.
+        old defaults (specgguf.migrate.env), or is reported when that cannot be decided.
         """
-        from specgguf import migrate_env
-
+        from specgguf.migrate import env as migrate_env
         spans: list[tuple[int, int, str]] = []
         for m in _ENV_RE.finditer(self.text, start, end):
             line_start = self.text.rfind("\n", 0, m.start()) + 1
@@ -1693,7 +1693,7 @@ def detect(path: str, text: str) -> tuple[str | None, str]:
     shell (their command lines look like one); source files (.py, .js, .json ...) get the token
     scan only, since their command lines are string literals.
     """
-    from specgguf.migrate_files import SOURCE_EXTS
+    from specgguf.migrate.files import SOURCE_EXTS
 
     kind = file_kind(path, text)
     if kind is not None:
@@ -1745,8 +1745,7 @@ def check_text(text: str, kind: str | None, comments: str | None = None,
     not touch them either). Every removed name the rewrite leaves behind becomes a finding of
     its own that cannot be migrated safely, so a file never passes `--check` with one.
     """
-    from specgguf import migrate_guard as guard
-
+    from specgguf.migrate import guard
     ignored, whole = guard.ignored_lines(text)
     if whole:
         return text, []
@@ -1807,8 +1806,8 @@ def report_lines(path: str, findings: Iterable[Finding], changes: bool = True) -
 
 
 def atomic_write(path: str, data: bytes) -> None:
-    """See specgguf.migrate_files.atomic_write (kept here for callers of the old name)."""
-    from specgguf.migrate_files import atomic_write as write
+    """See specgguf.migrate.files.atomic_write (kept here for callers of the old name)."""
+    from specgguf.migrate.files import atomic_write as write
 
     write(path, data)
 
@@ -1829,8 +1828,7 @@ def run_migrate(paths: Sequence[str], check: bool = False, write: bool = False,
     (a person has to look), or when a path is missing, unreadable or binary (named
     explicitly); 0 otherwise. `verbose` lists what a directory scan skipped, and why.
     """
-    from specgguf import migrate_files as mf
-
+    from specgguf.migrate import files as mf
     out = stdout or sys.stdout
     err = stderr or sys.stderr
     files, skipped, missing = mf.expand(paths)

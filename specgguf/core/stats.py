@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from specgguf.speculative import Round
+    from specgguf.core.rounds import Round
 
 
 #: Below these a speed is not a measurement: a 1-token prompt evaluates nothing (its last

@@ -9,7 +9,7 @@ block (rendered as-is), `raise_exception`, `strftime_now`, and a `tojson` that k
 characters and does not HTML-escape (Jinja's own would turn "<" into "\\u003c").
 
 The sandbox stops a template from reaching Python internals, not from spending: rendering runs
-in specgguf.template_bounds' BoundedSandbox, which bounds steps, time, the size of every value
+in specgguf.io.template_bounds' BoundedSandbox, which bounds steps, time, the size of every value
 and of the output (16 characters per token of the context), call depth and range(); any
 failure is one ChatTemplateError line (exit 5; compile failures take the origin's code).
 
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from specgguf.errors import ExitCode, PromptError, SpecggufError, UsageError, open_user_file
-from specgguf.template_bounds import TemplateBoundsError, TemplateLimits
+from specgguf.io.template_bounds import TemplateBoundsError, TemplateLimits
 
 #: The largest template compiled. Compiling costs far more than rendering (measured here: a
 #: 64k-item list literal took 22 s and 400 MB to compile), so the source is lexed first and
@@ -75,7 +75,7 @@ def _environment(limits: TemplateLimits):
     from jinja2 import nodes
     from jinja2.ext import Extension
 
-    from specgguf.template_bounds import BoundedSandbox
+    from specgguf.io.template_bounds import BoundedSandbox
 
     class GenerationBlock(Extension):
         """transformers' `{% generation %}...{% endgeneration %}` (it marks assistant text for

@@ -201,8 +201,7 @@ def ggml() -> ctypes.CDLL:
     global _lib
     if _lib is not None:
         return _lib
-    from specgguf import engine
-
+    from specgguf.backend import engine
     engine.init_backend(engine._verbose)  # loads libllama, hence libggml
     path = _llama_path()
     lib = ctypes.CDLL(path)
@@ -469,7 +468,7 @@ class Placed:
     record: bool  # read where llama.cpp put the layers (only when devices were asked for)
 
 
-def prepare(load) -> Placed:  # noqa: ANN001 - specgguf.session.LoadOptions (no import cycle)
+def prepare(load) -> Placed:  # noqa: ANN001 - specgguf.backend.session.LoadOptions (no import cycle)
     """Apply --rpc, -dev and -devd of a LoadOptions, in llama.cpp's order. Nothing here
     touches ggml when none of the three is given."""
     if load.rpc:
@@ -489,14 +488,12 @@ class recording:  # noqa: N801 - used as a `with` statement
 
     def __enter__(self) -> None:
         if self.enabled:
-            from specgguf import engine
-
+            from specgguf.backend import engine
             engine.log_listener = self.rec
 
     def __exit__(self, *exc: object) -> None:
         if self.enabled:
-            from specgguf import engine
-
+            from specgguf.backend import engine
             engine.log_listener = None
             if exc[0] is None:
                 self.into[self.name] = self.rec.placement()

@@ -21,9 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from specgguf import interrupts
-from specgguf.errors import ExitCode, ModelFileError, SpecggufError
-from specgguf.ggml_types import KV_CACHE_TYPES
-from specgguf.offload import (
+from specgguf.backend.ggml_types import KV_CACHE_TYPES
+from specgguf.backend.offload import (
     DEVICE_KINDS,
     Device,
     describe_placement,
@@ -31,6 +30,7 @@ from specgguf.offload import (
     no_device_message,
     offload_targets,
 )
+from specgguf.errors import ExitCode, ModelFileError, SpecggufError
 
 try:  # imported lazily by tests that only need pure modules
     import llama_cpp as ll
@@ -62,7 +62,7 @@ _log_callback = None
 _progress_callback = None
 _abort_callback = None
 _NO_ABORT = ll.ggml_abort_callback()  # a NULL function pointer: no abort check
-#: called with every llama.cpp log line while set (specgguf.devices reads layer placement)
+#: called with every llama.cpp log line while set (specgguf.backend.devices reads layer placement)
 log_listener = None
 #: batches at least this long (prompt chunks) are evaluated with llama.cpp's abort check, so a
 #: signal stops a long prompt evaluation within one graph node; short verification batches skip
@@ -121,7 +121,7 @@ def gpu_offload_supported() -> bool:
     return bool(ll.llama_supports_gpu_offload())
 
 
-# -- devices and layer placement (the rules are in specgguf.offload) -------------------------
+# -- devices and layer placement (the rules are in specgguf.backend.offload) ----------------
 
 
 def _ggml():
@@ -178,7 +178,7 @@ def backend_devices(*, memory: bool = False) -> list[Device]:
 
 
 def require_gpu_if_built_for_one() -> None:
-    """Refuse, in one line, a GPU build that finds no GPU (see specgguf.offload)."""
+    """Refuse, in one line, a GPU build that finds no GPU (see specgguf.backend.offload)."""
     init_backend(_verbose)
     lib = _ggml()
     if lib is None:

@@ -2,7 +2,7 @@
 
 Invariant between rounds: the target's KV cache holds every token of the sequence except the
 last one (`id_last`). A round feeds [id_last] + K proposals to the target in ONE decode with
-logits for those K+1 positions, accepts a prefix of the proposals (specgguf.acceptance), emits
+logits for those K+1 positions, accepts a prefix of the proposals (specgguf.core.acceptance), emits
 that prefix plus one token of the target's own, and rolls the KV cache back to the accepted
 prefix. K = 0 is a plain decoding step through the very same path, which is how
 `--spec-type none` gives an honest baseline.
@@ -12,52 +12,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Protocol
 
-from specgguf.acceptance import verify
-from specgguf.context import KVContext
-from specgguf.drafters.base import Draft, Drafter
-from specgguf.sampling import PositionRandom, SamplerParams, SparseDist, distribution
-from specgguf.stats import RunStats
-
-
-@dataclass(frozen=True)
-class GenerationConfig:
-    n_predict: int = -1  # -1: until EOS or the context is full (llama.cpp's default)
-    n_max: int = 3  # --spec-draft-n-max
-    sampler: SamplerParams = field(default_factory=SamplerParams)
-    ignore_eos: bool = False
-
-
-@dataclass
-class Round:
-    """What one round did; the stats, the --trace file and the colouring all read it."""
-
-    drafter: str | None  # None: no drafter proposed anything, a plain step
-    proposed: list[int]
-    n_accepted: int
-    emitted: list[int]  # accepted proposals + the target's token, cut before an EOS
-    draft_ms: float
-    verify_ms: float
-    target_probs: list[float] | None = None  # p(proposal) per position, only when traced
-    # a cross-vocabulary draft's translation this round (draft tokens, their text, the target
-    # tokens, translate_ms): specgguf.drafters.cross_vocab
-    translation: dict | None = None
-    eos: bool = False  # an end-of-generation token ended the text in this round
-
-
-class BudgetPolicy(Protocol):
-    """Decides how much to draft each round (specgguf.adaptive.AdaptivePolicy): it may lower
-    the round's limit, never raise it, and learns from every finished round."""
-
-    def budget(self, limit: int) -> int: ...
-
-    def trim(self, name: str, n: int) -> int:
-        """How many of the n tokens drafter `name` proposed to verify (0: none)."""
-        ...
-
-    def observe(self, rnd: Round) -> None: ...
+from specgguf.core.acceptance import verify
+from specgguf.core.context import KVContext
+from specgguf.core.draft import Draft, Drafter
+from specgguf.core.rounds import BudgetPolicy, GenerationConfig, Round
+from specgguf.core.sampling import PositionRandom, SparseDist, distribution
+from specgguf.core.stats import RunStats
 
 
 def _cut(draft: Draft, n: int) -> Draft:
@@ -128,14 +89,19 @@ class SpeculativeDecoder:
         """
         if limit <= 0:
             return None, Draft()
+        policy = self.policy
         for d in self.drafters:
             budget = min(limit, d.max_draft)
+            if policy is not None:
+                budget = min(budget, policy.allowance(d.name))
             if budget <= 0:
                 continue
-            draft = _cut(d.propose(budget), budget)  # never trust a drafter with the budget
-            if draft.tokens and self.policy is not None:
+            gate = policy.gate(d.name) if policy is not None and d.asks_per_token else None
+            draft = d.propose(budget, gate) if gate is not None else d.propose(budget)
+            draft = _cut(draft, budget)  # never trust a drafter with the budget
+            if draft.tokens and policy is not None:
                 # a free drafter proposes all it has; the policy keeps the part that pays
-                draft = _cut(draft, self.policy.trim(d.name, len(draft.tokens)))
+                draft = _cut(draft, policy.trim(d.name, len(draft.tokens)))
             if draft.tokens:
                 return d, draft
         return None, Draft()

@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 from specgguf import interrupts
 from specgguf.errors import ExitCode, OutputError, SpecggufError
-from specgguf.output import write_text
+from specgguf.io.output import write_text
 
 #: per-line keys and what they override on the command line
 OVERRIDES = ("n_predict", "temperature", "top_k", "top_p", "min_p", "seed")
@@ -120,7 +120,7 @@ def parse_line(text: str | bytes, line: int) -> BatchItem:
             raise fail('"prompt" must be a string')
         item.prompt = obj["prompt"]
     else:
-        from specgguf.chat import validate_messages
+        from specgguf.io.chat import validate_messages
 
         try:
             item.messages = validate_messages(obj["messages"])

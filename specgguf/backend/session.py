@@ -11,15 +11,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from specgguf import devices, engine
-from specgguf.drafters.base import Drafter
+from specgguf.backend import devices, engine
+from specgguf.backend.preflight import preflight, resolve_n_ctx
+from specgguf.core.draft import Drafter
+from specgguf.core.loop import SpeculativeDecoder
+from specgguf.core.rounds import BudgetPolicy, GenerationConfig
+from specgguf.core.sampling import PositionRandom, SamplerParams
 from specgguf.drafters.cross_vocab import CrossVocabDrafter
 from specgguf.drafters.draft_model import DraftModelDrafter
+from specgguf.drafters.spec_types import NGRAM_TYPES
 from specgguf.errors import PromptError
-from specgguf.preflight import preflight, resolve_n_ctx
-from specgguf.sampling import PositionRandom, SamplerParams
-from specgguf.spec_types import NGRAM_TYPES
-from specgguf.speculative import BudgetPolicy, GenerationConfig, SpeculativeDecoder
 
 #: the one line `run` prints when the draft drafts through text
 CROSS_VOCAB_NOTICE = (
@@ -236,6 +237,7 @@ class Session:
                 out.append(
                     CrossVocabDrafter(
                         draft_ctx,
+                        draft_ctx.model,
                         self.target_model,
                         n_max=spec.n_max,
                         p_min=spec.p_min,

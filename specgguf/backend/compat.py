@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from specgguf.backend.gguf_info import VocabInfo, vocab_type
 from specgguf.errors import IncompatibleModelsError
-from specgguf.gguf_info import VocabInfo, vocab_type
 
 __all__ = [
     "CHECK_START_TOKEN_ID",

@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from specgguf import legacy as lg
+from specgguf.migrate import removed_flags as lg
 
 DRAFT_ENVS = ("LLAMA_ARG_MODEL_DRAFT", "LLAMA_ARG_SPEC_DRAFT_MODEL", "LLAMA_ARG_HF_REPO_DRAFT",
               "LLAMA_ARG_SPEC_DRAFT_HF")

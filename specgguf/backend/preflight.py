@@ -1,7 +1,7 @@
 """Refuse what cannot work before any weight is read: unreadable files, incompatible pairs.
 
-Metadata comes from the bounded GGUF reader (specgguf.gguf_info), so a broken or hostile file
-costs milliseconds and one clear line instead of a crash inside llama.cpp.
+Metadata comes from the bounded GGUF reader (specgguf.backend.gguf_info), so a broken or
+hostile file costs milliseconds and one clear line instead of a crash inside llama.cpp.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from specgguf.compat import check_compatible, require_compatible
-from specgguf.gguf_info import GGUFInfo, read_gguf_info
+from specgguf.backend.compat import check_compatible, require_compatible
+from specgguf.backend.gguf_info import GGUFInfo, read_gguf_info
 
 #: The context size when -c is not given, capped at the model's training context. llama.cpp
 #: long defaulted to 4096: enough for a prompt and a long answer, while -c 0 (the training

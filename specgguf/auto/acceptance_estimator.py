@@ -1,0 +1,241 @@
+"""How likely each drafter's proposals are to be accepted, position by position.
+
+Counts decay every round (by `decay`), so old evidence fades and a text that starts (or stops)
+repeating itself is noticed. Three sources:
+- real rounds: position i of a drafter's proposal was reached (earlier ones accepted) and was
+  or was not accepted;
+- shadow drafts of free drafters (n-gram lookups) on rounds they sat out: what they would
+  have proposed, scored against the tokens that were then emitted (exactly, under greedy
+  decoding; in expectation when sampling, since an n-gram draft is one-hot and
+  P(accept) = p(token) = P(the sampled token is that token));
+- for model drafters, a confidence -> acceptance calibration (binned, decayed), which the
+  per-token decision uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class DrafterRecord:
+    """What has been observed of one drafter (by its --spec-type name)."""
+
+    width: int
+    bins: int
+    trials: list[float] = field(default_factory=list)  # position i reached
+    hits: list[float] = field(default_factory=list)  # ... and accepted
+    cal_trials: list[float] = field(default_factory=list)  # confidence bin -> reached
+    cal_hits: list[float] = field(default_factory=list)  # ... and accepted
+    attempts: float = 0.0  # decayed: rounds in which the per-token question was asked
+    empties: float = 0.0  # ... and the answer was "stop" before the first token
+    rounds: int = 0
+    empty_attempts: int = 0
+    shadow_trials: int = 0  # shadow drafts resolved
+    tokens_drafted: int = 0
+    tokens_accepted: int = 0
+
+    def __post_init__(self) -> None:
+        self.trials = [0.0] * self.width
+        self.hits = [0.0] * self.width
+        self.cal_trials = [0.0] * self.bins
+        self.cal_hits = [0.0] * self.bins
+
+    def decay(self, f: float) -> None:
+        for arr in (self.trials, self.hits, self.cal_trials, self.cal_hits):
+            for i in range(len(arr)):
+                arr[i] *= f
+        self.attempts *= f
+        self.empties *= f
+
+
+@dataclass
+class _Shadow:
+    name: str
+    tokens: list[int]
+    hits: int = 0
+
+
+class AcceptanceEstimator:
+    """Per-drafter, per-position acceptance with a prior, shadow drafts and calibration."""
+
+    #: shadows pending per drafter: one long one and a one-token one (see `wants_shadow`)
+    MAX_PENDING_SHADOWS = 2
+
+    def __init__(
+        self,
+        width: int,
+        *,
+        decay: float = 0.97,
+        prior: float = 0.5,
+        prior_weight: float = 1.0,
+        bins: int = 10,
+    ) -> None:
+        self.width = width
+        self.decay = decay
+        self.prior = prior
+        self.prior_weight = prior_weight
+        self.bins = bins
+        self.records: dict[str, DrafterRecord] = {}
+        self._shadows: list[_Shadow] = []
+        self.shadow_samples = 0
+        self._cache: dict[str, list[float]] = {}
+
+    def record(self, name: str) -> DrafterRecord:
+        r = self.records.get(name)
+        if r is None:
+            r = self.records[name] = DrafterRecord(self.width, self.bins)
+        return r
+
+    # -- learning ---------------------------------------------------------------------------
+
+    def next_round(self) -> None:
+        """A round finished: old evidence fades by one step."""
+        for r in self.records.values():
+            r.decay(self.decay)
+        self._cache.clear()
+
+    def add_round(
+        self, name: str, k: int, n_accepted: int, confidences: Sequence[float] = ()
+    ) -> None:
+        """A verified proposal of k tokens of which the first n_accepted were accepted, with
+        the model drafter's confidence in each (empty for n-gram drafts)."""
+        r = self.record(name)
+        r.rounds += 1
+        r.tokens_drafted += k
+        r.tokens_accepted += n_accepted
+        for i in range(min(k, self.width)):
+            if i > n_accepted:
+                break  # never reached: an earlier proposal was rejected
+            r.trials[i] += 1.0
+            r.hits[i] += 1.0 if i < n_accepted else 0.0
+        for i, c in enumerate(confidences[:k]):
+            if i > n_accepted:
+                break
+            b = min(self.bins - 1, int(min(1.0, max(0.0, c)) * self.bins))
+            r.cal_trials[b] += 1.0
+            r.cal_hits[b] += 1.0 if i < n_accepted else 0.0
+        self._cache.pop(name, None)
+
+    def add_attempt(self, name: str, *, empty: bool) -> None:
+        """A model drafter was asked per token this round; `empty`: it stopped before its
+        first token (one draft step spent for nothing, what `p_empty` weighs in)."""
+        r = self.record(name)
+        r.attempts += 1.0
+        if empty:
+            r.empties += 1.0
+            r.empty_attempts += 1
+
+    # -- shadow drafts ----------------------------------------------------------------------
+
+    def wants_shadow(self, name: str) -> int | None:
+        """How many tokens of a shadow draft of `name` to keep: None (enough pending), 1 (a
+        long one is pending), or 0 meaning all of it.
+
+        One long shadow per drafter at a time: shadows started on consecutive rounds cover
+        the same stretch of text, so they would count one lucky (or unlucky) stretch many
+        times over at every depth, and the estimate would swing with it. While a long one is
+        pending, the drafter's first token is still scored every round: those are different
+        positions of the text, and they are what notices quickly that a drafter has started
+        (or stopped) guessing right."""
+        pending = sum(1 for s in self._shadows if s.name == name)
+        if pending >= self.MAX_PENDING_SHADOWS:
+            return None
+        return 1 if pending else 0
+
+    def add_shadow(self, name: str, tokens: Sequence[int]) -> None:
+        if tokens:
+            self._shadows.append(_Shadow(name, list(tokens)))
+
+    def resolve_shadows(self, emitted: Sequence[int]) -> None:
+        """Score pending shadows position by position as the tokens arrive (a position's
+        outcome is known as soon as its token is emitted; waiting for the whole shadow would
+        keep a 48-token draft's evidence back for 48 plain steps)."""
+        keep = []
+        for sh in self._shadows:
+            r = self.record(sh.name)
+            done = False
+            for t in emitted:
+                ok = sh.tokens[sh.hits] == t
+                if sh.hits < self.width:
+                    r.trials[sh.hits] += 1.0
+                    r.hits[sh.hits] += 1.0 if ok else 0.0
+                if not ok:
+                    done = True
+                    break
+                sh.hits += 1
+                if sh.hits == len(sh.tokens):
+                    done = True
+                    break
+            if done:
+                r.shadow_trials += 1
+                self.shadow_samples += 1
+            else:
+                keep.append(sh)
+            self._cache.pop(sh.name, None)
+        self._shadows = keep
+
+    # -- readings ---------------------------------------------------------------------------
+
+    def acceptance(self, name: str) -> list[float]:
+        """Estimated P(accept position i | earlier ones accepted), i = 0..width-1: decayed
+        counts shrunk towards the previous position's estimate (the first towards the
+        prior). A copy: callers may change it."""
+        acc = self._cache.get(name)
+        if acc is None:
+            acc = self._cache[name] = self._compute(name)
+        return list(acc)
+
+    def _compute(self, name: str) -> list[float]:
+        r = self.records.get(name)
+        out: list[float] = []
+        prior = self.prior
+        w = self.prior_weight
+        for i in range(self.width):
+            t, h = (r.trials[i], r.hits[i]) if r else (0.0, 0.0)
+            a = (h + w * prior) / (t + w)
+            out.append(a)
+            prior = a
+        return out
+
+    def calibrated(self, name: str, confidence: float) -> float:
+        """P(accept | the draft's confidence), binned and decayed; a bin without data says
+        the confidence itself (a draft at 0.9 is right ~90% of the time if calibrated)."""
+        c = min(1.0, max(0.0, confidence))
+        r = self.records.get(name)
+        if r is None:
+            return c
+        b = min(self.bins - 1, int(c * self.bins))
+        return (r.cal_hits[b] + self.prior_weight * c) / (r.cal_trials[b] + self.prior_weight)
+
+    def best_calibrated(self, name: str) -> float:
+        """The acceptance of the most confident bin with data (0 if none): how far a model
+        drafter may go when its draft is confident."""
+        r = self.records.get(name)
+        if r is None:
+            return 0.0
+        w = self.prior_weight
+        return max(
+            (
+                (r.cal_hits[b] + w * (b + 0.5) / self.bins) / (r.cal_trials[b] + w)
+                for b in range(self.bins)
+                if r.cal_trials[b] >= 1.0
+            ),
+            default=0.0,
+        )
+
+    def p_empty(self, name: str) -> float:
+        r = self.records.get(name)
+        return r.empties / (r.attempts + 1.0) if r else 0.0  # prior: attempts do propose
+
+    def summary(self, name: str) -> dict[str, Any]:
+        r = self.record(name)
+        return {
+            "shadow_drafts": r.shadow_trials,
+            "rounds": r.rounds,
+            "empty_attempts": r.empty_attempts,
+            "tokens_drafted": r.tokens_drafted,
+            "tokens_accepted": r.tokens_accepted,
+        }

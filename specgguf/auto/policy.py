@@ -1,0 +1,702 @@
+"""`--spec-draft-n-max auto`: how much each drafter may propose, round by round.
+
+The policy front. Its parts: cost_model (pure: what a round of k proposals is expected to
+emit and cost), cost_estimator (verify and draft costs measured on this machine, with the
+machine profile as prior), acceptance_estimator (per drafter and per position, with shadow
+drafts and a confidence calibration), probes (when to measure instead of exploit, within an
+exploration budget). This module combines them into the answers the speculative loop asks
+(specgguf.core.rounds.BudgetPolicy):
+
+- `budget(limit)`: the round's limit (0: a plain step);
+- `allowance(name)`: how many tokens drafter `name` may propose this round;
+- `trim(name, n)`: how many of the n tokens a free drafter proposed to send;
+- `continue_drafting(name, position, confidence)`: per token, for a model drafter;
+- `observe(round)`: learn from the finished round.
+
+It never touches what is accepted, only how much is proposed, so the output is exactly as
+lossless as with a fixed n_max; and it never writes to a drafter: it reads their names, caps
+and timings, and asks free drafters for pure shadow drafts (`peek`).
+
+Priors never speculate blindly: an unmeasured verify width is priced at a full target step per
+extra token, an unmeasured draft cost at one target step per token, and acceptance starts at
+0.5 (weight of one round). On a GPU verify(k) is ~1 and drafts are cheap, so long drafts win;
+on a 2-core CPU a draft model rarely pays, while free n-gram drafts on text that is being
+copied pay most at widths of 16-48 tokens, where a pass costs a fraction of a step per token.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from specgguf.auto.acceptance_estimator import AcceptanceEstimator
+from specgguf.auto.cost_estimator import CostEstimator
+from specgguf.auto.cost_model import Costs, best_k, speedups, worth_continuing
+from specgguf.auto.probes import ProbeScheduler
+from specgguf.auto.profile import CostProfile
+from specgguf.core.draft import DraftGate
+from specgguf.drafters.spec_types import AUTO_N_MAX_CAP
+
+#: the longest draft `--spec-draft-n-max auto` lets a draft MODEL make unless told otherwise
+DEFAULT_N_MAX_CAP = AUTO_N_MAX_CAP  # (defined with the spec types: the CLI reads it)
+#: the widest verify pass auto models. Free drafters (n-gram lookups) propose up to their own
+#: size_m (48 by default), and on CPUs a long pass costs far less per token than a short one
+#: (the batched kernels take over past ~9 tokens), so their widths must be priced too.
+MAX_WIDTH = 64
+
+
+@dataclass
+class _Drafter:
+    """What the policy knows of a drafter; read from it at `attach`, never written back."""
+
+    cap: int  # the longest draft it may make: its own cap, within the widths priced
+    cheap: bool = False  # free to draft (an n-gram lookup): shadow drafts measure it
+    gated: bool = False  # asks `continue_drafting` per token (a model drafter)
+    pending: int = 1  # tokens a model drafter must catch up on before its next draft
+    source: Any = None  # the drafter itself: read for `peek` and `timing` only
+
+
+@dataclass
+class _RoundState:
+    """continue_drafting's view of the current round, for one drafter."""
+
+    p_reach: float = 1.0  # P(every proposal so far is accepted), by the calibration
+    confidences: list[float] = field(default_factory=list)  # of the proposed tokens
+    stopped: bool = False  # the policy said stop (after the draft computed that position)
+
+
+@dataclass
+class _Plan:
+    k: int  # budget for this drafter this round
+    speedup: float  # what the model expects of it
+    probe: bool
+
+
+class AdaptivePolicy:
+    """Budget policy for `SpeculativeDecoder(..., budget_policy=...)`.
+
+    Wiring (what `run --spec-draft-n-max auto` and `bench` do, through the Generator):
+
+        policy = AdaptivePolicy(n_max_cap=8)
+        policy.seed(profile)              # optional: this machine's measured costs
+        decoder = session.decoder(sampler, n, seed, budget_policy=policy)
+        policy.attach(decoder.drafters)   # their names, caps, kinds, timings
+        ... generate ...
+        policy.detach()
+
+    `attach` lets the policy give each drafter its own budget, so a draft model that does not
+    pay is skipped outright instead of catching up and then stopping at position 0, and lets
+    it shadow free drafters that sit a round out.
+    """
+
+    KNOWN_WEIGHT = 3.0  # a profile width with this many samples is not probed again
+    HOPELESS_RECHECK = 32  # rounds a "cannot pay here" verdict stands before it is re-checked
+
+    def __init__(
+        self,
+        n_max_cap: int = DEFAULT_N_MAX_CAP,
+        *,
+        width_cap: int = MAX_WIDTH,
+        decay: float = 0.97,
+        cost_decay: float = 0.9,
+        prior_acceptance: float = 0.5,
+        prior_weight: float = 1.0,
+        confidence_bins: int = 10,
+        margin: float = 0.05,
+        probe_gap: int = 8,
+        probe_gap_max: int = 64,
+        probe_rounds: int = 3,
+        explore_budget: float = 0.05,
+        explore_allowance: float = 2.0,
+        optimism: float = 0.15,
+    ) -> None:
+        if n_max_cap < 1:
+            raise ValueError("n_max_cap must be >= 1")
+        self.cap = n_max_cap  # longest draft of a model drafter
+        #: widest pass priced: a free drafter may propose up to this (its own cap permitting)
+        self.width = max(n_max_cap, width_cap)
+        self.margin = margin
+        self.optimism = optimism  # acceptance bonus under which a re-probe must look useful
+        self.cost = CostEstimator(self.width, decay=cost_decay)
+        self.accept = AcceptanceEstimator(
+            self.width,
+            decay=decay,
+            prior=prior_acceptance,
+            prior_weight=prior_weight,
+            bins=confidence_bins,
+        )
+        self.schedule = ProbeScheduler(
+            n_max_cap,
+            gap=probe_gap,
+            gap_max=probe_gap_max,
+            burst_rounds=probe_rounds,
+            budget=explore_budget,
+            allowance=explore_allowance,
+        )
+        self._drafters: dict[str, _Drafter] = {}
+        self._plans: dict[str, _Plan] = {}
+        self._round: dict[str, _RoundState] = {}  # continue_drafting's state this round
+        #: k returned by each budget() call, in order (what `auto` chose round by round)
+        self.chosen: list[int] = []
+        #: proposals actually verified each round (a free drafter's budget is its whole cap,
+        #: what it then sends is its proposal as cut by `trim`)
+        self.sent: list[int] = []
+        #: the policy's own bookkeeping time: with the probes' net cost, auto's cost against
+        #: plain decoding is measured, not guessed
+        self.overhead_ms = 0.0
+        self.seeded = False
+        self._observed = 0
+        self._seen_timing: dict[str, Any] = {}  # a model drafter's last DraftTiming, consumed
+        self._hopeless_memo: dict[str, int] = {}  # name -> round of the last "cannot pay"
+        self._cache: dict[tuple, Any] = {}  # per-drafter derived estimates, cleared by observe
+
+    # -- attaching, sequences, the machine profile ------------------------------------------
+
+    def attach(self, drafters: Sequence[Any]) -> None:
+        self.detach()
+        self._cache.clear()
+        for d in drafters:
+            cheap = bool(getattr(d, "cheap", False))
+            info = self._model(d.name)
+            info.cheap = cheap
+            info.gated = info.gated or bool(getattr(d, "asks_per_token", False))
+            # a free drafter may propose as far as its own cap; a model drafter up to n_max
+            info.cap = max(1, min(int(d.max_draft), self.width if cheap else self.cap))
+            info.source = d
+
+    def detach(self) -> None:
+        for info in self._drafters.values():
+            info.source = None
+
+    def seed(self, profile: CostProfile | None) -> None:
+        """Start from costs measured by earlier runs on this machine (specgguf.auto.profile);
+        probe widths the profile knows well are not probed again."""
+        if profile is None:
+            return
+        self.seeded = self.cost.seed(profile)
+        self._cache.clear()
+        self._hopeless_memo.clear()
+
+    def export_profile(self) -> CostProfile | None:
+        """What THIS run measured (not the priors it was seeded with), for
+        specgguf.auto.profile.save_profile to merge into the machine's profile."""
+        return self.cost.export({n for n, m in self._drafters.items() if m.gated})
+
+    def new_sequence(self) -> None:
+        """Start another prompt with what was learned (costs, acceptance, calibration): for
+        --jsonl batches and conversations, where one policy can serve every decoder. The
+        initial probes are not repeated; call `attach` with the new decoder's drafters."""
+        for m in self._drafters.values():
+            m.pending = 1  # a model drafter's begin() catches up on the prompt itself
+        self._observed = 0
+        self._round = {}
+        self._plans = {}
+        self.schedule.new_sequence()
+
+    def _model(self, name: str) -> _Drafter:
+        m = self._drafters.get(name)
+        if m is None:
+            m = self._drafters[name] = _Drafter(cap=self.cap)
+        return m
+
+    # -- estimates ---------------------------------------------------------------------------
+
+    @property
+    def probes(self) -> int:
+        return self.schedule.probes
+
+    @property
+    def probe_cost(self) -> float:
+        return self.schedule.probe_cost
+
+    @property
+    def shadow_samples(self) -> int:
+        return self.accept.shadow_samples
+
+    def target_step_ms(self) -> float | None:
+        return self.cost.target_step_ms()
+
+    def verify_curve(self) -> tuple[float, ...]:
+        return self.cost.verify_curve()
+
+    def cap_of(self, name: str) -> int:
+        """The longest draft `name` may make: its own cap, within the widths auto prices."""
+        m = self._drafters.get(name)
+        return m.cap if m is not None else self.cap
+
+    def acceptance(self, name: str) -> list[float]:
+        return self.accept.acceptance(name)
+
+    def calibrated(self, name: str, confidence: float) -> float:
+        return self.accept.calibrated(name, confidence)
+
+    def _draft_rel(self, name: str) -> float | None:
+        d = self.cost.draft_rel(name)
+        if d is None:
+            m = self._drafters.get(name)
+            return 0.0 if m is not None and m.cheap else None
+        return d
+
+    def costs(self, name: str) -> Costs:
+        key = ("costs", name)
+        if key not in self._cache:
+            d = self._draft_rel(name)
+            # unmeasured: as dear as the target (probes measure it)
+            self._cache[key] = Costs(verify=self.cost.verify_curve(), draft=1.0 if d is None else d)
+        return self._cache[key]
+
+    def ceiling(self, name: str) -> float:
+        """The best speedup drafting with `name` could reach if every proposal were accepted,
+        under the costs known now (unknown widths extrapolated along the known curve)."""
+        key = ("ceiling", name)
+        if key not in self._cache:
+            d = self._draft_rel(name)
+            costs = Costs(verify=self.cost.likely_curve(), draft=1.0 if d is None else d)
+            self._cache[key] = max(speedups(costs, 1.0, self.cap_of(name)))
+        return self._cache[key]
+
+    def hopeless(self, name: str) -> bool:
+        """Drafting with `name` cannot pay on this machine whatever the text: even at 100%
+        acceptance the draft steps plus the wider pass cost more than the tokens they bring.
+        Only decided once its draft cost and at least two verify widths are known (measured or
+        from the profile); such a drafter is never probed again, which is what keeps auto
+        within a hair of plain decoding where speculation cannot win (a small CPU)."""
+        # a "yes" is cheap to keep: costs drift slowly, so it is re-checked every
+        # HOPELESS_RECHECK rounds (this is the hot path of auto on a machine where it decodes
+        # plainly, and on a GPU a round is only a few ms)
+        memo = self._hopeless_memo.get(name)
+        if memo is not None and self._observed - memo < self.HOPELESS_RECHECK:
+            return True
+        if self._draft_rel(name) is None or len(self.cost.known_widths()) < 2:
+            return False
+        verdict = self.ceiling(name) < 1.0 + self.margin
+        if verdict:
+            self._hopeless_memo[name] = self._observed
+        else:
+            self._hopeless_memo.pop(name, None)
+        return verdict
+
+    def catch_up_cost(self, name: str) -> float:
+        """Cost, in target steps, of each token a model drafter must catch up on when it is
+        resumed after being skipped (0 for n-gram drafters, which see every token anyway).
+        Unmeasured: half a draft step per token (a batch is cheaper per token than steps)."""
+        m = self._drafters.get(name)
+        if m is None or not m.gated:
+            return 0.0
+        measured = self.cost.catch_up_rel(name)
+        return measured if measured is not None else 0.5 * self.costs(name).draft
+
+    def _may_explore(self, name: str | None = None) -> bool:
+        """Within the exploration budget, counting what probing `name` would cost right now:
+        resuming a skipped draft model means catching it up on everything emitted meanwhile."""
+        liability = 0.0
+        if name is not None:
+            liability = self.catch_up_cost(name) * max(0, self._drafters[name].pending - 1)
+        return self.schedule.may_explore(liability)
+
+    def _could_pay(self, name: str) -> bool:
+        """Whether drafting with `name` would pay if its acceptance were `optimism` higher
+        than estimated: a probe that cannot change the decision is not worth its price."""
+        acc = [min(1.0, a + self.optimism) for a in self.acceptance(name)]
+        costs = Costs(verify=self.cost.likely_curve(), draft=self.costs(name).draft)
+        p_empty = self.accept.p_empty(name)
+        k, _ = best_k(costs, acc, self.cap_of(name), margin=self.margin, p_empty=p_empty)
+        return k > 0
+
+    def _worth_probing(self, name: str) -> bool:
+        """A re-probe burst for `name` after a run of plain steps: only if it is not hopeless
+        on this machine, its acceptance could plausibly make it pay, and the exploration budget
+        allows it. Cheap drafters are measured by shadow drafts instead, so they are probed
+        only while no verify width is known at all."""
+        if self._drafters[name].cheap and self.cost.known_widths():
+            return False
+        return not self.hopeless(name) and self._could_pay(name) and self._may_explore(name)
+
+    # -- plans -------------------------------------------------------------------------------
+
+    def _wide_probe(self, name: str, acc: Sequence[float], current: float) -> _Plan | None:
+        """A free drafter whose acceptance says long drafts would be accepted, while passes
+        that wide were never measured here: priced at the optimistic curve, would a width
+        past the measured ones clearly beat the best measured plan? Then send that width, so
+        its cost is measured where it is used instead of extrapolated from short passes (on
+        CPUs the cost per token falls steeply past ~9 tokens, so a line fitted to short passes
+        hides a 2x on "print the whole file" prompts). The probe is charged to the exploration
+        budget only for what it loses; one whose tokens are accepted pays for itself."""
+        widest = max(self.cost.known_widths(), default=0)
+        cap = self.cap_of(name)
+        if widest <= 0 or widest >= cap:
+            return None
+        optimistic = Costs(verify=self.cost.optimistic_curve())
+        k, s = best_k(optimistic, acc, cap, margin=self.margin)
+        if k <= widest or s <= max(1.0, current) * (1.0 + self.margin):
+            return None
+        if not self._may_explore():
+            return None
+        self.schedule.probes += 1
+        return _Plan(k, s, probe=True)
+
+    def _plan_model(self) -> dict[str, _Plan]:
+        """Each drafter's best plan under the current estimates (a wide probe for a free
+        drafter when one looks worth it), then now and then a wider pass for the others."""
+        plans: dict[str, _Plan] = {}
+        for name, m in self._drafters.items():
+            if self.hopeless(name):
+                plans[name] = _Plan(0, 1.0, probe=False)
+                continue
+            costs, acc = self.costs(name), self.acceptance(name)
+            cap = self.cap_of(name)
+            p_empty = self.accept.p_empty(name)
+            k, s = best_k(costs, acc, cap, margin=self.margin, p_empty=p_empty)
+            if m.cheap:
+                probe = self._wide_probe(name, acc, s)
+                if probe is not None:
+                    plans[name] = probe
+                    continue
+            if k > 0 and m.gated:
+                # continue_drafting cuts low-confidence tails, so allow the length that pays
+                # when the draft is confident (the best calibrated bin), never less than k.
+                top = self.accept.best_calibrated(name)
+                k_up, _ = best_k(costs, [max(a, top) for a in acc], cap, margin=self.margin)
+                k = max(k, k_up)
+            if k > 0 and m.cheap:
+                k = cap  # a free drafter proposes what it has; `trim` cuts it to what pays
+            plans[name] = _Plan(k, s, probe=False)
+        self._plan_wider(plans)
+        return plans
+
+    def _plan_wider(self, plans: dict[str, _Plan]) -> None:
+        """Wider passes than the widest measured one are priced at a full target step per
+        extra token. When the measured curve's slope says a wider one could pay a model
+        drafter, try the next width now and then, so a GPU can grow past the ladder (free
+        drafters grow through `_wide_probe`)."""
+        widest = self.cost.widest_measured()
+        nxt = self.schedule.next_wider(widest)
+        if nxt is None or widest <= 0:
+            return
+        hopeful = [n for n in self._drafters if not self.hopeless(n)]
+        if not hopeful:
+            return
+        curve = self.cost.verify_curve()[: widest + 1]
+        wants = [
+            name
+            for name in hopeful
+            if not self._drafters[name].cheap
+            and best_k(
+                Costs(verify=curve, draft=self.costs(name).draft),
+                self.acceptance(name),
+                nxt,
+                margin=self.margin,
+                p_empty=self.accept.p_empty(name),
+            )[0]
+            > widest
+        ]
+        if wants and self.schedule.widening_due():
+            for name in wants:
+                plans[name] = _Plan(nxt, plans[name].speedup, probe=True)
+            self.schedule.probes += 1
+
+    def _plan_probe(
+        self, k: int | None = None, names: Sequence[str] | None = None
+    ) -> dict[str, _Plan]:
+        """Probe plans: width k for every drafter (or those `names`), or each drafter's least
+        bad k >= 1 under the current estimates."""
+        plans = {}
+        for name in self._drafters:
+            if (names is not None and name not in names) or self.hopeless(name):
+                plans[name] = _Plan(0, 1.0, probe=False)
+                continue
+            kk = k
+            if kk is None:
+                cap = self.cap_of(name)
+                sp = speedups(self.costs(name), self.acceptance(name), cap)
+                kk = max(range(1, cap + 1), key=lambda j: (sp[j], -j))
+            plans[name] = _Plan(kk, 1.0, probe=True)
+        return plans
+
+    def _known_well(self, k: int) -> bool:
+        """An initial probe width the profile knows well enough to skip (if no model
+        drafter's draft cost is still unknown)."""
+        prior = self.cost.prior_verify.get(k)
+        known = prior is not None and prior.weight >= self.KNOWN_WEIGHT
+        unknown_draft = any(
+            m.gated and self._draft_rel(n) is None for n, m in self._drafters.items()
+        )
+        return known and not unknown_draft
+
+    # -- the loop's questions ----------------------------------------------------------------
+
+    def budget(self, limit: int) -> int:
+        """Draft budget for the next round (0: a plain step), at most `limit`."""
+        t0 = time.perf_counter()
+        try:
+            return self._budget(limit)
+        finally:
+            self.overhead_ms += (time.perf_counter() - t0) * 1e3
+
+    def _budget(self, limit: int) -> int:
+        default = 0
+        charged = False
+        ladder = self.schedule.next_ladder_width(
+            self._known_well,
+            lambda: bool(self._drafters) and all(self.hopeless(n) for n in self._drafters),
+        )
+        if ladder is not None:  # initial probes: measure the cost curve rather than assume it
+            default = ladder
+            plans = self._plan_probe(default)
+            self.schedule.probes += default > 0
+        else:
+            plans = self._plan_model()
+            if all(p.k == 0 for p in plans.values()):
+                names = self.schedule.idle_round(
+                    lambda: [n for n in self._drafters if self._worth_probing(n)],
+                    any_drafter=bool(self._drafters),
+                )
+                if names is not None:  # a burst of probes: one round is too little evidence
+                    plans = self._plan_probe(names=names)
+                    self.schedule.probes += 1
+                    # no drafter known yet (not attached, none has proposed): a short probe
+                    default = 1 if not plans else 0
+            elif self.schedule.drafting_round():
+                # while speculating, a plain step now and then keeps the unit of every cost
+                # (the plain step's time, which drifts with the context) measured
+                plans = {n: _Plan(0, p.speedup, probe=False) for n, p in plans.items()}
+            # (the initial probes are the price of measuring at all: not charged)
+            charged = default > 0 or any(p.probe for p in plans.values())
+        in_probe = default > 0 or any(p.probe for p in plans.values())
+        self.schedule.start_round(probe=in_probe, charged=charged)
+        self._plans = plans
+        if limit > 0:
+            self._shadow_idle(plans)
+        k = max((p.k for p in plans.values()), default=default)
+        k = max(0, min(k, limit, self.width))
+        self.chosen.append(k)
+        return k
+
+    def allowance(self, name: str) -> int:
+        """How many tokens drafter `name` may propose this round (after `budget`): its plan,
+        or no limit of the policy's own for a drafter it has no plan for."""
+        plan = self._plans.get(name)
+        if plan is None:
+            return 0 if self._drafters.get(name) is not None else 1 << 30
+        return min(plan.k, self.cap_of(name))
+
+    def _shadow_idle(self, plans: dict[str, _Plan]) -> None:
+        """Free drafters that sit this round out are asked what they would have proposed (a
+        pure query); the tokens emitted next say how much of it would have been accepted."""
+        for name, m in self._drafters.items():
+            p = plans.get(name)
+            if m.source is None or not m.cheap or (p is not None and p.k > 0):
+                continue
+            keep = self.accept.wants_shadow(name)
+            if keep is None:
+                continue
+            try:
+                draft = m.source.peek(m.cap)
+            except Exception:  # a shadow is never worth a failed generation
+                continue
+            self.accept.add_shadow(name, draft.tokens[:keep] if keep else draft.tokens)
+
+    def trim(self, name: str, n: int) -> int:
+        """How many of the `n` tokens that `name` just proposed to send to the target.
+
+        Model drafters are cut token by token (`continue_drafting`); a free drafter proposes
+        all it has and is cut here, at the length with the best expected tokens per unit of
+        verify cost under this drafter's per-position acceptance: a long proposal from a text
+        that keeps being copied goes out whole, one from a text that drifts is cut short. A
+        probe goes out whole (it measures that width)."""
+        t0 = time.perf_counter()
+        try:
+            m = self._drafters.get(name)
+            plan = self._plans.get(name)
+            if m is None or not m.cheap or plan is None or plan.probe or n <= 1:
+                return n
+            k, _ = best_k(self.costs(name), self.acceptance(name), n)
+            return k
+        finally:
+            self.overhead_ms += (time.perf_counter() - t0) * 1e3
+
+    def gate(self, name: str) -> DraftGate:
+        """The per-token question for model drafter `name` this round."""
+        return partial(self.continue_drafting, name)
+
+    def continue_drafting(self, name: str, position: int, confidence: float) -> bool:
+        """Asked by a model drafter before it proposes token `position` (0-based) of this
+        round, whose top probability is `confidence`: is that token still worth its cost?
+        (calibrated confidence; continue iff some longer draft has positive net value
+        tokens - rate * extra cost, rate being the speedup the plan expects anyway)."""
+        m = self._model(name)
+        m.gated = True
+        st = self._round.get(name)
+        if position == 0 or st is None:
+            st = self._round[name] = _RoundState()
+        plan = self._plans.get(name)
+        n_max = plan.k if plan is not None else self.cap_of(name)
+        if position >= n_max:
+            ok = False
+        elif plan is not None and plan.probe:
+            ok = True  # a probe measures the full width
+        else:
+            a_now = self.calibrated(name, confidence)
+            acc = self.acceptance(name)
+            ok = worth_continuing(
+                self.costs(name),
+                position,
+                p_reach=st.p_reach,
+                a_next=a_now,
+                future=acc[position + 1 :] or acc[-1:],
+                n_max=n_max,
+                rate=max(1.0, plan.speedup if plan is not None else 1.0),
+            )
+            if ok:
+                st.p_reach *= a_now
+        if ok:
+            st.confidences.append(confidence)
+        else:
+            st.stopped = True
+        return ok
+
+    # -- learning ----------------------------------------------------------------------------
+
+    def observe(self, rnd: Any) -> None:
+        """Learn from a finished round (specgguf.core.rounds.Round)."""
+        t0 = time.perf_counter()
+        try:
+            self._observe(rnd)
+        finally:
+            self.overhead_ms += (time.perf_counter() - t0) * 1e3
+
+    def _observe(self, rnd: Any) -> None:
+        k = len(rnd.proposed)
+        self.sent.append(k)
+        self._observed += 1
+        if self._observed > 1:  # the first round follows the prompt's pass: not a sample
+            self.cost.add_verify(k, float(rnd.verify_ms))
+        self.cost.changed()
+        self._cache.clear()  # estimates change only here
+        base = self.target_step_ms()
+        cost = (float(rnd.draft_ms) + float(rnd.verify_ms)) / base if base else None
+        self.schedule.end_round(k, len(rnd.emitted), cost)
+        self.accept.next_round()
+        self.accept.resolve_shadows(rnd.emitted)
+        timed = self._learn_draft_timing(base)
+        rounds, self._round = self._round, {}
+        for name, m in self._drafters.items():
+            if m.gated:
+                ran = name in rounds or (k > 0 and rnd.drafter == name) or name in timed
+                m.pending = 1 if ran else m.pending + len(rnd.emitted)
+        for name, st in rounds.items():
+            empty = st.stopped and not st.confidences and not (k and rnd.drafter == name)
+            self.accept.add_attempt(name, empty=empty)
+        if k == 0 or not rnd.drafter:
+            return
+        st = rounds.get(rnd.drafter)
+        self.accept.add_round(
+            rnd.drafter, k, int(rnd.n_accepted), st.confidences if st is not None else ()
+        )
+
+    def _learn_draft_timing(self, base: float | None) -> set[str]:
+        """Draft costs from the model drafters' own timing of their last proposal.
+
+        The cost model charges `draft` per proposal, so that is what is measured: a round's
+        drafting time (the catch-up of the 1-2 tokens emitted last round, then one decode per
+        further proposal, plus a decode whose token was judged not worth proposing) divided by
+        the tokens proposed; after a full acceptance the catch-up is a 2-token batch, dearer
+        than a step, and it belongs in the price. An attempt that proposed nothing counts its
+        time as one proposal's (the p_empty case). A longer catch-up (resuming a skipped draft
+        model) is priced per token instead. Returns the names that decoded this round."""
+        timed: set[str] = set()
+        for name, m in self._drafters.items():
+            t = getattr(m.source, "timing", None) if m.source is not None else None
+            if t is None or t is self._seen_timing.get(name) or t.catch_up_tokens <= 0:
+                continue  # nothing new (or nothing decoded): no sample
+            self._seen_timing[name] = t
+            timed.add(name)
+            if t.catch_up_tokens <= 2:
+                self.cost.add_draft(name, (t.catch_up_ms + t.steps_ms) / max(1, t.proposed))
+                continue
+            if base and t.catch_up_tokens >= 4:
+                self.cost.add_catch_up(name, t.catch_up_ms / t.catch_up_tokens / base)
+            if t.steps and t.proposed > 1:  # the decodes after the catch-up, one per proposal
+                self.cost.add_draft(name, t.steps_ms / t.steps)
+        return timed
+
+    # -- reporting ---------------------------------------------------------------------------
+
+    def summary(self) -> dict[str, Any]:
+        """What `auto` chose and why: chosen-k histogram, measured costs, acceptance."""
+        base = self.target_step_ms()
+        known = self.cost.known_curve()
+        drafters = {}
+        for name in self._drafters:
+            costs, acc = self.costs(name), self.acceptance(name)
+            p_empty = self.accept.p_empty(name)
+            k, s = best_k(costs, acc, self.cap_of(name), margin=self.margin, p_empty=p_empty)
+            d_rel = self._draft_rel(name)
+            dm = self.cost.draft_ms.get(name)
+            drafters[name] = {
+                "draft_ms_per_token": round(dm.mean, 3) if dm is not None and dm.known else None,
+                "draft_cost_rel": round(d_rel, 4) if d_rel is not None else None,
+                "ceiling": round(self.ceiling(name), 4),
+                "hopeless": self.hopeless(name),
+                "acceptance": [round(a, 4) for a in acc[: self.cap_of(name)]],
+                **self.accept.summary(name),
+                "best_k": k,
+                "expected_speedup": round(s, 4),
+            }
+        hist = Counter(self.chosen)
+        sched = self.schedule
+        return {
+            "n_max_cap": self.cap,
+            "width_cap": self.width,
+            "rounds": len(self.chosen),
+            "probes": sched.probes,
+            "explore_cost_steps": round(sched.explore_spent, 3),
+            "probe_cost_steps": round(sched.probe_cost, 3),
+            "tokens": sched.elapsed,
+            "policy_ms": round(self.overhead_ms, 3),
+            "chosen_k": {str(k): hist[k] for k in sorted(hist)},
+            "mean_k": round(sum(self.chosen) / len(self.chosen), 3) if self.chosen else 0.0,
+            "mean_sent": round(sum(self.sent) / len(self.sent), 3) if self.sent else 0.0,
+            "tokens_per_pass": round(sched.elapsed / len(self.sent), 3) if self.sent else 0.0,
+            "target_step_ms": round(base, 3) if base else None,
+            "verify_cost_rel": {
+                str(k): round(c, 4) for k, c in sorted(known.items()) if math.isfinite(c)
+            },
+            "profile_seeded": self.seeded,
+            "drafters": drafters,
+        }
+
+    def report_lines(self) -> list[str]:
+        """A few lines for stderr after `run --spec-draft-n-max auto`."""
+        s = self.summary()
+        lines = [
+            f"auto: {s['rounds']} rounds, mean k {s['mean_k']:.2f} allowed, "
+            f"{s['mean_sent']:.2f} sent, {s['tokens_per_pass']:.2f} tokens per pass, "
+            f"probes {s['probes']} "
+            f"(cost {s['probe_cost_steps']:+.2f} steps), bookkeeping {s['policy_ms']:.1f} ms, "
+            "chosen k " + " ".join(f"{k}:{n}" for k, n in s["chosen_k"].items()),
+        ]
+        if s["target_step_ms"]:
+            lines.append(
+                f"auto: target step {s['target_step_ms']:.1f} ms, verify cost by k "
+                + " ".join(f"{k}:{c:.2f}" for k, c in s["verify_cost_rel"].items())
+                + (" (with this machine's profile)" if s["profile_seeded"] else "")
+            )
+        for name, d in s["drafters"].items():
+            cost = f"{d['draft_cost_rel']:.2f}" if d["draft_cost_rel"] is not None else "?"
+            lines.append(
+                f"auto: {name}: draft step {cost} of a target step, acceptance "
+                + " ".join(f"{a:.2f}" for a in d["acceptance"][:4])
+                + f", best k {d['best_k']} (x{d['expected_speedup']:.2f})"
+                + (
+                    f"; cannot pay here (x{d['ceiling']:.2f} even at 100% acceptance)"
+                    if d["hopeless"]
+                    else ""
+                )
+            )
+        return lines

@@ -1,0 +1,63 @@
+"""What a generation is asked to do, what one round did, and what may limit a round's draft.
+
+Kept apart from the loop so that statistics, traces and auto can read rounds without importing
+the loop (and the loop can report to statistics without a cycle).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from specgguf.core.draft import DraftGate
+from specgguf.core.sampling import SamplerParams
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    n_predict: int = -1  # -1: until EOS or the context is full (llama.cpp's default)
+    n_max: int = 3  # --spec-draft-n-max
+    sampler: SamplerParams = field(default_factory=SamplerParams)
+    ignore_eos: bool = False
+
+
+@dataclass
+class Round:
+    """What one round did; the stats, the --trace file and the colouring all read it."""
+
+    drafter: str | None  # None: no drafter proposed anything, a plain step
+    proposed: list[int]
+    n_accepted: int
+    emitted: list[int]  # accepted proposals + the target's token, cut before an EOS
+    draft_ms: float
+    verify_ms: float
+    target_probs: list[float] | None = None  # p(proposal) per position, only when traced
+    # a cross-vocabulary draft's translation this round (draft tokens, their text, the target
+    # tokens, translate_ms): specgguf.drafters.cross_vocab
+    translation: dict | None = None
+    eos: bool = False  # an end-of-generation token ended the text in this round
+
+
+class BudgetPolicy(Protocol):
+    """Decides how much to draft each round (specgguf.auto.policy.AdaptivePolicy): it may lower
+    the round's limit and each drafter's, never raise them, and learns from every finished
+    round. It never changes what is accepted, so the output stays the target's."""
+
+    def budget(self, limit: int) -> int:
+        """The most tokens any drafter may propose this round (0: a plain step)."""
+        ...
+
+    def allowance(self, name: str) -> int:
+        """The most tokens drafter `name` may propose this round (after `budget`)."""
+        ...
+
+    def trim(self, name: str, n: int) -> int:
+        """How many of the n tokens drafter `name` proposed to verify (0: none)."""
+        ...
+
+    def gate(self, name: str) -> DraftGate | None:
+        """What a drafter that `asks_per_token` should ask before each further token this
+        round (None: nothing, it drafts up to its allowance)."""
+        ...
+
+    def observe(self, rnd: Round) -> None: ...

@@ -1,0 +1,1 @@
+"""Text in and out: chat templates (bounded), JSONL batches, traces, streaming output."""
