@@ -394,7 +394,10 @@ def test_auto_is_lossless_and_records_its_choices(tiny_target, tiny_draft):
             policy.detach()
             assert got == ref
             assert len(policy.chosen) == dec.stats.rounds + dec.stats.plain_steps
-            assert policy.chosen[:6] == [0, 0, 1, 2, 3, 4]  # the initial probes
+            # the initial probes (a width nobody drafted for is tried again the next round)
+            ch = policy.chosen[:12]
+            ladder = [k for i, k in enumerate(ch) if ch[i - 1 : i] != [k]]
+            assert ladder[:5] == [0, 1, 2, 3, 4]
             assert dec.stats.n_drafted > 0
             assert all(d.max_draft in (8, 48) for d in dec.drafters)  # restored
             assert policy.summary()["rounds"] == len(policy.chosen)

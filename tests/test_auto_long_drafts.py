@@ -53,6 +53,7 @@ class Copy:
     name: str = "ngram-simple"
     cheap: bool = True
     pos: int = 0
+    silent_until: int = 0  # proposes nothing before this position (a lookup still empty)
     wrong: set[int] = field(default_factory=set)
 
     def __post_init__(self) -> None:
@@ -63,6 +64,8 @@ class Copy:
 
     def propose(self, n: int) -> Draft:
         start = self.pos
+        if start < self.silent_until:
+            return Draft()
         out = self.text[start : start + min(n, self.size_m)]
         return Draft([-1 if start + i in self.wrong else t for i, t in enumerate(out)])
 
@@ -124,6 +127,17 @@ def test_cold_auto_finds_long_drafts_on_a_copied_text():
     # the wide passes were measured, not extrapolated, and would go into the profile
     exported = policy.export_profile()
     assert exported is not None and max(exported.verify) >= 40
+
+
+def test_cold_auto_measures_its_widths_even_if_the_lookup_is_silent_at_first():
+    # an n-gram index that has nothing to propose during the initial probes (the first
+    # tokens of an answer, before its first repeated n-gram) must not leave auto with no
+    # measured width at all: with none known no draft can look worth it, and a cold run
+    # would decode plainly to the end (it did: x1.00 on the edit prompts, replayed)
+    policy = AdaptivePolicy(n_max_cap=8)
+    _, sent = simulate(policy, Copy(list(range(100_000)), silent_until=12), 200)
+    assert sum(sent[-50:]) / 50 >= 40
+    assert policy.summary()["verify_cost_rel"].keys() >= {"1", "2", "3", "4"}
 
 
 def test_a_profile_that_knows_only_short_passes_still_finds_long_drafts():

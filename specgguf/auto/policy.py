@@ -580,7 +580,9 @@ class AdaptivePolicy:
         self._cache.clear()  # estimates change only here
         base = self.target_step_ms()
         cost = (float(rnd.draft_ms) + float(rnd.verify_ms)) / base if base else None
-        self.schedule.end_round(k, len(rnd.emitted), cost)
+        self.schedule.end_round(
+            k, len(rnd.emitted), cost, width_known=bool(self.cost.known_widths())
+        )
         self.accept.next_round()
         self.accept.resolve_shadows(rnd.emitted)
         timed = self._learn_draft_timing(base)

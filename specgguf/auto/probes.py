@@ -61,6 +61,7 @@ class ProbeScheduler:
         self.probes = 0  # probe rounds planned
         self._charged = False  # the round in flight is a charged probe
         self._in_probe = False  # ... any probe
+        self._ladder_now: int | None = None  # the initial probe width in flight
 
     # -- what the next round is -----------------------------------------------------------
 
@@ -70,6 +71,7 @@ class ProbeScheduler:
         """The next initial probe width, skipping those `known_well` (from the profile, with
         every draft cost known), stopping early when `give_up` (every drafter hopeless);
         None when the ladder is done."""
+        self._ladder_now = None
         while self._ladder:
             k = self._ladder.pop(0)
             if k == 0:
@@ -78,6 +80,7 @@ class ProbeScheduler:
                 self._ladder.clear()
                 return None
             if not known_well(k):
+                self._ladder_now = k
                 return k
         return None
 
@@ -133,11 +136,22 @@ class ProbeScheduler:
         self._in_probe = probe
         self._charged = charged
 
-    def end_round(self, k: int, emitted: int, cost_steps: float | None) -> None:
+    def end_round(
+        self, k: int, emitted: int, cost_steps: float | None, *, width_known: bool = True
+    ) -> None:
         """Account for the finished round: k proposals, `emitted` tokens, its draft + verify
-        time in target steps (None while no plain step is known)."""
+        time in target steps (None while no plain step is known); `width_known`: some pass
+        wider than one token has been measured (or is known from the profile)."""
         self.since_plain = 0 if k == 0 else self.since_plain + 1
         self.elapsed += emitted
+        if self._ladder_now and k == 0 and not width_known:
+            # an initial probe that nobody drafted for (an n-gram lookup with nothing to
+            # propose yet) measured nothing; while no width at all is known it waits for the
+            # next round. Without this a cold start whose free drafter has nothing to say in
+            # its first rounds would know no verify width, and with none known no draft can
+            # look worth it: the run would decode plainly to the end.
+            self._ladder.insert(0, self._ladder_now)
+        self._ladder_now = None
         if cost_steps is not None:
             if self._charged:
                 # a probe's price: its time beyond the plain steps its tokens would have
