@@ -18,7 +18,7 @@ import pytest
 
 from specgguf.errors import ExitCode, UsageError
 from specgguf.migrate import removed_flags as lg
-from specgguf.migrate.removed_flags import check_run_argv
+from specgguf.migrate.refuse import check_run_argv
 
 ROOT = Path(__file__).resolve().parents[1]
 ARG_CPP = Path("/tmp/build/src/llama_cpp_python-0.3.36/vendor/llama.cpp/common/arg.cpp")
@@ -194,7 +194,7 @@ def test_clean_commands_pass_quickly_and_import_nothing_heavy():
     # that the check imports nothing heavy, asserted below
     assert time.perf_counter() - t0 < 10.0
     code = ("import sys, time; t = time.perf_counter()\n"
-            "import specgguf.migrate.removed_flags as l\n"
+            "import specgguf.migrate.refuse as l\n"
             "try:\n  l.check_run_argv(['run', '--draft', '2'], {})\nexcept Exception: pass\n"
             "print(time.perf_counter() - t, *sorted(m for m in ('numpy', 'llama_cpp', 'typer',"
             " 'rich', 'gguf') if m in sys.modules))")
