@@ -81,9 +81,9 @@ class Hit:
                     "(it refuses to start); remove it by hand or mark the line "
                     "`specgguf-migrate: ignore`")
         if self.kind == "spec-type":
-            return ("--spec-type draft is still here (llama.cpp renamed the type to "
-                    "draft-simple); migrate it by hand or mark the line "
-                    "`specgguf-migrate: ignore`")
+            return (f"--spec-type {self.name} is still here "
+                    f"({lg.removed_type_reason(self.name)}); migrate it by hand or mark the "
+                    "line `specgguf-migrate: ignore`")
         owner = "vLLM" if self.name.replace("_", "-") in VLLM_REMOVED_FLAGS else "llama.cpp"
         return (f"{self.name} is still here ({owner} removed it); migrate it by hand or mark "
                 "the line `specgguf-migrate: ignore`")

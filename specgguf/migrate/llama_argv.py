@@ -56,11 +56,12 @@ def _spec_types(plan: Plan, spec_flags: list[Flag], opaque: list[str]) -> _SpecT
             continue
         items = flag.value.split(",")
         new_items = [lg.REMOVED_SPEC_TYPES.get(t.strip(), t) for t in items]
-        if new_items != items:
+        old = lg.removed_type(flag.value)
+        if old is not None:
             new_value = ",".join(new_items)
             plan.rename(flag, new_value=new_value)
-            plan.notes.append(f"{flag.show()} -> {flag.typed} {new_value}: llama.cpp renamed "
-                              "the type")
+            plan.notes.append(f"{flag.show()} -> {flag.typed} {new_value}: "
+                              f"{lg.removed_type_reason(old)}")
             st.renamed = True
         st.new_names |= any(t.strip().startswith("draft-") for t in items)
         for t in new_items:
