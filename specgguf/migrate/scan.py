@@ -61,6 +61,8 @@ class Scan:
         return bisect.bisect_left(self._newlines, offset) + 1
 
     def command(self, seq: list[Word], tool: str, width: int, style: ShellStyle) -> None:
+        """Migrate one command found in the text (`width`: the words naming the tool) and
+        record it, with its edits written in `style`, when anything needs attention."""
         argv = [w.value for w in seq]
         for prev, word in zip(argv, seq[1:], strict=False):
             if lg.normalize_flag(prev) in lg.TEXT_VALUE_FLAGS \

@@ -39,6 +39,7 @@ def _dockerfile_instructions(text: str, start: int, end: int
 
 
 def scan_dockerfile(scan: Scan, start: int = 0, end: int | None = None) -> None:
+    """Every RUN, CMD and ENTRYPOINT in text[start:end] (a whole file or a Markdown block)."""
     end = len(scan.text) if end is None else end
     image_default: str | None = None
     entry: str | None = None

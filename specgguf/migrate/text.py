@@ -21,6 +21,7 @@ def scan_text(text: str, kind: str) -> list[Finding]:
 
 
 def _scan_text(text: str, kind: str, base: str | None = None) -> Scan:
+    """Run the scanner for `kind`, then the LLAMA_ARG_* pass over the regions it read."""
     scan = Scan(text)
     scan.base = base
     if kind == "markdown":
@@ -42,6 +43,7 @@ def _scan_text(text: str, kind: str, base: str | None = None) -> Scan:
 
 
 def migrate_text(text: str, kind: str) -> tuple[str, list[Finding]]:
+    """The structured rewrite alone: the new text and its findings (no token scan)."""
     findings = scan_text(text, kind)
     return apply_edits(text, [e for f in findings for e in f.edits]), findings
 
