@@ -110,7 +110,7 @@ def _run_cli(argv: list[str]) -> int:
     _register()
     try:
         if argv and argv[0] in ("run", "bench", "serve"):
-            from specgguf.migrate.removed_flags import check_run_argv
+            from specgguf.migrate.refuse import check_run_argv
 
             check_run_argv(argv, os.environ)
         rv = app(args=argv, prog_name="specgguf", standalone_mode=False)

@@ -83,8 +83,28 @@ BenchFile = typer.Option(
 )
 
 
+def _refuse_removed_types(values: list[str] | None, *, from_env: bool) -> None:
+    """Refuse `--spec-type draft` as `run` does, with the same line, in bench's own syntax too.
+
+    The start-up check (specgguf.migrate.refuse) reads a comma list; bench's value also holds
+    ';' between configurations and ':' before draft lengths (`ngram-simple;draft:2`), which
+    hide the type from it. So each configuration's types are checked here, before anything
+    is loaded.
+    """
+    from specgguf.errors import UsageError
+    from specgguf.migrate import removed_flags as lg
+
+    name = lg.SPEC_TYPE_ENV if from_env else lg.SPEC_TYPE_FLAG
+    for value in values or []:
+        for item in value.split(";"):
+            types = item.partition(":")[0]
+            if lg.removed_type(types) is not None:
+                raise UsageError(lg.spec_type_message(name, types, env=from_env))
+
+
 @o.with_ngram_options
 def bench(
+    ctx: typer.Context,
     model: Path | None = o.Model,
     model_draft: Path | None = o.ModelDraft,
     spec_type: list[str] | None = SpecTypes,
@@ -149,6 +169,8 @@ def bench(
     from specgguf.drafters.spec_types import PRIORITY
     from specgguf.errors import UsageError
 
+    source = ctx.get_parameter_source("spec_type")
+    _refuse_removed_types(spec_type, from_env=getattr(source, "name", "") == "ENVIRONMENT")
     if list_devices:
         return o.list_devices(rpc)
     o.validate(

@@ -48,7 +48,7 @@ def migrate(
 
     What cannot be migrated without guessing is reported and left alone (exit status 1).
     """
-    from specgguf.migrate.commands import is_command_argv, migrate_command, run_migrate
+    from specgguf.migrate.check import is_command_argv, migrate_command, run_migrate
 
     args = list(paths or [])
     if not args:

@@ -18,7 +18,7 @@ import pytest
 
 from specgguf.errors import ExitCode, UsageError
 from specgguf.migrate import removed_flags as lg
-from specgguf.migrate.removed_flags import check_run_argv
+from specgguf.migrate.refuse import check_run_argv
 
 ROOT = Path(__file__).resolve().parents[1]
 ARG_CPP = Path("/tmp/build/src/llama_cpp_python-0.3.36/vendor/llama.cpp/common/arg.cpp")
@@ -194,7 +194,7 @@ def test_clean_commands_pass_quickly_and_import_nothing_heavy():
     # that the check imports nothing heavy, asserted below
     assert time.perf_counter() - t0 < 10.0
     code = ("import sys, time; t = time.perf_counter()\n"
-            "import specgguf.migrate.removed_flags as l\n"
+            "import specgguf.migrate.refuse as l\n"
             "try:\n  l.check_run_argv(['run', '--draft', '2'], {})\nexcept Exception: pass\n"
             "print(time.perf_counter() - t, *sorted(m for m in ('numpy', 'llama_cpp', 'typer',"
             " 'rich', 'gguf') if m in sys.modules))")
@@ -235,3 +235,83 @@ def test_table_matches_the_vendored_arg_cpp():
     for entry in lg.REMOVED_FLAGS:
         for new in (entry.draft_flag, *entry.ngram_flags.values()):
             assert new is None or f'{{"{new}"}}' in src
+
+
+# -- one message for `--spec-type draft`, whichever front end meets it ------------------------
+
+DRAFT_TYPE_LINE = ('error while handling argument "--spec-type": the speculative type "draft" '
+                   "has been removed. use draft-simple")
+DRAFT_TYPE_REASON = 'the speculative type "draft" has been removed. use draft-simple'
+
+
+@pytest.fixture
+def cli(capfd, monkeypatch):
+    """cli(*argv) -> (exit status, stdout, stderr lines) of `specgguf *argv`, in-process."""
+    from specgguf_cli.app import run_cli
+
+    for var in list(os.environ):
+        if var.startswith("LLAMA_ARG_"):
+            monkeypatch.delenv(var)
+
+    def _cli(*argv: str) -> tuple[int, str, list[str]]:
+        code = run_cli(list(argv))
+        out = capfd.readouterr()
+        return code, out.out, [line for line in out.err.splitlines() if line.strip()]
+
+    return _cli
+
+
+def test_the_removed_type_message_is_defined_once():
+    assert lg.spec_type_message("--spec-type", "ngram-simple,draft") == DRAFT_TYPE_LINE
+    assert lg.removed_type_reason("draft") == DRAFT_TYPE_REASON
+
+
+def test_run_prints_the_one_message(cli):
+    code, out, err = cli("run", "-m", "/nonexistent/t.gguf", "-p", "hi", "--spec-type", "draft")
+    assert code == ExitCode.USAGE == 1 and out == ""
+    assert err[0] == DRAFT_TYPE_LINE
+    assert err[1] == "corrected: specgguf run -m /nonexistent/t.gguf -p hi --spec-type draft-simple"
+
+
+@pytest.mark.parametrize("value", ["ngram-simple;draft", "draft:2",
+                                   "ngram-simple;ngram-mod,draft:auto"])
+def test_bench_prints_the_one_message_for_each_configuration(cli, value):
+    """bench's `;` (configurations) and `:` (draft lengths) hide the type from the start-up
+    check; bench checks each configuration's types the same way, before anything is loaded."""
+    code, out, err = cli("bench", "-m", "/nonexistent/t.gguf", "--spec-type", value)
+    assert code == ExitCode.USAGE == 1 and out == ""
+    assert err == [DRAFT_TYPE_LINE]
+
+
+def test_bench_names_the_variable_when_the_type_comes_from_the_environment(cli, monkeypatch):
+    monkeypatch.setenv("LLAMA_ARG_SPEC_TYPE", "ngram-simple;draft")
+    code, out, err = cli("bench", "-m", "/nonexistent/t.gguf")
+    assert code == ExitCode.USAGE == 1 and out == ""
+    assert err == [DRAFT_TYPE_LINE.replace('argument "--spec-type"',
+                                           'environment variable "LLAMA_ARG_SPEC_TYPE"')]
+
+
+def test_migrate_prints_the_one_message(cli, tmp_path):
+    code, out, err = cli("migrate", "--check", "--", "llama-server", "-m", "t.gguf",
+                         "--spec-type", "ngram-simple,draft")
+    assert code == 1 and err == []
+    assert out.splitlines() == [
+        "llama-server -m t.gguf --spec-type ngram-simple,draft-simple",
+        f"# --spec-type ngram-simple,draft -> --spec-type ngram-simple,draft-simple: "
+        f"{DRAFT_TYPE_REASON}",
+    ]
+    # what the rewrite cannot place (a Python list) the token scan reports, with the same words
+    script = tmp_path / "serve.py"
+    script.write_text('import subprocess\nsubprocess.run(["llama-server", "--spec-type", '
+                      '"draft"])\n')
+    code, out, err = cli("migrate", "--check", str(script))
+    assert code == 1 and err == []
+    assert f"{script}:2: cannot migrate safely: --spec-type draft is still here " \
+           f"({DRAFT_TYPE_REASON}); " in out
+
+
+def test_a_library_caller_gets_the_generic_invalid_value_error():
+    from specgguf.drafters.spec_types import parse_spec_types
+
+    with pytest.raises(UsageError, match="invalid value for --spec-type: 'draft'"):
+        parse_spec_types("draft", have_draft_model=True)

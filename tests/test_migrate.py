@@ -18,21 +18,29 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from specgguf.migrate import commands as mg
-from specgguf.migrate.commands import migrate_argv, migrate_text, run_migrate
+from specgguf.migrate import drafter_kind
+from specgguf.migrate import removed_flags as lg
+from specgguf.migrate.argv import migrate_argv
+from specgguf.migrate.check import run_migrate
+from specgguf.migrate.edit import CannotQuote, ShellStyle, apply_edits
+from specgguf.migrate.kinds import detect, file_kind
+from specgguf.migrate.plan import MigrationResult, apply_ops
+from specgguf.migrate.scan import Scan
+from specgguf.migrate.shell_lexer import lex_shell
+from specgguf.migrate.text import check_text, migrate_text
 
 ROOT = Path(__file__).resolve().parents[1]
-READ_DRAFT_FILES = mg.classify_draft
+READ_DRAFT_FILES = drafter_kind.classify_draft
 
 
 @pytest.fixture(autouse=True)
 def plain_drafts(monkeypatch):
     """The golden outputs below assume plain draft models (d.gguf is not on disk here); the
     tests of drafter detection put the real classifier back (READ_DRAFT_FILES)."""
-    monkeypatch.setattr(mg, "classify_draft", lambda value, base=None: ("plain", ""))
+    monkeypatch.setattr(drafter_kind, "classify_draft", lambda value, base=None: ("plain", ""))
 
 
-def mig(cmd: str, **kw) -> mg.MigrationResult:
+def mig(cmd: str, **kw) -> MigrationResult:
     return migrate_argv(shlex.split(cmd), **kw)
 
 
@@ -244,7 +252,7 @@ def test_ops_describe_the_change_on_word_indices():
     res = mig("llama-server -md d.gguf -cd 9 --draft 4")
     assert [(op.kind, op.index) for op in res.ops] == [
         ("set", 5), ("delete", 3), ("delete", 4), ("insert", 2)]
-    assert mg.apply_ops(res.original, res.ops) == res.argv
+    assert apply_ops(res.original, res.ops) == res.argv
 
 
 # ----------------------------------------------------------------------------------------------
@@ -278,7 +286,7 @@ def test_vllm_mtp_without_a_draft_model_gets_method_mtp_and_only_accepted_keys()
     accepted = {"method", "model", "num_speculative_tokens", "prompt_lookup_max",
                 "prompt_lookup_min", "draft_tensor_parallel_size", "max_model_len",
                 "quantization"}
-    assert {key for key, _ in mg._VLLM_KEYS.values()} <= accepted
+    assert {key for key, _ in lg.VLLM_KEYS.values()} <= accepted
 
 
 @pytest.mark.parametrize(("old", "new"), VLLM)
@@ -319,7 +327,7 @@ def test_vllm_refusals(cmd, dynamic, why):
 
 def test_shell_lexer_words_quotes_expansions_and_separators():
     text = 'A=1 llama-server -m "$M" -p \'a b\' --x=${Y:-2} $(cmd "q") 2>&1 | tee l # c\nnext'
-    cmds = mg.lex_shell(text)
+    cmds = lex_shell(text)
     assert [[w.value for w in c if not w.redirect] for c in cmds] == [
         ["A=1", "llama-server", "-m", "$M", "-p", "a b", "--x=${Y:-2}", '$(cmd "q")'],
         ["tee", "l"], ["next"]]
@@ -333,7 +341,7 @@ def test_shell_lexer_words_quotes_expansions_and_separators():
 
 def test_continuations_and_comments():
     text = "llama-server \\\n  -m x \\\n  --draft 4  # old\n# llama-server --draft 1\n"
-    cmds = mg.lex_shell(text)
+    cmds = lex_shell(text)
     assert [[w.value for w in c] for c in cmds] == [["llama-server", "-m", "x", "--draft", "4"]]
 
 
@@ -406,7 +414,7 @@ def test_bytes_outside_the_changed_tokens_are_identical():
     """Every edit lies inside (or right after) a word of a migrated command."""
     _, findings = migrate_text(SCRIPT, "shell")
     edits = sorted((e for f in findings for e in f.edits), key=lambda e: e.start)
-    words = [w for c in mg.lex_shell(SCRIPT) for w in c]
+    words = [w for c in lex_shell(SCRIPT) for w in c]
     for e in edits:
         inside = any(w.start <= e.start and e.end <= w.end for w in words)
         after = any(e.start == e.end == w.end for w in words)
@@ -418,7 +426,7 @@ def test_bytes_outside_the_changed_tokens_are_identical():
         out.append(SCRIPT[last:e.start])
         last = e.end
     kept = "".join(out) + SCRIPT[last:]
-    new = mg.apply_edits(SCRIPT, edits)
+    new = apply_edits(SCRIPT, edits)
     pos = 0
     for piece in out + [SCRIPT[last:]]:
         found = new.find(piece, pos)
@@ -434,11 +442,11 @@ def test_a_deletion_right_after_an_insertion_point():
 
 
 def test_a_word_that_cannot_be_written_safely_is_reported():
-    with pytest.raises(mg.CannotQuote):
-        mg.ShellStyle("yaml-plain").quote("a: b")
-    assert mg.ShellStyle("yaml-plain").quote('{"model": "D"}') == """'{"model":"D"}'"""
-    assert mg.ShellStyle("sq").quote('{"a": 1}') == r'"{\"a\": 1}"'  # inside '...'
-    assert mg.ShellStyle("dq").quote('{"a": 1}') == r"""'{\"a\": 1}'"""  # inside "..."
+    with pytest.raises(CannotQuote):
+        ShellStyle("yaml-plain").quote("a: b")
+    assert ShellStyle("yaml-plain").quote('{"model": "D"}') == """'{"model":"D"}'"""
+    assert ShellStyle("sq").quote('{"a": 1}') == r'"{\"a\": 1}"'  # inside '...'
+    assert ShellStyle("dq").quote('{"a": 1}') == r"""'{\"a\": 1}'"""  # inside "..."
 
 
 def test_crlf_line_endings_are_kept():
@@ -511,7 +519,7 @@ def test_makefile_keeps_make_variables_and_doubles_dollars_it_adds():
         in findings[0].unsafe[0]
     assert new.splitlines()[5] == ("\tvllm serve $(M) --speculative-config '{\"model\": \"D\", "
                                    "\"num_speculative_tokens\": 3}'")
-    assert mg.ShellStyle(make=True).quote("$x y") == "'$$x y'"
+    assert ShellStyle(make=True).quote("$x y") == "'$$x y'"
     assert len(findings) == 2
 
 
@@ -860,21 +868,21 @@ def test_a_named_binary_file_fails_and_a_binary_file_in_a_directory_is_listed(tm
 
 
 def test_file_kinds():
-    assert mg.file_kind("x/Dockerfile") == mg.file_kind("Dockerfile.gpu") == "dockerfile"
-    assert mg.file_kind("Makefile") == mg.file_kind("rules.mk") == "make"
-    assert mg.file_kind("docker-compose.yaml") == "yaml"
-    assert mg.file_kind("README.md") == "markdown"
-    assert mg.file_kind("run.sh") == mg.file_kind("run", "#!/bin/bash\n") == "shell"
-    assert mg.file_kind("Makefile.cuda") == mg.file_kind("GNUmakefile") == "make"
-    assert mg.file_kind("serve.bat") == mg.file_kind("SERVE.CMD") == "bat"
+    assert file_kind("x/Dockerfile") == file_kind("Dockerfile.gpu") == "dockerfile"
+    assert file_kind("Makefile") == file_kind("rules.mk") == "make"
+    assert file_kind("docker-compose.yaml") == "yaml"
+    assert file_kind("README.md") == "markdown"
+    assert file_kind("run.sh") == file_kind("run", "#!/bin/bash\n") == "shell"
+    assert file_kind("Makefile.cuda") == file_kind("GNUmakefile") == "make"
+    assert file_kind("serve.bat") == file_kind("SERVE.CMD") == "bat"
     for name in ("llama.service", ".env", "prod.env", "notes.txt", "app.conf", "x.ps1"):
-        assert mg.file_kind(name) == "shell", name
-    assert mg.file_kind("main.py") is None
+        assert file_kind(name) == "shell", name
+    assert file_kind("main.py") is None
     # a named file and a file in a directory are detected the same way
-    assert mg.detect("main.py", "") == (None, "python")
-    assert mg.detect("args.json", "") == (None, "json")
-    assert mg.detect("run", "#!/usr/bin/env python3\n") == (None, "python")
-    assert mg.detect("Procfile", "web: llama-server\n") == ("shell", "shell")
+    assert detect("main.py", "") == (None, "python")
+    assert detect("args.json", "") == (None, "json")
+    assert detect("run", "#!/usr/bin/env python3\n") == (None, "python")
+    assert detect("Procfile", "web: llama-server\n") == ("shell", "shell")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -968,9 +976,9 @@ def _drafter(path: Path, arch: str, extra: tuple[bytes, ...] = ()) -> Path:
 def test_drafter_kind_is_read_from_its_gguf(tmp_path, monkeypatch, arch, extra, kind):
     from tests.gguf_factory import kv_u32
 
-    monkeypatch.setattr(mg, "classify_draft", READ_DRAFT_FILES)
+    monkeypatch.setattr(drafter_kind, "classify_draft", READ_DRAFT_FILES)
     _drafter(tmp_path / "d.gguf", arch, tuple(kv_u32(k, 1) for k in extra))
-    assert mg.classify_draft("d.gguf", str(tmp_path)) == (kind, "")
+    assert drafter_kind.classify_draft("d.gguf", str(tmp_path)) == (kind, "")
     script = tmp_path / "serve.sh"
     script.write_text("llama-server -m t.gguf -md d.gguf --draft-max 8\n")
     code, out, _ = run([script], write=True)
@@ -985,7 +993,7 @@ def test_drafter_kind_is_read_from_its_gguf(tmp_path, monkeypatch, arch, extra, 
 
 
 def test_a_drafter_that_is_not_here_is_reported_not_guessed(tmp_path, monkeypatch):
-    monkeypatch.setattr(mg, "classify_draft", READ_DRAFT_FILES)
+    monkeypatch.setattr(drafter_kind, "classify_draft", READ_DRAFT_FILES)
     script = tmp_path / "serve.sh"
     script.write_text("llama-server -m t.gguf -md /nowhere/d.gguf --draft-max 8\n")
     code, out, _ = run([script], write=True)
@@ -1039,7 +1047,8 @@ def _parses(path: Path) -> None:
 
 @pytest.mark.parametrize("src", POSITIVE, ids=lambda p: p.name)
 def test_corpus_file_fails_before_and_is_migrated_or_reported(src, tmp_path, monkeypatch):
-    monkeypatch.setattr(mg, "classify_draft", READ_DRAFT_FILES)  # drafts are not here: report
+    # drafts are not here: report
+    monkeypatch.setattr(drafter_kind, "classify_draft", READ_DRAFT_FILES)
     path = tmp_path / src.name
     path.write_bytes(src.read_bytes())
     code, out, _ = run([path], check=True)
@@ -1048,13 +1057,13 @@ def test_corpus_file_fails_before_and_is_migrated_or_reported(src, tmp_path, mon
 
     from specgguf.migrate import files as mf
     source = mf.read(str(path))
-    kind, comments = mg.detect(str(path), source.text)
-    expected, findings = mg.check_text(source.text, kind, comments, str(tmp_path))
+    kind, comments = detect(str(path), source.text)
+    expected, findings = check_text(source.text, kind, comments, str(tmp_path))
     code, out, _ = run([path], write=True)
     # byte for byte: the file is the old text with exactly the planned edits applied, and
     # every edit lies on the lines of the command (or variable) it belongs to
     assert path.read_bytes() == source.encode(expected)
-    scan = mg._Scan(source.text)
+    scan = Scan(source.text)
     for f in findings:
         first, last = scan.line_of(f.span[0]), scan.line_of(f.span[1])
         for e in f.edits:
@@ -1072,7 +1081,7 @@ def test_corpus_file_fails_before_and_is_migrated_or_reported(src, tmp_path, mon
 
 @pytest.mark.parametrize("src", NEGATIVE, ids=lambda p: p.name)
 def test_corpus_negative_controls_pass_untouched(src, tmp_path, monkeypatch):
-    monkeypatch.setattr(mg, "classify_draft", READ_DRAFT_FILES)
+    monkeypatch.setattr(drafter_kind, "classify_draft", READ_DRAFT_FILES)
     path = tmp_path / src.name
     path.write_bytes(src.read_bytes())
     assert run([path], check=True)[:2] == (0, "")
@@ -1083,7 +1092,7 @@ def test_corpus_negative_controls_pass_untouched(src, tmp_path, monkeypatch):
 def test_corpus_directory_scan_sees_every_file_a_named_scan_sees(tmp_path, monkeypatch):
     import shutil
 
-    monkeypatch.setattr(mg, "classify_draft", READ_DRAFT_FILES)
+    monkeypatch.setattr(drafter_kind, "classify_draft", READ_DRAFT_FILES)
     shutil.copytree(CORPUS, tmp_path / "c")
     (tmp_path / "c" / ".git").mkdir()
     (tmp_path / "c" / ".git" / "x.sh").write_text("llama-server --draft-max 4\n")
@@ -1102,8 +1111,8 @@ def test_corpus_directory_scan_sees_every_file_a_named_scan_sees(tmp_path, monke
 
 
 def _check(text: str, name: str = "f.sh") -> tuple[str, list[str]]:
-    kind, comments = mg.detect(name, text)
-    new, findings = mg.check_text(text, kind, comments)
+    kind, comments = detect(name, text)
+    new, findings = check_text(text, kind, comments)
     return new, [u for f in findings for u in f.unsafe]
 
 
@@ -1124,11 +1133,11 @@ def _check(text: str, name: str = "f.sh") -> tuple[str, list[str]]:
 ])
 def test_no_removed_name_passes_whatever_its_shape(text, name):
     """Rewritten where the rewrite understands the shape, reported where it does not."""
-    kind, comments = mg.detect(name, text)
-    new, findings = mg.check_text(text, kind, comments)
+    kind, comments = detect(name, text)
+    new, findings = check_text(text, kind, comments)
     assert findings, text
     if not any(f.unsafe for f in findings):  # all rewritten: nothing removed is left
-        assert mg.check_text(new, kind, comments)[1] == []
+        assert check_text(new, kind, comments)[1] == []
         assert new != text
 
 
@@ -1163,7 +1172,7 @@ def test_opt_out_comments_line_next_line_block_and_file():
 def test_vllm_removed_flags_are_the_ones_migrate_knows():
     from specgguf.migrate.guard import VLLM_REMOVED_FLAGS
 
-    assert set(mg._VLLM_KEYS) | set(mg._VLLM_GONE) == VLLM_REMOVED_FLAGS
+    assert set(lg.VLLM_KEYS) | set(lg.VLLM_GONE) == VLLM_REMOVED_FLAGS
 
 
 ENV_CASES = [
@@ -1233,7 +1242,7 @@ def test_env_with_a_spec_type_or_a_drafter_gguf_is_only_renamed(tmp_path, monkey
     assert run([path], write=True)[0] == 0
     assert path.read_text() == ("LLAMA_ARG_SPEC_TYPE=ngram-mod,draft-simple\n"
                                 "LLAMA_ARG_SPEC_DRAFT_N_MIN=2\n")
-    monkeypatch.setattr(mg, "classify_draft", READ_DRAFT_FILES)
+    monkeypatch.setattr(drafter_kind, "classify_draft", READ_DRAFT_FILES)
     _drafter(tmp_path / "e.gguf", "eagle3")
     path.write_text("LLAMA_ARG_MODEL_DRAFT=e.gguf\nLLAMA_ARG_DRAFT_MAX=4\n")
     code, out, _ = run([path], write=True)

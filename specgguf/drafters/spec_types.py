@@ -62,11 +62,6 @@ def parse_spec_types(
         if name == "none":
             chosen = []
             continue
-        if name == "draft":
-            raise UsageError(
-                'error while handling argument "--spec-type": type "draft" has been renamed. '
-                "use draft-simple"
-            )
         if name not in PRIORITY:
             raise UsageError(
                 f"invalid value for --spec-type: {name!r} (expected one of: none, "

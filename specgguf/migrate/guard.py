@@ -1,6 +1,6 @@
 """The second line of defence of `specgguf migrate`: a token scan of every file it checks.
 
-The structured rewrite (specgguf.migrate.commands) understands commands it can find: a shell
+The structured rewrite (specgguf.migrate.text) understands commands it can find: a shell
 line that names llama-server, a compose `command:` under a llama.cpp image, and so on. Real
 files hide flags in many more places (a shell variable, a bash array, `$(...)`, a `.bat` with
 `^` continuations, a custom YAML schema, a Python subprocess list, a bare flag in a Markdown
@@ -26,15 +26,7 @@ from dataclasses import dataclass
 from specgguf.migrate import removed_flags as lg
 
 #: vLLM's pre-0.8 speculative flags (folded into --speculative-config) and V0-only knobs
-VLLM_REMOVED_FLAGS = frozenset({
-    "--speculative-model", "--num-speculative-tokens", "--ngram-prompt-lookup-max",
-    "--ngram-prompt-lookup-min", "--speculative-draft-tensor-parallel-size", "-spec-draft-tp",
-    "--speculative-max-model-len", "--speculative-disable-by-batch-size",
-    "--speculative-model-quantization", "--spec-decoding-acceptance-method",
-    "--typical-acceptance-sampler-posterior-threshold",
-    "--typical-acceptance-sampler-posterior-alpha", "--speculative-disable-mqa-scorer",
-    "--disable-logprobs-during-spec-decoding",
-})
+VLLM_REMOVED_FLAGS = frozenset({*lg.VLLM_KEYS, *lg.VLLM_GONE})
 #: names other tools use too (`gh pr create --draft`, `cd`): reported only in files that
 #: mention llama.cpp, GGUF or speculative decoding somewhere
 AMBIGUOUS = frozenset({"--draft", "-cd"})
@@ -89,9 +81,9 @@ class Hit:
                     "(it refuses to start); remove it by hand or mark the line "
                     "`specgguf-migrate: ignore`")
         if self.kind == "spec-type":
-            return ("--spec-type draft is still here (llama.cpp renamed the type to "
-                    "draft-simple); migrate it by hand or mark the line "
-                    "`specgguf-migrate: ignore`")
+            return (f"--spec-type {self.name} is still here "
+                    f"({lg.removed_type_reason(self.name)}); migrate it by hand or mark the "
+                    "line `specgguf-migrate: ignore`")
         owner = "vLLM" if self.name.replace("_", "-") in VLLM_REMOVED_FLAGS else "llama.cpp"
         return (f"{self.name} is still here ({owner} removed it); migrate it by hand or mark "
                 "the line `specgguf-migrate: ignore`")

@@ -50,16 +50,18 @@ Old names that still work upstream and are therefore NOT flagged: -md, --model-d
 --gpu-layers-draft, --n-gpu-layers-draft, --draft-p-min, --draft-p-split, -td, --threads-draft,
 -ctkd, -ctvd.
 
-This module must stay cheap to import: `specgguf run` calls check_run_argv before anything
-else, so it imports only the standard library (and migrate.py lazily, when a flag is found).
+vLLM's pre-0.8 speculative flags (folded into one --speculative-config JSON) are tabled here
+too, so the rewrite and the token scan (guard) read one list.
+
+This module must stay cheap to import: `specgguf run` checks its argv against these tables
+before anything else (specgguf.migrate.refuse), so it imports only the standard library and
+nothing from the rest of the migration.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-
-from specgguf.errors import UsageError
 
 # Tools whose command lines the migration understands. The names are the binaries' basenames.
 LLAMA_SERVER = "llama-server"
@@ -227,6 +229,28 @@ OLD_DEFAULTS: tuple[OldDefault, ...] = (
 )
 
 
+#: vLLM's pre-0.8 flags and the --speculative-config key each became
+VLLM_KEYS: dict[str, tuple[str, type]] = {
+    "--speculative-model": ("model", str),
+    "--num-speculative-tokens": ("num_speculative_tokens", int),
+    "--ngram-prompt-lookup-max": ("prompt_lookup_max", int),
+    "--ngram-prompt-lookup-min": ("prompt_lookup_min", int),
+    "--speculative-draft-tensor-parallel-size": ("draft_tensor_parallel_size", int),
+    "-spec-draft-tp": ("draft_tensor_parallel_size", int),
+    "--speculative-max-model-len": ("max_model_len", int),
+    "--speculative-model-quantization": ("quantization", str),
+}
+#: V0-only knobs with no --speculative-config key today: reported, never dropped silently
+VLLM_GONE: dict[str, int] = {
+    # current SpeculativeConfig has no disable_by_batch_size: vLLM rejects the key
+    "--speculative-disable-by-batch-size": 1,
+    "--spec-decoding-acceptance-method": 1,
+    "--typical-acceptance-sampler-posterior-threshold": 1,
+    "--typical-acceptance-sampler-posterior-alpha": 1,
+    "--speculative-disable-mqa-scorer": 0,
+    "--disable-logprobs-during-spec-decoding": 0,
+}
+
 #: options whose value is free text or a path, with how many words they take: what follows
 #: them is never an option, even when it reads "--draft-max" (llama.cpp consumes it as the value)
 TEXT_VALUE_FLAGS: dict[str, int] = {
@@ -257,17 +281,27 @@ def removed_message(name: str, entry: RemovedFlag, *, env: bool = False) -> str:
     return f'error while handling {where} "{name}": the argument has been removed. {entry.hint}'
 
 
+def removed_type(value: str) -> str | None:
+    """The first removed type in a --spec-type comma list (`ngram-simple,draft`), or None."""
+    return next((t.strip() for t in value.split(",") if t.strip() in REMOVED_SPEC_TYPES), None)
+
+
+def removed_type_reason(old: str) -> str:
+    """Why a --spec-type value is refused: the one wording `run`, `bench` and `migrate` print."""
+    return f'the speculative type "{old}" has been removed. use {REMOVED_SPEC_TYPES[old]}'
+
+
 def spec_type_message(name: str, value: str, *, env: bool = False) -> str:
+    """llama.cpp's frame around removed_type_reason for the first removed type in `value`."""
     where = "environment variable" if env else "argument"
-    old = next(t for t in value.split(",") if t.strip() in REMOVED_SPEC_TYPES).strip()
-    return (
-        f'error while handling {where} "{name}": the speculative type "{old}" has been '
-        f"removed. use {REMOVED_SPEC_TYPES[old]}"
-    )
+    old = removed_type(value)
+    if old is None:
+        raise ValueError(f"no removed speculative type in {value!r}")
+    return f'error while handling {where} "{name}": {removed_type_reason(old)}'
 
 
 def _has_removed_type(value: str) -> bool:
-    return any(t.strip() in REMOVED_SPEC_TYPES for t in value.split(","))
+    return removed_type(value) is not None
 
 
 def first_refusal(argv: Sequence[str], env: Mapping[str, str]) -> str | None:
@@ -298,26 +332,3 @@ def first_refusal(argv: Sequence[str], env: Mapping[str, str]) -> str | None:
             i += TEXT_VALUE_FLAGS.get(name, 0)
     return None
 
-
-_SUBCOMMANDS = ("run", "bench", "serve")
-
-
-def check_run_argv(argv: list[str], env: Mapping[str, str]) -> None:
-    """Refuse a removed flag or variable before anything is loaded.
-
-    `argv` is what follows `specgguf` (`["run", ...]`) or what follows `specgguf run`. The
-    error has two lines: llama.cpp's own, then the exact corrected command (shell-quoted),
-    or why no correction can be given safely.
-    """
-    sub, args = (argv[0], list(argv[1:])) if argv and argv[0] in _SUBCOMMANDS else ("run", argv)
-    first = first_refusal(args, env)
-    if first is None:
-        return
-    from specgguf.migrate.commands import (
-        corrected_run_command,  # only now: keeps `run` start-up light
-    )
-
-    fixed, problems = corrected_run_command(sub, args, env)
-    if problems:
-        raise UsageError(f"{first}\ncannot be corrected automatically: {'; '.join(problems)}")
-    raise UsageError(f"{first}\ncorrected: {fixed}")

@@ -1,0 +1,125 @@
+"""`specgguf migrate`: what cli/migrate_cmd.py calls. Files are reported, checked, diffed or
+rewritten (`run_migrate`); a command given after `--` is printed migrated (`migrate_command`).
+
+The work itself is elsewhere in this package: removed_flags (what was removed), argv and its
+dialects (one command), the lexers and scanners (commands in files), edit (writing them back),
+guard (the token scan), files (reading and writing files), text (one file's text).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from collections.abc import Iterable, Sequence
+from typing import TextIO
+
+from specgguf.migrate import files as mf
+from specgguf.migrate.argv import find_anchor, migrate_argv
+from specgguf.migrate.kinds import detect
+from specgguf.migrate.scan import Finding
+from specgguf.migrate.text import check_text
+
+
+def report_lines(path: str, findings: Iterable[Finding], changes: bool = True) -> list[str]:
+    """`path:line: old -> new`, then the reasons and refusals, one line each."""
+    out: list[str] = []
+    for f in findings:
+        if f.changed and changes:
+            out.append(f"{path}:{f.line}: {f.old} -> {f.new}" if f.old
+                       else f"{path}:{f.line}: added: {f.new}")
+        out += [f"{path}:{f.line}: note: {n}" for n in f.notes]
+        out += [f"{path}:{f.line}: cannot migrate safely: {u}" for u in f.unsafe]
+    return out
+
+
+def _diff(path: str, old: str, new: str) -> str:
+    import difflib
+
+    return "".join(difflib.unified_diff(old.splitlines(keepends=True),
+                                        new.splitlines(keepends=True), path, path))
+
+
+def run_migrate(paths: Sequence[str], check: bool = False, write: bool = False,
+                diff: bool = False, stdout: TextIO | None = None,
+                stderr: TextIO | None = None, verbose: bool = False) -> int:
+    """Scan files; report (default), --diff, --write. Returns the exit status.
+
+    1 when --check finds anything to migrate, when something could not be migrated safely
+    (a person has to look), or when a path is missing, unreadable or binary (named
+    explicitly); 0 otherwise. `verbose` lists what a directory scan skipped, and why.
+    """
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    files, skipped, missing = mf.expand(paths)
+    named = {os.path.normpath(p) for p in paths if os.path.isfile(p)}
+    failed = bool(missing)
+    for path in missing:
+        print(f"error: {path}: no such file or directory", file=err)
+    attention = unsafe = False
+    for path in files:
+        try:
+            src = mf.read(path)
+        except mf.Unreadable as why:
+            if os.path.normpath(path) in named or not str(why).startswith("binary"):
+                print(f"error: {path}: {why}", file=err)
+                failed = True
+            else:
+                skipped.append((path, str(why)))
+            continue
+        if src.note and verbose:
+            print(f"{path}: {src.note}", file=err)
+        kind, comments = detect(path, src.text)
+        new, findings = check_text(src.text, kind, comments,
+                                   os.path.dirname(os.path.abspath(path)))
+        if not findings:
+            continue
+        attention = True
+        unsafe = unsafe or any(f.unsafe for f in findings)
+        if diff and new != src.text:
+            out.write(_diff(path, src.text, new))
+            for line in report_lines(path, findings, changes=False):
+                print(f"# {line}", file=out)
+        else:
+            for line in report_lines(path, findings):
+                print(line, file=out)
+        if write and new != src.text:
+            try:
+                mf.atomic_write(path, src.encode(new))
+            except OSError as why:  # one line, the file as it was, and exit 1
+                print(f"error: {path}: not rewritten: {why.strerror or why}", file=err)
+                failed = True
+                continue
+            print(f"{path}: rewritten", file=out)
+    if verbose:
+        for path, why in skipped:
+            print(f"skipped: {path}: {why}", file=err)
+    if failed or unsafe or (check and attention):
+        return 1
+    return 0
+
+
+def is_command_argv(args: Sequence[str]) -> bool:
+    """True when `migrate` was given a command (after --) rather than files."""
+    if not args:
+        return False
+    if any(a.startswith("-") and not os.path.exists(a) for a in args):
+        return True
+    return find_anchor(list(args[:2])) is not None and not os.path.isfile(args[0])
+
+
+def migrate_command(argv: Sequence[str], check: bool = False,
+                    stdout: TextIO | None = None) -> int:
+    """Print the migrated command, then the reasons as # comments (the output stays runnable).
+
+    Exit status 1 when something could not be migrated safely, or with --check when anything
+    changed.
+    """
+    out = stdout or sys.stdout
+    res = migrate_argv(argv)
+    print(shlex.join(res.argv), file=out)
+    for note in res.notes:
+        print(f"# {note}", file=out)
+    for problem in res.unsafe:
+        print(f"# cannot migrate safely: {problem}", file=out)
+    return 1 if res.unsafe or (check and res.changed) else 0

@@ -1,0 +1,65 @@
+"""Finding commands in shell text, in a list of words, and inside a quoted word (sh -c "...").
+
+Every other kind of file reaches its commands through these: a Dockerfile's RUN, a YAML
+`command:` string or list, a Markdown code block.
+"""
+
+from __future__ import annotations
+
+import re
+
+from specgguf.migrate.argv import find_anchor
+from specgguf.migrate.edit import ShellStyle
+from specgguf.migrate.scan import Scan
+from specgguf.migrate.shell_lexer import lex_shell
+from specgguf.migrate.word import Word
+
+_TOOL_HINT = re.compile(r"llama-(?:server|cli|speculative|lookup)|specgguf|vllm|llama[._-]?cpp")
+
+
+def scan_shell(scan: Scan, start: int, end: int, style: ShellStyle, *,
+                newline_is_space: bool = False, implicit: str | None = None) -> str | None:
+    """Commands in a shell region; returns the tool of the first invocation found."""
+    first_tool = None
+    for n, cmd in enumerate(lex_shell(scan.text, start, end,
+                                      newline_is_space=newline_is_space, bat=scan.bat)):
+        seq = [w for w in cmd if not w.redirect]
+        anchor = find_anchor([w.value for w in seq])
+        rest = seq
+        if anchor:
+            k, tool, width = anchor
+            scan.command(seq[k:], tool, width, style)
+            first_tool, rest = first_tool or tool, seq[:k]
+        elif implicit and n == 0 and seq:
+            scan.command(seq, implicit, 0, style)
+            rest = []
+        for word in rest:
+            _scan_nested(scan, word, style)
+    return first_tool
+
+
+def _scan_nested(scan: Scan, word: Word, style: ShellStyle) -> None:
+    """A command inside a quoted word: sh -c "llama-server ...", ["sh", "-c", "..."]."""
+    if not word.quote or not _TOOL_HINT.search(word.value) or len(word.value.split()) < 2:
+        return
+    inner = style.nested(word.quote)
+    if inner is not None:
+        scan_shell(scan, word.start + 1, word.end - 1, inner)
+
+
+def scan_words(scan: Scan, words: list[Word], style: ShellStyle,
+                implicit: str | None) -> str | None:
+    """An argv already split into words (exec form, YAML lists)."""
+    anchor = find_anchor([w.value for w in words])
+    if anchor:
+        k, tool, width = anchor
+        scan.command(words[k:], tool, width, style)
+        rest = words[:k]
+    elif implicit and words:
+        scan.command(words, implicit, 0, style)
+        return None
+    else:
+        rest = words
+    for word in rest:
+        _scan_nested(scan, word, style)
+    return anchor[1] if anchor else None

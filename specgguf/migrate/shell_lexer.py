@@ -1,0 +1,176 @@
+"""The shell lexer: commands as lists of located words, in shell scripts, Makefile recipes,
+Windows batch files (`^` continues a line), Dockerfile shell forms and YAML scalars.
+"""
+
+from __future__ import annotations
+
+import re
+
+from specgguf.migrate.word import Word, link_words
+
+_BLANK = " \t\r\f\v"
+_OPERATORS = ";&|()<>"
+
+
+class _ShellLexer:
+    """POSIX-shell words, enough of them to find and edit commands.
+
+    It knows quoting, escapes, `\\`-newline continuations, comments, command separators,
+    redirections, $VAR / ${...} / $(...) / backticks (marked dynamic). It is not a shell: it
+    does not expand anything, and heredoc bodies are read as commands.
+    """
+
+    def __init__(self, text: str, start: int, end: int, newline_is_space: bool,
+                 bat: bool = False) -> None:
+        self.text, self.i, self.end = text, start, end
+        self.newline_is_space = newline_is_space
+        self.bat = bat
+
+    def commands(self) -> list[list[Word]]:
+        commands: list[list[Word]] = []
+        current: list[Word] = []
+        redirect_next = False
+        text, end = self.text, self.end
+        while self.i < end:
+            c = text[self.i]
+            if c in _BLANK:
+                self.i += 1
+            elif c in "\\^" and self._continuation(self.i):
+                self.i += self._continuation(self.i)
+            elif c == "\n":
+                self.i += 1
+                if not self.newline_is_space:
+                    commands.append(current)
+                    current = []
+            elif c == "#":
+                nl = text.find("\n", self.i, end)
+                self.i = end if nl < 0 else nl
+            elif c in "<>" or (c == "&" and text.startswith(">", self.i + 1)):
+                while self.i < end and text[self.i] in "<>&|-":
+                    self.i += 1
+                redirect_next = True
+            elif c in _OPERATORS:
+                while self.i < end and text[self.i] in ";&|":
+                    self.i += 1
+                self.i += c in "()"
+                commands.append(current)
+                current = []
+            else:
+                word = self._word()
+                if redirect_next or (word.value.isdigit() and text.startswith(("<", ">"),
+                                                                               self.i)):
+                    word.redirect = True
+                redirect_next = False
+                current.append(word)
+        commands.append(current)
+        for cmd in commands:
+            link_words(cmd)
+        return [cmd for cmd in commands if cmd]
+
+    def _continuation(self, i: int) -> int:
+        mark = "^" if self.bat else "\\"
+        if self.text.startswith(mark + "\n", i):
+            return 2
+        return 3 if self.text.startswith(mark + "\r\n", i) else 0
+
+    def _word(self) -> Word:
+        text, end, start = self.text, self.end, self.i
+        chars: list[str] = []
+        pos: list[int] = []
+        dynamic = False
+        quoted_segments, bare = 0, 0
+        quote = ""
+        while self.i < end:
+            c = text[self.i]
+            if c in _BLANK or c == "\n" or c in _OPERATORS:
+                break
+            if c == "^" and self.bat:
+                skip = self._continuation(self.i)
+                if skip:
+                    self.i += skip
+                    continue
+            if c == "%" and self.bat and re.match(r"%[\w~:.,=-]+%", text[self.i:self.i + 64]):
+                dynamic = True  # %VAR%: the batch file decides
+            if c == "\\" and not self.bat:
+                skip = self._continuation(self.i)
+                if skip:
+                    self.i += skip
+                    continue
+                if self.i + 1 < end:
+                    chars.append(text[self.i + 1])
+                    pos.append(self.i + 1)
+                    self.i += 2
+                    bare += 1
+                    continue
+            if c == "'":
+                close = text.find("'", self.i + 1, end)
+                close = end if close < 0 else close
+                chars.extend(text[self.i + 1:close])
+                pos.extend(range(self.i + 1, close))
+                self.i = close + 1
+                quoted_segments, quote = quoted_segments + 1, "'"
+            elif c == '"':
+                dynamic |= self._double(chars, pos)
+                quoted_segments, quote = quoted_segments + 1, '"'
+            elif c in "$`":
+                dynamic = True
+                self._expansion(chars, pos)
+                bare += 1
+            else:
+                chars.append(c)
+                pos.append(self.i)
+                self.i += 1
+                bare += 1
+        whole = quote if quoted_segments == 1 and not bare else ""
+        return Word("".join(chars), start, self.i, tuple(pos), dynamic, whole)
+
+    def _double(self, chars: list[str], pos: list[int]) -> bool:
+        text, end = self.text, self.end
+        self.i += 1
+        dynamic = False
+        while self.i < end:
+            c = text[self.i]
+            if c == '"':
+                self.i += 1
+                break
+            if c == "\\" and self.i + 1 < end and text[self.i + 1] in '$`"\\\n':
+                if text[self.i + 1] != "\n":
+                    chars.append(text[self.i + 1])
+                    pos.append(self.i + 1)
+                self.i += 2
+            elif c in "$`":
+                dynamic = True
+                self._expansion(chars, pos)
+            else:
+                chars.append(c)
+                pos.append(self.i)
+                self.i += 1
+        return dynamic
+
+    def _expansion(self, chars: list[str], pos: list[int]) -> None:
+        """Copy $x, ${...}, $(...) or `...` verbatim: one unit, whatever it contains."""
+        text, end, i = self.text, self.end, self.i
+        if text[i] == "`":
+            close = text.find("`", i + 1, end)
+            j = end if close < 0 else close + 1
+        elif text.startswith(("$(", "${"), i):
+            opener = text[i + 1]
+            closer = ")" if opener == "(" else "}"
+            depth, j = 0, i + 1
+            while j < end:
+                depth += (text[j] == opener) - (text[j] == closer)
+                j += 1
+                if depth == 0:
+                    break
+        else:
+            j = i + 1
+        chars.extend(text[i:j])
+        pos.extend(range(i, j))
+        self.i = j
+
+
+def lex_shell(text: str, start: int = 0, end: int | None = None, *,
+              newline_is_space: bool = False, bat: bool = False) -> list[list[Word]]:
+    """Commands (lists of words) in text[start:end]; `bat`: Windows batch (`^` continues)."""
+    return _ShellLexer(text, start, len(text) if end is None else end,
+                       newline_is_space, bat).commands()
