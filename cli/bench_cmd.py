@@ -14,6 +14,8 @@ from pathlib import Path
 import typer
 from specgguf_cli import options as o
 
+from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP
+
 SpecTypes = typer.Option(
     None,
     "--spec-type",
@@ -32,7 +34,8 @@ NMaxList = typer.Option(
     "--spec-draft-n-max",
     envvar="LLAMA_ARG_SPEC_DRAFT_N_MAX",
     help="Draft lengths for configurations using draft-simple without ':N': a comma list of "
-    "N, A..B and auto (e.g. 2,3,auto). auto chooses 0..8 each round from measured costs.",
+    f"N, A..B and auto (e.g. 2,3,auto). auto chooses 0..{AUTO_N_MAX_CAP} each round from "
+    "measured costs.",
 )
 SweepNMax = typer.Option(
     None,
@@ -146,7 +149,8 @@ def bench(
         total_steps,
     )
     from specgguf.core.sampling import SamplerParams
-    from specgguf.drafters.spec_types import PRIORITY
+    from specgguf.drafters.ngram_options import NGRAM_FLAGS
+    from specgguf.drafters.registry import PRIORITY, needs_draft_model
     from specgguf.errors import UsageError
 
     if list_devices:
@@ -181,14 +185,17 @@ def bench(
     model, model_draft = o.resolve_models(model, model_draft)
     size_m_values: list[int] = []
     if sweep_size_m is not None:
+        # the range of every size_m flag (the n-gram types' one table)
+        size_m = next(row.info for row in NGRAM_FLAGS if row.field == "size_m")
         for raw in sweep_size_m.split(","):
             try:
                 m = int(raw.strip())
             except ValueError:
                 m = 0
-            if not 1 <= m <= 1024:
+            if not size_m.min <= m <= size_m.max:
                 raise UsageError(
-                    f"invalid value for --sweep-size-m: {raw.strip()!r} (expected 1..1024)"
+                    f"invalid value for --sweep-size-m: {raw.strip()!r} "
+                    f"(expected {size_m.min}..{size_m.max})"
                 )
             size_m_values.append(m)
     configs = parse_configs(
@@ -257,7 +264,7 @@ def bench(
     model_args: list[str] = []
     if not default_pair:
         model_args = ["-m", str(model)]
-        if model_draft is not None and any("draft-simple" in c.types for c in configs):
+        if model_draft is not None and any(needs_draft_model(c.types) for c in configs):
             model_args += ["-md", str(model_draft)]
     rec = recommend(result.rows, result.costs, model_args=model_args, ngram=ngram)
     if json_out:

@@ -134,7 +134,8 @@ def run(
     draft-simple. A draft model given with -md and no --spec-type selects draft-simple.
     """
     from specgguf.core.sampling import SamplerParams
-    from specgguf.drafters.spec_types import AUTO_N_MAX_CAP, parse_spec_types
+    from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP
+    from specgguf.drafters.spec_types import parse_spec_types
     from specgguf.errors import UsageError
 
     if list_devices:
