@@ -155,21 +155,28 @@ def bench(
 
     if list_devices:
         return o.list_devices(rpc)
-    o.validate(
-        n_predict=n_predict,
+    flags = o.SessionFlags(
+        model=model,
+        model_draft=model_draft,
         n_min=spec_draft_n_min,
         p_min=spec_draft_p_min,
         p_split=spec_draft_p_split,
-        temp=temp,
-        top_p=top_p,
-        min_p=min_p,
-        ctx=ctx_size,
+        draft_sampling=spec_draft_sampling,
+        n_gpu_layers=n_gpu_layers,
+        n_gpu_layers_draft=n_gpu_layers_draft,
+        ctx_size=ctx_size,
+        batch_size=batch_size,
+        flash_attn=flash_attn,
         threads=threads,
         threads_draft=threads_draft,
-        flash_attn=flash_attn,
-        draft_sampling=spec_draft_sampling,
-        batch=batch_size,
+        no_repack=no_repack,
+        verbose=verbose,
+        rpc=rpc,
+        device=device,
+        device_draft=device_draft,
+        ngram=ngram,
     )
+    flags.check(n_predict=n_predict, temp=temp, top_p=top_p, min_p=min_p)
     if n_predict < 1:
         raise UsageError(f"invalid value for -n/--n-predict: {n_predict} (bench needs >= 1)")
     if repeat < 1:
@@ -208,25 +215,11 @@ def bench(
     prompts = load_prompts(prompt, file, classes, per_class)
     o.check_lookup_caches([t for c in configs for t in c.types], ngram)
 
-    from specgguf.backend.session import Session, SpecOptions, resolve_seed
+    from specgguf.backend.session import resolve_seed
 
     all_types = sorted({t for c in configs for t in c.types}, key=PRIORITY.index)
-    session = Session(
-        o.load_options(
-            model, model_draft, n_gpu_layers=n_gpu_layers, n_gpu_layers_draft=n_gpu_layers_draft,
-            ctx_size=ctx_size, batch_size=batch_size, flash_attn=flash_attn, threads=threads,
-            threads_draft=threads_draft, no_repack=no_repack, verbose=verbose,
-            rpc=rpc, device=device, device_draft=device_draft,
-        ),  # fmt: skip
-        SpecOptions(
-            types=all_types,
-            n_max=3,
-            n_min=spec_draft_n_min,
-            p_min=spec_draft_p_min,
-            draft_sampling=spec_draft_sampling,
-            ngram=ngram,
-        ),
-    )
+    # n_max 3: each configuration sets its own draft length per run
+    session = flags.open_session(model, model_draft, all_types, 3)
     if not quiet:
         for warning in session.warnings:
             print(f"warning: {warning}", file=sys.stderr)

@@ -1,10 +1,13 @@
-"""Option declarations shared by `run` and `bench`, with llama.cpp's names, aliases and defaults,
-plus the validation llama.cpp performs (so a bad value fails before a model is loaded)."""
+"""Option declarations shared by `run`, `bench` and `serve`, with llama.cpp's names, aliases and
+defaults, plus the validation llama.cpp performs (so a bad value fails before a model is
+loaded) and `SessionFlags`, the one way those flags become a loaded Session."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -408,7 +411,8 @@ def load_options(
     rpc: str | None = None, device: str | None = None, device_draft: str | None = None,
     strict_vocab: bool = False,
 ):  # fmt: skip
-    """The loading flags shared by `run` and `bench`, as specgguf.backend.session.LoadOptions."""
+    """The loading flags shared by `run`, `bench` and `serve`, as
+    specgguf.backend.session.LoadOptions."""
     from specgguf.backend.session import LoadOptions
 
     return LoadOptions(
@@ -432,6 +436,120 @@ def load_options(
         device_draft=device_draft,
         strict_vocab=strict_vocab,
     )
+
+
+@dataclass(frozen=True)
+class SessionFlags:
+    """The flags `run`, `bench` and `serve` share for loading a model pair and speculating over
+    it, and the one way they become a Session: checked (`check`), resolved to models and spec
+    types (`resolve`), then loaded (`open_session`). A command without a flag (serve has no
+    --rpc, bench no -ctk) leaves it at its default."""
+
+    model: Path | None
+    model_draft: Path | None
+    n_min: int
+    p_min: float
+    p_split: float
+    draft_sampling: str
+    n_gpu_layers: str
+    n_gpu_layers_draft: str
+    ctx_size: int | None
+    batch_size: int
+    flash_attn: str
+    threads: int
+    threads_draft: int
+    no_repack: bool
+    verbose: bool
+    #: -ctk, -ctv, -ctkd, -ctvd
+    kv_types: tuple[str, str, str, str] = ("f16",) * 4
+    rpc: str | None = None
+    device: str | None = None
+    device_draft: str | None = None
+    strict_vocab: bool = False
+    ngram: Any = None  # specgguf.drafters.ngram_options.NgramOptions
+
+    def check(
+        self, *, n_predict: int, temp: float, top_p: float, min_p: float, n_max: str | None = None
+    ) -> int | None:
+        """Everything that can be checked without a model, so that a typo costs nothing; with
+        `n_max` (run's and serve's --spec-draft-n-max), returns it parsed (None: auto)."""
+        validate(
+            n_predict=n_predict,
+            n_min=self.n_min,
+            p_min=self.p_min,
+            p_split=self.p_split,
+            temp=temp,
+            top_p=top_p,
+            min_p=min_p,
+            ctx=self.ctx_size,
+            threads=self.threads,
+            threads_draft=self.threads_draft,
+            flash_attn=self.flash_attn,
+            draft_sampling=self.draft_sampling,
+            batch=self.batch_size,
+        )
+        parsed = parse_n_max(n_max) if n_max is not None else None
+        validate_cache_types(
+            **dict(zip(("-ctk", "-ctv", "-ctkd", "-ctvd"), self.kv_types, strict=True))
+        )
+        return parsed
+
+    def resolve(
+        self, spec_type: str | None, n_max: int | None
+    ) -> tuple[Path, Path | None, list[str]]:
+        """The model pair (the pulled default without -m) and the chosen --spec-type list, with
+        the lookup-cache files checked when ngram-cache is among them."""
+        from specgguf.drafters.spec_types import parse_spec_types
+
+        model, model_draft = resolve_models(self.model, self.model_draft)
+        types = parse_spec_types(
+            spec_type, have_draft_model=model_draft is not None, auto=n_max is None
+        )
+        check_lookup_caches(types, self.ngram)
+        return model, model_draft, types
+
+    def open_session(
+        self,
+        model: Path,
+        model_draft: Path | None,
+        types: list[str],
+        n_max: int | None,
+        *,
+        parallel: int = 1,
+    ):
+        """Load the pair (imports llama_cpp) for `types` at draft length `n_max` (None: auto)."""
+        from specgguf.backend.session import Session
+        from specgguf.generator import spec_options
+
+        return Session(
+            load_options(
+                model,
+                model_draft,
+                n_gpu_layers=self.n_gpu_layers,
+                n_gpu_layers_draft=self.n_gpu_layers_draft,
+                ctx_size=self.ctx_size,
+                batch_size=self.batch_size,
+                flash_attn=self.flash_attn,
+                threads=self.threads,
+                threads_draft=self.threads_draft,
+                no_repack=self.no_repack,
+                verbose=self.verbose,
+                kv_types=self.kv_types,
+                rpc=self.rpc,
+                device=self.device,
+                device_draft=self.device_draft,
+                strict_vocab=self.strict_vocab,
+            ),
+            spec_options(
+                types,
+                n_max,
+                n_min=self.n_min,
+                p_min=self.p_min,
+                draft_sampling=self.draft_sampling,
+                ngram=self.ngram,
+            ),
+            parallel=parallel,
+        )
 
 
 def list_devices(rpc: str | None) -> int:
