@@ -14,6 +14,8 @@ from pathlib import Path
 import typer
 from specgguf_cli import options as o
 
+from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP
+
 SpecTypes = typer.Option(
     None,
     "--spec-type",
@@ -32,7 +34,8 @@ NMaxList = typer.Option(
     "--spec-draft-n-max",
     envvar="LLAMA_ARG_SPEC_DRAFT_N_MAX",
     help="Draft lengths for configurations using draft-simple without ':N': a comma list of "
-    "N, A..B and auto (e.g. 2,3,auto). auto chooses 0..8 each round from measured costs.",
+    f"N, A..B and auto (e.g. 2,3,auto). auto chooses 0..{AUTO_N_MAX_CAP} each round from "
+    "measured costs.",
 )
 SweepNMax = typer.Option(
     None,
@@ -166,28 +169,36 @@ def bench(
         total_steps,
     )
     from specgguf.core.sampling import SamplerParams
-    from specgguf.drafters.spec_types import PRIORITY
+    from specgguf.drafters.ngram_options import NGRAM_FLAGS
+    from specgguf.drafters.registry import PRIORITY, needs_draft_model
     from specgguf.errors import UsageError
 
     source = ctx.get_parameter_source("spec_type")
     _refuse_removed_types(spec_type, from_env=getattr(source, "name", "") == "ENVIRONMENT")
     if list_devices:
         return o.list_devices(rpc)
-    o.validate(
-        n_predict=n_predict,
+    flags = o.SessionFlags(
+        model=model,
+        model_draft=model_draft,
         n_min=spec_draft_n_min,
         p_min=spec_draft_p_min,
         p_split=spec_draft_p_split,
-        temp=temp,
-        top_p=top_p,
-        min_p=min_p,
-        ctx=ctx_size,
+        draft_sampling=spec_draft_sampling,
+        n_gpu_layers=n_gpu_layers,
+        n_gpu_layers_draft=n_gpu_layers_draft,
+        ctx_size=ctx_size,
+        batch_size=batch_size,
+        flash_attn=flash_attn,
         threads=threads,
         threads_draft=threads_draft,
-        flash_attn=flash_attn,
-        draft_sampling=spec_draft_sampling,
-        batch=batch_size,
+        no_repack=no_repack,
+        verbose=verbose,
+        rpc=rpc,
+        device=device,
+        device_draft=device_draft,
+        ngram=ngram,
     )
+    flags.check(n_predict=n_predict, temp=temp, top_p=top_p, min_p=min_p)
     if n_predict < 1:
         raise UsageError(f"invalid value for -n/--n-predict: {n_predict} (bench needs >= 1)")
     if repeat < 1:
@@ -203,14 +214,17 @@ def bench(
     model, model_draft = o.resolve_models(model, model_draft)
     size_m_values: list[int] = []
     if sweep_size_m is not None:
+        # the range of every size_m flag (the n-gram types' one table)
+        size_m = next(row.info for row in NGRAM_FLAGS if row.field == "size_m")
         for raw in sweep_size_m.split(","):
             try:
                 m = int(raw.strip())
             except ValueError:
                 m = 0
-            if not 1 <= m <= 1024:
+            if not size_m.min <= m <= size_m.max:
                 raise UsageError(
-                    f"invalid value for --sweep-size-m: {raw.strip()!r} (expected 1..1024)"
+                    f"invalid value for --sweep-size-m: {raw.strip()!r} "
+                    f"(expected {size_m.min}..{size_m.max})"
                 )
             size_m_values.append(m)
     configs = parse_configs(
@@ -223,25 +237,11 @@ def bench(
     prompts = load_prompts(prompt, file, classes, per_class)
     o.check_lookup_caches([t for c in configs for t in c.types], ngram)
 
-    from specgguf.backend.session import Session, SpecOptions, resolve_seed
+    from specgguf.backend.session import resolve_seed
 
     all_types = sorted({t for c in configs for t in c.types}, key=PRIORITY.index)
-    session = Session(
-        o.load_options(
-            model, model_draft, n_gpu_layers=n_gpu_layers, n_gpu_layers_draft=n_gpu_layers_draft,
-            ctx_size=ctx_size, batch_size=batch_size, flash_attn=flash_attn, threads=threads,
-            threads_draft=threads_draft, no_repack=no_repack, verbose=verbose,
-            rpc=rpc, device=device, device_draft=device_draft,
-        ),  # fmt: skip
-        SpecOptions(
-            types=all_types,
-            n_max=3,
-            n_min=spec_draft_n_min,
-            p_min=spec_draft_p_min,
-            draft_sampling=spec_draft_sampling,
-            ngram=ngram,
-        ),
-    )
+    # n_max 3: each configuration sets its own draft length per run
+    session = flags.open_session(model, model_draft, all_types, 3)
     if not quiet:
         for warning in session.warnings:
             print(f"warning: {warning}", file=sys.stderr)
@@ -279,7 +279,7 @@ def bench(
     model_args: list[str] = []
     if not default_pair:
         model_args = ["-m", str(model)]
-        if model_draft is not None and any("draft-simple" in c.types for c in configs):
+        if model_draft is not None and any(needs_draft_model(c.types) for c in configs):
             model_args += ["-md", str(model_draft)]
     rec = recommend(result.rows, result.costs, model_args=model_args, ngram=ngram)
     if json_out:

@@ -1,14 +1,30 @@
-"""Option declarations shared by `run` and `bench`, with llama.cpp's names, aliases and defaults,
-plus the validation llama.cpp performs (so a bad value fails before a model is loaded)."""
+"""Option declarations shared by `run`, `bench` and `serve`, with llama.cpp's names, aliases and
+defaults, plus the validation llama.cpp performs (so a bad value fails before a model is
+loaded) and `SessionFlags`, the one way those flags become a loaded Session."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import typer
 
+from specgguf.backend.ggml_types import FLASH_ATTN, KV_CACHE_TYPES
+from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP, N_MAX_LIMIT
+from specgguf.drafters.registry import REGISTRY
 from specgguf.drafters.spec_types import AUTO_DEFAULT_NGRAM
 from specgguf.errors import UsageError, open_user_file
+
+
+def one_of(choices: Sequence[str]) -> str:
+    """How help and error messages list a flag's choices: "a, b or c"."""
+    return ", ".join(choices[:-1]) + " or " + choices[-1] if len(choices) > 1 else choices[0]
+
+
+#: the --spec-type names this package runs, in priority order (the registry's supported rows)
+SUPPORTED_SPEC_TYPES = tuple(t.name for t in REGISTRY if t.unsupported is None)
 
 Model = typer.Option(
     None,
@@ -29,8 +45,8 @@ SpecType = typer.Option(
     None,
     "--spec-type",
     envvar="LLAMA_ARG_SPEC_TYPE",
-    help="Comma list of: none, draft-simple, ngram-simple, ngram-map-k, ngram-map-k4v, "
-    "ngram-mod, ngram-cache (tried in llama.cpp's priority order; `none` resets the list). "
+    help=f"Comma list of: none, {', '.join(SUPPORTED_SPEC_TYPES)} (tried in llama.cpp's priority "
+    "order; `none` resets the list). "
     f"Default under --spec-draft-n-max auto: {', '.join(AUTO_DEFAULT_NGRAM)} (free n-gram "
     "lookup), plus draft-simple when a draft model is given; auto sends each one's drafts only "
     "while they pay, so where none does this is plain decoding. With a fixed "
@@ -40,8 +56,8 @@ NMax = typer.Option(
     "auto",
     "--spec-draft-n-max",
     envvar="LLAMA_ARG_SPEC_DRAFT_N_MAX",
-    help="Max tokens to draft per round, or `auto` to choose 0..N_MAX_AUTO each round from "
-    "measured costs and acceptance.",
+    help=f"Max tokens to draft per round, or `auto` to choose 0..{AUTO_N_MAX_CAP} each round "
+    "from measured costs and acceptance.",
 )
 SpecVocabStrict = typer.Option(
     False,
@@ -120,7 +136,7 @@ FlashAttn = typer.Option(
     "-fa",
     "--flash-attn",
     envvar="LLAMA_ARG_FLASH_ATTN",
-    help="Flash attention: on, off or auto.",
+    help=f"Flash attention: {one_of(list(FLASH_ATTN))}.",
 )
 Threads = typer.Option(
     0,
@@ -170,7 +186,7 @@ NoRepack = typer.Option(
     help="Disable weight repacking (llama.cpp's workaround for crashing "
     "repacked kernels; about 15% slower here).",
 )
-_KV_HELP = "KV cache data type: f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1."
+_KV_HELP = f"KV cache data type: {', '.join(KV_CACHE_TYPES)}."
 CacheTypeK = typer.Option(
     "f16", "-ctk", "--cache-type-k", envvar="LLAMA_ARG_CACHE_TYPE_K", help="Target " + _KV_HELP
 )
@@ -197,8 +213,6 @@ CacheTypeVDraft = typer.Option(
 
 def validate_cache_types(**flags: str) -> None:
     """llama.cpp's kv_cache_types; checked before any model is loaded."""
-    from specgguf.backend.ggml_types import KV_CACHE_TYPES
-
     for flag, value in flags.items():
         if value not in KV_CACHE_TYPES:
             raise UsageError(
@@ -227,14 +241,13 @@ Json = typer.Option(False, "--json", help="Print one JSON object on stdout inste
 Verbose = typer.Option(False, "-v", "--verbose", help="Show llama.cpp's own log on stderr.")
 Quiet = typer.Option(False, "-q", "--quiet", help="No statistics or progress on stderr.")
 
-N_MAX_LIMIT = 256
 #: ggml's GGML_MAX_N_THREADS: a thread pool larger than this overruns ggml's fixed-size
 #: per-thread arrays (a segfault, no message), so larger -t/-td values are refused up front.
 MAX_THREADS = 512
 
 
 def parse_n_max(value: str) -> int | None:
-    """An int in 0..256, or None for `auto`."""
+    """An int in 0..N_MAX_LIMIT, or None for `auto`."""
     if value.strip().lower() == "auto":
         return None
     try:
@@ -284,8 +297,8 @@ def validate(
             f"-td/--threads-draft: {threads_draft} (must be 1..{MAX_THREADS}, or 0/-1 for -t)",
         ),
         (
-            flash_attn in ("on", "off", "auto"),
-            f"-fa/--flash-attn: {flash_attn!r} (on, off or auto)",
+            flash_attn in FLASH_ATTN,
+            f"-fa/--flash-attn: {flash_attn!r} ({one_of(list(FLASH_ATTN))})",
         ),
         (
             draft_sampling in ("auto", "greedy", "probabilistic"),
@@ -325,7 +338,7 @@ def decode_prompt(data: bytes, where: str) -> str:
 
 
 def with_ngram_options(func):
-    """Add every n-gram flag of specgguf.drafters.ngram_params.NGRAM_FLAGS to a Typer command.
+    """Add every n-gram flag of specgguf.drafters.ngram_options.NGRAM_FLAGS to a Typer command.
 
     The table is the single source of the names, aliases, defaults and ranges; this extends
     the command's signature (Typer reads `__signature__`) and hands the command one
@@ -334,7 +347,7 @@ def with_ngram_options(func):
     import functools
     import inspect
 
-    from specgguf.drafters.ngram_params import NGRAM_FLAGS, NgramOptions
+    from specgguf.drafters.ngram_options import NGRAM_FLAGS, NgramOptions
 
     params = {}
     for row in NGRAM_FLAGS:
@@ -398,7 +411,8 @@ def load_options(
     rpc: str | None = None, device: str | None = None, device_draft: str | None = None,
     strict_vocab: bool = False,
 ):  # fmt: skip
-    """The loading flags shared by `run` and `bench`, as specgguf.backend.session.LoadOptions."""
+    """The loading flags shared by `run`, `bench` and `serve`, as
+    specgguf.backend.session.LoadOptions."""
     from specgguf.backend.session import LoadOptions
 
     return LoadOptions(
@@ -422,6 +436,120 @@ def load_options(
         device_draft=device_draft,
         strict_vocab=strict_vocab,
     )
+
+
+@dataclass(frozen=True)
+class SessionFlags:
+    """The flags `run`, `bench` and `serve` share for loading a model pair and speculating over
+    it, and the one way they become a Session: checked (`check`), resolved to models and spec
+    types (`resolve`), then loaded (`open_session`). A command without a flag (serve has no
+    --rpc, bench no -ctk) leaves it at its default."""
+
+    model: Path | None
+    model_draft: Path | None
+    n_min: int
+    p_min: float
+    p_split: float
+    draft_sampling: str
+    n_gpu_layers: str
+    n_gpu_layers_draft: str
+    ctx_size: int | None
+    batch_size: int
+    flash_attn: str
+    threads: int
+    threads_draft: int
+    no_repack: bool
+    verbose: bool
+    #: -ctk, -ctv, -ctkd, -ctvd
+    kv_types: tuple[str, str, str, str] = ("f16",) * 4
+    rpc: str | None = None
+    device: str | None = None
+    device_draft: str | None = None
+    strict_vocab: bool = False
+    ngram: Any = None  # specgguf.drafters.ngram_options.NgramOptions
+
+    def check(
+        self, *, n_predict: int, temp: float, top_p: float, min_p: float, n_max: str | None = None
+    ) -> int | None:
+        """Everything that can be checked without a model, so that a typo costs nothing; with
+        `n_max` (run's and serve's --spec-draft-n-max), returns it parsed (None: auto)."""
+        validate(
+            n_predict=n_predict,
+            n_min=self.n_min,
+            p_min=self.p_min,
+            p_split=self.p_split,
+            temp=temp,
+            top_p=top_p,
+            min_p=min_p,
+            ctx=self.ctx_size,
+            threads=self.threads,
+            threads_draft=self.threads_draft,
+            flash_attn=self.flash_attn,
+            draft_sampling=self.draft_sampling,
+            batch=self.batch_size,
+        )
+        parsed = parse_n_max(n_max) if n_max is not None else None
+        validate_cache_types(
+            **dict(zip(("-ctk", "-ctv", "-ctkd", "-ctvd"), self.kv_types, strict=True))
+        )
+        return parsed
+
+    def resolve(
+        self, spec_type: str | None, n_max: int | None
+    ) -> tuple[Path, Path | None, list[str]]:
+        """The model pair (the pulled default without -m) and the chosen --spec-type list, with
+        the lookup-cache files checked when ngram-cache is among them."""
+        from specgguf.drafters.spec_types import parse_spec_types
+
+        model, model_draft = resolve_models(self.model, self.model_draft)
+        types = parse_spec_types(
+            spec_type, have_draft_model=model_draft is not None, auto=n_max is None
+        )
+        check_lookup_caches(types, self.ngram)
+        return model, model_draft, types
+
+    def open_session(
+        self,
+        model: Path,
+        model_draft: Path | None,
+        types: list[str],
+        n_max: int | None,
+        *,
+        parallel: int = 1,
+    ):
+        """Load the pair (imports llama_cpp) for `types` at draft length `n_max` (None: auto)."""
+        from specgguf.backend.session import Session
+        from specgguf.generator import spec_options
+
+        return Session(
+            load_options(
+                model,
+                model_draft,
+                n_gpu_layers=self.n_gpu_layers,
+                n_gpu_layers_draft=self.n_gpu_layers_draft,
+                ctx_size=self.ctx_size,
+                batch_size=self.batch_size,
+                flash_attn=self.flash_attn,
+                threads=self.threads,
+                threads_draft=self.threads_draft,
+                no_repack=self.no_repack,
+                verbose=self.verbose,
+                kv_types=self.kv_types,
+                rpc=self.rpc,
+                device=self.device,
+                device_draft=self.device_draft,
+                strict_vocab=self.strict_vocab,
+            ),
+            spec_options(
+                types,
+                n_max,
+                n_min=self.n_min,
+                p_min=self.p_min,
+                draft_sampling=self.draft_sampling,
+                ngram=self.ngram,
+            ),
+            parallel=parallel,
+        )
 
 
 def list_devices(rpc: str | None) -> int:

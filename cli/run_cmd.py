@@ -134,33 +134,39 @@ def run(
     draft-simple. A draft model given with -md and no --spec-type selects draft-simple.
     """
     from specgguf.core.sampling import SamplerParams
-    from specgguf.drafters.spec_types import AUTO_N_MAX_CAP, parse_spec_types
+    from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP
+    from specgguf.drafters.registry import needs_draft_model
     from specgguf.errors import UsageError
 
     if list_devices:
         return o.list_devices(rpc)
-    # Everything that can be checked without a model is checked first: a typo costs nothing.
-    o.validate(
-        n_predict=n_predict,
+    flags = o.SessionFlags(
+        model=model,
+        model_draft=model_draft,
         n_min=spec_draft_n_min,
         p_min=spec_draft_p_min,
         p_split=spec_draft_p_split,
-        temp=temp,
-        top_p=top_p,
-        min_p=min_p,
-        ctx=ctx_size,
+        draft_sampling=spec_draft_sampling,
+        n_gpu_layers=n_gpu_layers,
+        n_gpu_layers_draft=n_gpu_layers_draft,
+        ctx_size=ctx_size,
+        batch_size=batch_size,
+        flash_attn=flash_attn,
         threads=threads,
         threads_draft=threads_draft,
-        flash_attn=flash_attn,
-        draft_sampling=spec_draft_sampling,
-        batch=batch_size,
+        no_repack=no_repack,
+        verbose=verbose,
+        kv_types=(cache_type_k, cache_type_v, cache_type_k_draft, cache_type_v_draft),
+        rpc=rpc,
+        device=device,
+        device_draft=device_draft,
+        strict_vocab=spec_vocab_strict,
+        ngram=ngram,
     )
-    n_max = o.parse_n_max(spec_draft_n_max)
-    o.validate_cache_types(**{
-        "-ctk": cache_type_k, "-ctv": cache_type_v,
-        "-ctkd": cache_type_k_draft, "-ctvd": cache_type_v_draft,
-    })  # fmt: skip
-    kv_types = (cache_type_k, cache_type_v, cache_type_k_draft, cache_type_v_draft)
+    # Everything that can be checked without a model is checked first: a typo costs nothing.
+    n_max = flags.check(
+        n_predict=n_predict, temp=temp, top_p=top_p, min_p=min_p, n_max=spec_draft_n_max
+    )
     color_mode = COLOR_CHOICES.get(color.strip().lower())
     if color_mode is None:
         raise UsageError(f"invalid value for -co/--color: {color!r} (auto, always or never)")
@@ -188,19 +194,15 @@ def run(
     lines = text = tracer = None
     try:
         try:
-            model, model_draft = o.resolve_models(model, model_draft)
-            types = parse_spec_types(
-                spec_type, have_draft_model=model_draft is not None, auto=n_max is None
-            )
+            # the lookup caches, input, template file and trace file: all checked before any
+            # weight is read
+            model, model_draft, types = flags.resolve(spec_type, n_max)
+            draft_shown = model_draft if needs_draft_model(types) else None
             meta.update(
                 model=str(model),
-                draft_model=str(model_draft) if "draft-simple" in types else None,
+                draft_model=str(draft_shown) if draft_shown is not None else None,
                 spec_type=types or ["none"],
             )
-
-            # Input, template file, trace file and lookup caches: all checked before any
-            # weight is read.
-            o.check_lookup_caches(types, ngram)
             if jsonl:
                 lines = _jsonl_source(file)
             elif not conversation or prompt is not None or file is not None:
@@ -216,39 +218,11 @@ def run(
                 tracer = TraceWriter.open(trace)
 
             # imports llama_cpp: not before
-            from specgguf.backend.session import CROSS_VOCAB_NOTICE, Session
-            from specgguf.generator import Generator, spec_options
+            from specgguf.backend.session import CROSS_VOCAB_NOTICE
+            from specgguf.generator import Generator
 
-            draft_shown = model_draft if "draft-simple" in types else None
             with _loading(model, draft_shown, quiet, verbose):
-                session = Session(
-                    o.load_options(
-                        model,
-                        model_draft,
-                        n_gpu_layers=n_gpu_layers,
-                        n_gpu_layers_draft=n_gpu_layers_draft,
-                        ctx_size=ctx_size,
-                        batch_size=batch_size,
-                        flash_attn=flash_attn,
-                        threads=threads,
-                        threads_draft=threads_draft,
-                        no_repack=no_repack,
-                        verbose=verbose,
-                        kv_types=kv_types,
-                        rpc=rpc,
-                        device=device,
-                        device_draft=device_draft,
-                        strict_vocab=spec_vocab_strict,
-                    ),
-                    spec_options(
-                        types,
-                        n_max,  # None: auto
-                        n_min=spec_draft_n_min,
-                        p_min=spec_draft_p_min,
-                        draft_sampling=spec_draft_sampling,
-                        ngram=ngram,
-                    ),
-                )
+                session = flags.open_session(model, model_draft, types, n_max)
             if session.cross_vocab and not quiet:
                 print(CROSS_VOCAB_NOTICE, file=sys.stderr)
         except KeyboardInterrupt:

@@ -115,29 +115,31 @@ def serve(
 
     With no -m, serves the pulled default pair (Qwen2.5-Coder 1.5B + 0.5B draft).
     """
-    from specgguf.drafters.spec_types import parse_spec_types
+    from specgguf.drafters.registry import needs_draft_model
     from specgguf.errors import ExitCode, SpecggufError, UsageError
 
-    o.validate(
-        n_predict=n_predict,
+    flags = o.SessionFlags(
+        model=model,
+        model_draft=model_draft,
         n_min=spec_draft_n_min,
         p_min=spec_draft_p_min,
         p_split=spec_draft_p_split,
-        temp=temp,
-        top_p=top_p,
-        min_p=min_p,
-        ctx=ctx_size,
+        draft_sampling=spec_draft_sampling,
+        n_gpu_layers=n_gpu_layers,
+        n_gpu_layers_draft=n_gpu_layers_draft,
+        ctx_size=ctx_size,
+        batch_size=batch_size,
+        flash_attn=flash_attn,
         threads=threads,
         threads_draft=threads_draft,
-        flash_attn=flash_attn,
-        draft_sampling=spec_draft_sampling,
-        batch=batch_size,
+        no_repack=no_repack,
+        verbose=verbose,
+        kv_types=(cache_type_k, cache_type_v, cache_type_k_draft, cache_type_v_draft),
+        ngram=ngram,
     )
-    n_max = o.parse_n_max(spec_draft_n_max)
-    o.validate_cache_types(**{
-        "-ctk": cache_type_k, "-ctv": cache_type_v,
-        "-ctkd": cache_type_k_draft, "-ctvd": cache_type_v_draft,
-    })  # fmt: skip
+    n_max = flags.check(
+        n_predict=n_predict, temp=temp, top_p=top_p, min_p=min_p, n_max=spec_draft_n_max
+    )
     if not 1 <= parallel <= 64:
         raise UsageError(f"invalid value for -np/--parallel: {parallel} (must be 1..64)")
     if not 0 <= port <= 65535:
@@ -158,10 +160,7 @@ def serve(
             ExitCode.SERVER,
         ) from None
 
-    model, model_draft = o.resolve_models(model, model_draft)
-    types = parse_spec_types(
-        spec_type, have_draft_model=model_draft is not None, auto=n_max is None
-    )
+    model, model_draft, types = flags.resolve(spec_type, n_max)
     template_src = None
     if chat_template_file is not None:
         from specgguf.io.chat import read_template_file
@@ -171,40 +170,15 @@ def serve(
 
     bind(host, port).close()  # a port in use fails now, not after the weights are read
 
-    from specgguf.backend.session import Session
     from specgguf.core.sampling import SamplerParams
-    from specgguf.generator import Generator, spec_options
+    from specgguf.generator import Generator
     from specgguf.server.app import ServerConfig
     from specgguf.server.runner import say
     from specgguf.server.runner import serve as run_server
 
     if not quiet:
         say(f"specgguf serve: loading {model}" + (f" + draft {model_draft}" if model_draft else ""))
-    session = Session(
-        o.load_options(
-            model,
-            model_draft,
-            n_gpu_layers=n_gpu_layers,
-            n_gpu_layers_draft=n_gpu_layers_draft,
-            ctx_size=ctx_size,
-            batch_size=batch_size,
-            flash_attn=flash_attn,
-            threads=threads,
-            threads_draft=threads_draft,
-            no_repack=no_repack,
-            verbose=verbose,
-            kv_types=(cache_type_k, cache_type_v, cache_type_k_draft, cache_type_v_draft),
-        ),
-        spec_options(
-            types,
-            n_max,
-            n_min=spec_draft_n_min,
-            p_min=spec_draft_p_min,
-            draft_sampling=spec_draft_sampling,
-            ngram=ngram,
-        ),
-        parallel=parallel,
-    )
+    session = flags.open_session(model, model_draft, types, n_max, parallel=parallel)
     gen = None
     try:
         if not quiet:
@@ -230,7 +204,7 @@ def serve(
             model_path=str(model),
             api_keys=keys,
             read_timeout=float(timeout),
-            draft_path=str(model_draft) if "draft-simple" in types else None,
+            draft_path=str(model_draft) if needs_draft_model(types) else None,
             spec_types=types,
             auto=n_max is None,
             n_parallel=parallel,

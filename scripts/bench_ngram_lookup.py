@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 
 from specgguf.core.draft import Drafter
-from specgguf.drafters.ngram_params import make_ngram_drafter
+from specgguf.drafters.registry import ngram_drafter
 
 TYPES = ("ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache")
 LENGTHS = (1024, 16384)
@@ -82,7 +82,7 @@ def main() -> None:
         for _ in range(args.repeat):  # interleaved, so drift hits both lengths alike
             for ctx in LENGTHS:
                 us, drafted = time_rounds(
-                    lambda t=spec_type: make_ngram_drafter(t),
+                    lambda t=spec_type: ngram_drafter(t),
                     tokens,
                     max(LENGTHS),
                     ctx,

@@ -27,7 +27,9 @@ from typing import Any
 from specgguf.auto.cost_model import Costs, best_k
 from specgguf.auto.policy import DEFAULT_N_MAX_CAP, MAX_WIDTH, AdaptivePolicy
 from specgguf.auto.profile import CostProfile, Estimate
-from specgguf.drafters.spec_types import NGRAM_TYPES, default_spec_types, parse_spec_types
+from specgguf.drafters.draft_lengths import N_MAX_LIMIT, in_range
+from specgguf.drafters.registry import SPEC_TYPES
+from specgguf.drafters.spec_types import default_spec_types, parse_spec_types
 from specgguf.errors import PromptError, UsageError
 
 #: auto's largest draft (`--spec-draft-n-max auto` chooses 0..AUTO_CAP each round)
@@ -140,8 +142,8 @@ def parse_n_max_list(value: str, *, what: str = "--spec-draft-n-max") -> list[in
                 f"invalid value for {what}: {raw.strip()!r} (expected N, A..B or auto)"
             ) from None
     for n in out:
-        if n is not None and not 0 <= n <= 256:
-            raise UsageError(f"invalid value for {what}: {n} (must be 0..256)")
+        if n is not None and not in_range(n):
+            raise UsageError(f"invalid value for {what}: {n} (must be 0..{N_MAX_LIMIT})")
     if not out:
         raise UsageError(f"invalid value for {what}: {value!r} (empty)")
     return list(dict.fromkeys(out))
@@ -435,7 +437,7 @@ def with_size_m(ngram: Any, size_m: int | None) -> Any:
     """The n-gram options with every size_m set to `size_m` (None: unchanged)."""
     if size_m is None:
         return ngram
-    from specgguf.drafters.ngram_params import NgramOptions
+    from specgguf.drafters.ngram_options import NgramOptions
 
     opts = ngram if ngram is not None else NgramOptions()
     return replace(
@@ -577,7 +579,7 @@ def run_bench(
                 one(cfg, tokenized[0], min(16, options.n_predict), -1, -1)
         tick("cost curve")
         max_k = max([AUTO_CAP] + [c.n_max or 0 for c in configs if c.uses_n_max])
-        if any(t in NGRAM_TYPES for c in configs for t in c.types):
+        if any(SPEC_TYPES[t].free for c in configs for t in c.types):
             max_k = MAX_WIDTH  # n-gram drafts reach their size_m (48 by default)
         pool = CostSamples()
         costs = measure_cost_curve(session, tokenized[0], max_k, options.cost_reps, pool)

@@ -472,7 +472,7 @@ def test_an_auto_row_that_never_drafted_is_not_recommended_as_speculation():
 
 
 def test_the_recommended_command_keeps_the_ngram_options_bench_ran_with():
-    from specgguf.drafters.ngram_params import NgramOptions
+    from specgguf.drafters.ngram_options import NgramOptions
 
     opts = NgramOptions.from_flags(
         {"--spec-ngram-map-k-size-n": 4, "--spec-ngram-simple-size-n": 5}

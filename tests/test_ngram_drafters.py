@@ -21,15 +21,10 @@ from specgguf.drafters.ngram_cache import (
 )
 from specgguf.drafters.ngram_map import NgramMapK, NgramMapK4V
 from specgguf.drafters.ngram_mod import NgramMod
-from specgguf.drafters.ngram_params import (
-    NGRAM_FLAGS,
-    NGRAM_PARAM_TYPES,
-    NgramModParams,
-    NgramOptions,
-    NgramSimpleParams,
-    make_ngram_drafter,
-)
+from specgguf.drafters.ngram_options import NGRAM_FLAGS, NgramOptions
+from specgguf.drafters.ngram_params import NgramModParams, NgramSimpleParams
 from specgguf.drafters.ngram_simple import NgramSimple
+from specgguf.drafters.registry import SPEC_TYPES, ngram_drafter
 from specgguf.errors import ExitCode, SpecggufError, UsageError
 
 
@@ -554,23 +549,23 @@ def test_flag_table_covers_every_option_once() -> None:
         ("ngram-mod", "n_match", 24),
         ("ngram-mod", "n_max", 64),
     ]:
-        assert getattr(NGRAM_PARAM_TYPES[spec_type](), field_name) == default
+        assert getattr(SPEC_TYPES[spec_type].params(), field_name) == default
 
 
 def test_factory_builds_each_type_from_params() -> None:
-    for spec_type in NGRAM_PARAM_TYPES:
-        d = make_ngram_drafter(spec_type)
+    for spec_type in (t.name for t in SPEC_TYPES.values() if t.params is not None):
+        d = ngram_drafter(spec_type)
         assert d.name == spec_type
-    d = make_ngram_drafter("ngram-simple", {"size_n": 2, "size_m": 3})
+    d = ngram_drafter("ngram-simple", {"size_n": 2, "size_m": 3})
     assert isinstance(d, NgramSimple) and (d.size_n, d.size_m, d.min_hits) == (2, 3, 1)
-    d = make_ngram_drafter("ngram-mod", NgramModParams(n_match=3, n_min=1, n_max=9))
+    d = ngram_drafter("ngram-mod", NgramModParams(n_match=3, n_min=1, n_max=9))
     assert isinstance(d, NgramMod) and d.max_draft == 9
     with pytest.raises(UsageError, match="unknown n-gram speculative type"):
-        make_ngram_drafter("ngram-bogus")
+        ngram_drafter("ngram-bogus")
     with pytest.raises(UsageError, match="--spec-ngram-map-k-size-m"):
-        make_ngram_drafter("ngram-map-k", {"size_m": 0})
+        ngram_drafter("ngram-map-k", {"size_m": 0})
     with pytest.raises(TypeError):
-        make_ngram_drafter("ngram-map-k", NgramModParams())
+        ngram_drafter("ngram-map-k", NgramModParams())
 
 
 def test_options_hold_every_type_and_feed_the_factory() -> None:
@@ -579,9 +574,9 @@ def test_options_hold_every_type_and_feed_the_factory() -> None:
     )
     assert opts.map_k.size_m == 7 and opts.map_k.size_n == 12
     assert opts.mod == NgramModParams(n_min=0) and opts.simple == NgramSimpleParams()
-    d = make_ngram_drafter("ngram-map-k", opts)
+    d = ngram_drafter("ngram-map-k", opts)
     assert isinstance(d, NgramMapK) and d.max_draft == 7
-    assert make_ngram_drafter("ngram-cache", NgramOptions()).name == "ngram-cache"
+    assert ngram_drafter("ngram-cache", NgramOptions()).name == "ngram-cache"
     with pytest.raises(UsageError, match="--spec-ngram-simple-min-hits: 0"):
         NgramOptions.from_flags({"--spec-ngram-simple-min-hits": 0})
 

@@ -414,6 +414,21 @@ def test_serve_usage_errors(tiny_target, capsys):
     assert code == 11 and "cannot listen" in err and err.count("\n") == 1
 
 
+def test_serve_checks_lookup_caches_before_loading(tiny_target, tmp_path, capsys, monkeypatch):
+    """-lcs/-lcd are checked before any weight is read, as `run` does: a missing static cache
+    used to surface only at the first request, after the server was up."""
+    import specgguf.server.runner as runner
+
+    listened = []
+    monkeypatch.setattr(runner, "serve", lambda *a, **k: listened.append(1) or 0)
+    missing = tmp_path / "missing.bin"
+    code = run_cli(["serve", "-m", str(tiny_target), "--port", "0", *FAST,
+                    "--spec-type", "ngram-cache", "-lcs", str(missing)])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 1 and not listened
+    assert err.startswith(f"error: cannot read lookup cache {missing}") and err.count("\n") == 1
+
+
 def test_auto_stays_on_unless_a_request_fixes_n_max(server):
     def auto_ks(**extra) -> set:
         body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 6,

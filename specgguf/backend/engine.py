@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from specgguf import interrupts
-from specgguf.backend.ggml_types import KV_CACHE_TYPES
+from specgguf.backend.ggml_types import FLASH_ATTN, KV_CACHE_TYPES
 from specgguf.backend.offload import (
     DEVICE_KINDS,
     Device,
@@ -222,10 +222,6 @@ def parse_gpu_layers(value: str) -> int:
     if n < -1:
         raise SpecggufError(f"invalid value for -ngl: {value!r} (must be >= -1)")
     return n
-
-
-FLASH_ATTN = {"on": 1, "off": 0, "auto": -1}
-
 
 
 class Model:

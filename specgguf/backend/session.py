@@ -17,9 +17,7 @@ from specgguf.core.draft import Drafter
 from specgguf.core.loop import SpeculativeDecoder
 from specgguf.core.rounds import BudgetPolicy, GenerationConfig
 from specgguf.core.sampling import PositionRandom, SamplerParams
-from specgguf.drafters.cross_vocab import CrossVocabDrafter
-from specgguf.drafters.draft_model import DraftModelDrafter
-from specgguf.drafters.spec_types import NGRAM_TYPES
+from specgguf.drafters.registry import SPEC_TYPES, BuildContext, needs_draft_model
 from specgguf.errors import PromptError
 
 #: the one line `run` prints when the draft drafts through text
@@ -64,7 +62,7 @@ class SpecOptions:
     # otherwise, so that under --spec-draft-n-max auto a seed still fixes the text
     draft_sampling: str = "auto"
     adaptive: bool = False  # --spec-draft-n-max auto (n_max is then auto's cap)
-    ngram: Any = None  # specgguf.drafters.ngram_params.NgramOptions
+    ngram: Any = None  # specgguf.drafters.ngram_options.NgramOptions
 
 
 @dataclass
@@ -95,7 +93,7 @@ class Session:
     def __init__(self, load: LoadOptions, spec: SpecOptions, *, parallel: int = 1) -> None:
         engine.init_backend(load.verbose)
         engine.require_gpu_if_built_for_one()  # a CUDA build without a GPU: one line, exit 7
-        need_draft = "draft-simple" in spec.types
+        need_draft = needs_draft_model(spec.types)
         self.info = preflight(
             load.model, load.model_draft if need_draft else None, strict_vocab=load.strict_vocab
         )
@@ -221,47 +219,36 @@ class Session:
         slot: Slot | None,
         reuse_prefix: bool = True,
     ) -> list[Drafter]:
+        """The drafters of spec.types over `slot`, built by the registry. A model-free drafter
+        is built once per slot and keeps its indexes across the slot's sequences; a drafter over
+        the draft model is built per generation (it takes the generation's sampler and seed)."""
         ngram = self._ngram_drafters if slot is None else slot.ngram
         draft_ctx = self.draft_ctx if slot is None else slot.draft_ctx
+        ctx = BuildContext(
+            ngram=spec.ngram,
+            draft_ctx=draft_ctx,
+            sampler=sampler,
+            random=random,
+            n_max=spec.n_max,
+            n_min=spec.n_min,
+            p_min=spec.p_min,
+            probabilistic=spec.draft_sampling == "probabilistic"
+            or (spec.draft_sampling == "auto" and not sampler.greedy and not spec.adaptive),
+            reuse_prefix=reuse_prefix,
+            cross_vocab=(draft_ctx.model, self.target_model)
+            if self.cross_vocab and draft_ctx is not None
+            else None,
+        )
         out: list[Drafter] = []
         for t in spec.types:
-            if t in NGRAM_TYPES:
-                d = ngram.get(t)
-                if d is None:
-                    from specgguf.drafters.ngram_params import make_ngram_drafter
-
-                    d = ngram[t] = make_ngram_drafter(t, spec.ngram)
-                out.append(d)
-            elif t == "draft-simple" and self.cross_vocab:
-                assert draft_ctx is not None
-                out.append(
-                    CrossVocabDrafter(
-                        draft_ctx,
-                        draft_ctx.model,
-                        self.target_model,
-                        n_max=spec.n_max,
-                        p_min=spec.p_min,
-                        n_min=spec.n_min,
-                        reuse_prefix=reuse_prefix,
-                    )
-                )
-            elif t == "draft-simple":
-                assert draft_ctx is not None
-                probabilistic = spec.draft_sampling == "probabilistic" or (
-                    spec.draft_sampling == "auto" and not sampler.greedy and not spec.adaptive
-                )
-                out.append(
-                    DraftModelDrafter(
-                        draft_ctx,
-                        sampler,
-                        n_max=spec.n_max,
-                        p_min=spec.p_min,
-                        n_min=spec.n_min,
-                        probabilistic=probabilistic,
-                        random=random,
-                        reuse_prefix=reuse_prefix,
-                    )
-                )
+            row = SPEC_TYPES[t]
+            if row.needs_model:
+                out.append(row.build(ctx))
+                continue
+            d = ngram.get(t)
+            if d is None:
+                d = ngram[t] = row.build(ctx)
+            out.append(d)
         return out
 
     def decoder(

@@ -1,36 +1,17 @@
-"""--spec-type parsing: llama.cpp's type names, its `none` reset, and its fixed priority order."""
+"""--spec-type parsing: llama.cpp's type names, its `none` reset, and its fixed priority order.
+
+The names, their order and what each needs are the registry's (specgguf.drafters.registry);
+this module only turns a command line's string into a list of them.
+"""
 
 from __future__ import annotations
 
+from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP
+from specgguf.drafters.registry import PRIORITY, SPEC_TYPES
 from specgguf.errors import UsageError
 
-#: every name llama.cpp accepts, in the order a round tries them (first non-empty draft wins)
-PRIORITY = (
-    "ngram-simple",
-    "ngram-map-k",
-    "ngram-map-k4v",
-    "ngram-mod",
-    "ngram-cache",
-    "draft-simple",
-    "draft-eagle3",
-    "draft-mtp",
-    "draft-dflash",
-    "draft-dspark",
-)
-NGRAM_TYPES = frozenset(t for t in PRIORITY if t.startswith("ngram-"))
-MODEL_TYPES = frozenset({"draft-simple"})
-
-#: types that need model files and hidden states llama-cpp-python 0.3.36 does not hand to Python
-UNSUPPORTED = {
-    "draft-eagle3": "an EAGLE-3 draft GGUF fed with 3 of the target's hidden layers",
-    "draft-mtp": "a target GGUF with MTP heads and llama.cpp's MTP context",
-    "draft-dflash": "a DFlash draft GGUF fed with the target's hidden states",
-    "draft-dspark": "a DSpark draft GGUF fed with the target's hidden states",
-}
-
-
-#: the longest draft `--spec-draft-n-max auto` may choose (specgguf.auto.policy's cap)
-AUTO_N_MAX_CAP = 8
+#: re-exported: specgguf.auto.policy reads its cap here (defined in draft_lengths)
+__all__ = ["AUTO_DEFAULT_NGRAM", "AUTO_N_MAX_CAP", "default_spec_types", "parse_spec_types"]
 
 #: the free drafters that join the default --spec-type under `--spec-draft-n-max auto`: an
 #: n-gram lookup costs next to nothing, and auto sends its drafts only while they pay (which
@@ -68,13 +49,10 @@ def parse_spec_types(
                 + ", ".join(PRIORITY)
                 + ")"
             )
-        if name in UNSUPPORTED:
-            raise UsageError(
-                f"--spec-type {name} needs {UNSUPPORTED[name]}, which llama-cpp-python does "
-                "not expose to Python; use draft-simple or an ngram-* type"
-            )
+        SPEC_TYPES[name].check_supported()
         if name not in chosen:
             chosen.append(name)
-    if "draft-simple" in chosen and not have_draft_model:
-        raise UsageError("--spec-type draft-simple needs a draft model: pass -md FILE")
+    for name in chosen:
+        if SPEC_TYPES[name].needs_model and not have_draft_model:
+            raise UsageError(f"--spec-type {name} needs a draft model: pass -md FILE")
     return sorted(chosen, key=PRIORITY.index)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specgguf.core.sampling import SamplerParams
+from specgguf.drafters.draft_lengths import N_MAX_LIMIT, in_range
 from specgguf.generator import GenParams, SpecOverrides
 
 MAX_STOP = 16  # stop strings per request
@@ -126,11 +127,11 @@ def parse_speculative(body: dict) -> SpecOverrides:
         if key in body and body[key] is not None:
             fields[name] = body[key]
     n_max = fields.get("n_max")
-    if n_max is not None and not (_is_int(n_max) and 0 <= n_max <= 256):
-        raise bad("'speculative.n_max' must be an integer in 0..256 (0: no speculation)")
+    if n_max is not None and not (_is_int(n_max) and in_range(n_max)):
+        raise bad(f"'speculative.n_max' must be an integer in 0..{N_MAX_LIMIT} (0: no speculation)")
     n_min = fields.get("n_min")
-    if n_min is not None and not (_is_int(n_min) and 0 <= n_min <= 256):
-        raise bad("'speculative.n_min' must be an integer in 0..256")
+    if n_min is not None and not (_is_int(n_min) and in_range(n_min)):
+        raise bad(f"'speculative.n_min' must be an integer in 0..{N_MAX_LIMIT}")
     p_min = fields.get("p_min")
     if p_min is not None and not (_is_num(p_min) and 0 <= p_min <= 1):
         raise bad("'speculative.p_min' must be a number in [0, 1]")

@@ -1,0 +1,246 @@
+"""Every --spec-type llama.cpp knows, in one table: what configures it, what builds it, what it
+needs.
+
+One row per name, in llama.cpp's fixed priority order (a round tries the chosen types in this
+order and the first non-empty draft wins). Parsing (`specgguf.drafters.spec_types`), the
+n-gram flags (`specgguf.drafters.ngram_options`), the session that builds drafters over its
+loaded models and bench all read this table, so adding or changing a type is one row here.
+
+Builders import their drafter module when called: parsing a --spec-type (before any model is
+loaded, so that a typo costs nothing) must not pull in numpy and every drafter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from specgguf.drafters.ngram_params import (
+    NgramCacheParams,
+    NgramMapK4VParams,
+    NgramMapKParams,
+    NgramModParams,
+    NgramParams,
+    NgramSimpleParams,
+)
+from specgguf.errors import UsageError
+
+if TYPE_CHECKING:
+    from specgguf.core.context import KVContext
+    from specgguf.core.draft import Drafter
+    from specgguf.core.sampling import PositionRandom, SamplerParams
+    from specgguf.drafters.cross_vocab import Vocabulary
+
+
+@runtime_checkable
+class OptionsByType(Protocol):
+    """The options of every n-gram type at once (specgguf.drafters.ngram_options.NgramOptions,
+    which builds on this table and so cannot be imported by it)."""
+
+    def for_type(self, spec_type: str) -> Any: ...
+
+
+#: what an n-gram builder accepts as its options: None (the defaults), the options of every
+#: type, a mapping of field names, or the type's own params object
+ParamsArg = NgramParams | OptionsByType | Mapping[str, Any] | None
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """What a builder may need. The n-gram types read `ngram` only; draft-simple reads the
+    loaded draft context and the generation's sampler, seed and draft lengths (it is built per
+    generation, the n-gram drafters once per slot)."""
+
+    ngram: ParamsArg = None
+    draft_ctx: KVContext | None = None
+    sampler: SamplerParams | None = None
+    random: PositionRandom | None = None
+    n_max: int = 3
+    n_min: int = 0
+    p_min: float = 0.0
+    probabilistic: bool = False
+    reuse_prefix: bool = True
+    #: (draft, target) vocabularies when they differ: draft-simple then drafts through text
+    cross_vocab: tuple[Vocabulary, Vocabulary] | None = None
+
+
+#: (the type's params object, or None for types without one; the build context) -> drafter
+Builder = Callable[[Any, BuildContext], "Drafter"]
+
+
+@dataclass(frozen=True)
+class SpecType:
+    """One --spec-type name and what it takes."""
+
+    name: str
+    #: None: not supported here (see `unsupported`)
+    builder: Builder | None
+    #: the n-gram types' options dataclass (specgguf.drafters.ngram_params); None: configured
+    #: by the --spec-draft-* flags
+    params: type | None = None
+    #: needs a draft model (-md), hence a loaded draft context to be built
+    needs_model: bool = False
+    #: proposing is a lookup that costs next to nothing (the drafter's `cheap`)
+    free: bool = False
+    #: what the type needs that llama-cpp-python does not hand to Python (None: supported)
+    unsupported: str | None = None
+
+    def check_supported(self) -> None:
+        """A UsageError naming what is missing, for a type this package cannot run."""
+        if self.unsupported is not None:
+            raise UsageError(
+                f"--spec-type {self.name} needs {self.unsupported}, which llama-cpp-python does "
+                "not expose to Python; use draft-simple or an ngram-* type"
+            )
+
+    def params_from(self, params: ParamsArg = None) -> Any:
+        """Coerce None / the options of every type / a mapping of field names / a params
+        object into this type's validated params dataclass."""
+        cls = self.params
+        if cls is None:
+            raise TypeError(f"{self.name} takes no n-gram params")
+        if params is None:
+            return cls()
+        if isinstance(params, cls):
+            return params
+        if isinstance(params, OptionsByType):
+            return params.for_type(self.name)
+        if isinstance(params, Mapping):
+            names = {f.name for f in fields(cls)}
+            unknown = sorted(set(params) - names)
+            if unknown:
+                raise TypeError(f"{cls.__name__} has no field(s) {', '.join(unknown)}")
+            return cls(**params)
+        raise TypeError(f"{self.name} needs {cls.__name__}, got {type(params).__name__}")
+
+    def build(self, ctx: BuildContext) -> Drafter:
+        """The drafter for this type over `ctx`."""
+        self.check_supported()
+        assert self.builder is not None
+        params = self.params_from(ctx.ngram) if self.params is not None else None
+        return self.builder(params, ctx)
+
+
+# -- builders ---------------------------------------------------------------------------------
+
+
+def _ngram_simple(p: NgramSimpleParams, _: BuildContext) -> Drafter:
+    from specgguf.drafters.ngram_simple import NgramSimple
+
+    return NgramSimple(p.size_n, p.size_m, p.min_hits)
+
+
+def _ngram_map_k(p: NgramMapKParams, _: BuildContext) -> Drafter:
+    from specgguf.drafters.ngram_map import NgramMapK
+
+    return NgramMapK(p.size_n, p.size_m, p.min_hits)
+
+
+def _ngram_map_k4v(p: NgramMapK4VParams, _: BuildContext) -> Drafter:
+    from specgguf.drafters.ngram_map import NgramMapK4V
+
+    return NgramMapK4V(p.size_n, p.size_m, p.min_hits)
+
+
+def _ngram_mod(p: NgramModParams, _: BuildContext) -> Drafter:
+    from specgguf.drafters.ngram_mod import NgramMod
+
+    return NgramMod(p.n_match, p.n_min, p.n_max)
+
+
+def _ngram_cache(p: NgramCacheParams, _: BuildContext) -> Drafter:
+    from specgguf.drafters.ngram_cache import NgramCache
+
+    return NgramCache(p.lookup_cache_static, p.lookup_cache_dynamic)
+
+
+def _draft_simple(_: None, ctx: BuildContext) -> Drafter:
+    """Over a draft model of the target's vocabulary, or through text over another one."""
+    if ctx.draft_ctx is None:
+        raise ValueError("draft-simple is built over a loaded draft model (BuildContext.draft_ctx)")
+    if ctx.cross_vocab is not None:
+        from specgguf.drafters.cross_vocab import CrossVocabDrafter
+
+        draft, target = ctx.cross_vocab
+        return CrossVocabDrafter(
+            ctx.draft_ctx,
+            draft,
+            target,
+            n_max=ctx.n_max,
+            p_min=ctx.p_min,
+            n_min=ctx.n_min,
+            reuse_prefix=ctx.reuse_prefix,
+        )
+    if ctx.sampler is None:
+        raise ValueError("draft-simple drafts with the generation's sampler (BuildContext.sampler)")
+    from specgguf.drafters.draft_model import DraftModelDrafter
+
+    return DraftModelDrafter(
+        ctx.draft_ctx,
+        ctx.sampler,
+        n_max=ctx.n_max,
+        p_min=ctx.p_min,
+        n_min=ctx.n_min,
+        probabilistic=ctx.probabilistic,
+        random=ctx.random,
+        reuse_prefix=ctx.reuse_prefix,
+    )
+
+
+# -- the table --------------------------------------------------------------------------------
+
+#: every name llama.cpp accepts, in the order a round tries them (first non-empty draft wins);
+#: the last four need model files and hidden states llama-cpp-python 0.3.36 does not hand over
+REGISTRY: tuple[SpecType, ...] = (
+    SpecType("ngram-simple", _ngram_simple, NgramSimpleParams, free=True),
+    SpecType("ngram-map-k", _ngram_map_k, NgramMapKParams, free=True),
+    SpecType("ngram-map-k4v", _ngram_map_k4v, NgramMapK4VParams, free=True),
+    SpecType("ngram-mod", _ngram_mod, NgramModParams, free=True),
+    SpecType("ngram-cache", _ngram_cache, NgramCacheParams, free=True),
+    SpecType("draft-simple", _draft_simple, needs_model=True),
+    SpecType(
+        "draft-eagle3",
+        None,
+        needs_model=True,
+        unsupported="an EAGLE-3 draft GGUF fed with 3 of the target's hidden layers",
+    ),
+    SpecType(
+        "draft-mtp",
+        None,
+        needs_model=True,
+        unsupported="a target GGUF with MTP heads and llama.cpp's MTP context",
+    ),
+    SpecType(
+        "draft-dflash",
+        None,
+        needs_model=True,
+        unsupported="a DFlash draft GGUF fed with the target's hidden states",
+    ),
+    SpecType(
+        "draft-dspark",
+        None,
+        needs_model=True,
+        unsupported="a DSpark draft GGUF fed with the target's hidden states",
+    ),
+)
+
+#: name -> row, in priority order
+SPEC_TYPES: Mapping[str, SpecType] = {t.name: t for t in REGISTRY}
+#: the names in priority order (sort chosen types with `key=PRIORITY.index`)
+PRIORITY: tuple[str, ...] = tuple(SPEC_TYPES)
+
+
+def needs_draft_model(types: Iterable[str]) -> bool:
+    """Whether any of `types` drafts with a draft model (so -md must be loaded)."""
+    return any(SPEC_TYPES[t].needs_model for t in types)
+
+
+def ngram_drafter(spec_type: str, params: ParamsArg = None) -> Drafter:
+    """A model-free drafter from its options alone (defaults when None): what a script or a
+    test builds without a session."""
+    row = SPEC_TYPES.get(spec_type)
+    if row is None or row.params is None:
+        known = ", ".join(t.name for t in REGISTRY if t.params is not None)
+        raise UsageError(f"unknown n-gram speculative type {spec_type!r} (expected: {known})")
+    return row.build(BuildContext(ngram=params))
