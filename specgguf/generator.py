@@ -374,14 +374,13 @@ class Generator:
         return self._template
 
     def chat_prompt(self, messages: Sequence[Mapping[str, Any]]) -> str:
-        """The messages rendered for generation; the default system prompt (-sys) goes first
-        unless the messages bring their own."""
-        msgs = list(messages)
-        if self.system_prompt and not any(
-            isinstance(m, Mapping) and m.get("role") == "system" for m in msgs
-        ):
-            msgs = [{"role": "system", "content": self.system_prompt}, *msgs]
-        return self.template().render(msgs, add_generation_prompt=True)
+        """The messages rendered for generation, after specgguf.io.chat.conversation() puts
+        the default system prompt (-sys) first unless the messages bring their own."""
+        from specgguf.io.chat import conversation
+
+        return self.template().render(
+            conversation(self.system_prompt, messages), add_generation_prompt=True
+        )
 
     def tokenize(self, text: str) -> list[int]:
         """Prompt text -> tokens; PromptError when empty or too long for a slot's context."""
