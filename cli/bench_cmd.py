@@ -238,6 +238,7 @@ def bench(
     o.check_lookup_caches([t for c in configs for t in c.types], ngram)
 
     from specgguf.backend.session import resolve_seed
+    from specgguf.generator import Generator
 
     all_types = sorted({t for c in configs for t in c.types}, key=PRIORITY.index)
     # n_max 3: each configuration sets its own draft length per run
@@ -265,9 +266,10 @@ def bench(
 
             profile_file, options.profile = machine_profile(session.load)
         sampler = SamplerParams(temp=temp, top_k=top_k, top_p=top_p, min_p=min_p)
+        gen = Generator(session, sampler=sampler, seed=options.seed, ignore_eos=ignore_eos)
         show = not quiet and sys.stderr.isatty()
         with _progress(show, total_steps(len(configs), len(prompts), options)) as tick:
-            result = run_bench(session, configs, prompts, sampler, options, progress=tick)
+            result = run_bench(gen, configs, prompts, sampler, options, progress=tick)
         if profile_file is not None and result.costs.target_ms:
             # what bench measured is what `run --spec-draft-n-max auto` starts from next time
             from specgguf.bench import save_costs

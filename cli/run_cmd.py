@@ -542,9 +542,7 @@ def _run_conversation(run: _Run, first: str | None, *, color: bool) -> int:
 
     interactive = bool(sys.stdin) and sys.stdin.isatty() and sys.stdout.isatty()
     gen = run.gen
-    messages: list[dict] = []
-    if gen.system_prompt:
-        messages.append({"role": "system", "content": gen.system_prompt})
+    messages: list[dict] = []  # the turns; chat_prompt puts -sys first, as for the server
     turn = 0
     while True:
         if first is not None:
@@ -560,7 +558,7 @@ def _run_conversation(run: _Run, first: str | None, *, color: bool) -> int:
         if not user.strip():
             continue
         messages.append({"role": "user", "content": user})
-        text = gen.template().render(messages, add_generation_prompt=True)
+        text = gen.chat_prompt(messages)
         try:
             tokens = gen.tokenize(text)
         except PromptError as e:

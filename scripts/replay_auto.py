@@ -38,7 +38,7 @@ from specgguf.core import loop  # noqa: E402
 from specgguf.core.loop import SpeculativeDecoder  # noqa: E402
 from specgguf.core.rounds import GenerationConfig  # noqa: E402
 from specgguf.core.sampling import PositionRandom, SamplerParams  # noqa: E402
-from specgguf.drafters.ngram_params import make_ngram_drafter  # noqa: E402
+from specgguf.drafters.registry import ngram_drafter  # noqa: E402
 
 STEP_MS = 70.0  # the virtual plain step (only ratios matter)
 
@@ -105,7 +105,7 @@ def replay(text: list[int], n_prompt: int, curve: list[float], types: list[str],
            auto: bool, n_max: int, seed_profile: CostProfile | None) -> dict:
     clock = Clock()
     target = ReplayTarget(text, curve, clock)
-    drafters = [make_ngram_drafter(t) for t in types]
+    drafters = [ngram_drafter(t) for t in types]
     policy = None
     if auto:
         policy = AdaptivePolicy(n_max_cap=8)

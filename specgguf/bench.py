@@ -10,6 +10,11 @@ step vs the target step) is measured too, so the report can say WHY a configurat
 not (specgguf.auto.policy's cost model), and the recommendation is the best measured
 configuration, or plain decoding when none beats it by more than `margin`.
 
+Every run goes through the library's Generator (specgguf.generator), as `run` does: each
+configuration is one GenParams (its spec options as `run`'s flags set them, its own n-gram
+drafters, and under auto a fresh policy seeded from the machine's profile), so a row measures
+what `run` with the row's flags would do.
+
 Separate from the CLI (cli/bench_cmd.py) so it can be tested on the tiny models.
 """
 
@@ -22,15 +27,18 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specgguf.auto.cost_model import Costs, best_k
-from specgguf.auto.policy import DEFAULT_N_MAX_CAP, MAX_WIDTH, AdaptivePolicy
+from specgguf.auto.policy import DEFAULT_N_MAX_CAP, MAX_WIDTH
 from specgguf.auto.profile import CostProfile, Estimate
 from specgguf.drafters.draft_lengths import N_MAX_LIMIT, in_range
 from specgguf.drafters.registry import SPEC_TYPES
 from specgguf.drafters.spec_types import default_spec_types, parse_spec_types
 from specgguf.errors import PromptError, UsageError
+
+if TYPE_CHECKING:  # the generator needs the runtime; parsing and reports do not
+    from specgguf.generator import Generator, GenParams
 
 #: auto's largest draft (`--spec-draft-n-max auto` chooses 0..AUTO_CAP each round)
 AUTO_CAP = DEFAULT_N_MAX_CAP
@@ -361,7 +369,7 @@ def _timed(fn: Callable[[], Any]) -> float:
 
 
 def measure_cost_curve(
-    session: Any,
+    source: Any,
     tokens: Sequence[int],
     max_k: int,
     reps: int = 5,
@@ -371,9 +379,10 @@ def measure_cost_curve(
     prompt, and one draft step, each `reps` times interleaved, and return the medians. KV
     caches are rolled back after every pass. With `pool`, the samples are added to it and the
     medians are over everything pooled (run_bench samples between prompts, so one busy moment
-    on a shared machine cannot skew the whole curve)."""
+    on a shared machine cannot skew the whole curve). `source`: a Generator or a Session (its
+    `timing_contexts`)."""
     pool = pool if pool is not None else CostSamples()
-    target = session.target
+    target, dctx, draft_tokens = source.timing_contexts(tokens)
     n0 = max(0, len(tokens) - 1)
     room = target.n_ctx - n0
     widest = max(1, min(max_k + 1, room))
@@ -381,11 +390,10 @@ def measure_cost_curve(
     target.truncate(0)
     if n0:
         target.decode(list(tokens[:n0]), 0, outputs="none")
-    dctx = getattr(session, "draft_ctx", None)
     # a draft with another vocabulary reads the same text in its own tokens
     dtoks, dfill = list(tokens), filler[:1]
-    if dctx is not None and getattr(session, "cross_vocab", False):
-        dtoks = session.draft_tokens(tokens)
+    if dctx is not None and draft_tokens is not None:
+        dtoks = draft_tokens
         dfill = dtoks[-1:]
     dn0 = max(0, min(len(dtoks) - 1, dctx.n_ctx - 1)) if dctx is not None else 0
     if dctx is not None:
@@ -431,6 +439,7 @@ class RunResult:
     timings: dict[str, Any]
     auto: dict[str, Any] | None = None
     cpu_share: float = 0.0  # process CPU seconds per wall second during the run (0: unknown)
+    text: str = ""  # what the run wrote (not in the report: tokens are what pairs compare)
 
 
 def with_size_m(ngram: Any, size_m: int | None) -> Any:
@@ -448,8 +457,42 @@ def with_size_m(ngram: Any, size_m: int | None) -> Any:
     )
 
 
+def gen_params(
+    cfg: BenchConfig,
+    base_spec: Any,
+    *,
+    n_predict: int,
+    sampler: Any,
+    seed: int,
+    ignore_eos: bool,
+    profile: CostProfile | None = None,
+) -> GenParams:
+    """The Generator call that runs `cfg` as `specgguf run` with cfg.run_flags() would: its
+    spec options in full (not a per-request n_max cap: an n-gram drafter keeps its size_m),
+    n-gram drafters of its own (their options and caches never shared with another
+    configuration), and under auto a fresh policy seeded from `profile`, as a new `run`."""
+    from specgguf.generator import GenParams
+
+    return GenParams(
+        sampler=sampler,
+        n_predict=n_predict,
+        seed=seed,
+        ignore_eos=ignore_eos,
+        spec_base=replace(
+            base_spec,
+            types=list(cfg.types),
+            n_max=cfg.n_max if cfg.n_max is not None else AUTO_CAP,
+            adaptive=cfg.auto,
+            ngram=with_size_m(base_spec.ngram, cfg.size_m),
+        ),
+        fresh_auto=True,
+        auto_profile=profile,
+        ngram_cache=cfg,
+    )
+
+
 def run_one(
-    session: Any,
+    gen: Generator,
     cfg: BenchConfig,
     tokens: list[int],
     *,
@@ -457,46 +500,40 @@ def run_one(
     sampler: Any,
     seed: int,
     ignore_eos: bool,
-    base_spec: Any,
-    ngram_state: dict[str, Any],
     prompt: int = -1,
     rep: int = -1,
     profile: CostProfile | None = None,
 ) -> RunResult:
-    """Generate once with `cfg`; the session's spec options are switched to it meanwhile."""
-    session.spec = replace(
-        base_spec,
-        types=list(cfg.types),
-        n_max=cfg.n_max if cfg.n_max is not None else AUTO_CAP,
-        adaptive=cfg.auto,
-        ngram=with_size_m(base_spec.ngram, cfg.size_m),
+    """Generate once with `cfg` through the Generator (see gen_params)."""
+    params = gen_params(
+        cfg,
+        gen.spec,
+        n_predict=n_predict,
+        sampler=sampler,
+        seed=seed,
+        ignore_eos=ignore_eos,
+        profile=profile,
     )
-    # each configuration keeps its own n-gram drafters (their options and caches)
-    session._ngram_drafters = ngram_state
-    policy = AdaptivePolicy(n_max_cap=AUTO_CAP) if cfg.auto else None
-    if policy is not None:
-        policy.seed(profile)
-    dec = session.decoder(sampler, n_predict, seed, ignore_eos=ignore_eos, budget_policy=policy)
-    if policy is not None:
-        policy.attach(dec.drafters)
+    generation = gen.generate(tokens, params)
     out: list[int] = []
     cpu0, wall0 = time.process_time(), time.perf_counter()
     try:
-        for rnd in dec.generate(tokens):
-            out.extend(rnd.emitted)
+        for chunk in generation:
+            if chunk.round is not None:
+                out.extend(chunk.round.emitted)
     finally:
-        if policy is not None:
-            policy.detach()
+        generation.finish("interrupted")  # a no-op after the last round; detaches auto
     wall = time.perf_counter() - wall0
-    stats = dec.stats
+    stats = generation.stats
     return RunResult(
         prompt,
         rep,
         out,
         stats.predicted_per_second,
         stats.timings(),
-        policy.summary() if policy is not None else None,
+        generation.auto_summary,
         cpu_share=(time.process_time() - cpu0) / wall if wall > 0 else 0.0,
+        text=generation.text,
     )
 
 
@@ -531,36 +568,33 @@ Progress = Callable[[str], None]
 
 
 def run_bench(
-    session: Any,
+    gen: Generator,
     configs: Sequence[BenchConfig],
     prompts: Sequence[BenchPrompt],
     sampler: Any,
     options: BenchOptions,
     progress: Progress | None = None,
 ) -> BenchResult:
-    """Measure every configuration on every prompt (see the module docstring)."""
+    """Measure every configuration on every prompt (see the module docstring). The n-gram
+    drafters each configuration kept are closed at the end (Generator.close)."""
     configs = list(configs)
     if PLAIN not in configs:
         configs.insert(0, PLAIN)
     tick = progress or (lambda _label: None)
-    tokenized = [session.tokenize(p.text) for p in prompts]
-    base_spec = session.spec
-    states: dict[BenchConfig, dict[str, Any]] = {c: {} for c in configs}
+    tokenized = [gen.tokenize(p.text) for p in prompts]
     runs: dict[BenchConfig, list[RunResult]] = {c: [] for c in configs}
 
     seed_profile: CostProfile | None = None
 
     def one(cfg: BenchConfig, toks: list[int], n: int, pi: int, rep: int) -> RunResult:
         return run_one(
-            session,
+            gen,
             cfg,
             toks,
             n_predict=n,
             sampler=sampler,
             seed=options.seed,
             ignore_eos=options.ignore_eos,
-            base_spec=base_spec,
-            ngram_state=states[cfg],
             prompt=pi,
             rep=rep,
             profile=seed_profile,
@@ -582,7 +616,7 @@ def run_bench(
         if any(SPEC_TYPES[t].free for c in configs for t in c.types):
             max_k = MAX_WIDTH  # n-gram drafts reach their size_m (48 by default)
         pool = CostSamples()
-        costs = measure_cost_curve(session, tokenized[0], max_k, options.cost_reps, pool)
+        costs = measure_cost_curve(gen, tokenized[0], max_k, options.cost_reps, pool)
         seed_profile = seed_from(costs)
         interrupted = False
         try:
@@ -592,7 +626,7 @@ def run_bench(
                         tick(f"{prompts[pi].cls} #{pi + 1} {cfg.label}")
                         runs[cfg].append(one(cfg, toks, options.n_predict, pi, rep))
                 # a few more cost samples between prompts, at this prompt's context length
-                costs = measure_cost_curve(session, toks, max_k, 2, pool)
+                costs = measure_cost_curve(gen, toks, max_k, 2, pool)
                 seed_profile = seed_from(costs)
         except KeyboardInterrupt:
             # Ctrl-C: report the runs that finished (a pair needs its plain run, which always
@@ -601,12 +635,7 @@ def run_bench(
                 raise
             interrupted = True
     finally:
-        session.spec = base_spec
-        current = getattr(session, "_ngram_drafters", None)
-        for st in states.values():
-            if st is not current:
-                for d in st.values():
-                    d.close()
+        gen.close()
     result = BenchResult(
         configs,
         list(prompts),

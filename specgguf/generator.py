@@ -18,13 +18,15 @@ same machine profile, and what each slot measured is merged back into it at the 
 from __future__ import annotations
 
 import codecs
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from specgguf.auto.policy import DEFAULT_N_MAX_CAP, AdaptivePolicy
-from specgguf.backend.session import Session, Slot, SpecOptions, resolve_seed
+from specgguf.auto.profile import CostProfile
+from specgguf.backend.session import Session, Slot, SpecOptions, TimingContexts, resolve_seed
+from specgguf.core.draft import Drafter
 from specgguf.core.loop import SpeculativeDecoder
 from specgguf.core.rounds import Round
 from specgguf.core.sampling import SamplerParams
@@ -69,6 +71,20 @@ class GenParams:
     ignore_eos: bool | None = None
     spec: SpecOverrides = field(default_factory=SpecOverrides)
     cache_prompt: bool = True  # reuse the slot's KV prefix (False: evaluate the whole prompt)
+    #: the speculative options this call starts from instead of the session's, as `run`'s
+    #: flags would set them (types among those the session loaded; `spec` applies on top).
+    #: bench runs each configuration this way, so that its row is what `run` with the row's
+    #: flags does, not what a server request's `speculative.n_max` cap does
+    spec_base: SpecOptions | None = None
+    #: a call that runs auto gets a policy of its own, seeded from `auto_profile` (None: cold),
+    #: as a fresh `run` would: nothing learned on earlier calls, nothing saved to the profile
+    #: (bench: each run starts as a new `run` does). False: the slot's policy, if auto is on
+    fresh_auto: bool = False
+    auto_profile: CostProfile | None = None
+    #: n-gram drafters (their options and caches) kept apart under this key, so that calls
+    #: with different n-gram settings do not feed each other's indexes; None: the slot's own.
+    #: Generator.close() closes them
+    ngram_cache: Hashable | None = None
 
 
 @dataclass
@@ -112,6 +128,14 @@ class _SlotState:
         self.slot = slot
         self.policy = policy
         self.policy_used = False
+        #: GenParams.ngram_cache -> that key's n-gram drafters on this slot
+        self.ngram_caches: dict[Hashable, dict[str, Drafter]] = {}
+
+    def slot_for(self, key: Hashable | None) -> Slot:
+        """The slot, with the n-gram drafters kept under `key` (None: its own)."""
+        if key is None:
+            return self.slot
+        return replace(self.slot, ngram=self.ngram_caches.setdefault(key, {}))
 
 
 class Generation:
@@ -127,11 +151,16 @@ class Generation:
         seed: int,
         stop: Sequence[str] = (),
         slot: int = 0,
+        policy: AdaptivePolicy | None = None,
+        own_policy: bool = False,
     ) -> None:
         self.decoder = decoder
         self.prompt_tokens = list(tokens)
         self.seed = seed
         self.slot = slot
+        #: the auto policy steering this generation (None: fixed draft lengths or plain)
+        self.policy = policy
+        self._own_policy = own_policy  # a call's fresh policy: detached when this one ends
         self._piece = piece
         self._rounds: Iterator[Round] = decoder.generate(self.prompt_tokens)
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -152,6 +181,13 @@ class Generation:
     @property
     def stats(self) -> RunStats:
         return self.decoder.stats
+
+    @property
+    def auto_summary(self) -> dict[str, Any] | None:
+        """What auto chose and measured (AdaptivePolicy.summary; None without auto). With a
+        fresh policy (GenParams.fresh_auto) that is this generation alone; with the slot's
+        own policy, everything it has run since the generator started."""
+        return self.policy.summary() if self.policy is not None else None
 
     # -- stepping ------------------------------------------------------------------------------
 
@@ -179,6 +215,8 @@ class Generation:
             return Chunk([])
         self.done = True
         self._rounds.close()  # runs the loop's finally: predicted_ms is final
+        if self._own_policy and self.policy is not None:
+            self.policy.detach()
         if not self.stop_reason:
             self.stop_reason = reason
         tail = self._utf8.decode(b"", final=True)
@@ -336,14 +374,13 @@ class Generator:
         return self._template
 
     def chat_prompt(self, messages: Sequence[Mapping[str, Any]]) -> str:
-        """The messages rendered for generation; the default system prompt (-sys) goes first
-        unless the messages bring their own."""
-        msgs = list(messages)
-        if self.system_prompt and not any(
-            isinstance(m, Mapping) and m.get("role") == "system" for m in msgs
-        ):
-            msgs = [{"role": "system", "content": self.system_prompt}, *msgs]
-        return self.template().render(msgs, add_generation_prompt=True)
+        """The messages rendered for generation, after specgguf.io.chat.conversation() puts
+        the default system prompt (-sys) first unless the messages bring their own."""
+        from specgguf.io.chat import conversation
+
+        return self.template().render(
+            conversation(self.system_prompt, messages), add_generation_prompt=True
+        )
 
     def tokenize(self, text: str) -> list[int]:
         """Prompt text -> tokens; PromptError when empty or too long for a slot's context."""
@@ -384,13 +421,20 @@ class Generator:
         sampler = p.sampler or self.sampler
         n_predict = self.n_predict if p.n_predict is None else p.n_predict
         seed = self.seed if p.seed is None else resolve_seed(p.seed)
-        spec = self._spec_for(p.spec)
+        spec = self._spec_for(p.spec, p.spec_base)
         eff = spec or self.session.spec
-        policy = st.policy if self.auto and eff.adaptive and eff.types else None
+        if "draft-simple" in eff.types and self.session.draft_model is None:
+            raise ValueError("draft-simple needs a session loaded with a draft model")
+        runs_auto = eff.adaptive and bool(eff.types)
+        fresh = None
+        if runs_auto and p.fresh_auto:
+            fresh = AdaptivePolicy(n_max_cap=eff.n_max)
+            fresh.seed(p.auto_profile)
+        policy = fresh if fresh is not None else (st.policy if self.auto and runs_auto else None)
         cap = _Cap(p.spec.n_max) if p.spec.n_max and eff.types else None
         if st.policy is not None:
-            if policy is None:
-                st.policy.detach()  # a call without auto: the drafters' own caps again
+            if policy is not st.policy:
+                st.policy.detach()  # a call without the slot's auto: not its drafters now
             elif st.policy_used:
                 st.policy.new_sequence()
         decoder = self.session.decoder(
@@ -402,22 +446,34 @@ class Generator:
             budget_policy=policy if policy is not None else cap,
             reuse_prefix=p.cache_prompt,
             spec=spec,
-            slot=st.slot,
+            slot=st.slot_for(p.ngram_cache),
         )
         if policy is not None:
             # per-drafter budgets and the per-token question go through the policy; attach
             # first restores whatever a previous decoder's drafters had (cached n-gram ones)
             policy.attach(decoder.drafters)
-            st.policy_used = True
-        return Generation(decoder, tokens, self.piece, seed=seed, stop=p.stop, slot=slot)
+            if policy is st.policy:
+                st.policy_used = True
+        return Generation(
+            decoder,
+            tokens,
+            self.piece,
+            seed=seed,
+            stop=p.stop,
+            slot=slot,
+            policy=policy,
+            own_policy=fresh is not None,
+        )
 
-    def _spec_for(self, o: SpecOverrides) -> SpecOptions | None:
-        """The session's speculative options with one call's overrides (None: unchanged)."""
-        base = self.session.spec
+    def _spec_for(self, o: SpecOverrides, base: SpecOptions | None) -> SpecOptions | None:
+        """`base` (default: the session's speculative options) with one call's overrides
+        (None: the session's, unchanged)."""
+        given = base
+        base = base if base is not None else self.session.spec
         if not o.enabled or o.n_max == 0:
             return replace(base, types=[], adaptive=False)
         if o.n_max is None and o.n_min is None and o.p_min is None:
-            return None
+            return given
         changes: dict[str, Any] = {}
         if o.n_max is not None:
             changes.update(n_max=o.n_max, adaptive=False)
@@ -426,6 +482,28 @@ class Generator:
         if o.p_min is not None:
             changes["p_min"] = o.p_min
         return replace(base, **changes)
+
+    # -- measuring and closing -------------------------------------------------------------
+
+    @property
+    def spec(self) -> SpecOptions:
+        """The speculative options the session was loaded with (GenParams.spec_base is
+        usually a replace() of these)."""
+        return self.session.spec
+
+    def timing_contexts(self, tokens: Sequence[int]) -> TimingContexts:
+        """Slot 0's contexts for timing raw target and draft passes (bench's cost curve); the
+        caller leaves both KV caches empty, so the next prompt is evaluated in full."""
+        return self.session.timing_contexts(tokens)
+
+    def close(self) -> None:
+        """Close the n-gram drafters kept per GenParams.ngram_cache (an -lcd cache is saved
+        then). The session is not closed: it belongs to whoever loaded it."""
+        for st in self._slots:
+            for drafters in st.ngram_caches.values():
+                for d in drafters.values():
+                    d.close()
+            st.ngram_caches.clear()
 
     # -- what auto learned -----------------------------------------------------------------
 

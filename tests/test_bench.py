@@ -241,6 +241,7 @@ PROMPTS = [BenchPrompt("code", "def main():\n    return"), BenchPrompt("chat", "
 def tiny_bench(tiny_target, tiny_draft):
     from specgguf.backend.session import LoadOptions, Session, SpecOptions
     from specgguf.core.sampling import SamplerParams
+    from specgguf.generator import Generator
 
     configs = parse_configs(
         ["draft-simple:2;ngram-simple;draft-simple:auto"], [3], have_draft_model=True
@@ -253,7 +254,7 @@ def tiny_bench(tiny_target, tiny_draft):
     )
     try:
         result = run_bench(
-            session,
+            Generator(session),
             configs,
             PROMPTS,
             SamplerParams(temp=0.0),
@@ -312,6 +313,56 @@ def test_bench_recommendation_is_consistent_with_the_ratios(tiny_bench):
         assert rec.speculate and rec.config == best.config
     else:
         assert not rec.speculate and rec.config == PLAIN
+
+
+def test_bench_runs_are_generator_calls(tiny_target, tiny_draft, monkeypatch):
+    """Every bench run (warm-ups included) is one Generator.generate call with its
+    configuration's settings, and writes what the Generator writes for the same prompt and
+    configuration: bench measures the path `run` takes. Sampled (--temp 0.7), so the text
+    depends on the call's seed and settings."""
+    from specgguf.backend.session import LoadOptions, Session, SpecOptions
+    from specgguf.bench import gen_params
+    from specgguf.core.sampling import SamplerParams
+    from specgguf.generator import Generator
+
+    calls = []
+    real = Generator.generate
+
+    def spy(self, tokens, params=None, **kw):
+        calls.append(params)
+        return real(self, tokens, params, **kw)
+
+    monkeypatch.setattr(Generator, "generate", spy)
+    configs = parse_configs(
+        ["draft-simple:2;ngram-simple;draft-simple:auto"], [3], have_draft_model=True
+    )
+    sampler = SamplerParams(temp=0.7)
+    options = BenchOptions(n_predict=12, seed=5, cost_reps=1, warm_auto=False)
+    session = Session(
+        LoadOptions(
+            model=tiny_target, model_draft=tiny_draft, n_ctx=512, threads=1, flash_attn="off"
+        ),
+        SpecOptions(types=["ngram-simple", "draft-simple"], n_max=3),
+    )
+    try:
+        result = run_bench(Generator(session), configs, PROMPTS[:1], sampler, options)
+        assert len(calls) == 2 * len(configs)  # a warm-up and a measured run each
+        for cfg, params in zip(configs * 2, calls, strict=True):
+            assert params.spec_base.types == list(cfg.types) and params.ngram_cache == cfg
+            assert params.spec_base.adaptive == cfg.auto and params.fresh_auto
+        tokens = session.tokenize(PROMPTS[0].text)
+        for cfg in configs:
+            (run,) = result.runs[cfg]
+            assert (run.auto is not None) == cfg.auto
+            ref = Generator(session).generate(
+                tokens,
+                gen_params(
+                    cfg, session.spec, n_predict=12, sampler=sampler, seed=5, ignore_eos=False
+                ),
+            )
+            assert "".join(c.text for c in ref) == run.text != "", cfg.label
+    finally:
+        session.close()
 
 
 # -- the command -------------------------------------------------------------------------------
@@ -379,6 +430,7 @@ def test_ctrl_c_reports_the_runs_that_finished(tiny_target, monkeypatch):
     import specgguf.bench as bench_mod
     from specgguf.backend.session import LoadOptions, Session, SpecOptions
     from specgguf.core.sampling import SamplerParams
+    from specgguf.generator import Generator
 
     real = bench_mod.run_one
     calls = []
@@ -397,7 +449,7 @@ def test_ctrl_c_reports_the_runs_that_finished(tiny_target, monkeypatch):
     try:
         configs = parse_configs(["ngram-simple"], [3], have_draft_model=False)
         result = run_bench(
-            session, configs, PROMPTS, SamplerParams(temp=0.0), BenchOptions(n_predict=8)
+            Generator(session), configs, PROMPTS, SamplerParams(temp=0.0), BenchOptions(n_predict=8)
         )
     finally:
         session.close()

@@ -57,7 +57,8 @@ def test_template_read_from_tiny_gguf_renders_exactly(tiny_target):
     assert info.chat_template == DEFAULT_TEMPLATE
     t, warning = template_for(info.chat_template)
     assert warning is None
-    msgs = conversation("be brief", [("user", "hi"), ("assistant", "hello"), ("user", "2+2?")])
+    turns = [("user", "hi"), ("assistant", "hello"), ("user", "2+2?")]
+    msgs = conversation("be brief", [{"role": r, "content": c} for r, c in turns])
     assert t.render(msgs) == (
         "<|im_start|>system\nbe brief<|im_end|>\n"
         "<|im_start|>user\nhi<|im_end|>\n"
@@ -65,6 +66,15 @@ def test_template_read_from_tiny_gguf_renders_exactly(tiny_target):
         "<|im_start|>user\n2+2?<|im_end|>\n"
         "<|im_start|>assistant\n"
     )
+
+
+def test_conversation_puts_the_default_system_prompt_first_unless_one_is_given():
+    turns = [{"role": "user", "content": "hi"}]
+    assert conversation("S", turns) == [{"role": "system", "content": "S"}, *turns]
+    assert conversation(None, turns) == turns and conversation("", turns) == turns
+    own = [{"role": "system", "content": "mine"}, *turns]
+    assert conversation("S", own) == own  # a request's own system message wins over -sys
+    assert turns == [{"role": "user", "content": "hi"}]  # the caller's list is not changed
 
 
 def test_custom_template_in_gguf(tmp_path):

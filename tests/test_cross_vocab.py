@@ -317,6 +317,7 @@ def test_bench_cost_curve_feeds_the_draft_its_own_tokens(cross_vocab):
     the draft's tokenization of the prompt, never target ids (which may not exist there)."""
     from types import SimpleNamespace
 
+    from specgguf.backend.session import Session
     from specgguf.bench import measure_cost_curve
 
     session = SimpleNamespace(
@@ -325,6 +326,8 @@ def test_bench_cost_curve_feeds_the_draft_its_own_tokens(cross_vocab):
         cross_vocab=cross_vocab,
         draft_tokens=lambda toks: [1000 + t for t in toks] + [1999],
     )
+    # the contexts (and the draft's tokens) come from the Session method made for timing
+    session.timing_contexts = lambda toks: Session.timing_contexts(session, toks)
     measure_cost_curve(session, [1, 2, 3, 4], max_k=2, reps=2)
     fed = [t for toks, _ in session.draft_ctx.calls for t in toks]
     assert fed

@@ -8,7 +8,9 @@ greedily, so every answer runs to its max_tokens: lengths and texts are determin
 
 from __future__ import annotations
 
+import io
 import json
+import re
 import signal
 import threading
 import time
@@ -393,6 +395,31 @@ def test_full_queue_503_then_sigterm_ends_streams(tiny_target, tiny_draft):
     finally:
         if s.proc.poll() is None:
             s.proc.kill()
+
+
+def test_system_prompt_reaches_the_model_alike_in_run_cnv_and_the_server(
+    tiny_target, tiny_draft, capsys, monkeypatch
+):
+    """-sys is put into the conversation by one builder for `run -cnv` and for the server's
+    chat endpoint: the same first turn gives the same prompt tokens and the same answer."""
+    models = ["-m", str(tiny_target), "-md", str(tiny_draft), *FAST, "-c", "512"]
+    s = Server([*models, "-sys", "be brief"])
+    try:
+        turn = [{"role": "user", "content": "hi"}]
+        answer = s.post("/v1/chat/completions", {"messages": turn, "max_tokens": N})
+        prompt = s.post("/apply-template", {"messages": turn})["prompt"]
+    finally:
+        code, err = s.stop()
+    assert code == 0, err
+    assert prompt.startswith("<|im_start|>system\nbe brief<|im_end|>\n")
+    text = answer["choices"][0]["message"]["content"]
+
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"hi\n")))
+    assert run_cli(["run", *models, "-cnv", "-sys", "be brief", "-n", str(N)]) == 0
+    out = capsys.readouterr()
+    assert out.out == (text if text.endswith("\n") else text + "\n") and text
+    (n_prompt,) = re.findall(r"prompt (\d+) tokens", out.err)
+    assert int(n_prompt) == answer["usage"]["prompt_tokens"]
 
 
 # -- the command line ---------------------------------------------------------------------------

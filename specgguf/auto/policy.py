@@ -40,10 +40,10 @@ from specgguf.auto.cost_model import Costs, best_k, speedups, worth_continuing
 from specgguf.auto.probes import ProbeScheduler
 from specgguf.auto.profile import CostProfile
 from specgguf.core.draft import DraftGate
-from specgguf.drafters.spec_types import AUTO_N_MAX_CAP
+from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP
 
 #: the longest draft `--spec-draft-n-max auto` lets a draft MODEL make unless told otherwise
-DEFAULT_N_MAX_CAP = AUTO_N_MAX_CAP  # (defined with the spec types: the CLI reads it)
+DEFAULT_N_MAX_CAP = AUTO_N_MAX_CAP  # (defined with the draft-length range: the CLI reads it)
 #: the widest verify pass auto models. Free drafters (n-gram lookups) propose up to their own
 #: size_m (48 by default), and on CPUs a long pass costs far less per token than a short one
 #: (the batched kernels take over past ~9 tokens), so their widths must be priced too.

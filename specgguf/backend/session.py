@@ -7,9 +7,10 @@ refuses bad input before any weight is read, and a fresh speculative decoder per
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from specgguf.backend import devices, engine
 from specgguf.backend.preflight import preflight, resolve_n_ctx
@@ -83,6 +84,15 @@ class Slot:
         for ctx in (self.draft_ctx, self.target):
             if ctx is not None:
                 ctx.close()
+
+
+class TimingContexts(NamedTuple):
+    """What a cost measurement times directly, bypassing the decoder."""
+
+    target: engine.Context
+    draft: engine.Context | None
+    #: the prompt in the draft's tokens when its vocabulary differs (None: the target's ids)
+    draft_tokens: list[int] | None
 
 
 class Session:
@@ -222,8 +232,9 @@ class Session:
         """The drafters of spec.types over `slot`, built by the registry. A model-free drafter
         is built once per slot and keeps its indexes across the slot's sequences; a drafter over
         the draft model is built per generation (it takes the generation's sampler and seed)."""
-        ngram = self._ngram_drafters if slot is None else slot.ngram
-        draft_ctx = self.draft_ctx if slot is None else slot.draft_ctx
+        slot = slot if slot is not None else self.slots[0]
+        ngram = slot.ngram
+        draft_ctx = slot.draft_ctx
         ctx = BuildContext(
             ngram=spec.ngram,
             draft_ctx=draft_ctx,
@@ -268,22 +279,35 @@ class Session:
         `spec` replacing the session's speculative options for this one generation. With
         `reuse_prefix` its prefill keeps whatever start of the prompt the slot's KV caches
         still hold from the previous sequence (same output as a fresh context, fewer tokens
-        evaluated)."""
+        evaluated). The n-gram drafters are the slot's `ngram` ones: a caller that wants
+        separate n-gram state (bench: one per configuration) passes a copy of the slot with
+        its own dict."""
         spec = spec if spec is not None else self.spec
-        own = slot is None or slot.id == 0  # slot 0 is the session's own contexts
+        slot = slot if slot is not None else self.slots[0]
         random = PositionRandom(seed)
         config = GenerationConfig(
             n_predict=n_predict, n_max=spec.n_max, sampler=sampler, ignore_eos=ignore_eos
         )
         return SpeculativeDecoder(
-            self.target if own else slot.target,
-            self._drafters(sampler, random, spec, None if own else slot, reuse_prefix),
+            slot.target,
+            self._drafters(sampler, random, spec, slot, reuse_prefix),
             config,
             random,
             is_eog=self.target_model.is_eog,
             trace_probs=trace_probs,
             budget_policy=budget_policy,
             reuse_prefix=reuse_prefix,
+        )
+
+    # -- timing -------------------------------------------------------------------------------
+
+    def timing_contexts(self, tokens: Sequence[int]) -> TimingContexts:
+        """Slot 0's contexts for timing raw passes (bench's cost curve), and `tokens` as the
+        draft reads them. Whoever times on them leaves both KV caches empty afterwards: the
+        next generation then evaluates its prompt in full, as after any other sequence."""
+        cross = self.cross_vocab and self.draft_ctx is not None
+        return TimingContexts(
+            self.target, self.draft_ctx, self.draft_tokens(list(tokens)) if cross else None
         )
 
     def close(self) -> None:

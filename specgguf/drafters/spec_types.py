@@ -6,12 +6,8 @@ this module only turns a command line's string into a list of them.
 
 from __future__ import annotations
 
-from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP
 from specgguf.drafters.registry import PRIORITY, SPEC_TYPES
 from specgguf.errors import UsageError
-
-#: re-exported: specgguf.auto.policy reads its cap here (defined in draft_lengths)
-__all__ = ["AUTO_DEFAULT_NGRAM", "AUTO_N_MAX_CAP", "default_spec_types", "parse_spec_types"]
 
 #: the free drafters that join the default --spec-type under `--spec-draft-n-max auto`: an
 #: n-gram lookup costs next to nothing, and auto sends its drafts only while they pay (which

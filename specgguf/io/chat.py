@@ -282,12 +282,19 @@ def _join_text_parts(parts: list[Any], i: int) -> str:
     return "\n".join(texts)
 
 
-def conversation(system_prompt: str | None, turns: Sequence[tuple[str, str]]) -> list[dict]:
-    """[system] + the (role, content) turns, as the template wants them."""
-    msgs: list[dict] = []
-    if system_prompt:
-        msgs.append({"role": "system", "content": system_prompt})
-    msgs.extend({"role": r, "content": c} for r, c in turns)
+def conversation(
+    system_prompt: str | None, messages: Sequence[Mapping[str, Any]]
+) -> list[Mapping[str, Any]]:
+    """The message list a chat template renders: the default system prompt (-sys) first,
+    unless the messages bring a system message of their own, then the messages.
+
+    The one place this is decided (Generator.chat_prompt calls it for `run --chat`, -cnv,
+    --jsonl and every server endpoint), so that -sys means the same everywhere."""
+    msgs = list(messages)
+    if system_prompt and not any(
+        isinstance(m, Mapping) and m.get("role") == "system" for m in msgs
+    ):
+        msgs.insert(0, {"role": "system", "content": system_prompt})
     return msgs
 
 
