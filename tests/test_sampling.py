@@ -37,13 +37,18 @@ def test_min_p_relative_to_max() -> None:
     assert sorted(d.ids.tolist()) == [0, 1, 3]  # 0.03 < 0.1 * 0.5
 
 
-def test_same_chain_for_draft_and_target_is_deterministic() -> None:
-    rng = np.random.default_rng(0)
-    logits = rng.normal(size=1000).astype(np.float32)
-    a = distribution(logits, SamplerParams())
-    b = distribution(logits.copy(), SamplerParams())
-    assert np.array_equal(a.ids, b.ids) and np.allclose(a.probs, b.probs)
-    assert a.ids.size <= 40 and a.probs.sum() == pytest.approx(1.0)
+def test_defaults_are_llama_cpps_and_keep_at_most_top_k_tokens() -> None:
+    # (what llama.cpp's --temp/--top-k/--top-p/--min-p default to; a draft sampled with these
+    # and a target verified with them use one chain, so q and p are comparable)
+    p = SamplerParams()
+    assert (p.temp, p.top_k, p.top_p, p.min_p) == (0.8, 40, 0.95, 0.05)
+    # 50 equal best tokens: top-k keeps 40 of them, top-p 0.95 over those 40 (renormalised)
+    # keeps 38 (38/40 = 0.95), min-p (relative to the max) drops none of the equal ones
+    flat = np.zeros(1000, dtype=np.float32)
+    flat[:50] = 1.0
+    d = distribution(flat, p)
+    assert d.ids.size == 38 and set(d.ids.tolist()) <= set(range(50))
+    assert d.probs.sum() == pytest.approx(1.0)
 
 
 def test_top_k_confidence_uses_top_10_softmax() -> None:
