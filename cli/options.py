@@ -12,7 +12,7 @@ from typing import Any
 import typer
 
 from specgguf.backend.ggml_types import FLASH_ATTN, KV_CACHE_TYPES
-from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP, N_MAX_LIMIT
+from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP, DRAFT_SAMPLING_MODES, N_MAX_LIMIT
 from specgguf.drafters.registry import REGISTRY
 from specgguf.drafters.spec_types import AUTO_DEFAULT_NGRAM
 from specgguf.errors import UsageError, open_user_file
@@ -301,7 +301,7 @@ def validate(
             f"-fa/--flash-attn: {flash_attn!r} ({one_of(list(FLASH_ATTN))})",
         ),
         (
-            draft_sampling in ("auto", "greedy", "probabilistic"),
+            draft_sampling in DRAFT_SAMPLING_MODES,
             f"--spec-draft-sampling: {draft_sampling!r} (greedy, probabilistic or auto)",
         ),
         (1 <= batch <= 1 << 16, f"-b/--batch-size: {batch} (must be 1..65536)"),

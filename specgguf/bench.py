@@ -33,6 +33,7 @@ from specgguf.auto.cost_model import Costs, best_k
 from specgguf.auto.policy import DEFAULT_N_MAX_CAP, MAX_WIDTH
 from specgguf.auto.profile import CostProfile, Estimate
 from specgguf.drafters.draft_lengths import N_MAX_LIMIT, in_range
+from specgguf.drafters.ngram_options import NGRAM_FLAGS
 from specgguf.drafters.registry import SPEC_TYPES
 from specgguf.drafters.spec_types import default_spec_types, parse_spec_types
 from specgguf.errors import PromptError, UsageError
@@ -50,11 +51,7 @@ IDLE_MEAN_K = 0.05
 #: CPU kernels change most, then sparser (what lies between is interpolated)
 PASS_GRID = (*range(1, 17), 24, 32, 48, 64)
 #: n-gram types whose draft length is their size_m (what --sweep-size-m varies)
-SIZE_M_TYPES = {
-    "ngram-simple": "--spec-ngram-simple-size-m",
-    "ngram-map-k": "--spec-ngram-map-k-size-m",
-    "ngram-map-k4v": "--spec-ngram-map-k4v-size-m",
-}
+SIZE_M_TYPES = {f.spec_type: f.info.flag for f in NGRAM_FLAGS if f.field == "size_m"}
 #: the prompt set shipped with specgguf (one JSON object per line: {"class", "prompt"})
 BUILTIN_PROMPTS = Path(__file__).resolve().parent.parent / "scripts" / "bench_prompts.jsonl"
 

@@ -600,3 +600,15 @@ def test_peek_is_a_pure_query_that_feedback_never_judges() -> None:
     for _ in range(3):
         assert m.peek(3).tokens == [3, 4, 5]
     assert m.peek(3) is not None and m.propose(3).tokens == [3, 4, 5]
+
+
+def test_map_k_cap_is_kept_when_the_loop_sends_less_than_proposed() -> None:
+    """auto cuts a long proposal to what pays after `propose` returned it: a cut draft that
+    was wholly accepted says nothing against the key's length (it used to cap the key at the
+    cut length, shortening every later proposal of that key)."""
+    d = started(NgramMapK(2, 3), [100, 1, 2, 3, 4, 5, 6, 1, 2])
+    assert d.propose(10).tokens == [3, 4, 5]
+    d.feedback(2, 2)  # the loop sent 2 of the 3, both accepted
+    assert d.propose(10).tokens == [3, 4, 5]
+    d.feedback(2, 1)  # sent 2, one rejected: that is this key's doing
+    assert d.propose(10).tokens == [3]

@@ -157,3 +157,17 @@ def test_cli_accepts_exactly_the_flash_attn_modes() -> None:
     for bad in ("1", "true", "ON", ""):
         with pytest.raises(UsageError, match=r"-fa/--flash-attn: .* \(on, off or auto\)"):
             o.validate(flash_attn=bad, **base)
+
+
+def test_cli_accepts_exactly_the_draft_sampling_modes() -> None:
+    from specgguf.drafters.draft_lengths import DRAFT_SAMPLING_MODES
+
+    base = dict(
+        n_predict=-1, n_min=0, p_min=0.0, p_split=0.1, temp=0.8, top_p=0.95, min_p=0.05,
+        ctx=None, threads=0, threads_draft=0, flash_attn="auto", batch=2048,
+    )  # fmt: skip
+    for mode in DRAFT_SAMPLING_MODES:
+        o.validate(draft_sampling=mode, **base)
+    for bad in ("Greedy", "sample", ""):
+        with pytest.raises(UsageError, match="--spec-draft-sampling"):
+            o.validate(draft_sampling=bad, **base)

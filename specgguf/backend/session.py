@@ -59,8 +59,9 @@ class SpecOptions:
     n_max: int = 3
     n_min: int = 0
     p_min: float = 0.0
-    # auto: probabilistic when --temp > 0 and the draft length is fixed; greedy (one-hot)
-    # otherwise, so that under --spec-draft-n-max auto a seed still fixes the text
+    # one of drafters.draft_lengths.DRAFT_SAMPLING_MODES. auto: probabilistic when --temp > 0
+    # and the draft length is fixed; greedy (one-hot) otherwise, so that under
+    # --spec-draft-n-max auto a seed still fixes the text
     draft_sampling: str = "auto"
     adaptive: bool = False  # --spec-draft-n-max auto (n_max is then auto's cap)
     ngram: Any = None  # specgguf.drafters.ngram_options.NgramOptions

@@ -15,6 +15,11 @@ N_MAX_LIMIT = 256
 #: the longest draft `--spec-draft-n-max auto` may choose (specgguf.auto.policy's cap)
 AUTO_N_MAX_CAP = 8
 
+#: how a draft model's proposals are drawn (--spec-draft-sampling): its argmax, a sample of its
+#: distribution (checked by rejection sampling), or auto (the session's rule: probabilistic
+#: when sampling with a fixed draft length, greedy otherwise)
+DRAFT_SAMPLING_MODES = ("greedy", "probabilistic", "auto")
+
 
 def in_range(n: int) -> bool:
     """Whether `n` is a draft length the flags (and a request) accept."""

@@ -79,7 +79,7 @@ class _NgramMapBase(Drafter):
         self._hist = PrefixHashedTokens()
         self._keys: dict[int, _Key] = {}
         # What the last non-empty proposal came from, for feedback: (stats, truncated).
-        self._pending: tuple[_Key | _Value, bool] | None = None
+        self._pending: tuple[_Key | _Value, int, bool] | None = None
 
     def begin(self, prompt: Sequence[int]) -> None:
         self._hist.clear()
@@ -127,7 +127,7 @@ class _NgramMapBase(Drafter):
             return None
         return best, best.start, best.cap
 
-    def _lookup(self, n_max: int) -> tuple[Draft, tuple[_Key | _Value, bool] | None]:
+    def _lookup(self, n_max: int) -> tuple[Draft, tuple[_Key | _Value, int, bool] | None]:
         """The proposal, and what `feedback` should cap afterwards (pure)."""
         hist, n, m = self._hist, self.size_n, self.size_m
         length = len(hist)
@@ -146,7 +146,7 @@ class _NgramMapBase(Drafter):
         count = min(want, n_max)
         if count <= 0:
             return Draft(), None
-        return Draft(tokens=hist.tokens[start : start + count]), (stats, count < want)
+        return Draft(tokens=hist.tokens[start : start + count]), (stats, count, count < want)
 
     def propose(self, n_max: int, gate: DraftGate | None = None) -> Draft:
         draft, self._pending = self._lookup(n_max)
@@ -159,7 +159,11 @@ class _NgramMapBase(Drafter):
         pending, self._pending = self._pending, None
         if pending is None or n_drafted <= 0:
             return
-        stats, truncated = pending
+        stats, proposed, truncated = pending
+        # the loop may send fewer tokens than proposed (auto cuts a long proposal to what
+        # pays): a draft cut short by someone else that was wholly accepted says nothing
+        # against this key's length, so its cap stays
+        truncated = truncated or n_drafted < proposed
         accepted = max(0, min(n_accepted, n_drafted, self.size_m))
         if truncated and accepted >= n_drafted:
             return  # the loop's budget, not this key, limited the draft
