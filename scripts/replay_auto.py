@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from specgguf.auto.policy import AdaptivePolicy  # noqa: E402
 from specgguf.auto.profile import CostProfile, Estimate  # noqa: E402
+from specgguf.bench import CostCurve  # noqa: E402
 from specgguf.core import loop  # noqa: E402
 from specgguf.core.loop import SpeculativeDecoder  # noqa: E402
 from specgguf.core.rounds import GenerationConfig  # noqa: E402
@@ -53,7 +54,8 @@ class Clock:
 
 class ReplayTarget:
     """A KVContext whose next-token choice is the known greedy text and whose passes advance
-    a virtual clock by the measured cost of a pass that wide."""
+    a virtual clock by the measured cost of a pass that wide (`curve[k]`: a pass verifying k
+    proposals, relative to a plain step, as CostCurve.verify gives it)."""
 
     def __init__(self, text: Sequence[int], curve: Sequence[float], clock: Clock) -> None:
         self.text = list(text)
@@ -71,8 +73,8 @@ class ReplayTarget:
         self.tokens[pos0:] = list(tokens)
         if outputs == "none":
             return None
-        width = len(tokens)
-        self.clock.now += STEP_MS * self.curve[min(width, len(self.curve) - 1)] / 1e3
+        width = len(tokens)  # verifies width - 1 proposals: the curve's index
+        self.clock.now += STEP_MS * self.curve[min(width - 1, len(self.curve) - 1)] / 1e3
         rows = np.full((width, self.vocab), -1e9, dtype=np.float32)
         for i in range(width):
             nxt = pos0 + i + 1
@@ -84,21 +86,6 @@ class ReplayTarget:
 
     def keep_prefix(self, tokens: Sequence[int]) -> int:
         return 0
-
-
-def full_curve(rel: dict[str, float], width: int = 66) -> list[float]:
-    """Pass cost by number of tokens in the pass (1 = plain step), interpolated between the
-    measured widths, flat-sloped past the widest."""
-    pts = sorted((int(k), v) for k, v in rel.items())
-    out = [0.0]
-    for w in range(1, width + 1):
-        lo = max((p for p in pts if p[0] <= w), default=pts[0])
-        hi = min((p for p in pts if p[0] >= w), default=pts[-1])
-        if hi[0] == lo[0]:
-            out.append(lo[1] + (w - lo[0]) * (0.4 if w > lo[0] else 0.0))
-        else:
-            out.append(lo[1] + (hi[1] - lo[1]) * (w - lo[0]) / (hi[0] - lo[0]))
-    return out
 
 
 def replay(text: list[int], n_prompt: int, curve: list[float], types: list[str], *,
@@ -119,8 +106,8 @@ def replay(text: list[int], n_prompt: int, curve: list[float], types: list[str],
     with mock.patch.object(loop.time, "perf_counter", clock):
         out = [t for r in dec.generate(text[:n_prompt]) for t in r.emitted]
     assert out == text[n_prompt:], "the replay must emit the greedy text"
-    plain_s = n_out * STEP_MS * curve[1] / 1e3
-    gen_s = clock.now - n_prompt * 0  # prefill is outputs="none": not on the clock
+    plain_s = n_out * STEP_MS * curve[0] / 1e3
+    gen_s = clock.now  # the prompt is evaluated with outputs="none": not on the clock
     res = {"speedup": plain_s / gen_s, "passes": dec.stats.rounds + dec.stats.plain_steps}
     res["tokens_per_pass"] = n_out / res["passes"]
     if policy is not None:
@@ -145,9 +132,8 @@ def main() -> None:
     a = ap.parse_args()
 
     rel = json.loads(Path(a.curve).read_text())["cost_curve"]["pass_cost_rel"]
-    curve = full_curve(rel)
-    # a pass over w tokens verifies w - 1 proposals: the profile is keyed by proposals
-    profile = CostProfile({w - 1: Estimate(curve[w], 10.0) for w in range(2, 66)})
+    curve = CostCurve({int(n): r * STEP_MS for n, r in rel.items()}, None).verify()
+    profile = CostProfile({k: Estimate(c, 10.0) for k, c in enumerate(curve) if k > 0})
     prompts = [json.loads(x) for x in Path(a.file).read_text().splitlines() if x.strip()]
     prompts = [p["prompt"] for p in prompts if p.get("class") == a.cls]
     cache_path = Path(a.cache)
