@@ -508,6 +508,27 @@ class SessionFlags:
         check_lookup_caches(types, self.ngram)
         return model, model_draft, types
 
+    def load_options(self, model: Path, model_draft: Path | None):
+        """These flags' specgguf.backend.session.LoadOptions for the resolved pair."""
+        return load_options(
+            model,
+            model_draft,
+            n_gpu_layers=self.n_gpu_layers,
+            n_gpu_layers_draft=self.n_gpu_layers_draft,
+            ctx_size=self.ctx_size,
+            batch_size=self.batch_size,
+            flash_attn=self.flash_attn,
+            threads=self.threads,
+            threads_draft=self.threads_draft,
+            no_repack=self.no_repack,
+            verbose=self.verbose,
+            kv_types=self.kv_types,
+            rpc=self.rpc,
+            device=self.device,
+            device_draft=self.device_draft,
+            strict_vocab=self.strict_vocab,
+        )
+
     def open_session(
         self,
         model: Path,
@@ -522,24 +543,7 @@ class SessionFlags:
         from specgguf.generator import spec_options
 
         return Session(
-            load_options(
-                model,
-                model_draft,
-                n_gpu_layers=self.n_gpu_layers,
-                n_gpu_layers_draft=self.n_gpu_layers_draft,
-                ctx_size=self.ctx_size,
-                batch_size=self.batch_size,
-                flash_attn=self.flash_attn,
-                threads=self.threads,
-                threads_draft=self.threads_draft,
-                no_repack=self.no_repack,
-                verbose=self.verbose,
-                kv_types=self.kv_types,
-                rpc=self.rpc,
-                device=self.device,
-                device_draft=self.device_draft,
-                strict_vocab=self.strict_vocab,
-            ),
+            self.load_options(model, model_draft),
             spec_options(
                 types,
                 n_max,

@@ -197,6 +197,17 @@ def run(
             # the lookup caches, input, template file and trace file: all checked before any
             # weight is read
             model, model_draft, types = flags.resolve(spec_type, n_max)
+            recheck_draft = False
+            if n_max is None and not no_auto_profile:  # auto may leave a hopeless draft out
+                from specgguf.draft_plan import draft_load_plan
+
+                plan = draft_load_plan(flags.load_options(model, model_draft), types)
+                recheck_draft = plan.recheck
+                if plan.skip is not None:
+                    types = [t for t in types if t != plan.skip.name]
+                    meta["draft_model_skipped"] = plan.skip.notice().removeprefix("note: ")
+                    if not quiet:
+                        print(plan.skip.notice(), file=sys.stderr)
             draft_shown = model_draft if needs_draft_model(types) else None
             meta.update(
                 model=str(model),
@@ -261,6 +272,7 @@ def run(
                     auto=n_max is None,
                     profile=not no_auto_profile,
                     warn=None if quiet else _warn,
+                    recheck_draft=recheck_draft,
                 ),
                 tracer=tracer,
                 quiet=quiet,
