@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # Set up (scripts/setup.sh), pull the real model pair (and make its F16 target) for the tests
-# marked `real`, then run
-# ruff and the whole test suite. Extra arguments go to pytest, e.g. `-m "not real"`.
+# marked `real`, then run ruff and the whole test suite. Extra arguments go to pytest, e.g. `-m "not real"`.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=${SPECGGUF_VENV:-$ROOT/.venv}

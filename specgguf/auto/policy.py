@@ -23,9 +23,9 @@ extra token, an unmeasured draft cost at one target step per token, and acceptan
 profile). No prior can by itself keep a drafter off for good: while a drafter could pay at an
 acceptance it has plausibly shown (this run or before), or has never been measured at all,
 probes keep measuring it within the exploration budget, the first of them early in each run.
-On a GPU verify(k) is ~1 and drafts are cheap, so long drafts win;
-on a 2-core CPU a draft model rarely pays, while free n-gram drafts on text that is being
-copied pay most at widths of 16-48 tokens, where a pass costs a fraction of a step per token.
+On a GPU verify(k) is ~1 and drafts are cheap, so long drafts win; on a 2-core CPU a draft
+model rarely pays, while free n-gram drafts on text that is being copied pay most at widths of
+16-48 tokens, where a pass costs a fraction of a step per token.
 """
 
 from __future__ import annotations
