@@ -61,8 +61,11 @@ class ShellStyle:
 
     list_like = False
 
-    def __init__(self, outer: str = "", make: bool = False) -> None:
+    def __init__(self, outer: str = "", make: bool = False, renames_only: bool = False
+                 ) -> None:
         self.outer, self.make = outer, make
+        # prose (inline code naming a flag): a new name, never a word added or taken away
+        self.renames_only = renames_only
 
     def quote(self, word: str) -> str:
         if self.outer == "yaml-plain" and word.startswith("{"):
@@ -168,6 +171,30 @@ class BlockListStyle(ShellStyle):
 
     def nested(self, quote: str) -> ShellStyle | None:
         return ShellStyle({"'": "yaml-sq", '"': "yaml-dq"}.get(quote, "yaml-plain"))
+
+
+class BlockMapListStyle(BlockListStyle):
+    """Items of a YAML block sequence of one-key mappings, `- --flag: value` per line: a flag
+    and its value are added as one more such item."""
+
+    def insert(self, text: str, word: Word, new: Sequence[str]) -> Edit:
+        line_start = text.rfind("\n", 0, word.start) + 1
+        m = re.compile(r"[ \t]*-[ \t]+").match(text, line_start)
+        lead = m.group(0) if m else "- "
+        eol = text.find("\n", word.end)
+        eol = len(text) if eol < 0 else eol
+        newline = "\n"
+        if eol > 0 and text[eol - 1] == "\r":
+            eol, newline = eol - 1, "\r\n"
+        items = [new[k:k + 2] for k in range(0, len(new), 2)]
+        return Edit(eol, eol, "".join(
+            f"{newline}{lead}{self.quote(pair[0])}" + (f": {self._value(pair[1])}"
+                                                       if len(pair) > 1 else "")
+            for pair in items))
+
+    def _value(self, word: str) -> str:
+        """A mapping's value: a number stays a number, as the file's own values are."""
+        return word if _YAML_PLAIN_OK.fullmatch(word) and ": " not in word else self.quote(word)
 
 
 def _set_edit(text: str, word: Word, new: str, style: ShellStyle) -> Edit:

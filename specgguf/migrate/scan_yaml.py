@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 
+from specgguf.migrate import guard
 from specgguf.migrate.argv import find_anchor, image_tool
-from specgguf.migrate.edit import BlockListStyle, FlowListStyle, ShellStyle
+from specgguf.migrate.edit import BlockListStyle, BlockMapListStyle, FlowListStyle, ShellStyle
 from specgguf.migrate.lines import Line, split_lines
 from specgguf.migrate.list_lexer import compose_dynamic, lex_list, quoted_string
 from specgguf.migrate.scan import Scan
@@ -20,7 +21,8 @@ from specgguf.migrate.word import Word, link_words
 
 _YAML_KEY = re.compile(r"(?P<lead>[ \t]*(?:-[ \t]+)*)(?P<key>[A-Za-z_][\w.-]*)[ \t]*:"
                        r"(?:[ \t]+|$)(?P<rest>[^\n]*)")
-_ARGV_KEYS = {"command", "entrypoint", "args"}
+_FLAG_ITEM = re.compile(r"(--?[A-Za-z][\w-]*):[ \t]+(\S.*)")
+_ARGV_KEYS = {"command", "entrypoint", "args", "cmd"}
 _SCRIPT_KEYS = {"run", "script", "before_script", "after_script"}
 
 
@@ -38,13 +40,29 @@ def scan_yaml(scan: Scan, start: int = 0, end: int | None = None) -> None:
     lines = split_lines(scan.text, start, end)
     for n, line in enumerate(lines):
         m = _YAML_KEY.fullmatch(line.text(scan.text))
-        if not m or m.group("key") not in _ARGV_KEYS | _SCRIPT_KEYS:
+        if not m:
             continue
         col = len(m.group("lead"))
         value_at = line.start + m.start("rest")
         key = m.group("key")
+        if key not in _ARGV_KEYS | _SCRIPT_KEYS and not _holds_options(scan.text, lines, n, col):
+            continue  # any other key is read only when its value holds options we know
         implicit = _yaml_implicit_tool(scan.text, lines, n, col) if key in _ARGV_KEYS else None
         _scan_yaml_value(scan, lines, n, col, value_at, key, implicit)
+
+
+def _holds_options(text: str, lines: list[Line], n: int, col: int) -> bool:
+    """Whether a key's value (its line and the lines indented under it) names a removed
+    option, or a tool: a schema of its own (`start_command:`, `flags:`) holds commands too."""
+    end = lines[n].end
+    for line in lines[n + 1:]:
+        s = line.text(text)
+        if s.strip() and not s.lstrip().startswith("#") and _indent(s) <= col \
+                and not s.lstrip().startswith("- "):
+            break
+        end = line.end
+    value = text[lines[n].start:end]
+    return bool(guard.has_removed_name(value))
 
 
 def _scan_yaml_value(scan: Scan, lines: list[Line], n: int, col: int, at: int, key: str,
@@ -59,7 +77,9 @@ def _scan_yaml_value(scan: Scan, lines: list[Line], n: int, col: int, at: int, k
             for item, style in items:
                 _scan_yaml_scalar_words(scan, item, style)
         elif items:
-            scan_words(scan, [w for w, _ in items], BlockListStyle(), implicit)
+            mapping = any(style is None for _, style in items)
+            scan_words(scan, [w for w, _ in items],
+                       BlockMapListStyle() if mapping else BlockListStyle(), implicit)
     elif head in "|>":
         body = _following(text, lines, n + 1, col)
         if body:
@@ -149,6 +169,13 @@ def _block_items(text: str, lines: list[Line], n: int, col: int
         word = _block_scalar_word(text, at, line.end)
         if word is None:
             break
+        pair = _FLAG_ITEM.fullmatch(word.value) if not word.quote else None
+        if pair:  # `- --draft-max: 16`: the flag and its value, as two words
+            for k in (1, 2):
+                a, b = word.start + pair.start(k), word.start + pair.end(k)
+                items.append((Word(text[a:b], a, b, tuple(range(a, b)),
+                                   compose_dynamic(text[a:b])), None))
+            continue
         word.dynamic = compose_dynamic(word.value)
         items.append((word, BlockListStyle().nested(word.quote)))
     link_words([w for w, _ in items])
