@@ -55,7 +55,8 @@ class ShellStyle:
     """Shell words, possibly inside a string of an outer language.
 
     outer: "" (plain shell), "dq"/"sq" (inside a shell "..." / '...' string), "json" (inside a
-    JSON string), "yaml-dq", "yaml-sq", "yaml-plain" (inside a YAML scalar). `make` doubles
+    JSON string), "yaml-dq", "yaml-sq", "yaml-plain" (inside a YAML scalar), "yaml-plain+dq" /
+    "yaml-plain+sq" (a shell string inside a plain YAML scalar). `make` doubles
     `$` for Makefiles.
     """
 
@@ -68,21 +69,22 @@ class ShellStyle:
         self.renames_only = renames_only
 
     def quote(self, word: str) -> str:
-        if self.outer == "yaml-plain" and word.startswith("{"):
+        plain = self.outer.startswith("yaml-plain")
+        if plain and word.startswith("{"):
             word = _compact_json(word)
-        inner = shell_word(word, prefer_double=self.outer in ("sq", "yaml-sq"))
+        inner = shell_word(word, prefer_double=self.outer in ("sq", "yaml-sq", "yaml-plain+sq"))
         out = self._escape(inner)
-        if self.outer == "yaml-plain" and (": " in out or " #" in out):
+        if plain and (": " in out or " #" in out):
             raise CannotQuote(f"{out} cannot go into a plain YAML string; quote the string "
                               "first")
         return out.replace("$", "$$") if self.make else out
 
     def _escape(self, s: str) -> str:
-        if self.outer == "dq":
+        if self.outer in ("dq", "yaml-plain+dq"):
             return re.sub(r'([\\"$`])', r"\\\1", s)
         if self.outer in ("json", "yaml-dq"):
             return json.dumps(s, ensure_ascii=False)[1:-1]
-        if self.outer == "sq":
+        if self.outer in ("sq", "yaml-plain+sq"):
             return s.replace("'", "'\\''")
         if self.outer == "yaml-sq":
             return s.replace("'", "''")
@@ -102,9 +104,12 @@ class ShellStyle:
 
     def nested(self, quote: str) -> ShellStyle | None:
         """The style for a command inside one of our quoted words (sh -c "...")."""
+        inner = "sq" if quote == "'" else "dq"
+        if self.outer == "yaml-plain":  # command: sh -c "vllm serve ..." (a plain YAML scalar)
+            return ShellStyle(f"yaml-plain+{inner}", self.make)
         if self.outer:
             return None
-        return ShellStyle("sq" if quote == "'" else "dq", self.make)
+        return ShellStyle(inner, self.make)
 
 
 class FlowListStyle(ShellStyle):

@@ -57,27 +57,29 @@ _HEADING = re.compile(r"(#{1,6})[ \t]")
 _INLINE = re.compile(r"(`+)([^`\n]+?)\1(?!`)")
 
 
-def about_old_flags(line: str, heading: str) -> bool:
+def about_old_flags(line: str, headings: list[str]) -> bool:
     """A prose line is about the old flags, not an instruction to use them, when it says so
     (removed, deprecated, renamed, replaced, no longer, formerly, instead of, legacy, an
     arrow) or sits under a changelog-like heading (Changelog, Changes, Release notes, History,
-    What's new, Migration)."""
-    return bool(_ABOUT_OLD.search(line) or _HISTORY_HEADING.match(heading))
+    What's new, Migration) at any level above it."""
+    return bool(_ABOUT_OLD.search(line) or any(_HISTORY_HEADING.match(h) for h in headings))
 
 
 def _prose_lines(text: str, blocks: list[tuple[int, int]]):
-    """(start, end, heading above) of each line outside the fenced blocks and their fences."""
-    heading = ""
+    """(start, end, headings above) of each line outside the fenced blocks and their fences."""
+    headings: list[tuple[int, str]] = []  # (level, text) of the headings above, outermost first
     for line in split_lines(text, 0, len(text)):
         inside = any(a - 1 <= line.start < b + 1 or a <= line.end + 1 <= b
                      for a, b in blocks)
         s = line.text(text)
         if inside or _FENCE.fullmatch(s):
             continue
-        if _HEADING.match(s):
-            heading = s
+        m = _HEADING.match(s)
+        if m:
+            level = len(m.group(1))
+            headings = [h for h in headings if h[0] < level] + [(level, s)]
             continue
-        yield line.start, line.end, heading
+        yield line.start, line.end, [h for _, h in headings]
 
 
 def scan_markdown(scan: Scan) -> list[tuple[int, int]]:
@@ -86,9 +88,9 @@ def scan_markdown(scan: Scan) -> list[tuple[int, int]]:
     scan.docs = True
     regions = []
     blocks = list(_markdown_blocks(scan.text))
-    for a, b, heading in _prose_lines(scan.text, [(x, y) for _, x, y in blocks]):
+    for a, b, headings in _prose_lines(scan.text, [(x, y) for _, x, y in blocks]):
         line = scan.text[a:b]
-        if about_old_flags(line, heading):
+        if about_old_flags(line, headings):
             scan.exempt.append((a, b))
             continue
         for m in _INLINE.finditer(line):

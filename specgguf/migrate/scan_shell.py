@@ -37,7 +37,7 @@ def scan_shell(scan: Scan, start: int, end: int, style: ShellStyle, *,
         elif implicit and n == 0 and seq:
             scan.command(seq, implicit, 0, style)
             rest = []
-        elif scan.fragment(seq, style):
+        elif scan.fragment(_make_value(seq) if style.make else seq, style):
             rest = []
         for word in rest:
             _scan_nested(scan, word, style)
@@ -61,6 +61,13 @@ def _scan_nested(scan: Scan, word: Word, style: ShellStyle) -> None:
     inner = style.nested(word.quote)
     if inner is not None:
         scan_shell(scan, word.start + 1, word.end - 1, inner)
+
+
+def _make_value(seq: list[Word]) -> list[Word]:
+    """The value of a make variable (`FLAGS ?= -md $(D) --draft-max 16`), else the words."""
+    if len(seq) > 2 and seq[1].value in ("=", ":=", "::=", "?=", "+=", "!="):
+        return seq[2:]
+    return seq
 
 
 def _substitutions(text: str, start: int, end: int) -> list[tuple[int, int]]:
