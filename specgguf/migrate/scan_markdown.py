@@ -65,12 +65,12 @@ def about_old_flags(line: str, headings: list[str]) -> bool:
     return bool(_ABOUT_OLD.search(line) or any(_HISTORY_HEADING.match(h) for h in headings))
 
 
-def _prose_lines(text: str, blocks: list[tuple[int, int]]):
+def _prose_lines(text: str, blocks: list[tuple[int, int]]
+                 ) -> Iterable[tuple[int, int, list[str]]]:
     """(start, end, headings above) of each line outside the fenced blocks and their fences."""
     headings: list[tuple[int, str]] = []  # (level, text) of the headings above, outermost first
     for line in split_lines(text, 0, len(text)):
-        inside = any(a - 1 <= line.start < b + 1 or a <= line.end + 1 <= b
-                     for a, b in blocks)
+        inside = any(a <= line.start < b for a, b in blocks)
         s = line.text(text)
         if inside or _FENCE.fullmatch(s):
             continue
