@@ -1302,3 +1302,79 @@ def _stat_with_other_owner(real_stat, target: str):
         return st
 
     return fake
+
+
+# ----------------------------------------------------------------------------------------------
+# issue 27: options without their tool, nested strings, prose, and the reasons left
+# ----------------------------------------------------------------------------------------------
+
+
+def test_fragments_in_one_file_get_one_spec_type_and_no_default_set_elsewhere(monkeypatch):
+    monkeypatch.setattr(drafter_kind, "classify_draft", READ_DRAFT_FILES)
+    text = ('SPEC="--model-draft $M --draft-max 16 --draft-min 5"\n'
+            "FLAGS=(-md /m/d.gguf --draft-p-min 0.6 -cd 4096)\n"
+            'llama-server -m /m/t.gguf $SPEC "${FLAGS[@]}"\n')
+    new, findings = check_text(text, "shell", "shell")
+    assert new == ('SPEC="--model-draft $M --spec-type draft-simple --spec-draft-n-max 16 '
+                   '--spec-draft-n-min 5"\n'
+                   "FLAGS=(-md /m/d.gguf --draft-p-min 0.6)\n"
+                   'llama-server -m /m/t.gguf $SPEC "${FLAGS[@]}"\n')
+    assert not [u for f in findings for u in f.unsafe]
+    assert check_text(new, "shell", "shell")[1] == []
+
+
+def test_a_line_that_is_not_a_command_or_its_options_is_reported_not_rewritten():
+    text = "llama-server -m t.gguf\necho --draft-max 5\n"
+    new, findings = check_text(text, "shell", "shell")
+    assert new == text
+    assert [f.line for f in findings if f.unsafe] == [2]
+
+
+def test_shell_single_quotes_inside_a_plain_yaml_scalar():
+    text = ("services:\n  v:\n    command: sh -c 'vllm serve M --speculative-model D "
+            "--num-speculative-tokens 3'\n")
+    new, findings = check_text(text, "yaml", "yaml")
+    assert new == ("services:\n  v:\n    command: sh -c 'vllm serve M --speculative-config "
+                   '"{\\"model\\":\\"D\\",\\"num_speculative_tokens\\":3}"\'\n')
+    yaml = pytest.importorskip("yaml")
+    inner = shlex.split(yaml.safe_load(new)["services"]["v"]["command"])[2]
+    assert json.loads(shlex.split(inner)[4]) == {"model": "D", "num_speculative_tokens": 3}
+
+
+@pytest.mark.parametrize(("line", "changed"), [
+    ("Use `--draft-max 8` for code.", "Use `--spec-draft-n-max 8` for code."),
+    ("- removed `--draft-max` (llama.cpp)", None),
+    ("`--draft-max` -> `--spec-draft-n-max`", None),
+])
+def test_markdown_prose_renames_one_to_one_and_leaves_lines_about_old_flags(line, changed):
+    new, findings = check_text(line + "\n", "markdown", "markdown")
+    assert new == (changed or line) + "\n"
+    assert not [u for f in findings for u in f.unsafe]
+
+
+def test_a_changelog_heading_exempts_its_lines_but_not_its_code_blocks():
+    text = ("# Changelog\n\n## 1.2\n\n- added `--draft 16` to llama.cpp runs\n\n"
+            "```sh\nllama-server -m t --draft-min 1\n```\n")
+    new, findings = check_text(text, "markdown", "markdown")
+    assert new == text.replace("--draft-min 1", "--spec-draft-n-min 1")
+    assert not [u for f in findings for u in f.unsafe]
+
+
+@pytest.mark.parametrize(("message", "key"), [
+    ("--speculative-model $M: a shell variable cannot be placed inside the "
+     "--speculative-config JSON safely; write the JSON by hand", "runtime"),
+    ("--speculative-disable-by-batch-size 4: no --speculative-config equivalent (current vLLM "
+     "has no such setting); remove it by hand", "no-equivalent"),
+    ("--dflash is not a llama.cpp option: this command was written for a fork, whose flags may "
+     "still be valid there; migrate it by hand", "fork"),
+    ("--spec-ngram-size-n 4: no ngram type in --spec-type, so the ngram type it configured is "
+     "unknown", "ambiguous"),
+    ("--draft-max is still here (llama.cpp removed it); migrate it by hand (inside program "
+     "source: a string the rewrite does not edit)", "source"),
+    ("--draft-max is still here (llama.cpp removed it); migrate it by hand", "unplaced"),
+])
+def test_every_message_files_under_one_reason(message, key):
+    from specgguf.migrate.reasons import REASONS, reason, tagged
+
+    assert reason(message) == key
+    assert tagged(message) == f"{message} [{REASONS[key]}]"

@@ -68,6 +68,8 @@ class Scan:
         self.docs = False  # Markdown: `<draft.gguf>` placeholders are words
         self.base: str | None = None  # the file's directory: where relative drafts are read
         self._flags: frozenset[str] | None = None
+        self._types: tuple[str, ...] | None = None  # what --spec-type names in the text
+        self._added_types: list[str] = []  # what this scan added to a fragment
 
     def draft_kind_at(self, offset: int) -> str | None:
         """The draft kind said for what stands at `offset`: the last directive above it, else
@@ -88,16 +90,17 @@ class Scan:
         return self._flags
 
     def fragment_context(self) -> Fragment:
-        """The file's options and speculative types, those already added to it included (a
-        second fragment then gets no second --spec-type)."""
-        types: list[str] = []
-        added = " ".join(e.text for f in self.findings for e in f.edits)
-        for m in [*_SPEC_TYPE_VALUE.finditer(self.text), *_SPEC_TYPE_VALUE.finditer(added)]:
-            for t in m.group(1).split(","):
-                t = lg.REMOVED_SPEC_TYPES.get(t, t)
-                if t not in types and t != "none":
-                    types.append(t)
-        return Fragment(self.flags_in_file(), tuple(types))
+        """The file's options and speculative types, those this scan added included (a second
+        fragment then gets no second --spec-type)."""
+        if self._types is None:
+            types: list[str] = []
+            for m in _SPEC_TYPE_VALUE.finditer(self.text):
+                for t in m.group(1).split(","):
+                    t = lg.REMOVED_SPEC_TYPES.get(t, t)
+                    if t not in types and t != "none":
+                        types.append(t)
+            self._types = tuple(types)
+        return Fragment(self.flags_in_file(), (*self._types, *self._added_types))
 
     def fragment(self, seq: list[Word], style: ShellStyle) -> bool:
         """Options found without their tool's name: a bash array, a string kept in a
@@ -150,6 +153,10 @@ class Scan:
             edits = text_edits(self.text, seq, res.ops, style)
         except CannotQuote as err:  # nothing is changed, so no "->" notes either
             edits, notes, unsafe = [], [], [*unsafe, str(err)]
+        if fragment is not None and edits:
+            self._added_types += [w for op in res.ops if op.kind == "insert"
+                                  for k, w in enumerate(op.words[1:])
+                                  if op.words[k] == lg.SPEC_TYPE_FLAG]
         old, new = self._display(seq, res, style)
         self.findings.append(Finding(self.line_of(seq[0].start), old,
                                      new if edits else old, notes, unsafe, edits,
