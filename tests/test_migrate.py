@@ -1378,3 +1378,13 @@ def test_every_message_files_under_one_reason(message, key):
 
     assert reason(message) == key
     assert tagged(message) == f"{message} [{REASONS[key]}]"
+
+
+def test_a_yaml_string_with_escaped_quotes_is_reported_not_misread():
+    """Was: the shell lexer read `\\"` in a YAML "..." string as a shell escape, so the last
+    value came out as `2"` ("not an integer")."""
+    text = 'cmd: "sh -c \\"vllm serve M --speculative-model D --num-speculative-tokens 2\\""\n'
+    new, findings = check_text(text, "yaml", "yaml")
+    assert new == text
+    unsafe = [u for f in findings for u in f.unsafe]
+    assert len(unsafe) == 2 and all("is still here (vLLM removed it)" in u for u in unsafe)

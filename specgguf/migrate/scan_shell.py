@@ -22,7 +22,14 @@ _TOOL_HINT = re.compile(r"llama-(?:server|cli|speculative|lookup)|specgguf|vllm|
 
 def scan_shell(scan: Scan, start: int, end: int, style: ShellStyle, *,
                 newline_is_space: bool = False, implicit: str | None = None) -> str | None:
-    """Commands in a shell region; returns the tool of the first invocation found."""
+    """Commands in a shell region; returns the tool of the first invocation found.
+
+    A JSON or YAML string holding escapes (`\\"`, `''`) is not read: the lexer reads the text
+    as written, and there an escaped quote would be taken for a shell one. The token scan
+    still reports what it holds.
+    """
+    if _escaped(scan.text[start:end], style.outer):
+        return None
     first_tool = None
     for n, cmd in enumerate(lex_shell(scan.text, start, end,
                                       newline_is_space=newline_is_space, bat=scan.bat,
@@ -61,6 +68,12 @@ def _scan_nested(scan: Scan, word: Word, style: ShellStyle) -> None:
     inner = style.nested(word.quote)
     if inner is not None:
         scan_shell(scan, word.start + 1, word.end - 1, inner)
+
+
+def _escaped(raw: str, outer: str) -> bool:
+    if outer in ("json", "yaml-dq"):
+        return "\\" in raw
+    return outer == "yaml-sq" and "''" in raw
 
 
 def _make_value(seq: list[Word]) -> list[Word]:
