@@ -21,6 +21,7 @@ from specgguf.migrate.word import Word, link_words
 
 _YAML_KEY = re.compile(r"(?P<lead>[ \t]*(?:-[ \t]+)*)(?P<key>[A-Za-z_][\w.-]*)[ \t]*:"
                        r"(?:[ \t]+|$)(?P<rest>[^\n]*)")
+_BLOCK_HEADER = re.compile(r"[|>][-+0-9]*[ \t]*(?:#[^\n]*)?\r?")
 _FLAG_ITEM = re.compile(r"(--?[A-Za-z][\w-]*):[ \t]+(\S.*)")
 _ARGV_KEYS = {"command", "entrypoint", "args", "cmd"}
 _SCRIPT_KEYS = {"run", "script", "before_script", "after_script"}
@@ -72,7 +73,9 @@ def _scan_yaml_value(scan: Scan, lines: list[Line], n: int, col: int, at: int, k
     rest = text[at:lines[n].end]
     head = rest.lstrip()[:1]
     if head in ("", "#"):
-        items = _block_items(text, lines, n + 1, col)
+        items, bodies = _block_items(text, lines, n + 1, col)
+        for a, b, folded in bodies:
+            scan_shell(scan, a, b, ShellStyle(), newline_is_space=folded)
         if script:
             for item, style in items:
                 _scan_yaml_scalar_words(scan, item, style)
@@ -152,11 +155,16 @@ def _following(text: str, lines: list[Line], n: int, col: int) -> list[Line]:
 
 
 def _block_items(text: str, lines: list[Line], n: int, col: int
-                 ) -> list[tuple[Word, ShellStyle | None]]:
-    """The `- item` lines under a key: each item as a Word, with the style of its scalar."""
+                 ) -> tuple[list[tuple[Word, ShellStyle | None]], list[tuple[int, int, bool]]]:
+    """The `- item` lines under a key: each item as a Word, with the style of its scalar; and
+    (start, end, folded) of each item that is a block scalar (`- |` then a script)."""
     items: list[tuple[Word, ShellStyle | None]] = []
+    bodies: list[tuple[int, int, bool]] = []
     item_col = None
-    for line in lines[n:]:
+    k = n
+    while k < len(lines):
+        line = lines[k]
+        k += 1
         s = line.text(text)
         if _is_blank(s):
             continue
@@ -166,20 +174,26 @@ def _block_items(text: str, lines: list[Line], n: int, col: int
             break
         item_col = len(m.group(1))
         at = line.start + m.end()
+        if _BLOCK_HEADER.fullmatch(text, at, line.end):  # `- |`: a script, its lines below
+            body = _following(text, lines, k, item_col)
+            if body:
+                bodies.append((body[0].start, body[-1].end, text[at] == ">"))
+                k += len(body)  # the body starts right below, blank lines included
+            continue
         word = _block_scalar_word(text, at, line.end)
         if word is None:
             break
         pair = _FLAG_ITEM.fullmatch(word.value) if not word.quote else None
         if pair:  # `- --draft-max: 16`: the flag and its value, as two words
-            for k in (1, 2):
-                a, b = word.start + pair.start(k), word.start + pair.end(k)
+            for j in (1, 2):
+                a, b = word.start + pair.start(j), word.start + pair.end(j)
                 items.append((Word(text[a:b], a, b, tuple(range(a, b)),
                                    compose_dynamic(text[a:b])), None))
             continue
         word.dynamic = compose_dynamic(word.value)
         items.append((word, BlockListStyle().nested(word.quote)))
     link_words([w for w, _ in items])
-    return items
+    return items, bodies
 
 
 def _block_scalar_word(text: str, at: int, eol: int) -> Word | None:
