@@ -55,7 +55,9 @@ def migrate(
 
     A command that relied on a default llama.cpp changed gets the old value written, with why.
 
-    What cannot be migrated without guessing is reported and left alone (exit status 1).
+    A draft file that cannot be read is taken as plain unless its name says otherwise.
+
+    What cannot be migrated without guessing is reported with its reason (exit status 1).
     """
     from specgguf.migrate.check import is_command_argv, migrate_command, run_migrate
 
