@@ -76,7 +76,8 @@ def test_kv_cache_bytes_follow_the_cache_type(small_info):
     plan = mb.ContextPlan("target", small_info, 512, 1, "f16", "q8_0")
     got = mb.context_bytes(plan, n_ubatch=8, flash_attn="on")
     kv = 512 * 24 * 2 + mb.kv_type_bytes("q8_0", 512 * 24)
-    assert got == kv + 8 * small_info.vocab.n_vocab * 4 + mb.GRAPH_MARGIN
+    assert got == kv + mb.GRAPH_MARGIN
+    assert mb.logits_bytes(plan, 8) == 8 * small_info.vocab.n_vocab * 4
     # without flash attention, a micro-batch's attention scores over the whole cache too
     off = mb.context_bytes(plan, n_ubatch=8, flash_attn="off")
     assert off == got + 8 * 512 * 4 * 4
@@ -90,9 +91,11 @@ def test_every_slot_and_the_draft_count(small_info):
     four = mb.ContextPlan("target", small_info, 1024, 4, "f16", "f16")
     draft = mb.ContextPlan("draft", small_info, 1024, 4, "f16", "f16")
     kw = {"n_ubatch": 512, "flash_attn": "auto"}
-    single = mb.total_bytes([one], **kw)
-    assert mb.total_bytes([four], **kw) == 4 * single
-    assert mb.total_bytes([four, draft], **kw) == 8 * single
+    ctx = mb.context_bytes(one, **kw)
+    logits = mb.logits_bytes(one, 512)  # once per model: slots decode one at a time
+    assert mb.total_bytes([one], **kw) == ctx + logits
+    assert mb.total_bytes([four], **kw) == 4 * ctx + logits
+    assert mb.total_bytes([four, draft], **kw) == 8 * ctx + 2 * logits
 
 
 def test_refusal_names_a_context_that_fits(small_info):

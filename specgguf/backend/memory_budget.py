@@ -1,17 +1,17 @@
 """Refuse a context that cannot fit in memory, before llama.cpp allocates it.
 
-llama.cpp allocates the whole KV cache when a context is created, and on Linux that
-allocation succeeds far beyond physical memory: pages are only committed as they are touched,
-so `-c 2000000000` grows until the kernel kills the process (and maybe others) with no
-message. Here the bytes a set of contexts will hold are estimated from the GGUF header (layers,
-KV heads, head sizes, the -ctk/-ctv cache types) plus a compute-buffer margin, and compared
-with what the machine can give them: /proc/meminfo's MemAvailable, plus the free memory of
-the GPUs when layers are offloaded (an upper bound on where the cache can go, so a context
-that fits somewhere is never refused). Weights are not counted: they are memory-mapped file
-pages the kernel can drop and re-read, not anonymous memory.
+llama.cpp allocates a context's whole KV cache when the context is created, and clears it.
+On Linux the allocation succeeds far beyond physical memory (overcommit) and the clearing then
+commits page after page, so `-c 2000000000` grows until the kernel kills the process (and maybe
+others) with no message. Here the bytes a set of contexts will hold are estimated from the GGUF
+header (layers, KV heads, head sizes, the -ctk/-ctv cache types) plus compute-buffer margins,
+and compared with what the machine can give them: /proc/meminfo's MemAvailable, plus the free
+memory of the GPUs when layers are offloaded (an upper bound on where the cache can go, so a
+context that fits somewhere is never refused). Weights are not counted: they are memory-mapped
+file pages the kernel can drop and re-read, not anonymous memory.
 
-The arithmetic (`context_bytes`, `tokens_that_fit`) is pure; `available_bytes` reads the
-machine; `require_fits` is what Session calls.
+The arithmetic (`context_bytes`, `total_bytes`, `tokens_that_fit`) is pure; `available_bytes`
+reads the machine; `check_session` is what Session calls, `require_fits` what it ends in.
 """
 
 from __future__ import annotations
@@ -60,19 +60,26 @@ def _padded(n_ctx: int) -> int:
 
 
 def context_bytes(plan: ContextPlan, *, n_ubatch: int, flash_attn: str) -> int | None:
-    """Bytes of one context of `plan`: its KV cache, the logits of one micro-batch, and (with
+    """Bytes of one context of `plan`: its KV cache, a margin for the graph's scratch and (with
     flash attention off) one micro-batch's attention scores over the whole cache; None when the
-    header does not give the cache's shape. An estimate meant to be an upper bound for the
-    cache itself; the margin only keeps "fits exactly" from passing."""
+    header does not give the cache's shape. The cache is an upper bound (sliding-window layers
+    need less); the margins only keep "fits exactly" from passing."""
     row = kv_row_elements(plan.info)
     if row is None or plan.n_ctx <= 0:
         return None
     cells = _padded(plan.n_ctx)
     kv = kv_type_bytes(plan.type_k, cells * row[0]) + kv_type_bytes(plan.type_v, cells * row[1])
-    compute = n_ubatch * plan.info.vocab.n_vocab * _F32 + GRAPH_MARGIN
+    compute = GRAPH_MARGIN
     if flash_attn == "off" and plan.info.head_count:
         compute += n_ubatch * cells * plan.info.head_count * _F32
     return kv + compute
+
+
+def logits_bytes(plan: ContextPlan, n_ubatch: int) -> int:
+    """A micro-batch's logits, the largest tensor of a model's graph: counted once per model,
+    not per slot, since the slots decode one at a time and an idle context's untouched
+    buffer pages are never committed."""
+    return n_ubatch * plan.info.vocab.n_vocab * _F32
 
 
 def total_bytes(plans: Sequence[ContextPlan], *, n_ubatch: int, flash_attn: str) -> int | None:
@@ -82,7 +89,7 @@ def total_bytes(plans: Sequence[ContextPlan], *, n_ubatch: int, flash_attn: str)
         one = context_bytes(plan, n_ubatch=n_ubatch, flash_attn=flash_attn)
         if one is None:
             return None
-        total += one * plan.count
+        total += one * plan.count + logits_bytes(plan, n_ubatch)
     return total
 
 
