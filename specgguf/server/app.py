@@ -112,7 +112,9 @@ class App:
 
     async def body(self, request: HttpRequest) -> Any:
         """The JSON body: 413 past max_body (without keeping more than that in memory), 400
-        when it is not JSON."""
+        when it is not JSON, nests too deep or holds a lone surrogate (io.json_input), 408 past
+        --timeout, 503 as soon as the server is stopping; a client gone mid-body gets a 499
+        that nobody reads."""
         limit = self.cfg.max_body
         declared = request.headers.get("content-length")
         too_big = declared is not None and declared.isdigit() and int(declared) > limit
