@@ -198,7 +198,7 @@ def bench(
         device_draft=device_draft,
         ngram=ngram,
     )
-    flags.check(n_predict=n_predict, temp=temp, top_p=top_p, min_p=min_p)
+    flags.check(n_predict=n_predict, temp=temp, top_p=top_p, min_p=min_p, seed=seed)
     if n_predict < 1:
         raise UsageError(f"invalid value for -n/--n-predict: {n_predict} (bench needs >= 1)")
     if repeat < 1:

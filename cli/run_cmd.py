@@ -165,7 +165,7 @@ def run(
     )
     # Everything that can be checked without a model is checked first: a typo costs nothing.
     n_max = flags.check(
-        n_predict=n_predict, temp=temp, top_p=top_p, min_p=min_p, n_max=spec_draft_n_max
+        n_predict=n_predict, temp=temp, top_p=top_p, min_p=min_p, seed=seed, n_max=spec_draft_n_max
     )
     color_mode = COLOR_CHOICES.get(color.strip().lower())
     if color_mode is None:
