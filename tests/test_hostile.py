@@ -345,6 +345,28 @@ def test_defaults_of_those_fields_are_accepted(server):
     assert status == 200, obj
 
 
+@pytest.mark.parametrize(
+    "samplers",
+    [
+        # llama.cpp's default chain, and its web UI's string form of it
+        ["penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc",
+         "temperature"],
+        "edskypmxt",
+    ],
+)  # fmt: skip
+def test_the_default_sampler_chain_is_accepted(server, samplers):
+    body = {"prompt": "hi", "n_predict": 2, "samplers": samplers}
+    status, _, obj = server.request("POST", "/completion", body)
+    assert status == 200, obj
+
+
+@pytest.mark.parametrize("samplers", [["temperature", "top_k", "top_p", "min_p"], "tkpm", ["x"]])
+def test_another_sampler_chain_is_refused(server, samplers):
+    body = {"prompt": "hi", "n_predict": 2, "samplers": samplers}
+    status, _, obj = server.request("POST", "/completion", body)
+    assert status == 400 and obj["error"]["code"] == "unsupported", obj
+
+
 def test_client_gone_mid_body_leaves_no_traceback(server):
     for _ in range(3):
         with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:

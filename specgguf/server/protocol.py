@@ -157,6 +157,33 @@ def _stop(body: dict) -> tuple[str, ...]:
     return tuple(s for s in v if s)
 
 
+#: llama-server's sampler names (and its one-letter codes, as its web UI sends them) for the
+#: stages of specgguf's own fixed chain, in that chain's order; the other stages it names
+#: (penalties, DRY, top-n-sigma, typical-p, XTC) do nothing at their default settings, which
+#: is what specgguf runs (their non-default settings are refused by their own fields)
+CHAIN_SAMPLERS = ("top_k", "top_p", "min_p", "temperature")
+NEUTRAL_SAMPLERS = ("penalties", "dry", "top_n_sigma", "typ_p", "typical_p", "xtc")
+SAMPLER_CODES = {"k": "top_k", "p": "top_p", "m": "min_p", "t": "temperature", "e": "penalties",
+                 "d": "dry", "s": "top_n_sigma", "y": "typ_p", "x": "xtc"}  # fmt: skip
+
+
+def _default_chain(v: Any) -> bool:
+    """`samplers` asks for what specgguf's chain does: known stages only, top-k, top-p, min-p
+    and temperature each once in that order (a stage left out would be skipped, which this
+    chain cannot do). llama.cpp's default list and its web UI's string ("edskypmxt") are such
+    requests."""
+    if isinstance(v, str):
+        if not set(v) <= SAMPLER_CODES.keys():
+            return False
+        v = [SAMPLER_CODES[c] for c in v]
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        return False
+    names = [x.replace("-", "_").lower() for x in v]
+    if not set(names) <= set(CHAIN_SAMPLERS + NEUTRAL_SAMPLERS):
+        return False
+    return [n for n in names if n in CHAIN_SAMPLERS] == list(CHAIN_SAMPLERS)
+
+
 #: Request fields whose feature specgguf does not implement: (field, the values that mean
 #: "not asked for", the message of the 400 `unsupported` answer). Ignoring such a field would
 #: answer something other than what was asked (unconstrained text for a grammar, the default
@@ -185,7 +212,12 @@ UNSUPPORTED: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("suffix", lambda v: not v, "suffix (fill-in-the-middle) is not supported"),
     ("echo", lambda v: v is False, "echo is not supported"),
     ("lora", lambda v: v == [], "lora adapters are not supported"),
-    ("samplers", lambda v: False, "a custom sampler chain (samplers) is not supported"),
+    (
+        "samplers",
+        _default_chain,
+        "samplers: only the chain top_k, top_p, min_p, temperature (in that order, with "
+        "penalties, dry, top_n_sigma, typ_p and xtc at their defaults) is supported",
+    ),
     ("n_keep", lambda v: v == 0, "n_keep is not supported (the context is never shifted)"),
     ("slot_save_path", lambda v: not v, "slot_save_path (saving slots) is not supported"),
     (
