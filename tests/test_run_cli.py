@@ -30,6 +30,7 @@ JSON_KEYS = {
     "spec_type",
     "seed",
     "timings",
+    "kv_rollback",
 }
 
 

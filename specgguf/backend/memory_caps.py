@@ -25,12 +25,16 @@ FULL = "full"
 #: no memory, or it failed the probe: nothing can be rolled back, so nothing speculated
 NONE = "none"
 
-#: each answer, and how a rollback is done under it (check, run --json and the README say it)
-REMOVAL: dict[str, str] = {
-    PARTIAL: "drops any suffix of positions: a rejection costs one cache call",
-    FULL: "drops only whole sequences: a rejection restores the state saved before the "
-    "verify pass and evaluates the accepted tokens again",
-    NONE: "cannot drop positions: speculative decoding is not possible",
+#: each answer: how a rollback is done under it, in a few words and in a sentence (check,
+#: run --json and the README say them)
+REMOVAL: dict[str, tuple[str, str]] = {
+    PARTIAL: ("in place", "drops any suffix of positions: a rejection costs one cache call"),
+    FULL: (
+        "by checkpoints",
+        "drops only whole sequences: a rejection restores the state saved before the verify "
+        "pass and evaluates the accepted tokens again",
+    ),
+    NONE: ("impossible", "cannot drop positions: speculative decoding is not possible"),
 }
 
 #: llama.cpp's purely recurrent architectures (llm_arch_is_recurrent, as GGUF names them)
@@ -86,8 +90,10 @@ def probe_removal(ctx: Probeable) -> str:
 
 def describe(removal: str, architecture: str) -> dict[str, str]:
     """The --json / check object for one model's memory."""
+    short, sentence = REMOVAL[removal]
     return {
         "kind": memory_kind(architecture),
         "removal": removal,
-        "rollback": REMOVAL[removal],
+        "rollback": short,
+        "means": sentence,
     }

@@ -173,14 +173,14 @@ class Session:
         self.memory.setdefault(role, removal)
         if removal == memory_caps.NONE and self.spec.types:
             raise SpecggufError(
-                f"{ctx.model.path}: the {role} model's memory {memory_caps.REMOVAL[removal]} "
+                f"{ctx.model.path}: the {role} model's memory {memory_caps.REMOVAL[removal][1]} "
                 "(use --spec-type none)",
                 ExitCode.RUNTIME,
             )
         return out
 
     def memory_report(self) -> dict[str, dict[str, str]]:
-        """Each loaded model's memory (memory_caps.describe): run --json's "memory"."""
+        """Each loaded model's memory (memory_caps.describe): run --json's "kv_rollback"."""
         infos = {"target": self.info.target, "draft": self.info.draft}
         return {
             role: memory_caps.describe(removal, infos[role].architecture)
