@@ -38,11 +38,15 @@ SSM_GROUPS = 2  # key heads (ssm.group_count)
 SSM_V_HEADS = 4  # value heads (ssm.time_step_rank)
 SSM_INNER = SSM_STATE * SSM_V_HEADS  # value width (ssm.inner_size)
 SSM_CONV = 4
+#: the state's decay, -exp(A_log): -0.5 keeps a long memory; LOOPY_SSM_A forgets at once, so
+#: greedy text settles into short cycles (what the n-gram drafters need to find anything)
+SSM_A = -0.5
+LOOPY_SSM_A = -20.0
 #: rotary dimensions per section (text positions use the first three), summing to HEAD_DIM / 2
 ROPE_SECTIONS = (3, 3, 2, 0)
 
 
-def _weights(rng: np.random.Generator) -> dict[str, np.ndarray]:
+def _weights(rng: np.random.Generator, ssm_a: float) -> dict[str, np.ndarray]:
     def g(shape: tuple[int, ...], std: float) -> np.ndarray:
         return (rng.standard_normal(shape) * std).astype(np.float32)
 
@@ -64,7 +68,7 @@ def _weights(rng: np.random.Generator) -> dict[str, np.ndarray]:
         "blk.0.attn_gate.weight": g((SSM_INNER, N_EMBD), se),
         "blk.0.ssm_conv1d.weight": g((conv_dim, SSM_CONV), 0.5),
         "blk.0.ssm_dt.bias": np.zeros(SSM_V_HEADS, dtype=np.float32),
-        "blk.0.ssm_a": np.full(SSM_V_HEADS, -0.5, dtype=np.float32),  # decay: -exp(A_log)
+        "blk.0.ssm_a": np.full(SSM_V_HEADS, ssm_a, dtype=np.float32),
         "blk.0.ssm_beta.weight": g((SSM_V_HEADS, N_EMBD), se),
         "blk.0.ssm_alpha.weight": g((SSM_V_HEADS, N_EMBD), se),
         "blk.0.ssm_norm.weight": ones(SSM_STATE),
@@ -96,14 +100,15 @@ def build_tiny_qwen35(
     perturb_scale: float = 0.0,
     n_ctx_train: int = 2048,
     eos_logit_bias: float = -40.0,
+    ssm_a: float = SSM_A,
 ) -> Path:
     """Write the tiny qwen35 model to ``path`` and return it (the arguments as
-    tests.tiny_models.build_tiny_model's)."""
+    tests.tiny_models.build_tiny_model's; `ssm_a` the recurrent state's decay)."""
     import gguf  # deferred: only the tests that build models need it
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    w = perturbed(_weights, seed, perturb_from_seed, perturb_scale)
+    w = perturbed(lambda rng: _weights(rng, ssm_a), seed, perturb_from_seed, perturb_scale)
     structure(w, vocab="bytes", eos_logit_bias=eos_logit_bias, ascii_only=True)
 
     writer = gguf.GGUFWriter(path, arch="qwen35")
