@@ -343,3 +343,21 @@ def test_server_with_two_slots(hybrid, hybrid_drafts):
         plain.close()
     assert again["content"] == cold["content"] == answers[0]["content"]
     assert again["tokens_cached"] > 0 and cold["tokens_cached"] == 0
+
+
+def test_bench_cost_curve_rolls_back_by_checkpoints(hybrid, hybrid_drafts, plain):
+    """bench times k-token passes and rolls each back: on a hybrid pair that goes through the
+    checkpoints (each pass restored exactly, nothing evaluated twice), and both caches are left
+    empty, so the next generation is what a fresh one prints."""
+    from specgguf.bench import measure_cost_curve
+
+    s = session(hybrid, hybrid_drafts["some"], ["draft-simple"])
+    try:
+        tokens = s.tokenize(PROMPT)
+        curve = measure_cost_curve(s, tokens, max_k=4, reps=2)
+        assert set(curve.target_ms) >= {1, 5} and curve.draft_ms is not None
+        assert s.target.n_past == 0 and s.draft_ctx.n_past == 0
+        assert s.target.stats.restores > 0 and s.target.stats.redecoded == 0
+        assert generate(s, tokens)[0] == reference(plain)
+    finally:
+        s.close()
