@@ -19,7 +19,7 @@ from specgguf.backend.session import LoadOptions, Session, SpecOptions
 from specgguf.core.sampling import SamplerParams
 from specgguf.errors import SpecggufError
 from tests.serve_helpers import FAST, Server
-from tests.tiny_hybrid import LOOPY_SSM_A, build_tiny_qwen35
+from tests.tiny_hybrid import LOOPY_SSM_A, build_tiny_mamba, build_tiny_qwen35
 from tests.tiny_models import DRAFT_PERTURB, TARGET_SEED
 
 GREEDY = SamplerParams(temp=0.0)
@@ -361,3 +361,44 @@ def test_bench_cost_curve_rolls_back_by_checkpoints(hybrid, hybrid_drafts, plain
         assert generate(s, tokens)[0] == reference(plain)
     finally:
         s.close()
+
+
+# -- a purely recurrent target and draft (mamba) ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def mamba(tiny_models_dir):
+    """The tiny mamba target, a noisy copy of it and one that always proposes EOS."""
+    d = tiny_models_dir
+    return {
+        "target": build_tiny_mamba(d / "mamba.gguf", seed=TARGET_SEED),
+        "some": build_tiny_mamba(
+            d / "mamba-draft.gguf", seed=99, perturb_from_seed=TARGET_SEED,
+            perturb_scale=DRAFT_PERTURB,
+        ),
+        "always": build_tiny_mamba(d / "mamba-eos.gguf", seed=5, eos_logit_bias=40.0),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("n_max", [1, 4, 8])
+@pytest.mark.parametrize("rejects", ["some", "always"])
+def test_mamba_target_and_draft(mamba, rejects, n_max):
+    base = session(mamba["target"])
+    s = session(mamba["target"], mamba[rejects], ["draft-simple"], n_max=n_max)
+    try:
+        assert s.memory == {"target": memory_caps.FULL, "draft": memory_caps.FULL}
+        assert s.memory_report()["target"]["kind"] == "recurrent"
+        tokens = s.tokenize(PROMPT)
+        got, st = generate(s, tokens)
+        assert got == generate(base, tokens)[0]
+        assert st.n_drafted > 0 and s.target.stats.restores > 0
+        if rejects == "always":
+            assert st.n_accept == 0
+        # the next turn extends the cache: reused whole
+        turn2 = tokens + got + s.tokenize(" and then")
+        got2, st2 = generate(s, turn2, n=16)
+        assert got2 == generate(base, turn2, n=16, reuse_prefix=False)[0]
+        assert st2.cache_n == len(tokens) + len(got) - 1
+    finally:
+        s.close()
+        base.close()

@@ -1,5 +1,6 @@
-"""A tiny hybrid GGUF in llama.cpp's `qwen35` layout: one gated-delta-net layer, one attention
-layer, for the tests of rollback by checkpoints (specgguf.backend.checkpoints).
+"""Tiny GGUFs whose memory drops only whole sequences, for the tests of rollback by
+checkpoints (specgguf.backend.checkpoints): a hybrid in llama.cpp's `qwen35` layout (one
+gated-delta-net layer, one attention layer) and a purely recurrent `mamba` (two SSM layers).
 
 Layer 0 is a gated delta net (a recurrent state per sequence: its memory cannot drop its last
 positions), layer 1 full attention with gated queries and q/k norms, as Qwen3.5's
@@ -10,6 +11,7 @@ other way round); weights are Gaussian, about 0.5 MB of F32.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -92,45 +94,118 @@ def _weights(rng: np.random.Generator, ssm_a: float) -> dict[str, np.ndarray]:
     return w
 
 
+def _write(path: str | Path, arch: str, w: dict[str, np.ndarray], hparams) -> Path:
+    """A 2-layer model of `arch` with the tiny tokenizer: the keys every architecture reads,
+    then `hparams(writer)` for its own, then the tensors `w`."""
+    import gguf  # deferred: only the tests that build models need it
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    writer = gguf.GGUFWriter(path, arch=arch)
+    writer.add_name(f"tiny-{arch}")
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    writer.add_context_length(2048)
+    writer.add_embedding_length(N_EMBD)
+    writer.add_block_count(2)
+    writer.add_ssm_conv_kernel(SSM_CONV)
+    hparams(writer)
+    writer.add_vocab_size(N_VOCAB)
+    write_tokenizer(writer, "bytes", DEFAULT_TEMPLATE)
+    write_tensors(writer, w)
+    return path
+
+
+def _prepared(make, seed: int, perturb_from_seed: int | None, scale: float, eos_logit_bias: float):
+    """Weights of `make` as tests.tiny_models prepares its own (noise, bias channel, rows)."""
+    w = perturbed(make, seed, perturb_from_seed, scale)
+    structure(w, vocab="bytes", eos_logit_bias=eos_logit_bias, ascii_only=True)
+    return w
+
+
 def build_tiny_qwen35(
     path: str | Path,
     *,
     seed: int,
     perturb_from_seed: int | None = None,
     perturb_scale: float = 0.0,
-    n_ctx_train: int = 2048,
     eos_logit_bias: float = -40.0,
     ssm_a: float = SSM_A,
 ) -> Path:
     """Write the tiny qwen35 model to ``path`` and return it (the arguments as
     tests.tiny_models.build_tiny_model's; `ssm_a` the recurrent state's decay)."""
-    import gguf  # deferred: only the tests that build models need it
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    w = perturbed(lambda rng: _weights(rng, ssm_a), seed, perturb_from_seed, perturb_scale)
-    structure(w, vocab="bytes", eos_logit_bias=eos_logit_bias, ascii_only=True)
+    def hparams(writer) -> None:
+        writer.add_feed_forward_length(N_FF)
+        writer.add_head_count(N_HEAD)
+        writer.add_head_count_kv(N_HEAD_KV)
+        writer.add_rope_dimension_count(HEAD_DIM)
+        writer.add_rope_dimension_sections(list(ROPE_SECTIONS))
+        writer.add_rope_freq_base(10000.0)
+        writer.add_layer_norm_rms_eps(1e-6)
+        writer.add_ssm_inner_size(SSM_INNER)
+        writer.add_ssm_state_size(SSM_STATE)
+        writer.add_ssm_time_step_rank(SSM_V_HEADS)
+        writer.add_ssm_group_count(SSM_GROUPS)
+        writer.add_full_attention_interval(2)  # layer 0 recurrent, layer 1 attention
 
-    writer = gguf.GGUFWriter(path, arch="qwen35")
-    writer.add_name(f"tiny-qwen35-seed{seed}")
-    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-    writer.add_context_length(n_ctx_train)
-    writer.add_embedding_length(N_EMBD)
-    writer.add_block_count(2)
-    writer.add_feed_forward_length(N_FF)
-    writer.add_head_count(N_HEAD)
-    writer.add_head_count_kv(N_HEAD_KV)
-    writer.add_rope_dimension_count(HEAD_DIM)
-    writer.add_rope_dimension_sections(list(ROPE_SECTIONS))
-    writer.add_rope_freq_base(10000.0)
-    writer.add_layer_norm_rms_eps(1e-6)
-    writer.add_ssm_conv_kernel(SSM_CONV)
-    writer.add_ssm_inner_size(SSM_INNER)
-    writer.add_ssm_state_size(SSM_STATE)
-    writer.add_ssm_time_step_rank(SSM_V_HEADS)
-    writer.add_ssm_group_count(SSM_GROUPS)
-    writer.add_full_attention_interval(2)  # layer 0 recurrent, layer 1 attention
-    writer.add_vocab_size(N_VOCAB)
-    write_tokenizer(writer, "bytes", DEFAULT_TEMPLATE)
-    write_tensors(writer, w)
-    return path
+    make = partial(_weights, ssm_a=ssm_a)
+    w = _prepared(make, seed, perturb_from_seed, perturb_scale, eos_logit_bias)
+    return _write(path, "qwen35", w, hparams)
+
+
+# the tiny mamba: two selective-scan layers of 2 x N_EMBD channels (llama.cpp's only expansion)
+MAMBA_INNER = 2 * N_EMBD
+MAMBA_STATE = 16
+MAMBA_DT_RANK = 4
+
+
+def _mamba_weights(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    def g(shape: tuple[int, ...], std: float) -> np.ndarray:
+        return (rng.standard_normal(shape) * std).astype(np.float32)
+
+    se = 1.0 / np.sqrt(N_EMBD)
+    si = 1.0 / np.sqrt(MAMBA_INNER)
+    w: dict[str, np.ndarray] = {
+        "token_embd.weight": g((N_VOCAB, N_EMBD), 1.0),
+        "output.weight": g((N_VOCAB, N_EMBD), LOGIT_GAIN * se),
+        "output_norm.weight": np.ones(N_EMBD, dtype=np.float32),
+    }
+    # A = -(1..state) per channel, as Mamba initialises it (S4D-real)
+    a = -np.tile(np.arange(1, MAMBA_STATE + 1, dtype=np.float32), (MAMBA_INNER, 1))
+    for i in range(2):
+        p = f"blk.{i}."
+        w |= {
+            p + "attn_norm.weight": np.ones(N_EMBD, dtype=np.float32),
+            p + "ssm_in.weight": g((2 * MAMBA_INNER, N_EMBD), se),
+            p + "ssm_conv1d.weight": g((MAMBA_INNER, SSM_CONV), 0.5),
+            p + "ssm_conv1d.bias": np.zeros(MAMBA_INNER, dtype=np.float32),
+            p + "ssm_x.weight": g((MAMBA_DT_RANK + 2 * MAMBA_STATE, MAMBA_INNER), si),
+            p + "ssm_dt.weight": g((MAMBA_INNER, MAMBA_DT_RANK), 0.5),
+            p + "ssm_dt.bias": np.full(MAMBA_INNER, -2.0, dtype=np.float32),
+            p + "ssm_a": a.copy(),
+            p + "ssm_d": np.ones(MAMBA_INNER, dtype=np.float32),
+            p + "ssm_out.weight": g((N_EMBD, MAMBA_INNER), si),
+        }
+    return w
+
+
+def build_tiny_mamba(
+    path: str | Path,
+    *,
+    seed: int,
+    perturb_from_seed: int | None = None,
+    perturb_scale: float = 0.0,
+    eos_logit_bias: float = -40.0,
+) -> Path:
+    """Write the tiny mamba model to ``path`` and return it (arguments as build_tiny_qwen35's)."""
+
+    def hparams(writer) -> None:
+        writer.add_feed_forward_length(0)
+        writer.add_head_count(0)
+        writer.add_layer_norm_rms_eps(1e-5)
+        writer.add_ssm_inner_size(MAMBA_INNER)
+        writer.add_ssm_state_size(MAMBA_STATE)
+        writer.add_ssm_time_step_rank(MAMBA_DT_RANK)
+
+    w = _prepared(_mamba_weights, seed, perturb_from_seed, perturb_scale, eos_logit_bias)
+    return _write(path, "mamba", w, hparams)
