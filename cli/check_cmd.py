@@ -17,6 +17,7 @@ from rich.table import Table
 
 from specgguf.backend.compat import check_compatible
 from specgguf.backend.gguf_info import GGUFInfo, MemoryEstimate, estimate_memory, read_gguf_info
+from specgguf.backend.memory_caps import describe, expected_removal
 from specgguf.backend.preflight import resolve_n_ctx
 from specgguf.backend.vocab_overlap import vocab_overlap
 from specgguf.errors import ExitCode, SpecggufError, UsageError
@@ -65,6 +66,8 @@ def _model_dict(info: GGUFInfo, mem: MemoryEstimate) -> dict[str, object]:
         },
         "chat_template": info.chat_template is not None,
         "memory": _memory_dict(mem),
+        # what a rollback will be, from the architecture (run --json says what the probe found)
+        "kv_rollback": describe(expected_removal(info.architecture), info.architecture),
     }
 
 
@@ -252,6 +255,7 @@ def _model_rows(m: dict) -> list[tuple[str, str]]:
         ("EOS", _special(v["add_eos"], v["eos_id"])),
         ("EOT", _opt(v["eot_id"])),
         ("chat template", _template_row(m)),
+        ("memory", f"{m['kv_rollback']['kind']}, rollback {m['kv_rollback']['rollback']}"),
     ]
 
 

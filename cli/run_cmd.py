@@ -257,6 +257,8 @@ def run(
             _print_placement(session, quiet)
             if session.placement:  # --rpc/-dev/-devd: where the layers are, in --json too
                 meta["placement"] = {k: v.as_dict() for k, v in session.placement.items()}
+            # what each model's memory can drop, as probed at load (check predicts it)
+            meta["kv_rollback"] = session.memory_report()
             if tracer is not None:
                 tracer.piece = session.target_model.piece
             ctx = _Run(

@@ -30,6 +30,7 @@ JSON_KEYS = {
     "spec_type",
     "seed",
     "timings",
+    "kv_rollback",
 }
 
 
@@ -147,7 +148,7 @@ def test_trace_accepted_counts_sum_to_n_accept(run, tmp_path):
     assert "".join("".join(r["emitted_text"]) for r in recs) == obj["text"]
     for r in recs:
         assert set(r) >= {"round", "drafter", "proposed", "n_accepted", "emitted",
-                          "target_probs", "draft_ms", "verify_ms"}  # fmt: skip
+                          "target_probs", "draft_ms", "verify_ms", "rollback_ms"}  # fmt: skip
         assert len(r["target_probs"]) == len(r["proposed"]) <= 4
         assert r["emitted"][: r["n_accepted"]] == r["proposed"][: r["n_accepted"]]
         # greedy: the target's distribution is one-hot, accepted proposals have p = 1

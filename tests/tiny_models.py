@@ -49,6 +49,9 @@ FFN_GAIN = 1.0
 ANTI_REPEAT = 1.0
 # Bias-channel weight of the byte tokens that ascii_only=True keeps out of generated text.
 SUPPRESSED_LOGIT_BIAS = -40.0
+#: the tensors whose output is added to the residual stream: their row 0 stays zero, so the
+#: bias channel is never written by a layer (attention, gated delta net, FFN)
+RESIDUAL_WRITERS = (".attn_output.weight", ".ssm_out.weight", ".ffn_down.weight")
 # Seeds the conftest fixtures use.
 TARGET_SEED = 1234
 DRAFT_SEED = 99
@@ -169,7 +172,6 @@ def special_ids(vocab: str = "bytes") -> dict[str, int]:
 def _apply_structure(
     w: dict[str, np.ndarray],
     *,
-    n_layer: int,
     bias_channel: float,
     eos_logit_bias: float,
     suppressed_ids: list[int],
@@ -180,9 +182,9 @@ def _apply_structure(
     emb[:, 0] = bias_channel
     unit = emb / np.linalg.norm(emb, axis=1, keepdims=True)
     w["output.weight"] -= (ANTI_REPEAT * unit).astype(np.float32)
-    for i in range(n_layer):
-        w[f"blk.{i}.attn_output.weight"][0, :] = 0.0
-        w[f"blk.{i}.ffn_down.weight"][0, :] = 0.0
+    for name, t in w.items():
+        if name.endswith(RESIDUAL_WRITERS):
+            t[0, :] = 0.0
     out = w["output.weight"]
     out[:, 0] = 0.0
     out[suppressed_ids, 0] = SUPPRESSED_LOGIT_BIAS
@@ -230,29 +232,8 @@ def build_tiny_model(
         n_vocab=N_VOCAB, n_embd=n_embd, n_layer=n_layer, n_head=n_head,
         n_head_kv=n_head_kv, n_ff=n_ff,
     )  # fmt: skip
-    if perturb_from_seed is None:
-        w = _raw_weights(np.random.default_rng(seed), **dims)
-    else:
-        w = _raw_weights(np.random.default_rng(perturb_from_seed), **dims)
-        rng = np.random.default_rng(seed)
-        for k in w:  # sorted-by-insertion: deterministic order
-            std = float(w[k].std())
-            noise = rng.standard_normal(w[k].shape).astype(np.float32)
-            w[k] = (w[k] + perturb_scale * std * noise).astype(np.float32)
-    suppressed = []
-    if ascii_only:
-        order = _byte_order(vocab)
-        suppressed = [i for i in range(N_BYTE_TOKENS) if not _is_plain_ascii(order[i])]
-    _apply_structure(
-        w,
-        n_layer=n_layer,
-        bias_channel=1.0,
-        eos_logit_bias=eos_logit_bias,
-        suppressed_ids=suppressed,
-        vocab=vocab,
-    )
-
-    tokens, types, merges = vocab_tokens(vocab)
+    w = perturbed(lambda rng: _raw_weights(rng, **dims), seed, perturb_from_seed, perturb_scale)
+    structure(w, vocab=vocab, eos_logit_bias=eos_logit_bias, ascii_only=ascii_only)
 
     writer = gguf.GGUFWriter(path, arch="llama")
     writer.add_name(name or f"tiny-{vocab}-seed{seed}")
@@ -268,6 +249,46 @@ def build_tiny_model(
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_vocab_size(N_VOCAB)
 
+    write_tokenizer(writer, vocab, chat_template)
+
+    write_tensors(writer, w)
+    return path
+
+
+def perturbed(make, seed: int, perturb_from_seed: int | None, scale: float):
+    """Weights `make(rng)` of `seed`; or those of `perturb_from_seed` plus Gaussian noise of
+    relative size `scale` (times each tensor's own std) drawn from `seed`."""
+    if perturb_from_seed is None:
+        return make(np.random.default_rng(seed))
+    w = make(np.random.default_rng(perturb_from_seed))
+    rng = np.random.default_rng(seed)
+    for k in w:  # sorted-by-insertion: deterministic order
+        std = float(w[k].std())
+        noise = rng.standard_normal(w[k].shape).astype(np.float32)
+        w[k] = (w[k] + scale * std * noise).astype(np.float32)
+    return w
+
+
+def structure(
+    w: dict[str, np.ndarray], *, vocab: str, eos_logit_bias: float, ascii_only: bool
+) -> None:
+    """The bias channel and the suppressed output rows (see the module docstring)."""
+    suppressed = []
+    if ascii_only:
+        order = _byte_order(vocab)
+        suppressed = [i for i in range(N_BYTE_TOKENS) if not _is_plain_ascii(order[i])]
+    _apply_structure(
+        w,
+        bias_channel=1.0,
+        eos_logit_bias=eos_logit_bias,
+        suppressed_ids=suppressed,
+        vocab=vocab,
+    )
+
+
+def write_tokenizer(writer, vocab: str, chat_template: str | None) -> None:
+    """The tiny byte-level BPE tokenizer's keys (and the chat template) into `writer`."""
+    tokens, types, merges = vocab_tokens(vocab)
     writer.add_tokenizer_model("gpt2")
     writer.add_tokenizer_pre("gpt-2")
     writer.add_token_list(tokens)
@@ -283,11 +304,12 @@ def build_tiny_model(
     if chat_template is not None:
         writer.add_chat_template(chat_template)
 
+
+def write_tensors(writer, w: dict[str, np.ndarray]) -> None:
+    """The F32 tensors, then the file."""
     for k, v in w.items():
         writer.add_tensor(k, np.ascontiguousarray(v, dtype=np.float32))
-
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    return path

@@ -71,6 +71,9 @@ class CostEstimator:
         self._samples: list[deque[float]] = [deque(maxlen=64) for _ in self._verify]
         self.draft_ms: dict[str, DecayedMean] = {}  # per proposed token, by drafter
         self.catch_up: dict[str, DecayedMean] = {}  # target steps per caught-up token
+        #: ms of the target's rollback after a rejected proposal (Round.rollback_ms); this
+        #: run's only: the profile does not keep it (it belongs to the model, not the machine)
+        self.rollback_ms = DecayedMean()
         self.prior_verify: dict[int, Estimate] = {}
         self.prior_draft: dict[str, Estimate] = {}
         self._cache: dict[tuple, Any] = {}
@@ -104,6 +107,9 @@ class CostEstimator:
 
     def add_catch_up(self, name: str, steps_per_token: float) -> None:
         self.catch_up.setdefault(name, DecayedMean()).add(steps_per_token, self.decay)
+
+    def add_rollback(self, ms: float) -> None:
+        self.rollback_ms.add(ms, self.decay)
 
     def changed(self) -> None:
         """Forget derived curves (after new samples): they are cached between rounds."""
@@ -218,6 +224,14 @@ class CostEstimator:
     def draft_known(self, name: str) -> bool:
         m = self.draft_ms.get(name)
         return m is not None and m.known
+
+    def rollback_rel(self) -> float:
+        """The target's rollback after a rejection relative to a plain step: ~0 on an
+        attention KV cache, a restore plus a re-decode on a recurrent or hybrid model (0 until
+        a rejection has been timed)."""
+        base = self.target_step_ms()
+        m = self.rollback_ms
+        return m.mean / base if m.known and base else 0.0
 
     def catch_up_rel(self, name: str) -> float | None:
         m = self.catch_up.get(name)

@@ -2,13 +2,17 @@
 
 In units of one plain target step (a 1-token pass), a round with k proposals costs
 
-    C(k) = draft * k + verify(k)         (verify(0) = 1: a plain step, no drafting)
+    C(k) = draft * k + verify(k) + (1 - P(all k accepted)) * rollback
+                                         (verify(0) = 1: a plain step, no drafting)
 
 and emits E(k) = 1 + a1 + a1*a2 + ... + a1*...*ak tokens, where a_i is the probability that
 proposal i is accepted given that proposals 1..i-1 were (the expected gain of speculative
 sampling; constant a gives (1 - a^(k+1)) / (1 - a)). The speedup over plain decoding is
 E(k) / C(k); `best_k` picks the k that maximises it, and k = 0 (do not speculate) whenever
 nothing beats 1. `worth_continuing` answers the same question one draft token at a time.
+`rollback` is what undoing a rejection costs the target: ~0 for an attention KV cache, a
+checkpoint restore plus a re-decode of the accepted tokens for a recurrent or hybrid model
+(specgguf.backend.checkpoints), which only a round with a rejected proposal pays.
 
 No state, no clock, no backend: the estimators (cost_estimator, acceptance_estimator) supply
 the numbers, the policy asks these functions.
@@ -29,12 +33,14 @@ class Costs:
     verify[k] is the cost of one target pass over 1 + k tokens (k proposals), verify[0] is the
     plain step itself (normally 1.0). Past the end of the tuple the curve is extrapolated with
     its average slope (at least `min_slope` per token). `draft` is the cost of one draft step
-    (one draft-model decode; ~0 for n-gram lookup).
+    (one draft-model decode; ~0 for n-gram lookup). `rollback` is the mean cost of rolling
+    the target back after a rejected proposal (0 where the KV cache drops positions itself).
     """
 
     verify: tuple[float, ...] = (1.0,)
     draft: float = 0.0
     min_slope: float = 0.0
+    rollback: float = 0.0
 
     def verify_cost(self, k: int) -> float:
         v = self.verify
@@ -94,7 +100,7 @@ def speedups(
     else:
         acc = [0.0 if a < 0.0 else 1.0 if a > 1.0 else a for a in acceptance[:n]]
         acc += [acc[-1] if acc else 0.0] * (n - len(acc))
-    verify, draft = costs.verify, costs.draft
+    verify, draft, rollback = costs.verify, costs.draft, costs.rollback
     known = len(verify)
     empty = p * (draft + base)
     out = [1.0]
@@ -103,6 +109,7 @@ def speedups(
         reach *= acc[k - 1]
         expected += reach
         v = verify[k] if k < known else costs.verify_cost(k)
+        v += (1.0 - reach) * rollback  # reach: P(all k accepted), the round that needs none
         out.append((q * expected + p) * base / (q * (draft * k + v) + empty))
     return out
 
@@ -150,7 +157,9 @@ def worth_continuing(
     expected tokens of positions position..j-1 and costs the extra verify width plus the draft
     decodes still needed: the logits for this token are already computed (sunk), but each
     token kept before n_max is decoded at once to get the next position's logits. Continue iff
-    some j has positive net value  gain_tokens - rate * extra_cost.
+    some j has positive net value  gain_tokens - rate * extra_cost. On a target that pays a
+    rollback per rejection, the j - i more proposals also add the chance that one of them is
+    rejected (p_reach - reach) times that rollback.
     """
     i = position
     if i >= n_max:
@@ -163,6 +172,7 @@ def worth_continuing(
         gain += reach
         draft_steps = (j - i) if j < n_max else (j - i - 1)
         extra = costs.draft * draft_steps + costs.verify_cost(j) - v_i
+        extra += costs.rollback * (p_reach - reach)
         if gain - rate * extra > 1e-12:
             return True
     return False

@@ -274,7 +274,11 @@ class AdaptivePolicy:
         if key not in self._cache:
             d = self._draft_rel(name)
             # unmeasured: as dear as the target (probes measure it)
-            self._cache[key] = Costs(verify=self.cost.verify_curve(), draft=1.0 if d is None else d)
+            self._cache[key] = Costs(
+                verify=self.cost.verify_curve(),
+                draft=1.0 if d is None else d,
+                rollback=self.cost.rollback_rel(),
+            )
         return self._cache[key]
 
     def ceiling(self, name: str) -> float:
@@ -341,7 +345,8 @@ class AdaptivePolicy:
         """Whether drafting with `name` would pay at the acceptance a probe hopes for: a probe
         that cannot change the decision is not worth its price."""
         acc = self._hoped_acceptance(name)
-        costs = Costs(verify=self.cost.likely_curve(), draft=self.costs(name).draft)
+        priced = self.costs(name)
+        costs = Costs(verify=self.cost.likely_curve(), draft=priced.draft, rollback=priced.rollback)
         p_empty = self.accept.p_empty(name)
         k, _ = best_k(costs, acc, self.cap_of(name), margin=self.margin, p_empty=p_empty)
         return k > 0
@@ -618,10 +623,14 @@ class AdaptivePolicy:
         self._observed += 1
         if self._observed > 1:  # the first round follows the prompt's pass: not a sample
             self.cost.add_verify(k, float(rnd.verify_ms))
+        rollback_ms = getattr(rnd, "rollback_ms", 0.0)
+        if k > 0 and rnd.n_accepted < k:  # a rejection: what undoing it cost the target
+            self.cost.add_rollback(float(rollback_ms))
         self.cost.changed()
         self._cache.clear()  # estimates change only here
         base = self.target_step_ms()
-        cost = (float(rnd.draft_ms) + float(rnd.verify_ms)) / base if base else None
+        spent = float(rnd.draft_ms) + float(rnd.verify_ms) + float(rollback_ms)
+        cost = spent / base if base else None
         self.schedule.end_round(
             k, len(rnd.emitted), cost, width_known=bool(self.cost.known_widths())
         )

@@ -64,6 +64,8 @@ _abort_callback = None
 _NO_ABORT = ll.ggml_abort_callback()  # a NULL function pointer: no abort check
 #: called with every llama.cpp log line while set (specgguf.backend.devices reads layer placement)
 log_listener = None
+#: llama_state_seq_*_ext flag: only the partial state (a recurrent state, a sliding window)
+_PARTIAL_STATE = ll.LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY
 #: batches at least this long (prompt chunks) are evaluated with llama.cpp's abort check, so a
 #: signal stops a long prompt evaluation within one graph node; short verification batches skip
 #: it (the check is a Python call per graph node).
@@ -452,13 +454,71 @@ class Context:
         return np.ctypeslib.as_array(ptr, shape=(n_out, self.n_vocab))
 
     def truncate(self, n_keep: int) -> None:
-        """Roll back: forget every position >= n_keep."""
+        """Roll back: forget every position >= n_keep.
+
+        A recurrent or hybrid model's memory cannot forget its last positions (its state
+        holds no per-position history); llama.cpp then refuses and this raises rather than
+        let the bookkeeping drift from the cache. specgguf.backend.checkpoints rolls such a
+        context back from saved states instead."""
         n_keep = max(0, n_keep)
-        if n_keep < self.n_past or self._dirty:
-            ll.llama_memory_seq_rm(self.memory, 0, n_keep, -1)
-            self._dirty = False
-        self.n_past = min(self.n_past, n_keep)
+        if (n_keep < self.n_past or self._dirty) and not self.remove_from(n_keep):
+            raise SpecggufError(
+                f"{self.model.path}: this model's memory cannot drop its last positions "
+                "(a recurrent or hybrid model)",
+                ExitCode.RUNTIME,
+            )
+
+    # -- the memory primitives behind truncate and specgguf.backend.checkpoints ------------
+
+    @property
+    def dirty(self) -> bool:
+        """A decode failed or was interrupted part-way: cells may lie past n_past."""
+        return self._dirty
+
+    def remove_from(self, p0: int) -> bool:
+        """Ask the memory to drop every position >= p0; False (and nothing changed) where
+        it cannot, as a recurrent state asked for less than the whole sequence."""
+        if not ll.llama_memory_seq_rm(self.memory, 0, p0, -1):
+            return False
+        self._dirty = False
+        self.n_past = min(self.n_past, p0)
         del self.tokens[self.n_past :]
+        return True
+
+    def clear(self) -> None:
+        """Forget the whole sequence (any memory can)."""
+        ll.llama_memory_clear(self.memory, True)
+        self._dirty = False
+        self.n_past = 0
+        self.tokens.clear()
+
+    def save_state(self, into: bytearray | None = None) -> bytearray:
+        """The sequence's recurrent state as it is now, without its attention KV (llama.cpp's
+        partial-state flag): what a later `load_state` needs to return to this position.
+        `into`, when given and of the right size, is reused (no allocation per round)."""
+        size = ll.llama_state_seq_get_size_ext(self.ptr, 0, _PARTIAL_STATE)
+        buf = into if into is not None and len(into) == size else bytearray(size)
+        if size:
+            view = (ctypes.c_uint8 * size).from_buffer(buf)
+            ll.llama_state_seq_get_data_ext(self.ptr, view, size, 0, _PARTIAL_STATE)
+            del view  # releases the export: the bytearray may be resized again
+        return buf
+
+    def load_state(self, state: bytearray, n_past: int) -> None:
+        """Return to a state `save_state` took when the cache held n_past positions: the
+        recurrent part is restored, the attention KV past n_past dropped."""
+        size = len(state)
+        view = (ctypes.c_uint8 * size).from_buffer(state)
+        ok = ll.llama_state_seq_set_data_ext(self.ptr, view, size, 0, _PARTIAL_STATE) == size
+        del view
+        if not ok or not ll.llama_memory_seq_rm(self.memory, 0, n_past, -1):
+            self._dirty = True
+            raise SpecggufError(
+                f"{self.model.path}: restoring a saved sequence state failed", ExitCode.RUNTIME
+            )
+        self._dirty = False
+        self.n_past = n_past
+        del self.tokens[n_past:]
 
     def keep_prefix(self, tokens: Sequence[int]) -> int:
         """Keep the longest prefix of the cache that equals the start of `tokens`, drop the

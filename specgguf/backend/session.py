@@ -12,14 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from specgguf.backend import devices, engine, memory_budget
+from specgguf.backend import devices, engine, memory_budget, memory_caps
+from specgguf.backend.checkpoints import ModelContext, with_rollback
 from specgguf.backend.preflight import preflight, resolve_n_ctx
 from specgguf.core.draft import Drafter
 from specgguf.core.loop import SpeculativeDecoder
 from specgguf.core.rounds import BudgetPolicy, GenerationConfig
 from specgguf.core.sampling import PositionRandom, SamplerParams
 from specgguf.drafters.registry import SPEC_TYPES, BuildContext, needs_draft_model
-from specgguf.errors import PromptError
+from specgguf.errors import ExitCode, PromptError, SpecggufError
 
 #: the one line `run` prints when the draft drafts through text
 CROSS_VOCAB_NOTICE = (
@@ -75,8 +76,8 @@ class Slot:
     """
 
     id: int
-    target: engine.Context
-    draft_ctx: engine.Context | None = None
+    target: ModelContext
+    draft_ctx: ModelContext | None = None
     ngram: dict[str, Drafter] = field(default_factory=dict)
 
     def close(self) -> None:
@@ -90,8 +91,8 @@ class Slot:
 class TimingContexts(NamedTuple):
     """What a cost measurement times directly, bypassing the decoder."""
 
-    target: engine.Context
-    draft: engine.Context | None
+    target: ModelContext
+    draft: ModelContext | None
     #: the prompt in the draft's tokens when its vocabulary differs (None: the target's ids)
     draft_tokens: list[int] | None
 
@@ -140,6 +141,9 @@ class Session:
                 )
         if parallel > 1:
             n_ctx = (n_ctx or self.target_model.n_ctx_train) // parallel
+        #: what each model's memory can forget ("target", "draft": memory_caps.PARTIAL, FULL
+        #: or NONE), probed on the first slot's contexts; FULL ones roll back by checkpoints
+        self.memory: dict[str, str] = {}
         self.target, self.draft_ctx = self._contexts(n_ctx)
         self._ngram_drafters: dict[str, Drafter] = {}
         self.extra_slots: list[Slot] = []
@@ -150,8 +154,45 @@ class Session:
             self.close()
             raise
 
-    def _contexts(self, n_ctx: int) -> tuple[engine.Context, engine.Context | None]:
-        """A target context (and a draft context, when there is a draft model) of n_ctx."""
+    def _contexts(self, n_ctx: int) -> tuple[ModelContext, ModelContext | None]:
+        """A target context (and a draft context, when there is a draft model) of n_ctx,
+        each able to roll back (specgguf.backend.checkpoints.with_rollback)."""
+        target, draft_ctx = self._engine_contexts(n_ctx)
+        try:
+            target = self._rollback_capable(target, "target")
+            if draft_ctx is not None:
+                draft_ctx = self._rollback_capable(draft_ctx, "draft")
+        except BaseException:
+            for ctx in (draft_ctx, target):
+                if ctx is not None:
+                    ctx.close()
+            raise
+        return target, draft_ctx
+
+    def _rollback_capable(self, ctx: engine.Context, role: str) -> ModelContext:
+        """`ctx` probed and, where needed, wrapped; a memory that cannot forget anything
+        refuses speculation in one line."""
+        draft = role == "draft"
+        out, removal = with_rollback(ctx, draft=draft, keep=self.spec.n_max + 1 if draft else 1)
+        self.memory.setdefault(role, removal)
+        if removal == memory_caps.NONE and self.spec.types:
+            raise SpecggufError(
+                f"{ctx.model.path}: the {role} model's memory {memory_caps.REMOVAL[removal][1]} "
+                "(use --spec-type none)",
+                ExitCode.RUNTIME,
+            )
+        return out
+
+    def memory_report(self) -> dict[str, dict[str, str]]:
+        """Each loaded model's memory (memory_caps.describe): run --json's "kv_rollback"."""
+        infos = {"target": self.info.target, "draft": self.info.draft}
+        return {
+            role: memory_caps.describe(removal, infos[role].architecture)
+            for role, removal in self.memory.items()
+        }
+
+    def _engine_contexts(self, n_ctx: int) -> tuple[engine.Context, engine.Context | None]:
+        """The engine contexts behind `_contexts`."""
         load = self.load
         target = engine.Context(
             self.target_model,

@@ -144,7 +144,10 @@ class SpeculativeDecoder:
         n_acc = verdict.n_accepted
         emitted = [*draft.tokens[:n_acc], verdict.token]
         # Roll back: keep id_last and the accepted proposals; the new token is not in KV yet.
+        # (Timed apart from the verify pass: on a recurrent target this is a checkpoint
+        # restore plus a re-decode, a cost only rejections pay.)
         self.target.truncate(n_past + 1 + n_acc)
+        t3 = time.perf_counter()
         for d in self.drafters:
             d.observe(emitted)
         if drafter is not None:
@@ -165,6 +168,7 @@ class SpeculativeDecoder:
             emitted=emitted if eos_at is None else emitted[:eos_at],
             draft_ms=(t1 - t0) * 1e3,
             verify_ms=(t2 - t1) * 1e3,
+            rollback_ms=(t3 - t2) * 1e3,
             target_probs=target_probs,
             translation=translation,
             eos=eos_at is not None,

@@ -36,6 +36,10 @@ class Round:
     # tokens, translate_ms): specgguf.drafters.cross_vocab
     translation: dict | None = None
     eos: bool = False  # an end-of-generation token ended the text in this round
+    #: the target's rollback after a rejection: ~0 where its memory drops positions itself, a
+    #: restore and a re-decode of the accepted tokens on a recurrent or hybrid model
+    #: (specgguf.backend.checkpoints); auto prices rejections with it
+    rollback_ms: float = 0.0
 
 
 class BudgetPolicy(Protocol):

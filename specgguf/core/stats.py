@@ -82,6 +82,7 @@ class RunStats:
     plain_steps: int = 0  # rounds with nothing proposed
     draft_ms: float = 0.0
     verify_ms: float = 0.0
+    rollback_ms: float = 0.0  # the target's rollbacks (Round.rollback_ms)
     position_drafted: list[int] = field(default_factory=list)
     position_accepted: list[int] = field(default_factory=list)
     per_type: dict[str, DrafterStats] = field(default_factory=dict)
@@ -94,6 +95,7 @@ class RunStats:
         self.predicted_n += len(rnd.emitted)
         self.draft_ms += rnd.draft_ms
         self.verify_ms += rnd.verify_ms
+        self.rollback_ms += rnd.rollback_ms
         if rnd.translation is not None:
             self.translate_ms += float(rnd.translation.get("translate_ms", 0.0))
             self.translate_rounds += 1
@@ -208,6 +210,7 @@ class RunStats:
             "per_position_acceptance": [round(a, 4) for a in self.per_position_acceptance],
             "draft_ms": round(self.draft_ms, 3),
             "verify_ms": round(self.verify_ms, 3),
+            "rollback_ms": round(self.rollback_ms, 3),
             "n_draft_max": self.n_max,
             "per_type": {k: v.as_dict() for k, v in self.per_type.items()},
             **(

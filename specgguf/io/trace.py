@@ -9,12 +9,13 @@ Record keys: `round` (0-based, per generation), `drafter` (null for a plain step
 `target_probs` (the target's probability of each proposal under the run's sampler, from the
 same verification pass: past the first rejected proposal it is conditioned on the rejected
 prefix; null when the decoder was not built with trace_probs=True), `draft_ms`, `verify_ms`,
-and, when the writer knows the vocabulary, `proposed_text` / `emitted_text` (each token's
-text, lossy for tokens that are part of a multi-byte character). Batch and conversation runs
-add `request`/`line`/`id` or `turn` fields set with `begin()`, first in each record. A draft
-model with another vocabulary (cross-vocabulary mode) adds `draft_tokens` (its own ids),
-`draft_text` (their text), `translated` (the target tokens that text became) and
-`translate_ms`.
+`rollback_ms` (the target's rollback after a rejection: a checkpoint restore and re-decode on a
+recurrent or hybrid target), and, when the writer knows the vocabulary, `proposed_text` /
+`emitted_text` (each token's text, lossy for tokens that are part of a multi-byte character).
+Batch and conversation runs add `request`/`line`/`id` or `turn` fields set with `begin()`,
+first in each record. A draft model with another vocabulary (cross-vocabulary mode) adds
+`draft_tokens` (its own ids), `draft_text` (their text), `translated` (the target tokens that
+text became) and `translate_ms`.
 
 The file is opened before any model is loaded, so an unwritable path costs nothing.
 """
@@ -78,6 +79,7 @@ class TraceWriter:
             ),
             "draft_ms": round(rnd.draft_ms, 3),
             "verify_ms": round(rnd.verify_ms, 3),
+            "rollback_ms": round(rnd.rollback_ms, 3),
         }
         if self.piece is not None:
             rec["proposed_text"] = self._texts(rnd.proposed)

@@ -1,0 +1,211 @@
+"""Tiny GGUFs whose memory drops only whole sequences, for the tests of rollback by
+checkpoints (specgguf.backend.checkpoints): a hybrid in llama.cpp's `qwen35` layout (one
+gated-delta-net layer, one attention layer) and a purely recurrent `mamba` (two SSM layers).
+
+Layer 0 is a gated delta net (a recurrent state per sequence: its memory cannot drop its last
+positions), layer 1 full attention with gated queries and q/k norms, as Qwen3.5's
+(`general.architecture = qwen35`, `full_attention_interval = 2`). Tokenizer, bias channel and
+suppressed rows are tests.tiny_models' (same vocab: a tiny llama model drafts for it, and the
+other way round); weights are Gaussian, about 0.5 MB of F32.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+
+from tests.tiny_models import (
+    DEFAULT_TEMPLATE,
+    FFN_GAIN,
+    LOGIT_GAIN,
+    N_VOCAB,
+    QK_GAIN,
+    V_GAIN,
+    perturbed,
+    structure,
+    write_tensors,
+    write_tokenizer,
+)
+
+N_EMBD = 64
+N_HEAD = 4
+N_HEAD_KV = 2
+HEAD_DIM = 16
+N_FF = 128
+# the gated delta net: 2 key heads and 4 value heads of 16, a 4-wide causal convolution
+SSM_STATE = 16  # head size of keys and values (ssm.state_size)
+SSM_GROUPS = 2  # key heads (ssm.group_count)
+SSM_V_HEADS = 4  # value heads (ssm.time_step_rank)
+SSM_INNER = SSM_STATE * SSM_V_HEADS  # value width (ssm.inner_size)
+SSM_CONV = 4
+#: the state's decay, -exp(A_log): -0.5 keeps a long memory; LOOPY_SSM_A forgets at once, so
+#: greedy text settles into short cycles (what the n-gram drafters need to find anything)
+SSM_A = -0.5
+LOOPY_SSM_A = -20.0
+#: rotary dimensions per section (text positions use the first three), summing to HEAD_DIM / 2
+ROPE_SECTIONS = (3, 3, 2, 0)
+
+
+def _weights(rng: np.random.Generator, ssm_a: float) -> dict[str, np.ndarray]:
+    def g(shape: tuple[int, ...], std: float) -> np.ndarray:
+        return (rng.standard_normal(shape) * std).astype(np.float32)
+
+    def ones(n: int) -> np.ndarray:
+        return np.ones(n, dtype=np.float32)
+
+    se = 1.0 / np.sqrt(N_EMBD)
+    conv_dim = 2 * SSM_STATE * SSM_GROUPS + SSM_INNER
+    w: dict[str, np.ndarray] = {
+        "token_embd.weight": g((N_VOCAB, N_EMBD), 1.0),
+        "output.weight": g((N_VOCAB, N_EMBD), LOGIT_GAIN * se),
+        "output_norm.weight": ones(N_EMBD),
+    }
+    # layer 0: gated delta net
+    w |= {
+        "blk.0.attn_norm.weight": ones(N_EMBD),
+        "blk.0.post_attention_norm.weight": ones(N_EMBD),
+        "blk.0.attn_qkv.weight": g((conv_dim, N_EMBD), QK_GAIN * se),
+        "blk.0.attn_gate.weight": g((SSM_INNER, N_EMBD), se),
+        "blk.0.ssm_conv1d.weight": g((conv_dim, SSM_CONV), 0.5),
+        "blk.0.ssm_dt.bias": np.zeros(SSM_V_HEADS, dtype=np.float32),
+        "blk.0.ssm_a": np.full(SSM_V_HEADS, ssm_a, dtype=np.float32),
+        "blk.0.ssm_beta.weight": g((SSM_V_HEADS, N_EMBD), se),
+        "blk.0.ssm_alpha.weight": g((SSM_V_HEADS, N_EMBD), se),
+        "blk.0.ssm_norm.weight": ones(SSM_STATE),
+        "blk.0.ssm_out.weight": g((N_EMBD, SSM_INNER), 1.0 / np.sqrt(SSM_INNER)),
+    }
+    # layer 1: attention (the query projection also yields the output gate: 2x wide)
+    w |= {
+        "blk.1.attn_norm.weight": ones(N_EMBD),
+        "blk.1.post_attention_norm.weight": ones(N_EMBD),
+        "blk.1.attn_q.weight": g((2 * HEAD_DIM * N_HEAD, N_EMBD), QK_GAIN * se),
+        "blk.1.attn_k.weight": g((HEAD_DIM * N_HEAD_KV, N_EMBD), QK_GAIN * se),
+        "blk.1.attn_v.weight": g((HEAD_DIM * N_HEAD_KV, N_EMBD), V_GAIN * se),
+        "blk.1.attn_output.weight": g((N_EMBD, HEAD_DIM * N_HEAD), se),
+        "blk.1.attn_q_norm.weight": ones(HEAD_DIM),
+        "blk.1.attn_k_norm.weight": ones(HEAD_DIM),
+    }
+    for i in range(2):
+        w[f"blk.{i}.ffn_gate.weight"] = g((N_FF, N_EMBD), FFN_GAIN * se)
+        w[f"blk.{i}.ffn_up.weight"] = g((N_FF, N_EMBD), FFN_GAIN * se)
+        w[f"blk.{i}.ffn_down.weight"] = g((N_EMBD, N_FF), 1.0 / np.sqrt(N_FF))
+    return w
+
+
+def _write(path: str | Path, arch: str, w: dict[str, np.ndarray], hparams) -> Path:
+    """A 2-layer model of `arch` with the tiny tokenizer: the keys every architecture reads,
+    then `hparams(writer)` for its own, then the tensors `w`."""
+    import gguf  # deferred: only the tests that build models need it
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    writer = gguf.GGUFWriter(path, arch=arch)
+    writer.add_name(f"tiny-{arch}")
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    writer.add_context_length(2048)
+    writer.add_embedding_length(N_EMBD)
+    writer.add_block_count(2)
+    writer.add_ssm_conv_kernel(SSM_CONV)
+    hparams(writer)
+    writer.add_vocab_size(N_VOCAB)
+    write_tokenizer(writer, "bytes", DEFAULT_TEMPLATE)
+    write_tensors(writer, w)
+    return path
+
+
+def _prepared(make, seed: int, perturb_from_seed: int | None, scale: float, eos_logit_bias: float):
+    """Weights of `make` as tests.tiny_models prepares its own (noise, bias channel, rows)."""
+    w = perturbed(make, seed, perturb_from_seed, scale)
+    structure(w, vocab="bytes", eos_logit_bias=eos_logit_bias, ascii_only=True)
+    return w
+
+
+def build_tiny_qwen35(
+    path: str | Path,
+    *,
+    seed: int,
+    perturb_from_seed: int | None = None,
+    perturb_scale: float = 0.0,
+    eos_logit_bias: float = -40.0,
+    ssm_a: float = SSM_A,
+) -> Path:
+    """Write the tiny qwen35 model to ``path`` and return it (the arguments as
+    tests.tiny_models.build_tiny_model's; `ssm_a` the recurrent state's decay)."""
+
+    def hparams(writer) -> None:
+        writer.add_feed_forward_length(N_FF)
+        writer.add_head_count(N_HEAD)
+        writer.add_head_count_kv(N_HEAD_KV)
+        writer.add_rope_dimension_count(HEAD_DIM)
+        writer.add_rope_dimension_sections(list(ROPE_SECTIONS))
+        writer.add_rope_freq_base(10000.0)
+        writer.add_layer_norm_rms_eps(1e-6)
+        writer.add_ssm_inner_size(SSM_INNER)
+        writer.add_ssm_state_size(SSM_STATE)
+        writer.add_ssm_time_step_rank(SSM_V_HEADS)
+        writer.add_ssm_group_count(SSM_GROUPS)
+        writer.add_full_attention_interval(2)  # layer 0 recurrent, layer 1 attention
+
+    make = partial(_weights, ssm_a=ssm_a)
+    w = _prepared(make, seed, perturb_from_seed, perturb_scale, eos_logit_bias)
+    return _write(path, "qwen35", w, hparams)
+
+
+# the tiny mamba: two selective-scan layers of 2 x N_EMBD channels (llama.cpp's only expansion)
+MAMBA_INNER = 2 * N_EMBD
+MAMBA_STATE = 16
+MAMBA_DT_RANK = 4
+
+
+def _mamba_weights(rng: np.random.Generator) -> dict[str, np.ndarray]:
+    def g(shape: tuple[int, ...], std: float) -> np.ndarray:
+        return (rng.standard_normal(shape) * std).astype(np.float32)
+
+    se = 1.0 / np.sqrt(N_EMBD)
+    si = 1.0 / np.sqrt(MAMBA_INNER)
+    w: dict[str, np.ndarray] = {
+        "token_embd.weight": g((N_VOCAB, N_EMBD), 1.0),
+        "output.weight": g((N_VOCAB, N_EMBD), LOGIT_GAIN * se),
+        "output_norm.weight": np.ones(N_EMBD, dtype=np.float32),
+    }
+    # A = -(1..state) per channel, as Mamba initialises it (S4D-real)
+    a = -np.tile(np.arange(1, MAMBA_STATE + 1, dtype=np.float32), (MAMBA_INNER, 1))
+    for i in range(2):
+        p = f"blk.{i}."
+        w |= {
+            p + "attn_norm.weight": np.ones(N_EMBD, dtype=np.float32),
+            p + "ssm_in.weight": g((2 * MAMBA_INNER, N_EMBD), se),
+            p + "ssm_conv1d.weight": g((MAMBA_INNER, SSM_CONV), 0.5),
+            p + "ssm_conv1d.bias": np.zeros(MAMBA_INNER, dtype=np.float32),
+            p + "ssm_x.weight": g((MAMBA_DT_RANK + 2 * MAMBA_STATE, MAMBA_INNER), si),
+            p + "ssm_dt.weight": g((MAMBA_INNER, MAMBA_DT_RANK), 0.5),
+            p + "ssm_dt.bias": np.full(MAMBA_INNER, -2.0, dtype=np.float32),
+            p + "ssm_a": a.copy(),
+            p + "ssm_d": np.ones(MAMBA_INNER, dtype=np.float32),
+            p + "ssm_out.weight": g((N_EMBD, MAMBA_INNER), si),
+        }
+    return w
+
+
+def build_tiny_mamba(
+    path: str | Path,
+    *,
+    seed: int,
+    perturb_from_seed: int | None = None,
+    perturb_scale: float = 0.0,
+    eos_logit_bias: float = -40.0,
+) -> Path:
+    """Write the tiny mamba model to ``path`` and return it (arguments as build_tiny_qwen35's)."""
+
+    def hparams(writer) -> None:
+        writer.add_feed_forward_length(0)
+        writer.add_head_count(0)
+        writer.add_layer_norm_rms_eps(1e-5)
+        writer.add_ssm_inner_size(MAMBA_INNER)
+        writer.add_ssm_state_size(MAMBA_STATE)
+        writer.add_ssm_time_step_rank(MAMBA_DT_RANK)
+
+    w = _prepared(_mamba_weights, seed, perturb_from_seed, perturb_scale, eos_logit_bias)
+    return _write(path, "mamba", w, hparams)
