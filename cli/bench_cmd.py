@@ -15,6 +15,7 @@ import typer
 from specgguf_cli import options as o
 
 from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP
+from specgguf.drafters.ngram_options import SIZE_M_TYPES
 
 SpecTypes = typer.Option(
     None,
@@ -46,8 +47,8 @@ SweepNMax = typer.Option(
 SweepSizeM = typer.Option(
     None,
     "--sweep-size-m",
-    help="Run every configuration that uses ngram-simple, ngram-map-k or ngram-map-k4v once "
-    "per size_m in this comma list (e.g. 8,16,32,48): how long their drafts may be.",
+    help=f"Run every configuration that uses {o.one_of(list(SIZE_M_TYPES))} once per size_m "
+    "in this comma list (e.g. 8,16,32,48): how long their drafts may be.",
 )
 NPredict = typer.Option(
     128, "-n", "--n-predict", help="Tokens to generate per run (bench default: 128)."

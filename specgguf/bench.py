@@ -33,7 +33,7 @@ from specgguf.auto.cost_model import Costs, best_k
 from specgguf.auto.policy import DEFAULT_N_MAX_CAP, MAX_WIDTH
 from specgguf.auto.profile import CostProfile, Estimate
 from specgguf.drafters.draft_lengths import N_MAX_LIMIT, in_range
-from specgguf.drafters.ngram_options import NGRAM_FLAGS
+from specgguf.drafters.ngram_options import SIZE_M_TYPES
 from specgguf.drafters.registry import SPEC_TYPES
 from specgguf.drafters.spec_types import default_spec_types, parse_spec_types
 from specgguf.errors import PromptError, UsageError
@@ -50,8 +50,6 @@ IDLE_MEAN_K = 0.05
 #: tokens per target pass at which the cost curve is measured: every width up to 16, where the
 #: CPU kernels change most, then sparser (what lies between is interpolated)
 PASS_GRID = (*range(1, 17), 24, 32, 48, 64)
-#: n-gram types whose draft length is their size_m (what --sweep-size-m varies)
-SIZE_M_TYPES = {f.spec_type: f.info.flag for f in NGRAM_FLAGS if f.field == "size_m"}
 #: the prompt set shipped with specgguf (one JSON object per line: {"class", "prompt"})
 BUILTIN_PROMPTS = Path(__file__).resolve().parent.parent / "scripts" / "bench_prompts.jsonl"
 
@@ -446,12 +444,9 @@ def with_size_m(ngram: Any, size_m: int | None) -> Any:
     from specgguf.drafters.ngram_options import NgramOptions
 
     opts = ngram if ngram is not None else NgramOptions()
-    return replace(
-        opts,
-        simple=replace(opts.simple, size_m=size_m),
-        map_k=replace(opts.map_k, size_m=size_m),
-        map_k4v=replace(opts.map_k4v, size_m=size_m),
-    )
+    for spec_type in SIZE_M_TYPES:
+        opts = opts.with_params(spec_type, size_m=size_m)
+    return opts
 
 
 def gen_params(

@@ -62,8 +62,6 @@ class Vocabulary(Protocol):
 
 
 class CrossVocabDrafter(Drafter):
-    name = "draft-simple"
-
     def __init__(
         self,
         ctx: KVContext,

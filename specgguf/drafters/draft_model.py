@@ -47,7 +47,6 @@ class DraftTiming:
 
 
 class DraftModelDrafter(Drafter):
-    name = "draft-simple"
     asks_per_token = True  # auto asks before each further token (a DraftGate)
 
     def __init__(

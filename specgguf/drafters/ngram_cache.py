@@ -514,10 +514,6 @@ def check_cache_paths(
 class NgramCache(Drafter):
     """Lookup decoding from n-gram statistics of this sequence, past runs and a corpus."""
 
-    cheap = True  # a lookup: shadow drafts for the cost model are free
-
-    name = "ngram-cache"
-
     def __init__(
         self,
         static_path: str | os.PathLike[str] | None = None,

@@ -67,7 +67,6 @@ class _Key:
 
 
 class _NgramMapBase(Drafter):
-    cheap = True  # a lookup: shadow drafts for the cost model are free
     key_only: bool = True
 
     def __init__(self, size_n: int, size_m: int, min_hits: int) -> None:
@@ -173,7 +172,6 @@ class _NgramMapBase(Drafter):
 class NgramMapK(_NgramMapBase):
     """Key -> most recent continuation, capped by the key's last acceptance."""
 
-    name = "ngram-map-k"
     key_only = True
 
     def __init__(self, size_n: int = 12, size_m: int = 48, min_hits: int = 1) -> None:
@@ -184,7 +182,6 @@ class NgramMapK(_NgramMapBase):
 class NgramMapK4V(_NgramMapBase):
     """Key -> up to 4 counted continuations; drafts only a clearly dominant one."""
 
-    name = "ngram-map-k4v"
     key_only = False
 
     def __init__(self, size_n: int = 12, size_m: int = 48, min_hits: int = 1) -> None:

@@ -53,10 +53,6 @@ assert TABLE_SIZE & _MASK == 0, "rolling hash needs a power-of-two table"
 class NgramMod(Drafter):
     """Rolls a lossy n-gram -> next-token table forward to draft long runs cheaply."""
 
-    cheap = True  # a lookup: shadow drafts for the cost model are free
-
-    name = "ngram-mod"
-
     def __init__(self, n_match: int = 24, n_min: int = 48, n_max: int = 64) -> None:
         NgramModParams(n_match, n_min, n_max)  # raises UsageError naming the flag
         self.n_match = n_match

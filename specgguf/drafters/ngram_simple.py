@@ -72,10 +72,6 @@ class PrefixHashedTokens:
 class NgramSimple(Drafter):
     """Self-speculation by copying what followed the last n-gram's previous occurrence."""
 
-    cheap = True  # a lookup: shadow drafts for the cost model are free
-
-    name = "ngram-simple"
-
     def __init__(self, size_n: int = 12, size_m: int = 48, min_hits: int = 1) -> None:
         NgramSimpleParams(size_n, size_m, min_hits)  # raises UsageError naming the flag
         self.size_n = size_n
