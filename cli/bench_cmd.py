@@ -145,13 +145,13 @@ def bench(
         load_prompts,
         parse_configs,
         parse_n_max_list,
+        parse_size_m_list,
         recommend,
         run_bench,
         to_json,
         total_steps,
     )
     from specgguf.core.sampling import SamplerParams
-    from specgguf.drafters.ngram_options import NGRAM_FLAGS
     from specgguf.drafters.registry import PRIORITY, needs_draft_model
     from specgguf.errors import UsageError
 
@@ -171,21 +171,7 @@ def bench(
 
     default_pair = flags.model is None
     model, model_draft = o.resolve_models(flags.model, flags.model_draft)
-    size_m_values: list[int] = []
-    if sweep_size_m is not None:
-        # the range of every size_m flag (the n-gram types' one table)
-        size_m = next(row.info for row in NGRAM_FLAGS if row.field == "size_m")
-        for raw in sweep_size_m.split(","):
-            try:
-                m = int(raw.strip())
-            except ValueError:
-                m = 0
-            if not size_m.min <= m <= size_m.max:
-                raise UsageError(
-                    f"invalid value for --sweep-size-m: {raw.strip()!r} "
-                    f"(expected {size_m.min}..{size_m.max})"
-                )
-            size_m_values.append(m)
+    size_m_values = parse_size_m_list(sweep_size_m) if sweep_size_m is not None else []
     configs = parse_configs(
         spec_type,
         n_max_values,
