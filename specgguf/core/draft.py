@@ -62,11 +62,11 @@ class Drafter(ABC):
         """Append tokens the loop emitted (in order) to the sequence."""
 
     @abstractmethod
-    def propose(self, n_max: int, gate: DraftGate | None = None) -> Draft:
-        """Guess up to `n_max` tokens that continue the sequence; an empty Draft means no guess.
+    def propose(self, budget: int, gate: DraftGate | None = None) -> Draft:
+        """Guess up to `budget` tokens that continue the sequence; an empty Draft means no guess.
         A drafter that `asks_per_token` stops where `gate` says a token is not worth it."""
 
-    def peek(self, n_max: int) -> Draft:
+    def peek(self, budget: int) -> Draft:
         """What `propose` would return now, without changing any state (a shadow draft: the
         policy measures a free drafter's acceptance on rounds it sits out). Drafters whose
         proposals cost real work (a model) peek nothing."""
