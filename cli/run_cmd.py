@@ -139,7 +139,7 @@ def run(
 
     # From here on a signal (Ctrl-C while stdin is read, during the imports, the load...) still
     # ends a single run in its report and --json object: nothing generated yet.
-    given = flags.model
+    given = flags.model  # -m as given (None: the pulled pair, resolved below)
     meta: dict = {"model": str(given) if given is not None else None, "draft_model": None,
                   "spec_type": None}  # fmt: skip
     types: list[str] = []
