@@ -157,7 +157,7 @@ def bench(
 
     source = ctx.get_parameter_source("spec_type")
     _refuse_removed_types(spec_type, from_env=getattr(source, "name", "") == "ENVIRONMENT")
-    flags.check(n_predict=n_predict, temp=temp, top_p=top_p, min_p=min_p)
+    flags.check(n_predict=n_predict, temp=temp, top_p=top_p, min_p=min_p, seed=seed)
     if n_predict < 1:
         raise UsageError(f"invalid value for -n/--n-predict: {n_predict} (bench needs >= 1)")
     if repeat < 1:

@@ -14,6 +14,7 @@ import sys
 import typer
 
 from specgguf.errors import ExitCode
+from specgguf.migrate.drafter_kind import DRAFT_KINDS
 
 _Paths = typer.Argument(
     None, metavar="FILE... | -- COMMAND...",
@@ -29,6 +30,13 @@ _Write = typer.Option(
     help="Rewrite the files in place (atomically; only the changed words are touched).",
 )
 _Diff = typer.Option(False, "--diff", help="Show the changes as a unified diff.")
+_DraftKind = typer.Option(
+    None, "--draft-kind", metavar="|".join(DRAFT_KINDS),
+    help="What a draft model file that cannot be read is (models are rarely in a repository): "
+         "without it, a plain draft model unless its name says mtp, eagle, dflash or dspark. A "
+         "`specgguf-migrate: draft-kind=KIND` comment in a file says it for what follows.",
+    show_default=False,
+)
 _Verbose = typer.Option(
     False, "--verbose", "-v",
     help="Also list what a directory scan skipped and why (binary, too large, .git ...).",
@@ -41,25 +49,31 @@ def migrate(
     write: bool = _Write,
     diff: bool = _Diff,
     verbose: bool = _Verbose,
+    draft_kind: str | None = _DraftKind,
 ) -> None:
     """Rewrite removed speculative-decoding flags (--draft-max, -cd, vLLM's --speculative-model).
 
     A command that relied on a default llama.cpp changed gets the old value written, with why.
 
-    What cannot be migrated without guessing is reported and left alone (exit status 1).
+    A draft file that cannot be read is taken as plain unless its name says otherwise.
+
+    What cannot be migrated without guessing is reported with its reason (exit status 1).
     """
     from specgguf.migrate.check import is_command_argv, migrate_command, run_migrate
 
     args = list(paths or [])
+    if draft_kind is not None and draft_kind not in DRAFT_KINDS:
+        _fail(f"--draft-kind {draft_kind}: not one of {', '.join(DRAFT_KINDS)}")
     if not args:
         _fail("give files to scan, or -- and a command to migrate")
     if is_command_argv(args):
         if write:
             _fail("--write needs files; a command given after -- is printed migrated")
-        code = migrate_command(args, check=check, stdout=sys.stdout)
+        code = migrate_command(args, check=check, stdout=sys.stdout, draft_kind=draft_kind)
     else:
         code = run_migrate(args, check=check, write=write, diff=diff,
-                           stdout=sys.stdout, stderr=sys.stderr, verbose=verbose)
+                           stdout=sys.stdout, stderr=sys.stderr, verbose=verbose,
+                           draft_kind=draft_kind)
     raise typer.Exit(code)
 
 

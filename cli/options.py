@@ -21,6 +21,7 @@ from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP, DRAFT_SAMPLING_MODES
 from specgguf.drafters.registry import REGISTRY
 from specgguf.drafters.spec_types import AUTO_DEFAULT_NGRAM
 from specgguf.errors import UsageError, open_user_file
+from specgguf.io.sampling_fields import flag_error
 
 
 def one_of(choices: Sequence[str]) -> str:
@@ -281,15 +282,12 @@ def validate(
     flash_attn: str,
     draft_sampling: str,
     batch: int,
+    seed: int | None = None,
 ) -> None:
     checks = [
-        (-1 <= n_predict <= 2**31 - 1, f"-n/--n-predict: {n_predict} (must be -1..2147483647)"),
         (0 <= n_min <= N_MAX_LIMIT, f"--spec-draft-n-min: {n_min} (must be 0..{N_MAX_LIMIT})"),
         (0.0 <= p_min <= 1.0, f"--spec-draft-p-min: {p_min} (must be in [0, 1])"),
         (0.0 <= p_split <= 1.0, f"--spec-draft-p-split: {p_split} (must be in [0, 1])"),
-        (temp >= 0.0, f"--temp: {temp} (must be >= 0)"),
-        (0.0 <= top_p <= 1.0, f"--top-p: {top_p} (must be in [0, 1])"),
-        (0.0 <= min_p <= 1.0, f"--min-p: {min_p} (must be in [0, 1])"),
         (ctx is None or ctx >= 0, f"-c/--ctx-size: {ctx} (must be >= 0; 0: the model's)"),
         # llama.cpp reads any -t <= 0 as "all cores"; we take 0 and -1 and refuse the rest,
         # which are typos more often than intentions.
@@ -311,6 +309,11 @@ def validate(
         ),
         (1 <= batch <= 1 << 16, f"-b/--batch-size: {batch} (must be 1..65536)"),
     ]
+    # the sampling, length and seed flags: the table requests and --jsonl lines are checked by
+    sampling = {"n_predict": n_predict, "temperature": temp, "top_p": top_p, "min_p": min_p}
+    if seed is not None:
+        sampling["seed"] = seed
+    checks[:0] = [(False, e) for k, v in sampling.items() if (e := flag_error(k, v)) is not None]
     for ok, what in checks:
         if not ok:
             raise UsageError(f"invalid value for {what}")
@@ -503,7 +506,14 @@ class SessionFlags:
         return self.given["verbose"]
 
     def check(
-        self, *, n_predict: int, temp: float, top_p: float, min_p: float, n_max: str | None = None
+        self,
+        *,
+        n_predict: int,
+        temp: float,
+        top_p: float,
+        min_p: float,
+        seed: int | None = None,
+        n_max: str | None = None,
     ) -> int | None:
         """Everything that can be checked without a model, so that a typo costs nothing; with
         `n_max` (run's and serve's --spec-draft-n-max), returns it parsed (None: auto)."""
@@ -522,6 +532,7 @@ class SessionFlags:
             flash_attn=g["flash_attn"],
             draft_sampling=g["spec_draft_sampling"],
             batch=g["batch_size"],
+            seed=seed,
         )
         parsed = parse_n_max(n_max) if n_max is not None else None
         validate_cache_types(**{row.names[0]: g[row.param] for row in _KV_ROWS})
@@ -541,6 +552,10 @@ class SessionFlags:
         check_lookup_caches(types, self.ngram)
         return model, model_draft, types
 
+    def load_options(self, model: Path, model_draft: Path | None):
+        """These flags' specgguf.backend.session.LoadOptions for the resolved pair."""
+        return load_options(model, model_draft, **self.given)
+
     def open_session(
         self,
         model: Path,
@@ -556,7 +571,7 @@ class SessionFlags:
 
         g = self.given
         return Session(
-            load_options(model, model_draft, **g),
+            self.load_options(model, model_draft),
             spec_options(
                 types,
                 n_max,

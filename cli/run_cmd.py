@@ -116,7 +116,7 @@ def run(
 
     # Everything that can be checked without a model is checked first: a typo costs nothing.
     n_max = flags.check(
-        n_predict=n_predict, temp=temp, top_p=top_p, min_p=min_p, n_max=spec_draft_n_max
+        n_predict=n_predict, temp=temp, top_p=top_p, min_p=min_p, seed=seed, n_max=spec_draft_n_max
     )
     color_mode = COLOR_CHOICES.get(color.strip().lower())
     if color_mode is None:
@@ -149,6 +149,17 @@ def run(
             # the lookup caches, input, template file and trace file: all checked before any
             # weight is read
             model, model_draft, types = flags.resolve(spec_type, n_max)
+            recheck_draft = False
+            if n_max is None and not no_auto_profile:  # auto may leave a hopeless draft out
+                from specgguf.draft_plan import draft_load_plan
+
+                plan = draft_load_plan(flags.load_options(model, model_draft), types)
+                recheck_draft = plan.recheck
+                if plan.skip is not None:
+                    types = [t for t in types if t != plan.skip.name]
+                    meta["draft_model_skipped"] = plan.skip.notice().removeprefix("note: ")
+                    if not quiet:
+                        print(plan.skip.notice(), file=sys.stderr)
             draft_shown = model_draft if needs_draft_model(types) else None
             meta.update(
                 model=str(model),
@@ -213,6 +224,7 @@ def run(
                     auto=n_max is None,
                     profile=not no_auto_profile,
                     warn=None if quiet else _warn,
+                    recheck_draft=recheck_draft,
                 ),
                 tracer=tracer,
                 quiet=quiet,

@@ -100,7 +100,7 @@ def serve(
     from specgguf.errors import ExitCode, SpecggufError, UsageError
 
     n_max = flags.check(
-        n_predict=n_predict, temp=temp, top_p=top_p, min_p=min_p, n_max=spec_draft_n_max
+        n_predict=n_predict, temp=temp, top_p=top_p, min_p=min_p, seed=seed, n_max=spec_draft_n_max
     )
     if not 1 <= parallel <= 64:
         raise UsageError(f"invalid value for -np/--parallel: {parallel} (must be 1..64)")
@@ -132,11 +132,18 @@ def serve(
 
     bind(host, port).close()  # a port in use fails now, not after the weights are read
 
+    from specgguf.backend.devices import is_loopback
     from specgguf.core.sampling import SamplerParams
     from specgguf.generator import Generator
     from specgguf.server.app import ServerConfig
     from specgguf.server.runner import say
     from specgguf.server.runner import serve as run_server
+
+    if not keys and not is_loopback(host):  # said even with -q: it is about who gets in
+        say(
+            f"warning: --host {host} without --api-key: anyone who can reach this port can use "
+            "every endpoint (generate, tokenize, read /props and /slots)"
+        )
 
     if not quiet:
         say(f"specgguf serve: loading {model}" + (f" + draft {model_draft}" if model_draft else ""))
@@ -162,7 +169,7 @@ def serve(
         )
         gen.template()  # a template that does not compile fails now, with its line
         cfg = ServerConfig(
-            model_id=alias or str(model),
+            model_id=alias or model.name,  # public in /v1/models: never the whole path
             model_path=str(model),
             api_keys=keys,
             read_timeout=float(timeout),

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from specgguf.auto.policy import AdaptivePolicy
+from specgguf.auto.preload import without_draft_cost
 from specgguf.auto.profile import CostProfile
 from specgguf.backend.session import Session, Slot, SpecOptions, TimingContexts, resolve_seed
 from specgguf.core.draft import Drafter
@@ -31,6 +32,7 @@ from specgguf.core.loop import SpeculativeDecoder
 from specgguf.core.rounds import Round
 from specgguf.core.sampling import SamplerParams
 from specgguf.core.stats import RunStats
+from specgguf.draft_plan import DRAFT_MODEL_TYPE
 from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP
 from specgguf.errors import PromptError
 
@@ -280,6 +282,7 @@ class Generator:
         template_src: str | None = None,
         template_origin: str | None = None,
         warn: Callable[[str], None] | None = None,
+        recheck_draft: bool = False,
     ) -> None:
         self.session = session
         self.sampler = sampler or SamplerParams()
@@ -301,6 +304,8 @@ class Generator:
 
             self.profile_file = profile_path(session.load)
             prior = load_profile(self.profile_file)
+            if recheck_draft:  # (draft_load_plan's recheck: measure the draft's cost again)
+                prior = without_draft_cost(prior, DRAFT_MODEL_TYPE)
         self._slots: list[_SlotState] = []
         for slot in session.slots:
             policy = None

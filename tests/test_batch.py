@@ -50,7 +50,7 @@ def test_parse_messages_and_bytes_with_bom():
         ('{"messages": "hi"}', "must be a list"),
         ('{"messages": [{"role": "user"}]}', '"content" must be a string'),
         ('{"prompt": "a", "temp": 1}', "unknown field 'temp'"),
-        ('{"prompt": "a", "n_predict": -2}', '"n_predict" must be an integer >= -1'),
+        ('{"prompt": "a", "n_predict": -2}', '"n_predict" must be an integer in -1..2147483647'),
         ('{"prompt": "a", "n_predict": 1.5}', '"n_predict" must be'),
         ('{"prompt": "a", "n_predict": true}', '"n_predict" must be'),
         ('{"prompt": "a", "temperature": -1}', '"temperature" must be a number >= 0'),

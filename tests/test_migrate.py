@@ -25,7 +25,6 @@ from specgguf.migrate.check import run_migrate
 from specgguf.migrate.edit import CannotQuote, ShellStyle, apply_edits
 from specgguf.migrate.kinds import detect, file_kind
 from specgguf.migrate.plan import MigrationResult, apply_ops
-from specgguf.migrate.scan import Scan
 from specgguf.migrate.shell_lexer import lex_shell
 from specgguf.migrate.text import check_text, migrate_text
 
@@ -513,10 +512,13 @@ vllm:
 
 def test_makefile_keeps_make_variables_and_doubles_dollars_it_adds():
     new, findings = migrate_text(MAKEFILE, "make")
-    # the draft is a make variable: its kind cannot be read, so nothing is guessed
-    assert new.splitlines()[2] == "\tllama-server -m $(MODEL) -md $(DRAFT) --draft-max $(N)"
-    assert "cannot tell what kind of drafter it is ($(DRAFT) is decided when the command runs)" \
-        in findings[0].unsafe[0]
+    # the draft is a make variable: it cannot be read, so it is taken as a plain draft model,
+    # and the report says so (issue 23, item 5)
+    assert new.splitlines()[2] == ("\tllama-server -m $(MODEL) -md $(DRAFT) --spec-type "
+                                   "draft-simple --spec-draft-p-min 0.75 --spec-draft-n-max $(N)")
+    assert "assumed $(DRAFT) is a plain draft model ($(DRAFT) is decided when the command " \
+           "runs; its name says nothing else)" in findings[0].notes[1]
+    assert not findings[0].unsafe
     assert new.splitlines()[5] == ("\tvllm serve $(M) --speculative-config '{\"model\": \"D\", "
                                    "\"num_speculative_tokens\": 3}'")
     assert ShellStyle(make=True).quote("$x y") == "'$$x y'"
@@ -687,7 +689,8 @@ $ vllm serve M --speculative-model D --num-speculative-tokens 5
 def test_markdown_code_blocks_only():
     new, findings = migrate_text(MARKDOWN, "markdown")
     lines = new.splitlines()
-    assert lines[2] == "Inline `llama-server --draft-max 5` is prose and stays."
+    # inline code that names a tool is a command (issue 27)
+    assert lines[2] == "Inline `llama-server --spec-draft-n-max 5` is prose and stays."
     assert lines[5] == ("llama-server -m t.gguf -md d.gguf --spec-type draft-simple "
                         "--spec-draft-p-min 0.75 --spec-draft-n-max 5 --spec-draft-n-min 1")
     assert lines[9] == 'subprocess.run(["llama-server", "--draft-max", "5"])'
@@ -695,7 +698,7 @@ def test_markdown_code_blocks_only():
     assert lines[17] == "CMD llama-lookup -m x --spec-draft-n-max 4"
     assert lines[21] == ("$ vllm serve M --speculative-config '{\"model\": \"D\", "
                          "\"num_speculative_tokens\": 5}'")
-    assert [f.line for f in findings] == [6, 14, 18, 22]
+    assert [f.line for f in findings] == [3, 6, 14, 18, 22]
 
 
 def test_reference_tutorial_commands():
@@ -818,11 +821,10 @@ def test_write_every_kind_then_check_is_clean_except_what_needs_a_person(tree):
     assert (tree / "compose.yml").read_text() == COMPOSE_MIGRATED
     code, out, _ = run([tree], check=True)
     assert code == 1
-    # what is left: a variable with no successor, a draft given as a make variable (its kind
-    # cannot be read), and (seen by the token scan) the README's inline prose and Python block
+    # what is left: a variable with no successor, and (seen by the token scan) the README's
+    # Python block; the make-variable draft is taken as plain, the inline code is migrated
     assert sorted(line.split(": cannot migrate safely: ")[0].rsplit("/", 1)[1]
-                  for line in out.splitlines()) == ["Makefile:3", "README.md:10",
-                                                    "README.md:3", "compose.yml:6"]
+                  for line in out.splitlines()) == ["README.md:10", "compose.yml:6"]
     assert "LLAMA_ARG_CTX_SIZE_DRAFT" in out
 
 
@@ -992,20 +994,71 @@ def test_drafter_kind_is_read_from_its_gguf(tmp_path, monkeypatch, arch, extra, 
     assert run([script], check=True)[0] == 0
 
 
-def test_a_drafter_that_is_not_here_is_reported_not_guessed(tmp_path, monkeypatch):
+def test_a_drafter_that_is_not_here_is_taken_as_plain_unless_its_name_says_otherwise(
+        tmp_path, monkeypatch):
+    """Issue 23, item 5: models are never in a repository, so refusing every command whose
+    draft cannot be read made `--write` useless in CI. The assumption is said in one note."""
     monkeypatch.setattr(drafter_kind, "classify_draft", READ_DRAFT_FILES)
     script = tmp_path / "serve.sh"
     script.write_text("llama-server -m t.gguf -md /nowhere/d.gguf --draft-max 8\n")
+    assert run([script], check=True)[0] == 1  # a removed flag always fails --check
     code, out, _ = run([script], write=True)
-    assert code == 1
-    assert "cannot tell what kind of drafter it is (/nowhere/d.gguf is not here to read)" in out
-    # nothing is half-done: a renamed command would pass --check with its drafting lost
-    assert script.read_text() == "llama-server -m t.gguf -md /nowhere/d.gguf --draft-max 8\n"
-    assert run([script], check=True)[0] == 1
-    script.write_text("llama-server -m t.gguf -md /nowhere/d.gguf --spec-type draft-simple "
-                      "--draft-max 8\n")  # the person's answer
-    assert run([script], write=True)[0] == 0
+    assert code == 0
+    assert script.read_text() == ("llama-server -m t.gguf -md /nowhere/d.gguf --spec-type "
+                                  "draft-simple --spec-draft-p-min 0.75 --spec-draft-n-max 8\n")
+    notes = [ln for ln in out.splitlines() if "assumed" in ln]
+    assert notes == [f"{script}:1: note: assumed /nowhere/d.gguf is a plain draft model "
+                     "(/nowhere/d.gguf is not here to read; its name says nothing else); if it "
+                     "is not, give --draft-kind or a `specgguf-migrate: draft-kind=KIND` comment"]
     assert run([script], check=True)[0] == 0
+
+
+@pytest.mark.parametrize(("draft", "kind"), [
+    ("models/Qwen3-MTP-head.gguf", "mtp"), ("$MTP_PATH", "mtp"), ("eagle3-llama.gguf", "eagle3"),
+    ("/m/x-dflash.gguf", "dflash"), ("dspark_q8.gguf", "dspark"), ("smtp-d.gguf", "plain"),
+    ("models/Qwen3-1.7B-Q4_K_M.gguf", "plain"),
+])
+def test_a_drafter_name_says_its_kind(draft, kind):
+    assert drafter_kind.kind_from_name(draft) == kind
+
+
+@pytest.mark.parametrize(("how", "extra"), [
+    ("option", {"draft_kind": "mtp"}),
+    ("directive", {}),
+])
+def test_draft_kind_option_and_directive_override_the_assumption(tmp_path, monkeypatch, how,
+                                                                  extra):
+    monkeypatch.setattr(drafter_kind, "classify_draft", READ_DRAFT_FILES)
+    script = tmp_path / "serve.sh"
+    head = "# specgguf-migrate: draft-kind=mtp\n" if how == "directive" else ""
+    script.write_text(f"{head}llama-server -m t.gguf -md d.gguf --draft-max 8\n")
+    code, out, _ = run([script], write=True, **extra)
+    assert code == 0
+    assert script.read_text() == f"{head}llama-server -m t.gguf -md d.gguf --spec-draft-n-max 8\n"
+    assert "d.gguf taken as an MTP drafter (draft-kind mtp; d.gguf is not here to read)" in out
+    # a draft file that can be read wins over what is said about it
+    _drafter(tmp_path / "d.gguf", "llama")
+    script.write_text(f"{head}llama-server -m t.gguf -md d.gguf --draft-max 8\n")
+    run([script], write=True, **extra)
+    assert "--spec-type draft-simple" in script.read_text()
+
+
+def test_cli_migrates_the_common_legacy_command_with_no_draft_file(tmp_path, monkeypatch):
+    app = _app()
+    monkeypatch.setattr(drafter_kind, "classify_draft", READ_DRAFT_FILES)
+    monkeypatch.chdir(tmp_path)
+    cmd = ["migrate", "--", "llama-server", "-m", "t.gguf", "-md", "d.gguf", "--draft-max", "5"]
+    result = CliRunner().invoke(app, cmd)
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[0] == ("llama-server -m t.gguf -md d.gguf --spec-type "
+                                             "draft-simple --spec-draft-p-min 0.75 "
+                                             "--spec-draft-n-max 5")
+    assert "# assumed d.gguf is a plain draft model" in result.output
+    result = CliRunner().invoke(app, ["migrate", "--draft-kind", "eagle3", *cmd[1:]])
+    assert result.output.splitlines()[0] == "llama-server -m t.gguf -md d.gguf --spec-draft-n-max 5"
+    result = CliRunner().invoke(app, ["migrate", "--draft-kind", "big", *cmd[1:]])
+    assert result.exit_code == 1
+    assert "--draft-kind big: not one of plain, mtp, eagle3, dflash, dspark" in result.output
 
 
 @pytest.mark.parametrize("cmd", [
@@ -1020,63 +1073,13 @@ def test_fork_flags_are_reported_and_nothing_is_rewritten(cmd):
 
 # ----------------------------------------------------------------------------------------------
 # the real-world corpus (tests/data/migrate): shapes taken from public repositories, each file
-# naming its source; negative/ holds files that must pass untouched
+# naming its source; tests/test_migrate_corpus.py holds the exact text each becomes. negative/
+# holds files that must pass untouched
 # ----------------------------------------------------------------------------------------------
 
 CORPUS = ROOT / "tests" / "data" / "migrate"
 POSITIVE = sorted(p for p in CORPUS.iterdir() if p.is_file())
 NEGATIVE = sorted((CORPUS / "negative").iterdir())
-# files where everything can be migrated without a person (no unreadable drafter, no shape
-# only the token scan sees)
-FULLY_MIGRATED = {"latin1.sh", "ngram_mod_server.sh", "lethe_setup.md", "vllm_ngram_serve.md"}
-
-
-def _parses(path: Path) -> None:
-    """The written file still parses as what it is."""
-    import shutil
-    import subprocess
-
-    if path.suffix == ".sh" and shutil.which("bash"):
-        subprocess.run(["bash", "-n", str(path)], check=True, capture_output=True)
-    elif path.suffix == ".json":
-        json.loads(path.read_text())
-    elif path.suffix in (".yml", ".yaml"):
-        yaml = pytest.importorskip("yaml")
-        yaml.safe_load(path.read_text())
-
-
-@pytest.mark.parametrize("src", POSITIVE, ids=lambda p: p.name)
-def test_corpus_file_fails_before_and_is_migrated_or_reported(src, tmp_path, monkeypatch):
-    # drafts are not here: report
-    monkeypatch.setattr(drafter_kind, "classify_draft", READ_DRAFT_FILES)
-    path = tmp_path / src.name
-    path.write_bytes(src.read_bytes())
-    code, out, _ = run([path], check=True)
-    assert code == 1 and f"{path}:" in out
-    assert path.read_bytes() == src.read_bytes()  # --check changes nothing
-
-    from specgguf.migrate import files as mf
-    source = mf.read(str(path))
-    kind, comments = detect(str(path), source.text)
-    expected, findings = check_text(source.text, kind, comments, str(tmp_path))
-    code, out, _ = run([path], write=True)
-    # byte for byte: the file is the old text with exactly the planned edits applied, and
-    # every edit lies on the lines of the command (or variable) it belongs to
-    assert path.read_bytes() == source.encode(expected)
-    scan = Scan(source.text)
-    for f in findings:
-        first, last = scan.line_of(f.span[0]), scan.line_of(f.span[1])
-        for e in f.edits:
-            assert first <= scan.line_of(e.start) and scan.line_of(e.end) <= last, (f, e)
-    _parses(path)
-    after, report, _ = run([path], check=True)
-    if src.name in FULLY_MIGRATED:
-        assert code == 0 and after == 0, report
-    else:  # what is left is said, one `path:line: cannot migrate safely: ...` line each
-        assert code == 1 and after == 1
-        lines = [ln for ln in report.splitlines() if ": note: " not in ln]
-        assert lines and all(f"{path}:" in ln and ": cannot migrate safely: " in ln
-                             for ln in lines), report
 
 
 @pytest.mark.parametrize("src", NEGATIVE, ids=lambda p: p.name)
@@ -1093,7 +1096,7 @@ def test_corpus_directory_scan_sees_every_file_a_named_scan_sees(tmp_path, monke
     import shutil
 
     monkeypatch.setattr(drafter_kind, "classify_draft", READ_DRAFT_FILES)
-    shutil.copytree(CORPUS, tmp_path / "c")
+    shutil.copytree(CORPUS, tmp_path / "c", ignore=shutil.ignore_patterns("expected"))
     (tmp_path / "c" / ".git").mkdir()
     (tmp_path / "c" / ".git" / "x.sh").write_text("llama-server --draft-max 4\n")
     (tmp_path / "c" / "model.bin").write_bytes(b"\0--draft-max\0")
@@ -1226,7 +1229,6 @@ def test_env_only_configs_keep_drafting(tmp_path, name, old, new):
 
 @pytest.mark.parametrize(("old", "why"), [
     ("LLAMA_ARG_DRAFT_MAX=8\n", "no draft model and no speculative type in this file"),
-    ("LLAMA_ARG_HF_REPO_DRAFT=org/d-GGUF\nLLAMA_ARG_DRAFT_MAX=8\n", "a Hugging Face repository"),
 ])
 def test_env_blocks_that_cannot_be_decided_are_reported_untouched(tmp_path, old, why):
     path = tmp_path / ".env"
@@ -1234,6 +1236,18 @@ def test_env_blocks_that_cannot_be_decided_are_reported_untouched(tmp_path, old,
     code, out, _ = run([path], write=True)
     assert code == 1 and why in out
     assert path.read_text() == old
+
+
+def test_env_with_a_hugging_face_draft_is_taken_as_plain_and_says_so(tmp_path):
+    path = tmp_path / ".env"
+    path.write_text("LLAMA_ARG_HF_REPO_DRAFT=org/d-GGUF\nLLAMA_ARG_DRAFT_MAX=8\n")
+    code, out, _ = run([path], write=True)
+    assert code == 0
+    assert path.read_text() == ("LLAMA_ARG_HF_REPO_DRAFT=org/d-GGUF\n"
+                                "LLAMA_ARG_SPEC_DRAFT_N_MAX=8\nLLAMA_ARG_SPEC_TYPE=draft-simple\n"
+                                "LLAMA_ARG_SPEC_DRAFT_P_MIN=0.75\n")
+    assert "assumed org/d-GGUF is a plain draft model (org/d-GGUF is a Hugging Face " \
+           "repository; its name says nothing else)" in out
 
 
 def test_env_with_a_spec_type_or_a_drafter_gguf_is_only_renamed(tmp_path, monkeypatch):
@@ -1288,3 +1302,89 @@ def _stat_with_other_owner(real_stat, target: str):
         return st
 
     return fake
+
+
+# ----------------------------------------------------------------------------------------------
+# issue 27: options without their tool, nested strings, prose, and the reasons left
+# ----------------------------------------------------------------------------------------------
+
+
+def test_fragments_in_one_file_get_one_spec_type_and_no_default_set_elsewhere(monkeypatch):
+    monkeypatch.setattr(drafter_kind, "classify_draft", READ_DRAFT_FILES)
+    text = ('SPEC="--model-draft $M --draft-max 16 --draft-min 5"\n'
+            "FLAGS=(-md /m/d.gguf --draft-p-min 0.6 -cd 4096)\n"
+            'llama-server -m /m/t.gguf $SPEC "${FLAGS[@]}"\n')
+    new, findings = check_text(text, "shell", "shell")
+    assert new == ('SPEC="--model-draft $M --spec-type draft-simple --spec-draft-n-max 16 '
+                   '--spec-draft-n-min 5"\n'
+                   "FLAGS=(-md /m/d.gguf --draft-p-min 0.6)\n"
+                   'llama-server -m /m/t.gguf $SPEC "${FLAGS[@]}"\n')
+    assert not [u for f in findings for u in f.unsafe]
+    assert check_text(new, "shell", "shell")[1] == []
+
+
+def test_a_line_that_is_not_a_command_or_its_options_is_reported_not_rewritten():
+    text = "llama-server -m t.gguf\necho --draft-max 5\n"
+    new, findings = check_text(text, "shell", "shell")
+    assert new == text
+    assert [f.line for f in findings if f.unsafe] == [2]
+
+
+def test_shell_single_quotes_inside_a_plain_yaml_scalar():
+    text = ("services:\n  v:\n    command: sh -c 'vllm serve M --speculative-model D "
+            "--num-speculative-tokens 3'\n")
+    new, findings = check_text(text, "yaml", "yaml")
+    assert new == ("services:\n  v:\n    command: sh -c 'vllm serve M --speculative-config "
+                   '"{\\"model\\":\\"D\\",\\"num_speculative_tokens\\":3}"\'\n')
+    yaml = pytest.importorskip("yaml")
+    inner = shlex.split(yaml.safe_load(new)["services"]["v"]["command"])[2]
+    assert json.loads(shlex.split(inner)[4]) == {"model": "D", "num_speculative_tokens": 3}
+
+
+@pytest.mark.parametrize(("line", "changed"), [
+    ("Use `--draft-max 8` for code.", "Use `--spec-draft-n-max 8` for code."),
+    ("- removed `--draft-max` (llama.cpp)", None),
+    ("`--draft-max` -> `--spec-draft-n-max`", None),
+])
+def test_markdown_prose_renames_one_to_one_and_leaves_lines_about_old_flags(line, changed):
+    new, findings = check_text(line + "\n", "markdown", "markdown")
+    assert new == (changed or line) + "\n"
+    assert not [u for f in findings for u in f.unsafe]
+
+
+def test_a_changelog_heading_exempts_its_lines_but_not_its_code_blocks():
+    text = ("# Changelog\n\n## 1.2\n\n- added `--draft 16` to llama.cpp runs\n\n"
+            "```sh\nllama-server -m t --draft-min 1\n```\n")
+    new, findings = check_text(text, "markdown", "markdown")
+    assert new == text.replace("--draft-min 1", "--spec-draft-n-min 1")
+    assert not [u for f in findings for u in f.unsafe]
+
+
+@pytest.mark.parametrize(("message", "key"), [
+    ("--speculative-model $M: a shell variable cannot be placed inside the "
+     "--speculative-config JSON safely; write the JSON by hand", "runtime"),
+    ("--speculative-disable-by-batch-size 4: no --speculative-config equivalent (current vLLM "
+     "has no such setting); remove it by hand", "no-equivalent"),
+    ("--dflash is not a llama.cpp option: this command was written for a fork, whose flags may "
+     "still be valid there; migrate it by hand", "fork"),
+    ("--spec-ngram-size-n 4: no ngram type in --spec-type, so the ngram type it configured is "
+     "unknown", "ambiguous"),
+    ("--draft-max is still here (llama.cpp removed it); migrate it by hand (inside program "
+     "source: a string the rewrite does not edit)", "source"),
+    ("--draft-max is still here (llama.cpp removed it); migrate it by hand", "unplaced"),
+])
+def test_every_message_files_under_one_reason(message, key):
+    from specgguf.migrate.reasons import REASONS, reason, tagged
+
+    assert reason(message) == key
+    assert tagged(message) == f"{message} [{REASONS[key]}]"
+
+
+def test_a_yaml_string_with_escaped_quotes_is_reported_not_misread():
+    """Was: the shell lexer read `\\"` in a YAML "..." string as a shell escape, so the last
+    value came out as `2"` ("not an integer")."""
+    text = 'cmd: "sh -c \\"vllm serve M --speculative-model D --num-speculative-tokens 2\\""\n'
+    new, findings = check_text(text, "yaml", "yaml")
+    assert new == text
+    unsafe = [u for f in findings for u in f.unsafe]
+    assert len(unsafe) == 2 and all("is still here (vLLM removed it)" in u for u in unsafe)

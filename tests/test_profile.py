@@ -645,6 +645,41 @@ def test_a_seeded_run_starts_from_a_hopeless_profile_without_probing(run, profil
     assert json.loads(second)["text"] == json.loads(first)["text"]
 
 
+def test_a_hopeless_profile_leaves_the_draft_model_unloaded_then_re_checks_it(run, profiles):
+    """Where the profile says the draft cannot pay even at 100% acceptance, `run` under auto
+    does not load it (one line, and in --json), and every RECHECK_RUNS-th run loads it and
+    measures it again; a fixed --spec-draft-n-max always loads it."""
+    from specgguf.auto.preload import RECHECK_RUNS
+
+    args = (*PROMPT, "--spec-draft-n-max", "auto", "--json")
+    code, first, err = run(*args)
+    assert code == 0, err
+    [path] = json_files(profiles)
+    hopeless = profile(
+        {k: (v, 40.0) for k, (v, _) in CPU_PROFILE.items()}, {"draft-simple": (5.0, 40.0)}
+    )
+    path.write_text(json.dumps(hopeless.to_json()), encoding="utf-8")
+    for n in range(1, RECHECK_RUNS):
+        code, out, err = run(*args)
+        assert code == 0, err
+        obj = json.loads(out)
+        assert "the draft model is not loaded" in err and "x" in err
+        assert "cannot pay here" in obj["draft_model_skipped"]
+        assert obj["draft_model"] is None and "draft-simple" not in obj["spec_type"]
+        assert obj["text"] == json.loads(first)["text"]  # lossless all the same
+        assert load_profile(path).skipped_loads == {"draft-simple": n}
+    code, out, err = run(*args)  # the re-check: loaded, its cost measured again
+    assert code == 0, err
+    obj = json.loads(out)
+    assert "not loaded" not in err and "draft_model_skipped" not in obj
+    assert obj["auto"]["drafters"]["draft-simple"]["draft_cost_rel"] is not None
+    assert load_profile(path).skipped_loads == {}
+    path.write_text(json.dumps(hopeless.to_json()), encoding="utf-8")
+    code, out, err = run(*PROMPT, "--spec-draft-n-max", "3", "--json")
+    assert code == 0, err
+    assert "not loaded" not in err and json.loads(out)["draft_model"] is not None
+
+
 def test_fixed_n_max_writes_no_profile(run, profiles):
     code, _, err = run(*PROMPT, "--spec-draft-n-max", "3")
     assert code == 0, err

@@ -1,7 +1,10 @@
 """How likely each drafter's proposals are to be accepted, position by position.
 
 Counts decay every round (by `decay`), so old evidence fades and a text that starts (or stops)
-repeating itself is noticed. Three sources:
+repeating itself is noticed. Four sources:
+- what earlier runs on this pair measured (the machine profile's AcceptanceMemory), seeded as
+  a few rounds' worth of counts that fade faster than this run's own (SEED_DECAY), so the
+  first rounds start from what the pair did before and this run's rounds soon decide;
 - real rounds: position i of a drafter's proposal was reached (earlier ones accepted) and was
   or was not accepted;
 - shadow drafts of free drafters (n-gram lookups) on rounds they sat out: what they would
@@ -36,17 +39,34 @@ class DrafterRecord:
     shadow_trials: int = 0  # shadow drafts resolved
     tokens_drafted: int = 0
     tokens_accepted: int = 0
+    #: this run's real rounds, undecayed, by position (what the profile is given)
+    run_trials: list[float] = field(default_factory=list)
+    run_hits: list[float] = field(default_factory=list)
+    #: the best acceptance earlier runs showed (the profile's), None if none is remembered
+    remembered_best: float | None = None
+    remembered_rate: float | None = None  # ... and their acceptance rate
+    #: what earlier runs measured, by position (fading by SEED_DECAY a round)
+    seed_trials: list[float] = field(default_factory=list)
+    seed_hits: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.trials = [0.0] * self.width
         self.hits = [0.0] * self.width
         self.cal_trials = [0.0] * self.bins
         self.cal_hits = [0.0] * self.bins
+        self.run_trials = [0.0] * self.width
+        self.run_hits = [0.0] * self.width
+        self.seed_trials = [0.0] * self.width
+        self.seed_hits = [0.0] * self.width
 
-    def decay(self, f: float) -> None:
+    def decay(self, f: float, seed_f: float) -> None:
         for arr in (self.trials, self.hits, self.cal_trials, self.cal_hits):
             for i in range(len(arr)):
                 arr[i] *= f
+        if self.seed_trials[0] > 1e-3:
+            for arr in (self.seed_trials, self.seed_hits):
+                for i in range(len(arr)):
+                    arr[i] *= seed_f
         self.attempts *= f
         self.empties *= f
 
@@ -63,6 +83,10 @@ class AcceptanceEstimator:
 
     #: shadows pending per drafter: one long one and a one-token one (see `wants_shadow`)
     MAX_PENDING_SHADOWS = 2
+    #: what earlier runs measured counts as this many rounds at most: enough to draft from
+    #: the first round on, few enough that this run's own rounds soon outweigh it
+    SEED_ROUNDS = 6.0
+    SEED_DECAY = 0.8  # per round: after ~5 rounds this run's own counts outweigh the seed
 
     def __init__(
         self,
@@ -91,10 +115,25 @@ class AcceptanceEstimator:
 
     # -- learning ---------------------------------------------------------------------------
 
+    def seed(
+        self, name: str, trials: Sequence[float], hits: Sequence[float], best: float | None
+    ) -> None:
+        """Start `name` from what earlier runs measured on this pair: their per-position
+        counts scaled to SEED_ROUNDS rounds at most, and the best acceptance they showed."""
+        r = self.record(name)
+        if sum(trials) > 0:
+            r.remembered_rate = sum(hits) / sum(trials)
+        f = min(1.0, self.SEED_ROUNDS / trials[0]) if trials and trials[0] > 0 else 0.0
+        for i in range(min(self.width, len(trials), len(hits))):
+            r.seed_trials[i] += trials[i] * f
+            r.seed_hits[i] += hits[i] * f
+        r.remembered_best = best
+        self._cache.pop(name, None)
+
     def next_round(self) -> None:
         """A round finished: old evidence fades by one step."""
         for r in self.records.values():
-            r.decay(self.decay)
+            r.decay(self.decay, self.SEED_DECAY)
         self._cache.clear()
 
     def add_round(
@@ -109,8 +148,11 @@ class AcceptanceEstimator:
         for i in range(min(k, self.width)):
             if i > n_accepted:
                 break  # never reached: an earlier proposal was rejected
+            hit = 1.0 if i < n_accepted else 0.0
             r.trials[i] += 1.0
-            r.hits[i] += 1.0 if i < n_accepted else 0.0
+            r.hits[i] += hit
+            r.run_trials[i] += 1.0
+            r.run_hits[i] += hit
         for i, c in enumerate(confidences[:k]):
             if i > n_accepted:
                 break
@@ -194,7 +236,9 @@ class AcceptanceEstimator:
         prior = self.prior
         w = self.prior_weight
         for i in range(self.width):
-            t, h = (r.trials[i], r.hits[i]) if r else (0.0, 0.0)
+            t, h = 0.0, 0.0
+            if r is not None:
+                t, h = r.trials[i] + r.seed_trials[i], r.hits[i] + r.seed_hits[i]
             a = (h + w * prior) / (t + w)
             out.append(a)
             prior = a
@@ -225,6 +269,46 @@ class AcceptanceEstimator:
             ),
             default=0.0,
         )
+
+    def measured_here(self, name: str) -> bool:
+        """Whether this run has verified a proposal of `name`'s."""
+        r = self.records.get(name)
+        return r is not None and r.rounds > 0
+
+    def plausible(self, name: str) -> float | None:
+        """The acceptance rate `name` has plausibly shown: the best of this run's and the best
+        remembered one; None when it was never measured (it might be anything)."""
+        r = self.records.get(name)
+        if r is None:
+            return None
+        shown = []
+        rate = self.run_rate(name)
+        if rate is not None:
+            shown.append(rate)
+        if r.remembered_best is not None:
+            shown.append(r.remembered_best)
+        return max(shown) if shown else None
+
+    def run_rate(self, name: str) -> float | None:
+        """This run's acceptance rate of `name` (accepted / reached, all positions)."""
+        r = self.records.get(name)
+        if r is None or r.rounds == 0 or r.run_trials[0] <= 0:
+            return None
+        return sum(r.run_hits) / sum(r.run_trials)
+
+    def remembered_rate(self, name: str) -> float | None:
+        """The acceptance rate earlier runs measured (None if none is remembered)."""
+        r = self.records.get(name)
+        return r.remembered_rate if r is not None else None
+
+    def run_counts(self, name: str) -> tuple[list[float], list[float]] | None:
+        """This run's real rounds of `name` by position (trials, hits), trailing zeros cut;
+        None if it verified none."""
+        r = self.records.get(name)
+        if r is None or r.rounds == 0:
+            return None
+        n = max((i + 1 for i, t in enumerate(r.run_trials) if t > 0), default=0)
+        return list(r.run_trials[:n]), list(r.run_hits[:n])
 
     def p_empty(self, name: str) -> float:
         r = self.records.get(name)

@@ -166,3 +166,21 @@ def worth_continuing(
         if gain - rate * extra > 1e-12:
             return True
     return False
+
+
+def needed_acceptance(
+    costs: Costs, n_max: int, *, margin: float = 0.0, p_empty: float = 0.0
+) -> tuple[float, int] | None:
+    """The lowest constant acceptance at which some draft length pays (beats 1 + margin),
+    and that length: what a drafter must reach before drafting is worth it here. None when
+    none pays even at 100% acceptance. (Bisection: the best speedup grows with acceptance.)"""
+    if best_k(costs, 1.0, n_max, margin=margin, p_empty=p_empty)[0] == 0:
+        return None
+    lo, hi = 0.0, 1.0
+    for _ in range(24):
+        mid = (lo + hi) / 2
+        if best_k(costs, mid, n_max, margin=margin, p_empty=p_empty)[0] > 0:
+            hi = mid
+        else:
+            lo = mid
+    return hi, best_k(costs, hi, n_max, margin=margin, p_empty=p_empty)[0]

@@ -10,7 +10,7 @@ exploration budget). This module combines them into the answers the speculative 
 - `budget(limit)`: the round's limit (0: a plain step);
 - `allowance(name)`: how many tokens drafter `name` may propose this round;
 - `trim(name, n)`: how many of the n tokens a free drafter proposed to send;
-- `continue_drafting(name, position, confidence)`: per token, for a model drafter;
+- `gate(name)`: the per-token question a model drafter asks (`continue_drafting`);
 - `observe(round)`: learn from the finished round.
 
 It never touches what is accepted, only how much is proposed, so the output is exactly as
@@ -19,9 +19,13 @@ and timings, and asks free drafters for pure shadow drafts (`peek`).
 
 Priors never speculate blindly: an unmeasured verify width is priced at a full target step per
 extra token, an unmeasured draft cost at one target step per token, and acceptance starts at
-0.5 (weight of one round). On a GPU verify(k) is ~1 and drafts are cheap, so long drafts win;
-on a 2-core CPU a draft model rarely pays, while free n-gram drafts on text that is being
-copied pay most at widths of 16-48 tokens, where a pass costs a fraction of a step per token.
+0.5 (weight of one round), or at what earlier runs on this pair measured (the machine
+profile). No prior can by itself keep a drafter off for good: while a drafter could pay at an
+acceptance it has plausibly shown (this run or before), or has never been measured at all,
+probes keep measuring it within the exploration budget, the first of them early in each run.
+On a GPU verify(k) is ~1 and drafts are cheap, so long drafts win; on a 2-core CPU a draft
+model rarely pays, while free n-gram drafts on text that is being copied pay most at widths of
+16-48 tokens, where a pass costs a fraction of a step per token.
 """
 
 from __future__ import annotations
@@ -36,9 +40,15 @@ from typing import Any
 
 from specgguf.auto.acceptance_estimator import AcceptanceEstimator
 from specgguf.auto.cost_estimator import CostEstimator
-from specgguf.auto.cost_model import Costs, best_k, speedups, worth_continuing
+from specgguf.auto.cost_model import (
+    Costs,
+    best_k,
+    needed_acceptance,
+    speedups,
+    worth_continuing,
+)
 from specgguf.auto.probes import ProbeScheduler
-from specgguf.auto.profile import CostProfile
+from specgguf.auto.profile import AcceptanceMemory, CostProfile
 from specgguf.core.draft import DraftGate
 from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP
 
@@ -94,6 +104,7 @@ class AdaptivePolicy:
 
     KNOWN_WEIGHT = 3.0  # a profile width with this many samples is not probed again
     HOPELESS_RECHECK = 32  # rounds a "cannot pay here" verdict stands before it is re-checked
+    FIRST_PROBE_K = 2  # the longest probe of a model drafter this run has not measured yet
 
     def __init__(
         self,
@@ -177,13 +188,29 @@ class AdaptivePolicy:
         if profile is None:
             return
         self.seeded = self.cost.seed(profile)
+        for name, mem in profile.acceptance.items():
+            if mem.trials and mem.trials[0] > 0:
+                # a best of 0 with too few rounds to show anything says nothing
+                shown = mem.best if mem.best > 0 or mem.shown() is not None else None
+                self.accept.seed(name, mem.trials, mem.hits, shown)
         self._cache.clear()
         self._hopeless_memo.clear()
 
     def export_profile(self) -> CostProfile | None:
         """What THIS run measured (not the priors it was seeded with), for
-        specgguf.auto.profile.save_profile to merge into the machine's profile."""
-        return self.cost.export({n for n, m in self._drafters.items() if m.gated})
+        specgguf.auto.profile.save_profile to merge into the machine's profile: costs, and
+        the model drafters' acceptance."""
+        gated = {n for n, m in self._drafters.items() if m.gated}
+        out = self.cost.export(gated)
+        acceptance = {}
+        for name in sorted(gated):
+            counts = self.accept.run_counts(name)
+            if counts is not None:
+                acceptance[name] = AcceptanceMemory(*counts)
+        if acceptance:
+            out = out if out is not None else CostProfile()
+            out.acceptance = acceptance
+        return out
 
     def new_sequence(self) -> None:
         """Start another prompt with what was learned (costs, acceptance, calibration): for
@@ -297,10 +324,21 @@ class AdaptivePolicy:
             liability = self.catch_up_cost(name) * max(0, self._drafters[name].pending - 1)
         return self.schedule.may_explore(liability)
 
-    def _could_pay(self, name: str) -> bool:
-        """Whether drafting with `name` would pay if its acceptance were `optimism` higher
-        than estimated: a probe that cannot change the decision is not worth its price."""
+    def _hoped_acceptance(self, name: str) -> list[float]:
+        """The acceptance a probe of `name` hopes for: `optimism` above the estimate, and not
+        less than the best rate it has plausibly shown (this run, or remembered from earlier
+        runs, until this run measures it); 100% when it was never measured anywhere."""
         acc = [min(1.0, a + self.optimism) for a in self.acceptance(name)]
+        if self._drafters[name].cheap or self.accept.measured_here(name):
+            return acc
+        shown = self.accept.plausible(name)
+        floor = 1.0 if shown is None else shown
+        return [max(a, floor) for a in acc]
+
+    def _could_pay(self, name: str) -> bool:
+        """Whether drafting with `name` would pay at the acceptance a probe hopes for: a probe
+        that cannot change the decision is not worth its price."""
+        acc = self._hoped_acceptance(name)
         costs = Costs(verify=self.cost.likely_curve(), draft=self.costs(name).draft)
         p_empty = self.accept.p_empty(name)
         k, _ = best_k(costs, acc, self.cap_of(name), margin=self.margin, p_empty=p_empty)
@@ -410,9 +448,13 @@ class AdaptivePolicy:
                 continue
             kk = k
             if kk is None:
+                # the k that would pay best at the acceptance the probe hopes for; a model
+                # drafter not yet measured in this run starts short (cheap probes first)
                 cap = self.cap_of(name)
-                sp = speedups(self.costs(name), self.acceptance(name), cap)
+                sp = speedups(self.costs(name), self._hoped_acceptance(name), cap)
                 kk = max(range(1, cap + 1), key=lambda j: (sp[j], -j))
+                if self._drafters[name].gated and not self.accept.measured_here(name):
+                    kk = min(kk, self.FIRST_PROBE_K)
             plans[name] = _Plan(kk, 1.0, probe=True)
         return plans
 
@@ -627,6 +669,30 @@ class AdaptivePolicy:
 
     # -- reporting ---------------------------------------------------------------------------
 
+    def why_not(self, name: str) -> str | None:
+        """Why `name` does not draft under the current estimates, in one phrase (None when it
+        would): its costs cannot pay at any acceptance, or the acceptance it showed (this run,
+        or remembered from earlier runs) is below what paying needs here."""
+        costs = self.costs(name)
+        cap = self.cap_of(name)
+        p_empty = self.accept.p_empty(name)
+        if best_k(costs, self.acceptance(name), cap, margin=self.margin, p_empty=p_empty)[0]:
+            return None
+        if self.hopeless(name):
+            return f"cannot pay here (x{self.ceiling(name):.2f} even at 100% acceptance)"
+        need = needed_acceptance(costs, cap, margin=self.margin, p_empty=p_empty)
+        if need is None:
+            return "cannot pay at the measured costs even at 100% acceptance"
+        remembered = self.accept.remembered_rate(name)
+        measured = self.accept.run_rate(name)
+        if measured is not None:
+            what, a = "measured acceptance", measured
+        elif remembered is not None:
+            what, a = "remembered acceptance", remembered
+        else:
+            return f"acceptance not measured yet (needs {need[0]:.2f} at k {need[1]})"
+        return f"{what} {a:.2f} too low: needs {need[0]:.2f} at k {need[1]}"
+
     def summary(self) -> dict[str, Any]:
         """What `auto` chose and why: chosen-k histogram, measured costs, acceptance."""
         base = self.target_step_ms()
@@ -647,6 +713,7 @@ class AdaptivePolicy:
                 **self.accept.summary(name),
                 "best_k": k,
                 "expected_speedup": round(s, 4),
+                "why_not": self.why_not(name),
             }
         hist = Counter(self.chosen)
         sched = self.schedule
@@ -693,10 +760,6 @@ class AdaptivePolicy:
                 f"auto: {name}: draft step {cost} of a target step, acceptance "
                 + " ".join(f"{a:.2f}" for a in d["acceptance"][:4])
                 + f", best k {d['best_k']} (x{d['expected_speedup']:.2f})"
-                + (
-                    f"; cannot pay here (x{d['ceiling']:.2f} even at 100% acceptance)"
-                    if d["hopeless"]
-                    else ""
-                )
+                + (f"; not drafting: {d['why_not']}" if d["why_not"] else "")
             )
         return lines

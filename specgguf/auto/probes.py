@@ -7,6 +7,9 @@ widths the machine profile already knows well. Later:
   measured curve says it could pay, so a GPU can grow past the initial ladder;
 - after a run of plain steps, a burst of probe rounds (3 in a row: one round is too little
   evidence) at growing intervals (8, 16, 32, 64 rounds), to notice a text that starts to pay;
+  the first plain round of each sequence may start one at once (a model drafter has nothing
+  to catch up on yet, so that is when a probe of it is cheapest): this is what measures, in
+  every run, a drafter whose remembered acceptance might otherwise keep it off for good;
 - while drafting, a plain step every REFRESH_EVERY rounds keeps the unit measured.
 
 Probing is not free, and re-probing a skipped draft model is dear (it must first catch up on
@@ -51,6 +54,7 @@ class ProbeScheduler:
         self.allowance = allowance
         self._gap = gap
         self._zero_run = 0
+        self._fresh = True  # no idle round yet in this sequence: a burst may start at once
         self._burst = 0
         self._burst_names: list[str] = []
         self._tick = 0
@@ -100,7 +104,8 @@ class ProbeScheduler:
         """A round on which no drafter's plan drafts: the drafters to probe now (a burst
         after a long enough run of plain steps), or None for a plain step."""
         self._zero_run += 1
-        if self._zero_run >= self._gap:  # time to check whether speculation pays now
+        fresh, self._fresh = self._fresh, False
+        if fresh or self._zero_run >= self._gap:  # time to check whether it pays now
             names = list(candidates())
             if names or (not any_drafter and self.may_explore()):
                 self._burst, self._burst_names = self.burst_rounds, names
@@ -122,6 +127,7 @@ class ProbeScheduler:
     def new_sequence(self) -> None:
         self.since_plain = 0
         self._zero_run = 0
+        self._fresh = True
         self._burst = 0
 
     # -- the exploration budget -----------------------------------------------------------

@@ -35,6 +35,7 @@ __all__ = [
     "SUPPORTED_ARCHITECTURES",
     "VocabInfo",
     "estimate_memory",
+    "kv_row_elements",
     "read_gguf_info",
     "vocab_type",
 ]
@@ -217,12 +218,17 @@ class MemoryEstimate:
 def estimate_memory(info: GGUFInfo, n_ctx: int) -> MemoryEstimate:
     """Weights plus K and V in f16 for every layer. An upper bound: sliding-window layers and
     quantised caches need less, and llama.cpp's compute buffers are not counted."""
-    return MemoryEstimate(n_ctx, info.tensor_bytes, _kv_bytes(info, n_ctx))
+    row = kv_row_elements(info)
+    kv = n_ctx * sum(row) * 2 if row is not None and n_ctx >= 0 else None
+    return MemoryEstimate(n_ctx, info.tensor_bytes, kv)
 
 
-def _kv_bytes(info: GGUFInfo, n_ctx: int) -> int | None:
+def kv_row_elements(info: GGUFInfo) -> tuple[int, int] | None:
+    """(K, V) elements one token adds to the KV cache, summed over the layers: per layer, its
+    KV head count times the key (value) head size, which defaults to n_embd / n_head as in
+    llama.cpp. None when the header lacks the shapes (recurrent models, odd archs)."""
     n_layer = info.block_count
-    if not n_layer or not info.head_count or n_ctx < 0:
+    if not n_layer or not info.head_count:
         return None
     per_layer = info.head_count_kv_per_layer
     if per_layer is None or len(per_layer) != n_layer:
@@ -233,7 +239,8 @@ def _kv_bytes(info: GGUFInfo, n_ctx: int) -> int | None:
     v_dim = info.value_length or head_dim
     if not k_dim or not v_dim:
         return None
-    return n_ctx * sum(per_layer) * (k_dim + v_dim) * 2
+    heads = sum(per_layer)
+    return heads * k_dim, heads * v_dim
 
 
 # --- reading --------------------------------------------------------------------------------

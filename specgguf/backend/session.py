@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from specgguf.backend import devices, engine
+from specgguf.backend import devices, engine, memory_budget
 from specgguf.backend.preflight import preflight, resolve_n_ctx
 from specgguf.core.draft import Drafter
 from specgguf.core.loop import SpeculativeDecoder
@@ -119,6 +119,10 @@ class Session:
         self.ngl_draft = engine.parse_gpu_layers(load.n_gpu_layers_draft)
         # --rpc before -dev/-devd: the workers' devices must exist before they are named.
         placed = devices.prepare(load)
+        # -c bounded by memory: refused in one line before llama.cpp commits to the allocation
+        memory_budget.check_session(
+            self.info, n_ctx, parallel, load, offload=bool(self.ngl or self.ngl_draft)
+        )
         #: where each model's layers went, read from llama.cpp's load log (--rpc, -dev)
         self.placement: dict[str, devices.Placement] = {}
         with devices.recording(self.placement, "target", placed.record):

@@ -351,8 +351,10 @@ def _open_lock(real: str, flag: str) -> int:
         return os.open(_lock_path(real), os.O_RDONLY | os.O_CREAT, 0o644)
     except OSError as e:
         directory = os.path.dirname(real)
-        if e.errno == errno.ENOENT:
+        if e.errno == errno.ENOENT and not os.path.isdir(directory):
             why = f"no such directory {directory}"
+        elif e.errno == errno.ENOENT:  # a directory that takes no files: /proc, /sys
+            why = f"not a writable regular file ({directory} takes no new files)"
         elif e.errno == errno.ENOTDIR:
             why = f"{directory} is not a directory"
         else:
@@ -502,6 +504,8 @@ def check_cache_paths(
                 raise _too_large(real, st.st_size, cap)
             if not os.access(real, os.R_OK):
                 raise UsageError(f"{flag} {real}: permission denied (reading)")
+            if not os.access(real, os.W_OK):
+                raise UsageError(f"{flag} {real}: not a writable regular file (permission denied)")
         os.close(_open_lock(real, flag))  # the directory takes new files (lock, temp)
         directory = os.path.dirname(real) or "."
         if not os.access(directory, os.W_OK | os.X_OK):

@@ -14,19 +14,20 @@ null); an error object has `error: {type, code, message}` instead of the generat
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TextIO
 
 from specgguf import interrupts
 from specgguf.errors import ExitCode, OutputError, SpecggufError
+from specgguf.io import json_input
 from specgguf.io.output import write_text
+from specgguf.io.sampling_fields import FIELDS, is_int
 
 #: per-line keys and what they override on the command line
 OVERRIDES = ("n_predict", "temperature", "top_k", "top_p", "min_p", "seed")
 KNOWN_KEYS = frozenset(("prompt", "messages", "id", *OVERRIDES))
-SEED_LIMIT = 1 << 32  # llama.cpp's seed is a uint32; -1 means random
+_FLOATS = frozenset(("temperature", "top_p", "min_p"))  # a JSON 1 is the float 1.0 here
 
 _CODE_NAMES = {
     ExitCode.USAGE: "usage",
@@ -74,14 +75,6 @@ class BatchCounts:
     interrupted: bool = False
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_number(v: Any) -> bool:
-    return (isinstance(v, int | float) and not isinstance(v, bool)) and math.isfinite(v)
-
-
 def parse_line(text: str | bytes, line: int) -> BatchItem:
     """One JSONL record -> a validated BatchItem; BatchLineError says what is wrong."""
     if isinstance(text, bytes):
@@ -92,14 +85,19 @@ def parse_line(text: str | bytes, line: int) -> BatchItem:
     if line == 1:
         text = text.removeprefix("\ufeff")
     try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise BatchLineError(f"not JSON: {e.msg} (column {e.colno})") from None
+        obj = json_input.loads(text)
+    except json_input.JsonInputError as e:
+        if e.code == "invalid_json":
+            raise BatchLineError(f"not JSON: {e}") from None
+        item_id = e.value.get("id") if isinstance(e.value, dict) else None
+        valid_id = isinstance(item_id, str | int) and not isinstance(item_id, bool)
+        valid_id = valid_id and json_input.lone_surrogate_path(item_id) is None
+        raise BatchLineError(str(e), item_id if valid_id else None) from None
     if not isinstance(obj, dict):
         raise BatchLineError(f"expected a JSON object, got {type(obj).__name__}")
 
     item_id = obj.get("id")
-    if item_id is not None and not (isinstance(item_id, str) or _is_int(item_id)):
+    if item_id is not None and not (isinstance(item_id, str) or is_int(item_id)):
         raise BatchLineError('"id" must be a string or an integer')
 
     def fail(message: str) -> BatchLineError:
@@ -133,17 +131,10 @@ def parse_line(text: str | bytes, line: int) -> BatchItem:
             raise fail(f'"{key}" must be {what}, got {json.dumps(v)}')
         return v
 
-    item.n_predict = get("n_predict", lambda v: _is_int(v) and v >= -1, "an integer >= -1")
-    t = get("temperature", lambda v: _is_number(v) and v >= 0, "a number >= 0")
-    item.temperature = float(t) if t is not None else None
-    item.top_k = get("top_k", _is_int, "an integer")
-    p = get("top_p", lambda v: _is_number(v) and 0 <= v <= 1, "a number in [0, 1]")
-    item.top_p = float(p) if p is not None else None
-    m = get("min_p", lambda v: _is_number(v) and 0 <= v <= 1, "a number in [0, 1]")
-    item.min_p = float(m) if m is not None else None
-    item.seed = get(
-        "seed", lambda v: _is_int(v) and -1 <= v < SEED_LIMIT, f"an integer in -1..{SEED_LIMIT - 1}"
-    )
+    for key in OVERRIDES:
+        f = FIELDS[key]
+        v = get(key, f.ok, f.what)
+        setattr(item, key, float(v) if v is not None and key in _FLOATS else v)
     return item
 
 

@@ -4,10 +4,12 @@ guard that never passes a file still holding a removed flag. Imports no model ru
 removed_flags  what llama.cpp and vLLM removed (a leaf: `run` reads it at start-up)
 refuse         `run`/`bench`/`serve` refuse a removed flag, with the corrected command
 argv, plan     one command as words; llama_argv and vllm_argv hold each dialect's rules
-drafter_kind   what a draft GGUF is (plain, MTP, EAGLE-3, DFlash), read from the file
+drafter_kind   what a draft GGUF is (plain, MTP, EAGLE-3, DFlash, DSpark), read from the file,
+               else assumed from its name (--draft-kind and a comment directive say otherwise)
 word, shell_lexer, list_lexer   located words from shell text and JSON / YAML lists
 scan, scan_shell, scan_dockerfile, scan_yaml, scan_markdown   commands found per file kind
 edit           writing changed words back into the text; env: LLAMA_ARG_* variables
 guard          the token scan; text: one file's text through both; kinds: what a file is
 files          reading and writing files; check: what `specgguf migrate` runs
+reasons        the fixed list of reasons a line left for a person names
 """

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from specgguf.migrate import removed_flags as lg
 from specgguf.migrate.llama_argv import migrate_llama
-from specgguf.migrate.plan import MigrationResult, Plan
+from specgguf.migrate.plan import Fragment, MigrationResult, Plan
 from specgguf.migrate.vllm_argv import migrate_vllm
 
 _IMAGE_TOOLS = (
@@ -56,12 +56,14 @@ def find_anchor(words: Sequence[str]) -> tuple[int, str, int] | None:
 
 
 def migrate_argv(argv: Sequence[str], *, tool: str | None = None,
-                 dynamic: Iterable[int] = (), env_names: Iterable[str] = ()) -> MigrationResult:
+                 dynamic: Iterable[int] = (), env_names: Iterable[str] = (),
+                 draft_kind: str | None = None) -> MigrationResult:
     """Migrate one command given as words (`["llama-server", "-m", ...]`).
 
     `tool` forces the dialect when argv holds only arguments (a compose `command:` list under
     a llama.cpp image); `dynamic` marks words whose value the shell decides ($N); `env_names`
-    are LLAMA_ARG_* variables set elsewhere in the same file, which may already set a value.
+    are LLAMA_ARG_* variables set elsewhere in the same file, which may already set a value;
+    `draft_kind` is what a draft that cannot be read is taken for (--draft-kind).
     """
     words = list(argv)
     start = 0
@@ -70,14 +72,18 @@ def migrate_argv(argv: Sequence[str], *, tool: str | None = None,
         tool, start = (anchor[1], anchor[0] + anchor[2]) if anchor else (lg.GENERIC, 0)
     elif words and _basename(words[0]) == tool:
         start = 2 if tool == lg.VLLM and words[1:2] == ["serve"] else 1
-    return migrate_words(words, tool, start, frozenset(dynamic), frozenset(env_names))
+    return migrate_words(words, tool, start, frozenset(dynamic), frozenset(env_names),
+                         draft_kind=draft_kind)
 
 
 def migrate_words(argv: list[str], tool: str, start: int, dynamic: frozenset[int],
-                  env_names: frozenset[str], base: str | None = None) -> MigrationResult:
+                  env_names: frozenset[str], base: str | None = None,
+                  draft_kind: str | None = None, fragment: Fragment | None = None
+                  ) -> MigrationResult:
     """migrate_argv once the tool is known: `start` is the first argument after the tool's
-    name, `base` the directory relative draft paths are read from (a scanned file's)."""
-    plan = Plan(argv, tool, start, dynamic, env_names, base)
+    name, `base` the directory relative draft paths are read from (a scanned file's);
+    `fragment` is the file's context when the words do not name their tool."""
+    plan = Plan(argv, tool, start, dynamic, env_names, base, draft_kind, fragment)
     if tool == lg.VLLM:
         migrate_vllm(plan)
     else:

@@ -17,6 +17,7 @@ from typing import TextIO
 from specgguf.migrate import files as mf
 from specgguf.migrate.argv import find_anchor, migrate_argv
 from specgguf.migrate.kinds import detect
+from specgguf.migrate.reasons import tagged
 from specgguf.migrate.scan import Finding
 from specgguf.migrate.text import check_text
 
@@ -29,7 +30,7 @@ def report_lines(path: str, findings: Iterable[Finding], changes: bool = True) -
             out.append(f"{path}:{f.line}: {f.old} -> {f.new}" if f.old
                        else f"{path}:{f.line}: added: {f.new}")
         out += [f"{path}:{f.line}: note: {n}" for n in f.notes]
-        out += [f"{path}:{f.line}: cannot migrate safely: {u}" for u in f.unsafe]
+        out += [f"{path}:{f.line}: cannot migrate safely: {tagged(u)}" for u in f.unsafe]
     return out
 
 
@@ -42,12 +43,14 @@ def _diff(path: str, old: str, new: str) -> str:
 
 def run_migrate(paths: Sequence[str], check: bool = False, write: bool = False,
                 diff: bool = False, stdout: TextIO | None = None,
-                stderr: TextIO | None = None, verbose: bool = False) -> int:
+                stderr: TextIO | None = None, verbose: bool = False,
+                draft_kind: str | None = None) -> int:
     """Scan files; report (default), --diff, --write. Returns the exit status.
 
     1 when --check finds anything to migrate, when something could not be migrated safely
     (a person has to look), or when a path is missing, unreadable or binary (named
-    explicitly); 0 otherwise. `verbose` lists what a directory scan skipped, and why.
+    explicitly); 0 otherwise. `verbose` lists what a directory scan skipped, and why;
+    `draft_kind` is what a draft file that cannot be read is taken for (else its name says).
     """
     out = stdout or sys.stdout
     err = stderr or sys.stderr
@@ -71,7 +74,7 @@ def run_migrate(paths: Sequence[str], check: bool = False, write: bool = False,
             print(f"{path}: {src.note}", file=err)
         kind, comments = detect(path, src.text)
         new, findings = check_text(src.text, kind, comments,
-                                   os.path.dirname(os.path.abspath(path)))
+                                   os.path.dirname(os.path.abspath(path)), draft_kind)
         if not findings:
             continue
         attention = True
@@ -109,17 +112,17 @@ def is_command_argv(args: Sequence[str]) -> bool:
 
 
 def migrate_command(argv: Sequence[str], check: bool = False,
-                    stdout: TextIO | None = None) -> int:
+                    stdout: TextIO | None = None, draft_kind: str | None = None) -> int:
     """Print the migrated command, then the reasons as # comments (the output stays runnable).
 
     Exit status 1 when something could not be migrated safely, or with --check when anything
     changed.
     """
     out = stdout or sys.stdout
-    res = migrate_argv(argv)
+    res = migrate_argv(argv, draft_kind=draft_kind)
     print(shlex.join(res.argv), file=out)
     for note in res.notes:
         print(f"# {note}", file=out)
     for problem in res.unsafe:
-        print(f"# cannot migrate safely: {problem}", file=out)
+        print(f"# cannot migrate safely: {tagged(problem)}", file=out)
     return 1 if res.unsafe or (check and res.changed) else 0

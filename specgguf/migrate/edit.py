@@ -55,31 +55,36 @@ class ShellStyle:
     """Shell words, possibly inside a string of an outer language.
 
     outer: "" (plain shell), "dq"/"sq" (inside a shell "..." / '...' string), "json" (inside a
-    JSON string), "yaml-dq", "yaml-sq", "yaml-plain" (inside a YAML scalar). `make` doubles
+    JSON string), "yaml-dq", "yaml-sq", "yaml-plain" (inside a YAML scalar), "yaml-plain+dq" /
+    "yaml-plain+sq" (a shell string inside a plain YAML scalar). `make` doubles
     `$` for Makefiles.
     """
 
     list_like = False
 
-    def __init__(self, outer: str = "", make: bool = False) -> None:
+    def __init__(self, outer: str = "", make: bool = False, renames_only: bool = False
+                 ) -> None:
         self.outer, self.make = outer, make
+        # prose (inline code naming a flag): a new name, never a word added or taken away
+        self.renames_only = renames_only
 
     def quote(self, word: str) -> str:
-        if self.outer == "yaml-plain" and word.startswith("{"):
+        plain = self.outer.startswith("yaml-plain")
+        if plain and word.startswith("{"):
             word = _compact_json(word)
-        inner = shell_word(word, prefer_double=self.outer in ("sq", "yaml-sq"))
+        inner = shell_word(word, prefer_double=self.outer in ("sq", "yaml-sq", "yaml-plain+sq"))
         out = self._escape(inner)
-        if self.outer == "yaml-plain" and (": " in out or " #" in out):
+        if plain and (": " in out or " #" in out):
             raise CannotQuote(f"{out} cannot go into a plain YAML string; quote the string "
                               "first")
         return out.replace("$", "$$") if self.make else out
 
     def _escape(self, s: str) -> str:
-        if self.outer == "dq":
+        if self.outer in ("dq", "yaml-plain+dq"):
             return re.sub(r'([\\"$`])', r"\\\1", s)
         if self.outer in ("json", "yaml-dq"):
             return json.dumps(s, ensure_ascii=False)[1:-1]
-        if self.outer == "sq":
+        if self.outer in ("sq", "yaml-plain+sq"):
             return s.replace("'", "'\\''")
         if self.outer == "yaml-sq":
             return s.replace("'", "''")
@@ -99,9 +104,12 @@ class ShellStyle:
 
     def nested(self, quote: str) -> ShellStyle | None:
         """The style for a command inside one of our quoted words (sh -c "...")."""
+        inner = "sq" if quote == "'" else "dq"
+        if self.outer == "yaml-plain":  # command: sh -c "vllm serve ..." (a plain YAML scalar)
+            return ShellStyle(f"yaml-plain+{inner}", self.make)
         if self.outer:
             return None
-        return ShellStyle("sq" if quote == "'" else "dq", self.make)
+        return ShellStyle(inner, self.make)
 
 
 class FlowListStyle(ShellStyle):
@@ -168,6 +176,30 @@ class BlockListStyle(ShellStyle):
 
     def nested(self, quote: str) -> ShellStyle | None:
         return ShellStyle({"'": "yaml-sq", '"': "yaml-dq"}.get(quote, "yaml-plain"))
+
+
+class BlockMapListStyle(BlockListStyle):
+    """Items of a YAML block sequence of one-key mappings, `- --flag: value` per line: a flag
+    and its value are added as one more such item."""
+
+    def insert(self, text: str, word: Word, new: Sequence[str]) -> Edit:
+        line_start = text.rfind("\n", 0, word.start) + 1
+        m = re.compile(r"[ \t]*-[ \t]+").match(text, line_start)
+        lead = m.group(0) if m else "- "
+        eol = text.find("\n", word.end)
+        eol = len(text) if eol < 0 else eol
+        newline = "\n"
+        if eol > 0 and text[eol - 1] == "\r":
+            eol, newline = eol - 1, "\r\n"
+        items = [new[k:k + 2] for k in range(0, len(new), 2)]
+        return Edit(eol, eol, "".join(
+            f"{newline}{lead}{self.quote(pair[0])}" + (f": {self._value(pair[1])}"
+                                                       if len(pair) > 1 else "")
+            for pair in items))
+
+    def _value(self, word: str) -> str:
+        """A mapping's value: a number stays a number, as the file's own values are."""
+        return word if _YAML_PLAIN_OK.fullmatch(word) and ": " not in word else self.quote(word)
 
 
 def _set_edit(text: str, word: Word, new: str, style: ShellStyle) -> Edit:

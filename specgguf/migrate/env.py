@@ -37,6 +37,10 @@ _AFTER = re.compile(r"(?P<sep>[ \t]*[=:][ \t]*)(?P<value>\"[^\"\n]*\"|'[^'\n]*'|
 _K8S_NAME = re.compile(r"(?P<lead>[ \t]*-[ \t]+)name:[ \t]*[\"']?$")
 
 
+#: (draft value, its offset, why it cannot be read or None) -> (kind, note on what was assumed)
+Classify = Callable[[str, int, str | None], tuple[str, str]]
+
+
 @dataclass
 class EnvEdit:
     start: int
@@ -111,7 +115,7 @@ def _new_lines(text: str, start: int, end: int, entries: list[tuple[str, str]]
 
 def migrate_env(text: str, spans: list[tuple[int, int, str]], *, spec_type_set: bool,
                 flags_in_file: set[str], has_draft_flag: bool,
-                classify: Callable[[str], tuple[str | None, str]]) -> EnvResult:
+                classify: Classify) -> EnvResult:
     """Plan the edits for the old variables at `spans` ((start, end, name), in text order)."""
     res = EnvResult([], [], [], [])
     for group in _groups(text, spans):
@@ -164,7 +168,7 @@ def _block_names(text: str, group: list[tuple[int, int, str]]) -> dict[str, str 
 
 def _one_block(text: str, group: list[tuple[int, int, str]], res: EnvResult, *,
                spec_type_set: bool, flags_in_file: set[str], has_draft_flag: bool,
-               classify: Callable[[str], tuple[str | None, str]]) -> None:
+               classify: Classify) -> None:
     names = _block_names(text, group)
     triggered = [g for g in group if g[2] in TRIGGERS]
     renames = [(s, e, lg.RENAMED_ENV[n]) for s, e, n in group if n in lg.RENAMED_ENV]
@@ -184,22 +188,20 @@ def _one_block(text: str, group: list[tuple[int, int, str]], res: EnvResult, *,
             return
         res.renames += renames
         return
-    if draft_env is not None:
-        value = names[draft_env] or ""
-        if draft_env.endswith(("HF_REPO_DRAFT", "DRAFT_HF")):
-            kind, why = None, f"{value or draft_env} is a Hugging Face repository"
-        else:
-            kind, why = classify(value)
-        shown = f"{draft_env}={value}"
-    else:
-        kind, why = None, "the draft model comes from a command's -md"
-        shown = "the draft model"
-    if kind is None:
+    if draft_env is None:
         res.unsafe.append((at, (
-            f"{shown}: cannot tell what kind of drafter it is ({why}): set "
-            f"{lg.SPEC_TYPE_ENV}=draft-simple here if it is a plain draft model (an MTP, "
-            "EAGLE-3 or DFlash drafter needs none), then migrate again")))
+            "the draft model comes from a command's -md, so it cannot be told whether this "
+            f"block needs {lg.SPEC_TYPE_ENV}=draft-simple: set it here if the draft is a plain "
+            "model (an MTP, EAGLE-3 or DFlash drafter needs none), then migrate again")))
         return
+    value = names[draft_env] or ""
+    hf = draft_env.endswith(("HF_REPO_DRAFT", "DRAFT_HF"))
+    unread = f"{value or draft_env} is a Hugging Face repository" if hf \
+        else f"{value} is decided when the command runs" if "$" in value else None
+    kind, assumed = classify(value, at, unread)
+    shown = f"{draft_env}={value}"
+    if assumed:
+        res.notes.append((at, assumed))
     res.renames += renames
     if kind != "plain":
         res.notes.append((at, f"{shown} is a {kind} drafter: llama.cpp takes its type from the "

@@ -170,6 +170,22 @@ def _trailing_comment(line: str) -> int | None:
     return None
 
 
+def has_removed_name(text: str) -> bool:
+    """Whether `text` holds a removed flag name anywhere (a cheap test before a closer look)."""
+    return bool(_FLAG_RE.search(text) or _ENV_RE.search(text))
+
+
+def someone_elses(text: str, at: int, name: str, hinted: bool | None = None) -> bool:
+    """Whether the flag `name` at `at` belongs to another tool (`gh pr create --draft`, a
+    `-cd` in a file that never mentions llama.cpp): such a name is neither reported nor
+    rewritten."""
+    if lg.normalize_flag(name) not in AMBIGUOUS:
+        return False
+    if hinted is None:
+        hinted = bool(_LLAMA_HINT.search(text))
+    return not hinted or bool(_OTHER_DRAFT_TOOL.search(_line(text, at)))
+
+
 def scan_tokens(text: str, kind: str, exempt: Iterable[tuple[int, int]] = ()) -> list[Hit]:
     """Every removed name in `text` that could be an argument, in text order."""
     ignored, whole = ignored_lines(text)
@@ -180,8 +196,7 @@ def scan_tokens(text: str, kind: str, exempt: Iterable[tuple[int, int]] = ()) ->
     hits: list[Hit] = []
     for m in _FLAG_RE.finditer(text):
         name = m.group(1)
-        norm = lg.normalize_flag(name)
-        if norm in AMBIGUOUS and (not hinted or _OTHER_DRAFT_TOOL.search(_line(text, m.start()))):
+        if someone_elses(text, m.start(), name, hinted):
             continue
         hits.append(Hit(m.start(), m.end(), name, "flag"))
     hits += [Hit(m.start(1), m.end(1), m.group(1), "env") for m in _ENV_RE.finditer(text)]

@@ -147,6 +147,8 @@ def migrate_llama(plan: Plan) -> None:
         return
     spec_flags = [f for f in flags if f.name == lg.SPEC_TYPE_FLAG]
     st = _spec_types(plan, spec_flags, opaque)
+    if plan.fragment is not None and not spec_flags and st.known:
+        st.types = list(plan.fragment.spec_types)  # the file's --spec-type stands for it
     draft = _last(flags, lg.DRAFT_MODEL_FLAGS)
     for flag in removed:
         entry = lg.REMOVED_BY_NAME[flag.name]
@@ -171,11 +173,6 @@ def migrate_llama(plan: Plan) -> None:
     if additions:
         after = draft.last_index if draft is not None else len(plan.argv) - 1
         plan.insert(after, additions)
-    if plan.refused:  # a half-migrated command would pass --check and lose its drafting
-        plan._sets.clear()
-        plan._deletes.clear()
-        plan._inserts.clear()
-        plan.notes.clear()
 
 
 def _spec_type_addition(plan: Plan, st: _SpecTypes, spec_flags: list[Flag],
@@ -189,6 +186,8 @@ def _spec_type_addition(plan: Plan, st: _SpecTypes, spec_flags: list[Flag],
             plan.unsafe.append(f"a draft model may come from {env[0]} (set in this file): "
                                "llama.cpp only uses it with --spec-type draft-simple")
         return []
+    if plan.fragment is not None and plan.fragment.spec_types and not spec_flags:
+        return []  # the file sets --spec-type elsewhere, for the command these words join
     if spec_flags:
         if st.known and not st.drafts:
             plan.unsafe.append(f"{draft.show()} is ignored: --spec-type {','.join(st.types)} "
@@ -202,17 +201,11 @@ def _spec_type_addition(plan: Plan, st: _SpecTypes, spec_flags: list[Flag],
         plan.unsafe.append(f"{draft.show()} needs --spec-type draft-simple now, unless {source} "
                            "already sets a draft type")
         return []
-    kind, why = ("plain", "") if draft.value is None else \
-        drafter_kind.classify_draft(draft.value, plan.base) if not draft.dynamic \
-        else (None, f"{draft.value} is decided when the command runs")
-    if kind is None:
-        st.source = st.source or "the draft file could not be read"
-        plan.unsafe.append(f"{draft.show()}: cannot tell what kind of drafter it is ({why}): "
-                           "add --spec-type draft-simple if it is a plain draft model (an MTP, "
-                           "EAGLE-3 or DFlash drafter needs none), then migrate again")
-        plan.refused = True
-        st.types = ["?"]
-        return []
+    kind, assumed = drafter_kind.draft_kind(
+        draft.value, plan.base, plan.draft_kind,
+        f"{draft.value} is decided when the command runs" if draft.dynamic else None)
+    if assumed:
+        plan.notes.append(assumed)
     if kind != "plain":
         plan.notes.append(f"{draft.show()} is {drafter_kind.DRAFTER_NAMES[kind]}: llama.cpp "
                           "takes its type from the file, so no --spec-type is added")
@@ -234,8 +227,6 @@ def _old_defaults(plan: Plan, st: _SpecTypes, flags: list[Flag], opaque: list[st
         if plan.tool in lg.SPEC_TYPE_TOOLS:
             if not has_draft:
                 continue  # no draft model here: the draft defaults never applied
-            if st.types == ["?"]:
-                continue  # reported with the drafter
             if not st.known:
                 plan.unsafe.append(f"{st.source}, so it cannot be told whether draft-simple "
                                    f"is used: add {d.flag} {d.old} if it is (the old "
@@ -245,6 +236,8 @@ def _old_defaults(plan: Plan, st: _SpecTypes, flags: list[Flag], opaque: list[st
                 continue
         if any(f.name in (d.flag, *d.aliases) for f in flags):
             continue
+        if plan.fragment is not None and {d.flag, *d.aliases} & plan.fragment.flags:
+            continue  # set elsewhere in the file, maybe for the command these words join
         env = sorted(plan.env_names & set(d.envs))
         if env:
             plan.notes.append(f"{d.flag} not added: {env[0]} is set in this file")

@@ -121,13 +121,29 @@ def scan_flags(argv: Sequence[str], start: int, dynamic: frozenset[int]
     return flags, opaque
 
 
+@dataclass(frozen=True)
+class Fragment:
+    """What the rest of a file says, for options found without their tool's name (a bash
+    array, a string kept in a variable, a YAML list of flags, a bare line in Markdown).
+
+    Such words end up in some command, so a value they leave out may be set elsewhere in the
+    same file: an option written anywhere in it is not added as an old default, and a
+    --spec-type anywhere in it stands for the fragment's too.
+    """
+
+    flags: frozenset[str]  # every option name written in the file, normalized
+    spec_types: tuple[str, ...]  # the types --spec-type / LLAMA_ARG_SPEC_TYPE name, renamed
+
+
 class Plan:
     """Collects the operations, reasons and refusals for one command."""
 
     def __init__(self, argv: list[str], tool: str, start: int, dynamic: frozenset[int],
-                 env_names: frozenset[str], base: str | None = None) -> None:
+                 env_names: frozenset[str], base: str | None = None,
+                 draft_kind: str | None = None, fragment: Fragment | None = None) -> None:
         self.base = base  # the directory relative draft paths are read from
-        self.refused = False  # nothing of this command may change: a person must decide
+        self.draft_kind = draft_kind  # what a draft that cannot be read is (--draft-kind)
+        self.fragment = fragment  # None for a command that names its tool
         self.argv, self.tool, self.start = argv, tool, start
         self.dynamic, self.env_names = dynamic, env_names
         self.notes: list[str] = []

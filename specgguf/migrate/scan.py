@@ -12,12 +12,12 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from specgguf.migrate import drafter_kind
+from specgguf.migrate import drafter_kind, guard
 from specgguf.migrate import env as migrate_env
 from specgguf.migrate import removed_flags as lg
 from specgguf.migrate.argv import migrate_words
 from specgguf.migrate.edit import CannotQuote, Edit, ShellStyle, shell_word, text_edits
-from specgguf.migrate.plan import MigrationResult, apply_ops
+from specgguf.migrate.plan import Fragment, MigrationResult, apply_ops
 from specgguf.migrate.word import Word
 
 
@@ -41,26 +41,95 @@ class Finding:
 _ENV_RE = re.compile(r"(?<![A-Za-z0-9_])(" + "|".join(sorted({*lg.RENAMED_ENV, *lg.DEAD_ENV}))
                      + r")(?![A-Za-z0-9_])")
 _LLAMA_ENV = re.compile(r"LLAMA_ARG_[A-Z0-9_]+")
+_OPTION = re.compile(r"(?<![\w-])--?[A-Za-z][\w-]*(?:=\S*)?")
+_SPEC_TYPE_VALUE = re.compile(r"(?:--spec[-_]type|LLAMA_ARG_SPEC_TYPE)[\s=:\"',\[\]]+"
+                              r"([a-z][\w-]*(?:,[a-z][\w-]*)*)")
+_LLAMA_TOOL = re.compile(r"(?<![\w-])(" + "|".join(sorted(lg.LLAMA_TOOLS, key=len, reverse=True))
+                         + r")(?![\w-])")
+_VLLM_ONLY = frozenset({*lg.VLLM_KEYS, *lg.VLLM_GONE})
+#: options that only llama.cpp's tools take: words holding one are not a vLLM command
+_LLAMA_ONLY = frozenset({*lg.REMOVED_BY_NAME, *lg.DRAFT_MODEL_FLAGS, lg.SPEC_TYPE_FLAG})
 
 
 class Scan:
     """Findings of one file's text; all offsets are into the whole text."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, draft_kind: str | None = None) -> None:
         self.text = text
+        self.draft_kind = draft_kind  # --draft-kind: what a draft that cannot be read is
+        # `specgguf-migrate: draft-kind=KIND` comments: each holds from its line on
+        self._directives = [(m.start(), m.group(1))
+                            for m in drafter_kind.DIRECTIVE.finditer(text)]
         self.env_names = frozenset(_LLAMA_ENV.findall(text))
         self.findings: list[Finding] = []
         self._newlines: list[int] | None = None
         self.exempt: list[tuple[int, int]] = []  # free-text values: never an argument
         self.bat = False  # Windows batch: `^` continues a line
+        self.docs = False  # Markdown: `<draft.gguf>` placeholders are words
         self.base: str | None = None  # the file's directory: where relative drafts are read
+        self._flags: frozenset[str] | None = None
+        self._types: tuple[str, ...] | None = None  # what --spec-type names in the text
+        self._added_types: list[str] = []  # what this scan added to a fragment
+
+    def draft_kind_at(self, offset: int) -> str | None:
+        """The draft kind said for what stands at `offset`: the last directive above it, else
+        --draft-kind."""
+        said = [kind for at, kind in self._directives if at <= offset]
+        return said[-1] if said else self.draft_kind
 
     def line_of(self, offset: int) -> int:
         if self._newlines is None:  # once per file: a lookup per finding stays cheap
             self._newlines = [m.start() for m in re.finditer("\n", self.text)]
         return bisect.bisect_left(self._newlines, offset) + 1
 
-    def command(self, seq: list[Word], tool: str, width: int, style: ShellStyle) -> None:
+    def flags_in_file(self) -> frozenset[str]:
+        """Every option name written anywhere in the text, normalized (computed once)."""
+        if self._flags is None:
+            self._flags = frozenset(lg.normalize_flag(t.split("=")[0])
+                                    for t in _OPTION.findall(self.text))
+        return self._flags
+
+    def fragment_context(self) -> Fragment:
+        """The file's options and speculative types, those this scan added included (a second
+        fragment then gets no second --spec-type)."""
+        if self._types is None:
+            types: list[str] = []
+            for m in _SPEC_TYPE_VALUE.finditer(self.text):
+                for t in m.group(1).split(","):
+                    t = lg.REMOVED_SPEC_TYPES.get(t, t)
+                    if t not in types and t != "none":
+                        types.append(t)
+            self._types = tuple(types)
+        return Fragment(self.flags_in_file(), (*self._types, *self._added_types))
+
+    def fragment(self, seq: list[Word], style: ShellStyle) -> bool:
+        """Options found without their tool's name: a bash array, a string kept in a
+        variable, a YAML list of flags, a bare line in Markdown, vLLM's flags after a wrapper.
+
+        The dialect is vLLM's when the words hold only vLLM's removed flags; otherwise it is
+        that of the llama.cpp tool the file runs (llama-server when it names none). llama.cpp
+        options are taken only where the words start with an option or a variable (`echo
+        --draft-max` is someone's text; vLLM's flags may follow any wrapper). Returns whether
+        the words were taken (they are then migrated, or reported).
+        """
+        if not seq or any(w.value.endswith(lg.SPECGGUF) for w in seq):
+            return False  # `specgguf migrate -- ...`: an example of this tool, kept as written
+        names = {lg.normalize_flag(lg.split_flag(w.value)[0]) for w in seq
+                 if not guard.someone_elses(self.text, w.start, w.value)}
+        if not names & (_LLAMA_ONLY | _VLLM_ONLY):
+            return False
+        if names & _VLLM_ONLY and not names & _LLAMA_ONLY:
+            self.command(seq, lg.VLLM, 0, style)
+            return True
+        if not (seq[0].value.startswith("-") or seq[0].dynamic):
+            return False
+        m = _LLAMA_TOOL.search(self.text)
+        self.command(seq, m.group(1) if m else lg.LLAMA_SERVER, 0, style,
+                     fragment=self.fragment_context())
+        return True
+
+    def command(self, seq: list[Word], tool: str, width: int, style: ShellStyle,
+                fragment: Fragment | None = None) -> None:
         """Migrate one command found in the text (`width`: the words naming the tool) and
         record it, with its edits written in `style`, when anything needs attention."""
         argv = [w.value for w in seq]
@@ -69,14 +138,25 @@ class Scan:
                     and lg.normalize_flag(prev) not in lg.DRAFT_MODEL_FLAGS:
                 self.exempt.append((word.start, word.end))
         dynamic = frozenset(i for i, w in enumerate(seq) if w.dynamic)
-        res = migrate_words(argv, tool, width, dynamic, self.env_names, self.base)
+        res = migrate_words(argv, tool, width, dynamic, self.env_names, self.base,
+                            self.draft_kind_at(seq[0].start), fragment)
         if not res.needs_attention:
             return
         notes, unsafe = list(res.notes), list(res.unsafe)
+        if style.renames_only and any(op.kind != "set" for op in res.ops):
+            dropped = [n for n in notes if " -> " not in n]
+            why = dropped[0] if dropped else "it needs more than a new name"
+            res.ops[:] = []
+            notes, unsafe = [], [*unsafe, f"{shlex.join(argv)}: no one-to-one replacement in "
+                                          f"prose ({why}); reword it by hand"]
         try:
             edits = text_edits(self.text, seq, res.ops, style)
         except CannotQuote as err:  # nothing is changed, so no "->" notes either
             edits, notes, unsafe = [], [], [*unsafe, str(err)]
+        if fragment is not None and edits:
+            self._added_types += [w for op in res.ops if op.kind == "insert"
+                                  for k, w in enumerate(op.words[1:])
+                                  if op.words[k] == lg.SPEC_TYPE_FLAG]
         old, new = self._display(seq, res, style)
         self.findings.append(Finding(self.line_of(seq[0].start), old,
                                      new if edits else old, notes, unsafe, edits,
@@ -110,14 +190,14 @@ class Scan:
         if not spans:
             return
         inserted = " ".join(e.text for f in self.findings for e in f.edits)
-        flags = {lg.normalize_flag(t.split("=")[0])
-                 for t in re.findall(r"(?<![\w-])--?[A-Za-z][\w-]*(?:=\S*)?", self.text)}
+        flags = set(self.flags_in_file())
         res = migrate_env.migrate_env(
             self.text, spans,
             spec_type_set=lg.SPEC_TYPE_FLAG in flags or "--spec-type" in inserted,
             flags_in_file=flags,
             has_draft_flag=bool(flags & lg.DRAFT_MODEL_FLAGS),
-            classify=lambda value: drafter_kind.classify_draft(value, self.base))
+            classify=lambda value, at, unread: drafter_kind.draft_kind(
+                value, self.base, self.draft_kind_at(at), unread))
         for s, e, new in res.renames:
             name = self.text[s:e]
             self.findings.append(Finding(

@@ -1,5 +1,10 @@
 """The Markdown scanner: fenced code blocks, each read as the language its info string names
-(shell and its relatives, YAML, Dockerfile, Makefile); prose is left to the token scan.
+(shell and its relatives, YAML, Dockerfile, Makefile), and inline code in prose.
+
+Inline code that names a tool is a command and is migrated as one; inline code that only names
+flags (`--draft-max`, `--draft 16`) gets the new names where the replacement is one-to-one, and
+is reported where it is not (a flag with no successor, one that needs a word added). A prose
+line that is about the old flags (see `about_old_flags`) is left alone, and not reported.
 """
 
 from __future__ import annotations
@@ -7,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from specgguf.migrate.argv import find_anchor
 from specgguf.migrate.edit import ShellStyle
 from specgguf.migrate.lines import split_lines
 from specgguf.migrate.scan import Scan
@@ -41,10 +47,57 @@ def _markdown_blocks(text: str) -> Iterable[tuple[str, int, int]]:
         n = k + 1
 
 
+#: words that say a line is about the old flags (a changelog, a migration note)
+_ABOUT_OLD = re.compile(r"\b(removed|deprecated|renamed|replaced|replaces|no longer|formerly|"
+                        r"instead of|used to be|legacy)\b|->|\u2192", re.I)
+#: headings under which every prose line is about history
+_HISTORY_HEADING = re.compile(r"#{1,6}[ \t]+.*\b(change ?log|changes|release notes|history|"
+                              r"what'?s new|migrat\w*)\b", re.I)
+_HEADING = re.compile(r"(#{1,6})[ \t]")
+_INLINE = re.compile(r"(`+)([^`\n]+?)\1(?!`)")
+
+
+def about_old_flags(line: str, headings: list[str]) -> bool:
+    """A prose line is about the old flags, not an instruction to use them, when it says so
+    (removed, deprecated, renamed, replaced, no longer, formerly, instead of, legacy, an
+    arrow) or sits under a changelog-like heading (Changelog, Changes, Release notes, History,
+    What's new, Migration) at any level above it."""
+    return bool(_ABOUT_OLD.search(line) or any(_HISTORY_HEADING.match(h) for h in headings))
+
+
+def _prose_lines(text: str, blocks: list[tuple[int, int]]
+                 ) -> Iterable[tuple[int, int, list[str]]]:
+    """(start, end, headings above) of each line outside the fenced blocks and their fences."""
+    headings: list[tuple[int, str]] = []  # (level, text) of the headings above, outermost first
+    for line in split_lines(text, 0, len(text)):
+        inside = any(a <= line.start < b for a, b in blocks)
+        s = line.text(text)
+        if inside or _FENCE.fullmatch(s):
+            continue
+        m = _HEADING.match(s)
+        if m:
+            level = len(m.group(1))
+            headings = [h for h in headings if h[0] < level] + [(level, s)]
+            continue
+        yield line.start, line.end, [h for _, h in headings]
+
+
 def scan_markdown(scan: Scan) -> list[tuple[int, int]]:
-    """Scan the code blocks; returns the regions read, where LLAMA_ARG_* names are looked for."""
+    """Scan the code blocks and inline code; returns the regions read, where LLAMA_ARG_* names
+    are looked for."""
+    scan.docs = True
     regions = []
-    for lang, a, b in _markdown_blocks(scan.text):
+    blocks = list(_markdown_blocks(scan.text))
+    for a, b, headings in _prose_lines(scan.text, [(x, y) for _, x, y in blocks]):
+        line = scan.text[a:b]
+        if about_old_flags(line, headings):
+            scan.exempt.append((a, b))
+            continue
+        for m in _INLINE.finditer(line):
+            x, y = a + m.start(2), a + m.end(2)
+            scan_shell(scan, x, y, ShellStyle(renames_only=find_anchor(
+                scan.text[x:y].split()[:1]) is None))
+    for lang, a, b in blocks:
         if lang in ("yaml", "yml"):
             scan_yaml(scan, a, b)
         elif lang in ("dockerfile", "docker", "containerfile"):

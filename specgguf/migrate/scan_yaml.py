@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import re
 
+from specgguf.migrate import guard
 from specgguf.migrate.argv import find_anchor, image_tool
-from specgguf.migrate.edit import BlockListStyle, FlowListStyle, ShellStyle
+from specgguf.migrate.edit import BlockListStyle, BlockMapListStyle, FlowListStyle, ShellStyle
 from specgguf.migrate.lines import Line, split_lines
 from specgguf.migrate.list_lexer import compose_dynamic, lex_list, quoted_string
 from specgguf.migrate.scan import Scan
@@ -20,7 +21,9 @@ from specgguf.migrate.word import Word, link_words
 
 _YAML_KEY = re.compile(r"(?P<lead>[ \t]*(?:-[ \t]+)*)(?P<key>[A-Za-z_][\w.-]*)[ \t]*:"
                        r"(?:[ \t]+|$)(?P<rest>[^\n]*)")
-_ARGV_KEYS = {"command", "entrypoint", "args"}
+_BLOCK_HEADER = re.compile(r"[|>][-+0-9]*[ \t]*(?:#[^\n]*)?\r?")
+_FLAG_ITEM = re.compile(r"(--?[A-Za-z][\w-]*):[ \t]+(\S.*)")
+_ARGV_KEYS = {"command", "entrypoint", "args", "cmd"}
 _SCRIPT_KEYS = {"run", "script", "before_script", "after_script"}
 
 
@@ -38,13 +41,29 @@ def scan_yaml(scan: Scan, start: int = 0, end: int | None = None) -> None:
     lines = split_lines(scan.text, start, end)
     for n, line in enumerate(lines):
         m = _YAML_KEY.fullmatch(line.text(scan.text))
-        if not m or m.group("key") not in _ARGV_KEYS | _SCRIPT_KEYS:
+        if not m:
             continue
         col = len(m.group("lead"))
         value_at = line.start + m.start("rest")
         key = m.group("key")
+        if key not in _ARGV_KEYS | _SCRIPT_KEYS and not _holds_options(scan.text, lines, n, col):
+            continue  # any other key is read only when its value holds options we know
         implicit = _yaml_implicit_tool(scan.text, lines, n, col) if key in _ARGV_KEYS else None
         _scan_yaml_value(scan, lines, n, col, value_at, key, implicit)
+
+
+def _holds_options(text: str, lines: list[Line], n: int, col: int) -> bool:
+    """Whether a key's value (its line and the lines indented under it) names a removed
+    option, or a tool: a schema of its own (`start_command:`, `flags:`) holds commands too."""
+    end = lines[n].end
+    for line in lines[n + 1:]:
+        s = line.text(text)
+        if s.strip() and not s.lstrip().startswith("#") and _indent(s) <= col \
+                and not s.lstrip().startswith("- "):
+            break
+        end = line.end
+    value = text[lines[n].start:end]
+    return bool(guard.has_removed_name(value))
 
 
 def _scan_yaml_value(scan: Scan, lines: list[Line], n: int, col: int, at: int, key: str,
@@ -54,12 +73,16 @@ def _scan_yaml_value(scan: Scan, lines: list[Line], n: int, col: int, at: int, k
     rest = text[at:lines[n].end]
     head = rest.lstrip()[:1]
     if head in ("", "#"):
-        items = _block_items(text, lines, n + 1, col)
+        items, bodies = _block_items(text, lines, n + 1, col)
+        for a, b, folded in bodies:
+            scan_shell(scan, a, b, ShellStyle(), newline_is_space=folded)
         if script:
             for item, style in items:
                 _scan_yaml_scalar_words(scan, item, style)
         elif items:
-            scan_words(scan, [w for w, _ in items], BlockListStyle(), implicit)
+            mapping = any(style is None for _, style in items)
+            scan_words(scan, [w for w, _ in items],
+                       BlockMapListStyle() if mapping else BlockListStyle(), implicit)
     elif head in "|>":
         body = _following(text, lines, n + 1, col)
         if body:
@@ -132,11 +155,16 @@ def _following(text: str, lines: list[Line], n: int, col: int) -> list[Line]:
 
 
 def _block_items(text: str, lines: list[Line], n: int, col: int
-                 ) -> list[tuple[Word, ShellStyle | None]]:
-    """The `- item` lines under a key: each item as a Word, with the style of its scalar."""
+                 ) -> tuple[list[tuple[Word, ShellStyle | None]], list[tuple[int, int, bool]]]:
+    """The `- item` lines under a key: each item as a Word, with the style of its scalar; and
+    (start, end, folded) of each item that is a block scalar (`- |` then a script)."""
     items: list[tuple[Word, ShellStyle | None]] = []
+    bodies: list[tuple[int, int, bool]] = []
     item_col = None
-    for line in lines[n:]:
+    k = n
+    while k < len(lines):
+        line = lines[k]
+        k += 1
         s = line.text(text)
         if _is_blank(s):
             continue
@@ -146,13 +174,26 @@ def _block_items(text: str, lines: list[Line], n: int, col: int
             break
         item_col = len(m.group(1))
         at = line.start + m.end()
+        if _BLOCK_HEADER.fullmatch(text, at, line.end):  # `- |`: a script, its lines below
+            body = _following(text, lines, k, item_col)
+            if body:
+                bodies.append((body[0].start, body[-1].end, text[at] == ">"))
+                k += len(body)  # the body starts right below, blank lines included
+            continue
         word = _block_scalar_word(text, at, line.end)
         if word is None:
             break
+        pair = _FLAG_ITEM.fullmatch(word.value) if not word.quote else None
+        if pair:  # `- --draft-max: 16`: the flag and its value, as two words
+            for j in (1, 2):
+                a, b = word.start + pair.start(j), word.start + pair.end(j)
+                items.append((Word(text[a:b], a, b, tuple(range(a, b)),
+                                   compose_dynamic(text[a:b])), None))
+            continue
         word.dynamic = compose_dynamic(word.value)
         items.append((word, BlockListStyle().nested(word.quote)))
     link_words([w for w, _ in items])
-    return items
+    return items, bodies
 
 
 def _block_scalar_word(text: str, at: int, eol: int) -> Word | None:

@@ -10,6 +10,8 @@ from specgguf.migrate.word import Word, link_words
 
 _BLANK = " \t\r\f\v"
 _OPERATORS = ";&|()<>"
+_PLACEHOLDER = re.compile(r"<[A-Za-z][\w.:/-]*>(?=[\s;|&)]|$)")
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^]]*\])?\+?=")
 
 
 class _ShellLexer:
@@ -21,10 +23,11 @@ class _ShellLexer:
     """
 
     def __init__(self, text: str, start: int, end: int, newline_is_space: bool,
-                 bat: bool = False) -> None:
+                 bat: bool = False, placeholders: bool = False) -> None:
         self.text, self.i, self.end = text, start, end
         self.newline_is_space = newline_is_space
         self.bat = bat
+        self.placeholders = placeholders  # documentation: `<draft.gguf>` is a word
 
     def commands(self) -> list[list[Word]]:
         commands: list[list[Word]] = []
@@ -45,10 +48,19 @@ class _ShellLexer:
             elif c == "#":
                 nl = text.find("\n", self.i, end)
                 self.i = end if nl < 0 else nl
+            elif c == "<" and self.placeholders and _PLACEHOLDER.match(text, self.i, end):
+                m = _PLACEHOLDER.match(text, self.i, end)
+                current.append(Word(m.group(0), self.i, m.end(), tuple(range(self.i, m.end()))))
+                self.i = m.end()
             elif c in "<>" or (c == "&" and text.startswith(">", self.i + 1)):
                 while self.i < end and text[self.i] in "<>&|-":
                     self.i += 1
                 redirect_next = True
+            elif c == "(" and current and current[-1].end == self.i \
+                    and _ASSIGNMENT.fullmatch(current[-1].value):
+                current.pop()  # `name=(`: the array's words are one list, whatever the lines
+                commands += [current, self._array()]
+                current = []
             elif c in _OPERATORS:
                 while self.i < end and text[self.i] in ";&|":
                     self.i += 1
@@ -66,6 +78,29 @@ class _ShellLexer:
         for cmd in commands:
             link_words(cmd)
         return [cmd for cmd in commands if cmd]
+
+    def _array(self) -> list[Word]:
+        """The words of a bash array `name=( ... )`, newlines and comments inside included."""
+        text, end = self.text, self.end
+        self.i += 1
+        words: list[Word] = []
+        while self.i < end:
+            c = text[self.i]
+            if c in _BLANK or c == "\n":
+                self.i += 1
+            elif c == "\\" and self._continuation(self.i):
+                self.i += self._continuation(self.i)
+            elif c == "#":
+                nl = text.find("\n", self.i, end)
+                self.i = end if nl < 0 else nl
+            elif c == ")":
+                self.i += 1
+                break
+            elif c in _OPERATORS:  # not an array after all: let the caller go on
+                break
+            else:
+                words.append(self._word())
+        return words
 
     def _continuation(self, i: int) -> int:
         mark = "^" if self.bat else "\\"
@@ -170,7 +205,9 @@ class _ShellLexer:
 
 
 def lex_shell(text: str, start: int = 0, end: int | None = None, *,
-              newline_is_space: bool = False, bat: bool = False) -> list[list[Word]]:
-    """Commands (lists of words) in text[start:end]; `bat`: Windows batch (`^` continues)."""
+              newline_is_space: bool = False, bat: bool = False,
+              placeholders: bool = False) -> list[list[Word]]:
+    """Commands (lists of words) in text[start:end]; `bat`: Windows batch (`^` continues);
+    `placeholders`: documentation, where `<draft.gguf>` is a word, not a redirection."""
     return _ShellLexer(text, start, len(text) if end is None else end,
-                       newline_is_space, bat).commands()
+                       newline_is_space, bat, placeholders).commands()

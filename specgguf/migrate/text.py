@@ -5,6 +5,7 @@ scan (guard), so that no removed flag the rewrite could not place passes unrepor
 from __future__ import annotations
 
 import bisect
+import re
 
 from specgguf.migrate import guard
 from specgguf.migrate.edit import ShellStyle, apply_edits
@@ -20,9 +21,10 @@ def scan_text(text: str, kind: str) -> list[Finding]:
     return _scan_text(text, kind).findings
 
 
-def _scan_text(text: str, kind: str, base: str | None = None) -> Scan:
+def _scan_text(text: str, kind: str, base: str | None = None,
+               draft_kind: str | None = None) -> Scan:
     """Run the scanner for `kind`, then the LLAMA_ARG_* pass over the regions it read."""
-    scan = Scan(text)
+    scan = Scan(text, draft_kind)
     scan.base = base
     if kind == "markdown":
         regions = scan_markdown(scan)
@@ -49,7 +51,8 @@ def migrate_text(text: str, kind: str) -> tuple[str, list[Finding]]:
 
 
 def check_text(text: str, kind: str | None, comments: str | None = None,
-               base: str | None = None) -> tuple[str, list[Finding]]:
+               base: str | None = None, draft_kind: str | None = None
+               ) -> tuple[str, list[Finding]]:
     """The structured rewrite, then the token scan: what `migrate FILE` does with one text.
 
     Findings on lines opted out with `specgguf-migrate: ignore` are dropped (the rewrite does
@@ -59,7 +62,7 @@ def check_text(text: str, kind: str | None, comments: str | None = None,
     ignored, whole = guard.ignored_lines(text)
     if whole:
         return text, []
-    scan = _scan_text(text, kind, base) if kind else Scan(text)
+    scan = _scan_text(text, kind, base, draft_kind) if kind else Scan(text)
     findings = [f for f in scan.findings if not _touches(text, f, ignored)]
     edits = [e for f in findings for e in f.edits]
     hits = guard.scan_tokens(text, comments or kind or "shell", scan.exempt)
@@ -72,11 +75,27 @@ def check_text(text: str, kind: str | None, comments: str | None = None,
         if _touching(reported, hit.start, hit.start, closed=False):
             continue  # its command is reported already, with the reason
         line = scan.line_of(hit.start)
-        message = hit.message()
+        message = hit.message() + _where(text, hit, comments or kind or "shell")
         findings.append(Finding(line, hit.name, hit.name, [], [message], [],
                                 (hit.start, hit.end)))
     findings.sort(key=lambda f: (f.line, f.old))
     return apply_edits(text, edits), findings
+
+
+_SOURCE_KINDS = frozenset({"python", "source", "json", "ini"})
+_LLAMA_LINE = re.compile(r"\.gguf\b|--spec-type|llama-(?:server|cli)|-ngl\b")
+
+
+def _where(text: str, hit: guard.Hit, comments: str) -> str:
+    """What the token scan knows about where a name it found stands (see reasons)."""
+    if comments in _SOURCE_KINDS:
+        return " (inside program source: a string the rewrite does not edit)"
+    a = text.rfind("\n", 0, hit.start) + 1
+    b = text.find("\n", hit.end)
+    if hit.name.replace("_", "-") in guard.VLLM_REMOVED_FLAGS \
+            and _LLAMA_LINE.search(text[a:len(text) if b < 0 else b]):
+        return " (among llama.cpp options: a fork's flag)"
+    return ""
 
 
 def _touching(spans: list[tuple[int, int]], a: int, b: int, closed: bool = True) -> bool:

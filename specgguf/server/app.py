@@ -18,12 +18,14 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 from starlette.requests import Request as HttpRequest
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.routing import Route
 
 from specgguf.errors import SpecggufError
 from specgguf.generator import Generator
+from specgguf.io import json_input
 from specgguf.server import protocol as p
 from specgguf.server.protocol import ApiError
 from specgguf.server.scheduler import Event, Job, Scheduler
@@ -68,7 +70,7 @@ PUBLIC = frozenset(path for e in ENDPOINTS if e.public for path in e.paths)
 
 @dataclass
 class ServerConfig:
-    model_id: str  # -a/--alias, else the model path (what /v1/models lists)
+    model_id: str  # -a/--alias, else the model file name (what /v1/models lists)
     model_path: str
     api_keys: tuple[str, ...] = ()
     max_body: int = 8 << 20  # bytes; larger bodies get 413
@@ -88,6 +90,8 @@ class App:
         self.sched = sched
         self.cfg = cfg
         self.started = int(time.time())
+        #: set on the event loop by the first SIGTERM/SIGINT (see begin_shutdown)
+        self.closing = asyncio.Event()
         routes = [
             Route(path, getattr(self, e.handler), methods=[e.method])
             for e in ENDPOINTS
@@ -112,13 +116,26 @@ class App:
                 err = ApiError(401, "invalid or missing API key", "invalid_api_key")
                 await _api_error(None, err)(scope, receive, send)
                 return
-        await self.asgi(scope, receive, send)
+        try:
+            await self.asgi(scope, receive, send)
+        except asyncio.CancelledError:
+            # uvicorn cancels what is still running once its graceful shutdown has waited
+            # long enough (a client that reads nothing): the end of that request, not a bug
+            if not self.closing.is_set():
+                raise
+
+    def begin_shutdown(self) -> None:
+        """On the event loop, at the first SIGTERM/SIGINT: requests still receiving their
+        body are answered 503 at once, so no client can hold the shutdown up."""
+        self.closing.set()
 
     # -- plumbing ----------------------------------------------------------------------------
 
     async def body(self, request: HttpRequest) -> Any:
         """The JSON body: 413 past max_body (without keeping more than that in memory), 400
-        when it is not JSON."""
+        when it is not JSON, nests too deep or holds a lone surrogate (io.json_input), 408 past
+        --timeout, 503 as soon as the server is stopping; a client gone mid-body gets a 499
+        that nobody reads."""
         limit = self.cfg.max_body
         declared = request.headers.get("content-length")
         too_big = declared is not None and declared.isdigit() and int(declared) > limit
@@ -138,20 +155,36 @@ class App:
                     too_big = True
                     data.clear()
 
+        reading = asyncio.ensure_future(read())
+        closing = asyncio.ensure_future(self.closing.wait())
         try:
-            await asyncio.wait_for(read(), self.cfg.read_timeout)
-        except asyncio.TimeoutError:
-            raise ApiError(408, "timed out reading the request body", "timeout") from None
+            await asyncio.wait(
+                (reading, closing),
+                timeout=self.cfg.read_timeout,
+                return_when=asyncio.FIRST_COMPLETED,
+            )
+        finally:
+            for task in (reading, closing):
+                task.cancel()
+            await asyncio.gather(reading, closing, return_exceptions=True)
+        if not reading.done() or reading.cancelled():
+            if self.closing.is_set():
+                raise ApiError(503, "the server is shutting down", "shutting_down")
+            raise ApiError(408, "timed out reading the request body", "timeout")
+        if isinstance(reading.exception(), ClientDisconnect):
+            # the client went away mid-body: nobody reads this answer, and nothing is logged
+            raise ApiError(499, "the client disconnected before the body ended", "disconnected")
+        reading.result()  # anything else is a bug: the 500 handler reports it
         if too_big:
             raise ApiError(
                 413, f"the request body is larger than {limit} bytes", "request_too_large"
             )
         try:
-            return json.loads(bytes(data))
-        except (ValueError, UnicodeDecodeError) as e:
-            raise ApiError(
-                400, f"the request body is not valid JSON: {e}", "invalid_json"
-            ) from None
+            return json_input.loads(bytes(data))
+        except json_input.JsonInputError as e:
+            if e.code == "invalid_json":
+                raise ApiError(400, f"the request body is not valid JSON: {e}", e.code) from None
+            raise ApiError(400, f"the request body: {e}", e.code) from None
 
     def prompt_tokens(self, req: p.Request) -> list[int]:
         """On the worker thread: the request's prompt as tokens, within the context."""

@@ -10,19 +10,19 @@ rather than silently ignored.
 
 from __future__ import annotations
 
-import math
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from specgguf.core.sampling import SamplerParams
 from specgguf.drafters.draft_lengths import N_MAX_LIMIT, in_range
 from specgguf.generator import GenParams, SpecOverrides
+from specgguf.io.sampling_fields import FIELDS, is_int, is_number
 
 MAX_STOP = 16  # stop strings per request
 MAX_STOP_LEN = 256
-SEED_LIMIT = 1 << 32
 
 
 class ApiError(Exception):
@@ -65,14 +65,6 @@ def bad(message: str, code: str = "invalid_value") -> ApiError:
 # -- field readers ------------------------------------------------------------------------------
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_num(v: Any) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-
-
 def _get(body: dict, key: str, ok, what: str, default: Any = None) -> Any:
     v = body.get(key)
     if v is None:
@@ -80,6 +72,13 @@ def _get(body: dict, key: str, ok, what: str, default: Any = None) -> Any:
     if not ok(v):
         raise bad(f"'{key}' must be {what}")
     return v
+
+
+def _field(body: dict, name: str, key: str | None = None) -> Any:
+    """A sampling, length or seed field, checked as everywhere else (sampling_fields.FIELDS);
+    `key` is the name it came under when that differs (max_tokens for n_predict)."""
+    f = FIELDS[name]
+    return _get(body, key or name, f.ok, f.what)
 
 
 def _bool(body: dict, key: str, default: bool) -> bool:
@@ -127,13 +126,13 @@ def parse_speculative(body: dict) -> SpecOverrides:
         if key in body and body[key] is not None:
             fields[name] = body[key]
     n_max = fields.get("n_max")
-    if n_max is not None and not (_is_int(n_max) and in_range(n_max)):
+    if n_max is not None and not (is_int(n_max) and in_range(n_max)):
         raise bad(f"'speculative.n_max' must be an integer in 0..{N_MAX_LIMIT} (0: no speculation)")
     n_min = fields.get("n_min")
-    if n_min is not None and not (_is_int(n_min) and in_range(n_min)):
+    if n_min is not None and not (is_int(n_min) and in_range(n_min)):
         raise bad(f"'speculative.n_min' must be an integer in 0..{N_MAX_LIMIT}")
     p_min = fields.get("p_min")
-    if p_min is not None and not (_is_num(p_min) and 0 <= p_min <= 1):
+    if p_min is not None and not (is_number(p_min) and 0 <= p_min <= 1):
         raise bad("'speculative.p_min' must be a number in [0, 1]")
     return SpecOverrides(
         enabled=enabled,
@@ -158,29 +157,79 @@ def _stop(body: dict) -> tuple[str, ...]:
     return tuple(s for s in v if s)
 
 
+#: llama-server's sampler names (and its one-letter codes, as its web UI sends them) for the
+#: stages of specgguf's own fixed chain, in that chain's order; the other stages it names
+#: (penalties, DRY, top-n-sigma, typical-p, XTC) do nothing at their default settings, which
+#: is what specgguf runs (their non-default settings are refused by their own fields)
+CHAIN_SAMPLERS = ("top_k", "top_p", "min_p", "temperature")
+NEUTRAL_SAMPLERS = ("penalties", "dry", "top_n_sigma", "typ_p", "typical_p", "xtc")
+SAMPLER_CODES = {"k": "top_k", "p": "top_p", "m": "min_p", "t": "temperature", "e": "penalties",
+                 "d": "dry", "s": "top_n_sigma", "y": "typ_p", "x": "xtc"}  # fmt: skip
+
+
+def _default_chain(v: Any) -> bool:
+    """`samplers` asks for what specgguf's chain does: known stages only, top-k, top-p, min-p
+    and temperature each once in that order (a stage left out would be skipped, which this
+    chain cannot do). llama.cpp's default list and its web UI's string ("edskypmxt") are such
+    requests."""
+    if isinstance(v, str):
+        if not set(v) <= SAMPLER_CODES.keys():
+            return False
+        v = [SAMPLER_CODES[c] for c in v]
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        return False
+    names = [x.replace("-", "_").lower() for x in v]
+    if not set(names) <= set(CHAIN_SAMPLERS + NEUTRAL_SAMPLERS):
+        return False
+    return [n for n in names if n in CHAIN_SAMPLERS] == list(CHAIN_SAMPLERS)
+
+
+#: Request fields whose feature specgguf does not implement: (field, the values that mean
+#: "not asked for", the message of the 400 `unsupported` answer). Ignoring such a field would
+#: answer something other than what was asked (unconstrained text for a grammar, the default
+#: sampler chain for `samplers`), so it is refused. One row per field: implementing a feature
+#: removes its row.
+UNSUPPORTED: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
+    ("n", lambda v: v == 1, "only n = 1 is supported"),
+    ("best_of", lambda v: v == 1, "only best_of = 1 is supported"),
+    ("logprobs", lambda v: v in (False, 0), "logprobs are not supported"),
+    ("top_logprobs", lambda v: v == 0, "top_logprobs are not supported"),
+    ("n_probs", lambda v: v == 0, "n_probs is not supported"),
+    ("presence_penalty", lambda v: v == 0, "presence_penalty is not supported"),
+    ("frequency_penalty", lambda v: v == 0, "frequency_penalty is not supported"),
+    ("repeat_penalty", lambda v: v == 1, "repeat_penalty is not supported"),
+    ("logit_bias", lambda v: not v, "logit_bias is not supported"),
+    ("tools", lambda v: not v, "tools are not supported"),
+    ("grammar", lambda v: not v, "grammars are not supported"),
+    ("grammar_file", lambda v: not v, "grammar_file is not supported"),
+    # an empty schema still constrains: llama-server then allows any JSON value, not text
+    ("json_schema", lambda v: False, "json_schema is not supported"),
+    (
+        "response_format",
+        lambda v: isinstance(v, dict) and v.get("type") == "text",
+        "response_format other than text is not supported",
+    ),
+    ("suffix", lambda v: not v, "suffix (fill-in-the-middle) is not supported"),
+    ("echo", lambda v: v is False, "echo is not supported"),
+    ("lora", lambda v: v == [], "lora adapters are not supported"),
+    (
+        "samplers",
+        _default_chain,
+        "samplers: only the chain top_k, top_p, min_p, temperature (in that order, with "
+        "penalties, dry, top_n_sigma, typ_p and xtc at their defaults) is supported",
+    ),
+    ("n_keep", lambda v: v == 0, "n_keep is not supported (the context is never shifted)"),
+    ("slot_save_path", lambda v: not v, "slot_save_path (saving slots) is not supported"),
+    (
+        "chat_template_file",
+        lambda v: not v,
+        "chat_template_file per request is not supported (serve --chat-template-file sets it)",
+    ),
+)
+
+
 def _refuse_unsupported(body: dict) -> None:
-    checks = [
-        ("n", lambda v: v == 1, "only n = 1 is supported"),
-        ("best_of", lambda v: v == 1, "only best_of = 1 is supported"),
-        ("logprobs", lambda v: v in (False, 0), "logprobs are not supported"),
-        ("top_logprobs", lambda v: v == 0, "top_logprobs are not supported"),
-        ("n_probs", lambda v: v == 0, "n_probs is not supported"),
-        ("presence_penalty", lambda v: v == 0, "presence_penalty is not supported"),
-        ("frequency_penalty", lambda v: v == 0, "frequency_penalty is not supported"),
-        ("repeat_penalty", lambda v: v == 1, "repeat_penalty is not supported"),
-        ("logit_bias", lambda v: not v, "logit_bias is not supported"),
-        ("tools", lambda v: not v, "tools are not supported"),
-        ("grammar", lambda v: not v, "grammars are not supported"),
-        ("json_schema", lambda v: not v, "json_schema is not supported"),
-        ("suffix", lambda v: not v, "suffix (fill-in-the-middle) is not supported"),
-        ("echo", lambda v: v is False, "echo is not supported"),
-        (
-            "response_format",
-            lambda v: isinstance(v, dict) and v.get("type") == "text",
-            "response_format other than text is not supported",
-        ),
-    ]
-    for key, ok, message in checks:
+    for key, ok, message in UNSUPPORTED:
         if key in body and body[key] is not None and not ok(body[key]):
             raise bad(message, "unsupported")
 
@@ -190,19 +239,12 @@ def _params(body: dict, *, n_predict_keys: tuple[str, ...]) -> tuple[GenParams, 
     _refuse_unsupported(body)
     n_predict = None
     for key in n_predict_keys:
-        v = _get(body, key, lambda v: _is_int(v) and v >= -1, "an integer >= -1")
+        v = _field(body, "n_predict", key)
         if v is not None:
             n_predict = v
             break
-    temp = _get(body, "temperature", lambda v: _is_num(v) and v >= 0, "a number >= 0")
-    top_k = _get(body, "top_k", _is_int, "an integer")
-    top_p = _get(body, "top_p", lambda v: _is_num(v) and 0 <= v <= 1, "a number in [0, 1]")
-    min_p = _get(body, "min_p", lambda v: _is_num(v) and 0 <= v <= 1, "a number in [0, 1]")
-    seed = _get(
-        body,
-        "seed",
-        lambda v: _is_int(v) and -1 <= v < SEED_LIMIT,
-        f"an integer in -1..{SEED_LIMIT - 1}",
+    temp, top_k, top_p, min_p, seed = (
+        _field(body, k) for k in ("temperature", "top_k", "top_p", "min_p", "seed")
     )
     params = GenParams(
         n_predict=n_predict,
@@ -300,7 +342,7 @@ def parse_completion(body: Any, *, native: bool) -> Request:
     if isinstance(prompt, str):
         text = prompt
     elif isinstance(prompt, list) and all(
-        _is_int(t) or (native and isinstance(t, str)) for t in prompt
+        is_int(t) or (native and isinstance(t, str)) for t in prompt
     ):
         tokens = prompt
     elif isinstance(prompt, list):

@@ -2,7 +2,9 @@
 
 The first SIGTERM or SIGINT stops accepting connections and ends every request in flight at
 its next round: each stream still gets its final chunk (finish_reason, timings) and
-`data: [DONE]`. Then the worker thread finishes, auto's measurements are saved and the process
+`data: [DONE]`; a request whose body is still arriving is answered 503 at once, and a
+response its client does not read is cut after GRACEFUL_S seconds, so no client can hold the
+shutdown up. Then the worker thread finishes, auto's measurements are saved and the process
 exits 0. A second SIGINT exits at once.
 
 uvicorn re-raises a captured signal after a graceful shutdown (so a SIGTERM'd process would
@@ -23,6 +25,10 @@ from specgguf.errors import ExitCode, SpecggufError
 from specgguf.generator import Generator
 from specgguf.server.app import App, ServerConfig
 from specgguf.server.scheduler import Scheduler
+
+#: after SIGTERM, seconds the responses still being written (a client that reads slowly or
+#: not at all) may take before they are cut: a shutdown is never held up longer by a client
+GRACEFUL_S = 5
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -67,9 +73,9 @@ def serve(
         log_level="info" if verbose else "warning",
         access_log=verbose,
         lifespan="off",
-        timeout_graceful_shutdown=30,
+        timeout_graceful_shutdown=GRACEFUL_S,
     )
-    server = _Server(config, sched)
+    server = _Server(config, sched, app)
     sched.start()
     if announce is not None:
         shown = f"[{host}]" if ":" in host else host
@@ -89,7 +95,7 @@ def serve(
 class _Server:
     """uvicorn.Server with specgguf's signal handling (see the module docstring)."""
 
-    def __new__(cls, config, sched: Scheduler):
+    def __new__(cls, config, sched: Scheduler, app: App):
         import uvicorn
 
         class Server(uvicorn.Server):
@@ -117,8 +123,10 @@ class _Server:
                 self.should_exit = True
                 if self.loop is not None:
                     self.loop.call_soon_threadsafe(sched.shutdown)
+                    self.loop.call_soon_threadsafe(app.begin_shutdown)
                 else:
                     sched.shutdown()
+                    app.begin_shutdown()
 
         return Server()
 

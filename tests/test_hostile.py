@@ -1,0 +1,415 @@
+"""Hostile use of `run` and `serve`, at the level a user meets it: a real `specgguf run`
+process (its exit status and its one stderr line), a real `specgguf serve` process on
+127.0.0.1 spoken to over raw sockets and HTTP (status, OpenAI error object, and a stderr
+without a traceback when it stops).
+
+The cases: a -c larger than memory (exit 7 before anything is allocated, in run, serve and
+bench), lone surrogates and deep nesting in request bodies and --jsonl lines, request fields
+whose feature is missing, a client that vanishes mid-body, a body that never ends while the
+server is told to stop, out-of-range seeds and non-finite temperatures, a server open to the
+network without a key, the model path in the public model list, and a -lcd that cannot be
+written.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specgguf.backend import memory_budget as mb
+from specgguf.backend.gguf_info import read_gguf_info
+from specgguf.errors import ExitCode
+from specgguf.io import json_input
+from tests.gguf_factory import write_gguf
+from tests.serve_helpers import FAST, Server, env
+
+ROOT = Path(__file__).resolve().parent.parent
+GIB = 1 << 30
+
+
+def specgguf(*argv, extra_env: dict[str, str] | None = None, stdin: str | None = None):
+    """A real `specgguf` process: (exit status, stdout, stderr)."""
+    res = subprocess.run(
+        [sys.executable, "-m", "specgguf_cli.app", *map(str, argv)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**env(), **(extra_env or {})},
+        timeout=300,
+        input=stdin,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
+    )
+    return res.returncode, res.stdout, res.stderr
+
+
+def one_line(err: str) -> str:
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert "Traceback" not in err, err
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+# -- 1. -c bounded by memory: the arithmetic ---------------------------------------------------
+
+
+@pytest.fixture
+def small_info(tmp_path):
+    return read_gguf_info(
+        write_gguf(
+            tmp_path / "m.gguf", block_count=3, embedding_length=16, head_count=4, head_count_kv=2
+        )
+    )
+
+
+def test_kv_cache_bytes_follow_the_cache_type(small_info):
+    # 3 layers x 2 KV heads x head size 4 = 24 K and 24 V elements per token
+    assert mb.kv_type_bytes("f16", 1000) == 2000
+    assert mb.kv_type_bytes("f32", 1000) == 4000
+    assert mb.kv_type_bytes("q8_0", 64) == 2 * 34  # blocks of 32 elements, 34 bytes each
+    assert mb.kv_type_bytes("q4_0", 33) == 2 * 18  # a partial block costs a whole one
+    plan = mb.ContextPlan("target", small_info, 512, 1, "f16", "q8_0")
+    got = mb.context_bytes(plan, n_ubatch=8, flash_attn="on")
+    kv = 512 * 24 * 2 + mb.kv_type_bytes("q8_0", 512 * 24)
+    assert got == kv + mb.GRAPH_MARGIN
+    assert mb.logits_bytes(plan, 8) == 8 * small_info.vocab.n_vocab * 4
+    # without flash attention, a micro-batch's attention scores over the whole cache too
+    off = mb.context_bytes(plan, n_ubatch=8, flash_attn="off")
+    assert off == got + 8 * 512 * 4 * 4
+    # cells are rounded up as llama.cpp rounds them
+    odd = mb.ContextPlan("target", small_info, 300, 1, "f16", "q8_0")
+    assert mb.context_bytes(odd, n_ubatch=8, flash_attn="on") == got
+
+
+def test_every_slot_and_the_draft_count(small_info):
+    one = mb.ContextPlan("target", small_info, 1024, 1, "f16", "f16")
+    four = mb.ContextPlan("target", small_info, 1024, 4, "f16", "f16")
+    draft = mb.ContextPlan("draft", small_info, 1024, 4, "f16", "f16")
+    kw = {"n_ubatch": 512, "flash_attn": "auto"}
+    ctx = mb.context_bytes(one, **kw)
+    logits = mb.logits_bytes(one, 512)  # once per model: slots decode one at a time
+    assert mb.total_bytes([one], **kw) == ctx + logits
+    assert mb.total_bytes([four], **kw) == 4 * ctx + logits
+    assert mb.total_bytes([four, draft], **kw) == 8 * ctx + 2 * logits
+
+
+def test_refusal_names_a_context_that_fits(small_info):
+    n_ctx = 10_000_000
+    plans = [mb.ContextPlan("target", small_info, n_ctx, 1, "f16", "f16")]
+    kw = {"n_ubatch": 512, "flash_attn": "auto"}
+    available = 200 << 20
+    with pytest.raises(Exception) as e:
+        mb.require_fits(plans, n_ctx, available=available, **kw)
+    assert e.value.code == ExitCode.RUNTIME
+    msg = str(e.value)
+    assert msg.startswith(f"-c {n_ctx} needs about ") and "\n" not in msg
+    fit = mb.tokens_that_fit(plans, n_ctx, available, **kw)
+    assert f"try -c {fit} or less" in msg
+    assert fit % mb.CTX_PAD == 0
+    as_big = [mb.ContextPlan("target", small_info, fit, 1, "f16", "f16")]
+    bigger = [mb.ContextPlan("target", small_info, fit + mb.CTX_PAD, 1, "f16", "f16")]
+    assert mb.total_bytes(as_big, **kw) <= available < mb.total_bytes(bigger, **kw)
+    # what fits passes; GPU memory counts when layers are offloaded
+    mb.require_fits(as_big, fit, available=available, **kw)
+    mb.require_fits(plans, n_ctx, available=available, device_free=1 << 40, **kw)
+
+
+def test_available_memory_from_meminfo_or_the_override(tmp_path):
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:  32000000 kB\nMemFree:  1000 kB\nMemAvailable:  2048 kB\n")
+    assert mb.available_bytes({}, str(meminfo)) == 2048 * 1024
+    assert mb.available_bytes({mb.AVAILABLE_ENV: "12345"}, str(meminfo)) == 12345
+    assert mb.available_bytes({}, str(tmp_path / "none")) is None  # no /proc: no check
+
+
+# -- 1. -c bounded by memory: run, serve, bench ----------------------------------------------
+
+LOW_MEMORY = {mb.AVAILABLE_ENV: str(GIB)}
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["run", "--spec-type", "none", "-p", "hi", "-n", "4"],
+        ["serve", "--port", "0", "-np", "4"],
+        ["bench", "-p", "hi", "-n", "4", "--no-warmup"],
+    ],
+    ids=["run", "serve", "bench"],
+)
+def test_a_context_larger_than_memory_is_refused_in_one_line(tiny_target, command):
+    code, out, err = specgguf(
+        *command, "-m", tiny_target, "-t", "1", "-c", "2000000000", extra_env=LOW_MEMORY
+    )
+    line = one_line(err.replace(_loading_line(err), ""))
+    assert code == ExitCode.RUNTIME, err
+    assert line.startswith("error: -c 2000000000 needs about "), line
+    assert "1.0 GiB available" in line and "try -c " in line
+    if command[0] == "serve":
+        assert "x4 slots" in line and "listening" not in err
+
+
+def _loading_line(err: str) -> str:
+    """serve says what it loads first; that line is not the error."""
+    return next((ln for ln in err.splitlines() if ln.startswith("specgguf serve: loading")), "")
+
+
+def test_a_context_that_fits_still_runs(tiny_target):
+    code, out, err = specgguf(
+        "run", "-m", tiny_target, "--spec-type", "none", "-p", "hi", "-n", "2", "-t", "1",
+        "-c", "512", "--temp", "0", extra_env=LOW_MEMORY,
+    )  # fmt: skip
+    assert code == 0, err
+
+
+# -- 7. seeds and temperatures, as the server checks them ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "expect"),
+    [
+        ("--seed", "18446744073709551616", "-s/--seed: 18446744073709551616"),
+        ("--seed", "-2", "-s/--seed: -2"),
+        ("--seed", "4294967296", "must be an integer in -1..4294967295"),
+        ("--temp", "inf", "--temp: inf (must be a number >= 0)"),
+        ("--temp", "nan", "--temp: nan (must be a number >= 0)"),
+    ],
+)
+def test_run_refuses_seeds_and_temperatures_the_server_refuses(tiny_target, flag, value, expect):
+    code, out, err = specgguf("run", "-m", tiny_target, "-p", "hi", "-n", "2", flag, value)
+    assert code == ExitCode.USAGE, err
+    line = one_line(err)
+    assert line.startswith("error: invalid value for ") and expect in line, line
+    assert out == ""
+
+
+def test_run_takes_the_largest_seed(tiny_target):
+    code, out, err = specgguf(
+        "run", "-m", tiny_target, "--spec-type", "none", "-p", "hi", "-n", "2", "-t", "1",
+        "-c", "512", "--seed", "4294967295", "--json",
+    )  # fmt: skip
+    assert code == 0, err
+
+
+# -- 11. a -lcd that cannot be written --------------------------------------------------------
+
+
+def test_lcd_that_is_not_a_writable_file(tiny_target):
+    code, out, err = specgguf(
+        "run", "-m", tiny_target, "--spec-type", "ngram-cache", "-p", "hi", "-n", "2",
+        "-lcd", "/proc/version",
+    )  # fmt: skip
+    assert code == ExitCode.USAGE, err
+    line = one_line(err)
+    assert line.startswith("error: -lcd /proc/version: not a writable regular file"), line
+    assert "no such directory" not in line
+
+
+# -- 2. --jsonl lines ---------------------------------------------------------------------------
+
+
+def test_jsonl_line_with_a_lone_surrogate_is_a_prompt_error(tiny_target):
+    lines = (
+        '{"prompt": "\\ud800 hi", "id": "bad"}\n{"prompt": "x", "id": "\\udc00"}\n'
+        '{"prompt": "fine", "id": "good"}\n'
+    )
+    code, out, err = specgguf(
+        "run", "-m", tiny_target, "--spec-type", "none", "-n", "2", "-t", "1", "-c", "512",
+        "--temp", "0", "--jsonl", stdin=lines,
+    )  # fmt: skip
+    assert code == ExitCode.BATCH_PARTIAL, err
+    objs = [json.loads(ln) for ln in out.splitlines()]
+    assert [o["id"] for o in objs] == ["bad", None, "good"]  # nothing lost
+    error = objs[0]["error"]
+    assert error["type"] == "prompt" and error["code"] == ExitCode.PROMPT
+    assert "'prompt' holds a lone UTF-16 surrogate" in error["message"]
+    assert "'id' holds a lone" in objs[1]["error"]["message"]
+    assert "error" not in objs[2]
+    assert "Traceback" not in err
+
+
+# -- 2, 3. the JSON reader --------------------------------------------------------------------
+
+
+def test_nesting_depth_ignores_brackets_in_strings():
+    assert json_input.nesting_depth(b'{"a": [1, {"b": "[[[{{{\\"]]]"}]}') == 3
+    assert json_input.nesting_depth(b"[" * 500 + b"]" * 500) == 500
+    assert json_input.nesting_depth(b'"just a string"') == 0
+
+
+def test_lone_surrogates_are_found_by_path():
+    doc = json.loads('{"messages": [{"role": "user", "content": "ok"}, {"role": "\\udc80"}]}')
+    assert json_input.lone_surrogate_path(doc) == "'messages[1].role'"
+    assert json_input.lone_surrogate_path(json.loads('{"\\ud800": 1}')) == "a key"
+    assert json_input.lone_surrogate_path(json.loads('{"a": ["é", "😀"]}')) is None
+    # a proper pair is one character, not a lone surrogate
+    assert json_input.lone_surrogate_path(json.loads('["\\ud83d\\ude00"]')) is None
+
+
+# -- the server ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def server(tiny_target):
+    # open to the network without a key: the warning case (the tests speak to 127.0.0.1)
+    s = Server(["-m", str(tiny_target), *FAST, "-c", "1024", "-np", "2", "--host", "0.0.0.0"])
+    yield s
+    code, err = s.stop()
+    assert code == 0, err
+    assert "Traceback" not in err and "ClientDisconnect" not in err, err
+
+
+def test_open_host_without_a_key_warns_once(server):
+    warnings = [ln for ln in server.err.decode().splitlines() if ln.startswith("warning: --host")]
+    assert len(warnings) == 1, server.err
+    assert "0.0.0.0 without --api-key" in warnings[0]
+
+
+def test_public_model_list_shows_no_path(server, tiny_target):
+    for path in ("/v1/models", "/models"):
+        status, _, obj = server.request("GET", path)
+        assert status == 200
+        assert [m["id"] for m in obj["data"]] == [tiny_target.name]
+        assert str(tiny_target.parent) not in json.dumps(obj)
+
+
+SURROGATE_BODIES = [
+    ("/v1/chat/completions", '{"messages": [{"role": "user", "content": "\\ud800 hi"}]}',
+     "messages[0].content"),
+    ("/v1/chat/completions", '{"messages": [{"role": "\\ud800", "content": "hi"}]}',
+     "messages[0].role"),
+    ("/v1/chat/completions",
+     '{"messages": [{"role": "user", "content": "hi"}], "stop": ["a", "\\udfff"]}', "stop[1]"),
+    ("/v1/completions", '{"prompt": "\\ud800 hi"}', "prompt"),
+    ("/completion", '{"prompt": "hi", "stop": "\\ud800"}', "stop"),
+    ("/tokenize", '{"content": "\\ud800"}', "content"),
+    ("/apply-template", '{"messages": [{"role": "user", "content": "x\\udc00"}]}',
+     "messages[0].content"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("path", "raw", "field"), SURROGATE_BODIES)
+def test_lone_surrogate_is_400_naming_the_field(server, path, raw, field):
+    status, _, obj = server.request("POST", path, raw=raw.encode())
+    assert status == 400, obj
+    assert obj["error"]["code"] == "invalid_value"
+    assert f"'{field}' holds a lone UTF-16 surrogate" in obj["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"[" * 100_000 + b"]" * 100_000, b'{"a":' * 100_000 + b"1" + b"}" * 100_000],
+    ids=["arrays", "objects"],
+)
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/tokenize"])
+def test_deep_nesting_is_400_invalid_json(server, path, raw):
+    status, _, obj = server.request("POST", path, raw=raw)
+    assert status == 400, obj
+    assert obj["error"]["code"] == "invalid_json"
+    assert "nested 100000 levels deep" in obj["error"]["message"]
+
+
+def test_ordinary_nesting_still_parses(server):
+    deep = {"content": "hi", "ignored": json.loads("[" * 60 + "]" * 60)}
+    status, _, obj = server.request("POST", "/tokenize", deep)
+    assert status == 200 and obj["tokens"], obj
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("json_schema", {"type": "object"}),
+        ("json_schema", {}),
+        ("lora", [{"id": 0, "scale": 1.0}]),
+        ("samplers", ["top_k", "temperature"]),
+        ("n_keep", -1),
+        ("grammar_file", "g.gbnf"),
+        ("slot_save_path", "/tmp"),
+        ("chat_template_file", "t.jinja"),
+    ],
+)
+def test_completion_fields_without_a_feature_are_refused(server, field, value):
+    status, _, obj = server.request("POST", "/completion", {"prompt": "hi", field: value})
+    assert status == 400, obj
+    assert obj["error"]["code"] == "unsupported"
+    assert field in obj["error"]["message"]
+
+
+def test_defaults_of_those_fields_are_accepted(server):
+    body = {"prompt": "hi", "n_predict": 2, "n_keep": 0, "lora": [], "json_schema": None}
+    status, _, obj = server.request("POST", "/completion", body)
+    assert status == 200, obj
+
+
+@pytest.mark.parametrize(
+    "samplers",
+    [
+        # llama.cpp's default chain, and its web UI's string form of it
+        ["penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc",
+         "temperature"],
+        "edskypmxt",
+    ],
+)  # fmt: skip
+def test_the_default_sampler_chain_is_accepted(server, samplers):
+    body = {"prompt": "hi", "n_predict": 2, "samplers": samplers}
+    status, _, obj = server.request("POST", "/completion", body)
+    assert status == 200, obj
+
+
+@pytest.mark.parametrize("samplers", [["temperature", "top_k", "top_p", "min_p"], "tkpm", ["x"]])
+def test_another_sampler_chain_is_refused(server, samplers):
+    body = {"prompt": "hi", "n_predict": 2, "samplers": samplers}
+    status, _, obj = server.request("POST", "/completion", body)
+    assert status == 400 and obj["error"]["code"] == "unsupported", obj
+
+
+def test_client_gone_mid_body_leaves_no_traceback(server):
+    for _ in range(3):
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+            s.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"messages\":"
+            )
+    status, _, obj = server.request("GET", "/health")
+    assert status == 200
+    # the module's fixture checks the server's stderr, at its end, for a traceback
+
+
+def test_sigterm_ends_the_server_while_a_body_never_ends(tiny_target):
+    srv = Server(["-m", str(tiny_target), *FAST, "-c", "512"])
+    sock = socket.create_connection(("127.0.0.1", srv.port), timeout=20)
+    try:
+        sock.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"5\r\n{\"mes\r\n"
+        )
+        status, _, _ = srv.request("GET", "/health")  # the first request is being read
+        assert status == 200
+        srv.proc.send_signal(signal.SIGTERM)
+        answer = b""
+        while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+    finally:
+        sock.close()
+    assert answer.startswith(b"HTTP/1.1 503"), answer
+    assert b'"shutting_down"' in answer
+    # a generous bound: before, the shutdown waited 30 s for the body, then failed
+    code, err = srv.stop(timeout=20)
+    assert code == 0, err
+    assert "Traceback" not in err and "CancelledError" not in err, err
+
+
+def test_serve_on_loopback_says_nothing_about_keys(tiny_target):
+    srv = Server(["-m", str(tiny_target), *FAST, "-c", "512"])
+    assert srv.request("GET", "/health")[0] == 200
+    code, err = srv.stop()
+    assert code == 0, err
+    assert "--api-key" not in err and "warning" not in err, err
