@@ -15,6 +15,7 @@ import typer
 from specgguf_cli import options as o
 
 from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP
+from specgguf.drafters.ngram_options import SIZE_M_TYPES
 
 SpecTypes = typer.Option(
     None,
@@ -46,8 +47,8 @@ SweepNMax = typer.Option(
 SweepSizeM = typer.Option(
     None,
     "--sweep-size-m",
-    help="Run every configuration that uses ngram-simple, ngram-map-k or ngram-map-k4v once "
-    "per size_m in this comma list (e.g. 8,16,32,48): how long their drafts may be.",
+    help=f"Run every configuration that uses {o.one_of(list(SIZE_M_TYPES))} once per size_m "
+    "in this comma list (e.g. 8,16,32,48): how long their drafts may be.",
 )
 NPredict = typer.Option(
     128, "-n", "--n-predict", help="Tokens to generate per run (bench default: 128)."
@@ -105,32 +106,15 @@ def _refuse_removed_types(values: list[str] | None, *, from_env: bool) -> None:
                 raise UsageError(lg.spec_type_message(name, types, env=from_env))
 
 
-@o.with_ngram_options
+@o.with_session_flags
 def bench(
     ctx: typer.Context,
-    model: Path | None = o.Model,
-    model_draft: Path | None = o.ModelDraft,
     spec_type: list[str] | None = SpecTypes,
     spec_draft_n_max: str = NMaxList,
     no_auto_profile: bool = o.NoAutoProfile,
     sweep_n_max: str | None = SweepNMax,
     sweep_size_m: str | None = SweepSizeM,
-    spec_draft_n_min: int = o.NMin,
-    spec_draft_p_min: float = o.PMin,
-    spec_draft_p_split: float = o.PSplit,
-    spec_draft_sampling: str = o.DraftSampling,
-    n_gpu_layers: str = o.NGL,
-    n_gpu_layers_draft: str = o.NGLD,
-    ctx_size: int | None = o.Ctx,
-    batch_size: int = o.Batch,
-    flash_attn: str = o.FlashAttn,
-    threads: int = o.Threads,
-    threads_draft: int = o.ThreadsDraft,
-    no_repack: bool = o.NoRepack,
-    rpc: str | None = o.Rpc,
-    device: str | None = o.Device,
-    device_draft: str | None = o.DeviceDraft,
-    list_devices: bool = o.ListDevices,
+    flags: o.SessionFlags = None,  # every flag of o.SESSION_FLAGS and the n-gram options
     n_predict: int = NPredict,
     prompt: str | None = BenchPrompt,
     file: Path | None = BenchFile,
@@ -145,9 +129,7 @@ def bench(
     min_p: float = o.MinP,
     ignore_eos: bool = o.IgnoreEos,
     json_out: bool = BenchJson,
-    verbose: bool = o.Verbose,
     quiet: bool = o.Quiet,
-    ngram=None,
 ) -> int:
     """Measure plain decoding against speculative configurations and recommend one.
 
@@ -163,41 +145,18 @@ def bench(
         load_prompts,
         parse_configs,
         parse_n_max_list,
+        parse_size_m_list,
         recommend,
         run_bench,
         to_json,
         total_steps,
     )
     from specgguf.core.sampling import SamplerParams
-    from specgguf.drafters.ngram_options import NGRAM_FLAGS
     from specgguf.drafters.registry import PRIORITY, needs_draft_model
     from specgguf.errors import UsageError
 
     source = ctx.get_parameter_source("spec_type")
     _refuse_removed_types(spec_type, from_env=getattr(source, "name", "") == "ENVIRONMENT")
-    if list_devices:
-        return o.list_devices(rpc)
-    flags = o.SessionFlags(
-        model=model,
-        model_draft=model_draft,
-        n_min=spec_draft_n_min,
-        p_min=spec_draft_p_min,
-        p_split=spec_draft_p_split,
-        draft_sampling=spec_draft_sampling,
-        n_gpu_layers=n_gpu_layers,
-        n_gpu_layers_draft=n_gpu_layers_draft,
-        ctx_size=ctx_size,
-        batch_size=batch_size,
-        flash_attn=flash_attn,
-        threads=threads,
-        threads_draft=threads_draft,
-        no_repack=no_repack,
-        verbose=verbose,
-        rpc=rpc,
-        device=device,
-        device_draft=device_draft,
-        ngram=ngram,
-    )
     flags.check(n_predict=n_predict, temp=temp, top_p=top_p, min_p=min_p, seed=seed)
     if n_predict < 1:
         raise UsageError(f"invalid value for -n/--n-predict: {n_predict} (bench needs >= 1)")
@@ -210,23 +169,9 @@ def bench(
     else:
         n_max_values = parse_n_max_list(spec_draft_n_max)
 
-    default_pair = model is None
-    model, model_draft = o.resolve_models(model, model_draft)
-    size_m_values: list[int] = []
-    if sweep_size_m is not None:
-        # the range of every size_m flag (the n-gram types' one table)
-        size_m = next(row.info for row in NGRAM_FLAGS if row.field == "size_m")
-        for raw in sweep_size_m.split(","):
-            try:
-                m = int(raw.strip())
-            except ValueError:
-                m = 0
-            if not size_m.min <= m <= size_m.max:
-                raise UsageError(
-                    f"invalid value for --sweep-size-m: {raw.strip()!r} "
-                    f"(expected {size_m.min}..{size_m.max})"
-                )
-            size_m_values.append(m)
+    default_pair = flags.model is None
+    model, model_draft = o.resolve_models(flags.model, flags.model_draft)
+    size_m_values = parse_size_m_list(sweep_size_m) if sweep_size_m is not None else []
     configs = parse_configs(
         spec_type,
         n_max_values,
@@ -235,7 +180,7 @@ def bench(
     )
     classes = [c for v in (prompt_class or []) for c in v.split(",")]
     prompts = load_prompts(prompt, file, classes, per_class)
-    o.check_lookup_caches([t for c in configs for t in c.types], ngram)
+    o.check_lookup_caches([t for c in configs for t in c.types], flags.ngram)
 
     from specgguf.backend.session import resolve_seed
     from specgguf.generator import Generator
@@ -283,7 +228,7 @@ def bench(
         model_args = ["-m", str(model)]
         if model_draft is not None and any(needs_draft_model(c.types) for c in configs):
             model_args += ["-md", str(model_draft)]
-    rec = recommend(result.rows, result.costs, model_args=model_args, ngram=ngram)
+    rec = recommend(result.rows, result.costs, model_args=model_args, ngram=flags.ngram)
     if json_out:
         extra = {
             "model": str(model),

@@ -1,10 +1,15 @@
 """Option declarations shared by `run`, `bench` and `serve`, with llama.cpp's names, aliases and
 defaults, plus the validation llama.cpp performs (so a bad value fails before a model is
-loaded) and `SessionFlags`, the one way those flags become a loaded Session."""
+loaded). The loading and drafting flags all three take are one table, SESSION_FLAGS, which
+`with_session_flags` adds to a command as one `SessionFlags`: the one way those flags become
+a loaded Session."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import inspect
+import operator
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -343,13 +348,10 @@ def decode_prompt(data: bytes, where: str) -> str:
 def with_ngram_options(func):
     """Add every n-gram flag of specgguf.drafters.ngram_options.NGRAM_FLAGS to a Typer command.
 
-    The table is the single source of the names, aliases, defaults and ranges; this extends
-    the command's signature (Typer reads `__signature__`) and hands the command one
+    The table is the single source of the names, aliases, defaults and ranges; this replaces
+    the command's `ngram` parameter by those flags and hands the command one
     `ngram: NgramOptions` argument built and validated from whatever the user gave.
     """
-    import functools
-    import inspect
-
     from specgguf.drafters.ngram_options import NGRAM_FLAGS, NgramOptions
 
     params = {}
@@ -360,7 +362,7 @@ def with_ngram_options(func):
             row.info.flag,
             inspect.Parameter(
                 name,
-                inspect.Parameter.KEYWORD_ONLY,
+                inspect.Parameter.POSITIONAL_OR_KEYWORD,
                 default=typer.Option(
                     None,
                     row.info.flag,
@@ -374,17 +376,11 @@ def with_ngram_options(func):
             ),
         )
 
-    sig = inspect.signature(func)
-    base = [p for n, p in sig.parameters.items() if n != "ngram"]
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
+    def call(func, args, kwargs):
         flags = {flag: kwargs.pop(name) for name, (flag, _) in params.items()}
         return func(*args, ngram=NgramOptions.from_flags(flags), **kwargs)
 
-    wrapper.__signature__ = sig.replace(parameters=base + [p for _, p in params.values()])
-    del wrapper.__wrapped__  # make Typer read the extended signature, not the original
-    return wrapper
+    return _extend_signature(func, "ngram", [p for _, p in params.values()], call)
 
 
 def check_lookup_caches(types, ngram) -> None:
@@ -407,69 +403,107 @@ def resolve_models(model: Path | None, model_draft: Path | None) -> tuple[Path, 
     return target, model_draft or default_draft
 
 
-def load_options(
-    model: Path, model_draft: Path | None, *, n_gpu_layers: str, n_gpu_layers_draft: str,
-    ctx_size: int | None, batch_size: int, flash_attn: str, threads: int, threads_draft: int,
-    no_repack: bool, verbose: bool, kv_types: tuple[str, str, str, str] = ("f16",) * 4,
-    rpc: str | None = None, device: str | None = None, device_draft: str | None = None,
-    strict_vocab: bool = False,
-):  # fmt: skip
-    """The loading flags shared by `run`, `bench` and `serve`, as
-    specgguf.backend.session.LoadOptions."""
+def _all_cores(threads: int) -> int:
+    """-1 and 0 both mean all cores: one machine profile, not two."""
+    return max(threads, 0)
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+@dataclass(frozen=True)
+class SharedFlag:
+    """One flag that `run`, `bench` and `serve` all take, declared once: the commands'
+    parameter name, its Typer declaration (names, aliases, variable, default, help), its type,
+    and the specgguf.backend.session.LoadOptions field it fills (None: not a loading setting,
+    read from SessionFlags instead)."""
+
+    param: str
+    option: Any  # typer.models.OptionInfo
+    type: Any
+    load_field: str | None = None
+    convert: Callable[[Any], Any] = _same
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The flag's name, then its aliases, as the command line spells them."""
+        return tuple(self.option.param_decls)
+
+
+#: Every flag `run`, `bench` and `serve` share for loading a model pair and drafting over it,
+#: in --help order: the one source of their names, defaults and LoadOptions fields.
+#: `with_session_flags` adds them to a command; the README's flag table is checked against it.
+SESSION_FLAGS: tuple[SharedFlag, ...] = (
+    SharedFlag("model", Model, Path | None),  # None: the pulled pair (SessionFlags.resolve)
+    SharedFlag("model_draft", ModelDraft, Path | None),
+    SharedFlag("spec_vocab_strict", SpecVocabStrict, bool, "strict_vocab"),
+    SharedFlag("spec_draft_n_min", NMin, int),
+    SharedFlag("spec_draft_p_min", PMin, float),
+    SharedFlag("spec_draft_p_split", PSplit, float),
+    SharedFlag("spec_draft_sampling", DraftSampling, str),
+    SharedFlag("n_gpu_layers", NGL, str, "n_gpu_layers"),
+    SharedFlag("n_gpu_layers_draft", NGLD, str, "n_gpu_layers_draft"),
+    SharedFlag("ctx_size", Ctx, int | None, "n_ctx"),
+    SharedFlag("batch_size", Batch, int, "n_batch"),
+    SharedFlag("flash_attn", FlashAttn, str, "flash_attn"),
+    SharedFlag("threads", Threads, int, "threads", _all_cores),
+    SharedFlag("threads_draft", ThreadsDraft, int, "threads_draft", _all_cores),
+    SharedFlag("no_repack", NoRepack, bool, "repack", operator.not_),
+    SharedFlag("rpc", Rpc, str | None, "rpc"),
+    SharedFlag("device", Device, str | None, "device"),
+    SharedFlag("device_draft", DeviceDraft, str | None, "device_draft"),
+    SharedFlag("list_devices", ListDevices, bool),  # handled by with_session_flags
+    SharedFlag("cache_type_k", CacheTypeK, str, "cache_type_k"),
+    SharedFlag("cache_type_v", CacheTypeV, str, "cache_type_v"),
+    SharedFlag("cache_type_k_draft", CacheTypeKDraft, str, "cache_type_k_draft"),
+    SharedFlag("cache_type_v_draft", CacheTypeVDraft, str, "cache_type_v_draft"),
+    SharedFlag("verbose", Verbose, bool, "verbose"),
+)
+_SHARED = {row.param: row for row in SESSION_FLAGS}
+#: the rows whose value is a KV cache type (checked against llama.cpp's list before loading)
+_KV_ROWS = tuple(row for row in SESSION_FLAGS if row.param.startswith("cache_type_"))
+
+
+def load_options(model: Path, model_draft: Path | None, /, **given: Any):
+    """specgguf.backend.session.LoadOptions for a resolved model pair from the shared flags'
+    values, by parameter name (e.g. ctx_size=512); a flag not given keeps its default, and
+    -m/-md as given are replaced by the resolved pair."""
     from specgguf.backend.session import LoadOptions
 
-    return LoadOptions(
-        model=model,
-        model_draft=model_draft,
-        n_gpu_layers=n_gpu_layers,
-        n_gpu_layers_draft=n_gpu_layers_draft,
-        n_ctx=ctx_size,
-        n_batch=batch_size,
-        threads=max(threads, 0),  # -1 and 0 both mean all cores (one machine profile, not two)
-        threads_draft=max(threads_draft, 0),
-        flash_attn=flash_attn,
-        repack=not no_repack,
-        verbose=verbose,
-        cache_type_k=kv_types[0],
-        cache_type_v=kv_types[1],
-        cache_type_k_draft=kv_types[2],
-        cache_type_v_draft=kv_types[3],
-        rpc=rpc,
-        device=device,
-        device_draft=device_draft,
-        strict_vocab=strict_vocab,
-    )
+    unknown = sorted(set(given) - set(_SHARED))
+    if unknown:
+        raise TypeError(f"not a shared flag: {', '.join(unknown)}")
+    fields = {
+        row.load_field: row.convert(given.get(row.param, row.option.default))
+        for row in SESSION_FLAGS
+        if row.load_field is not None
+    }
+    return LoadOptions(model=model, model_draft=model_draft, **fields)
 
 
 @dataclass(frozen=True)
 class SessionFlags:
-    """The flags `run`, `bench` and `serve` share for loading a model pair and speculating over
-    it, and the one way they become a Session: checked (`check`), resolved to models and spec
-    types (`resolve`), then loaded (`open_session`). A command without a flag (serve has no
-    --rpc, bench no -ctk) leaves it at its default."""
+    """The values of SESSION_FLAGS (and the n-gram options) one command was given, and the one
+    way they become a Session: checked (`check`), resolved to models and spec types
+    (`resolve`), then loaded (`open_session`)."""
 
-    model: Path | None
-    model_draft: Path | None
-    n_min: int
-    p_min: float
-    p_split: float
-    draft_sampling: str
-    n_gpu_layers: str
-    n_gpu_layers_draft: str
-    ctx_size: int | None
-    batch_size: int
-    flash_attn: str
-    threads: int
-    threads_draft: int
-    no_repack: bool
-    verbose: bool
-    #: -ctk, -ctv, -ctkd, -ctvd
-    kv_types: tuple[str, str, str, str] = ("f16",) * 4
-    rpc: str | None = None
-    device: str | None = None
-    device_draft: str | None = None
-    strict_vocab: bool = False
+    #: parameter name -> value, one entry per row of SESSION_FLAGS
+    given: Mapping[str, Any]
     ngram: Any = None  # specgguf.drafters.ngram_options.NgramOptions
+
+    @property
+    def model(self) -> Path | None:
+        """-m as given (None: the pulled default pair)."""
+        return self.given["model"]
+
+    @property
+    def model_draft(self) -> Path | None:
+        return self.given["model_draft"]
+
+    @property
+    def verbose(self) -> bool:
+        return self.given["verbose"]
 
     def check(
         self,
@@ -483,26 +517,25 @@ class SessionFlags:
     ) -> int | None:
         """Everything that can be checked without a model, so that a typo costs nothing; with
         `n_max` (run's and serve's --spec-draft-n-max), returns it parsed (None: auto)."""
+        g = self.given
         validate(
             n_predict=n_predict,
-            n_min=self.n_min,
-            p_min=self.p_min,
-            p_split=self.p_split,
+            n_min=g["spec_draft_n_min"],
+            p_min=g["spec_draft_p_min"],
+            p_split=g["spec_draft_p_split"],
             temp=temp,
             top_p=top_p,
             min_p=min_p,
-            ctx=self.ctx_size,
-            threads=self.threads,
-            threads_draft=self.threads_draft,
-            flash_attn=self.flash_attn,
-            draft_sampling=self.draft_sampling,
-            batch=self.batch_size,
+            ctx=g["ctx_size"],
+            threads=g["threads"],
+            threads_draft=g["threads_draft"],
+            flash_attn=g["flash_attn"],
+            draft_sampling=g["spec_draft_sampling"],
+            batch=g["batch_size"],
             seed=seed,
         )
         parsed = parse_n_max(n_max) if n_max is not None else None
-        validate_cache_types(
-            **dict(zip(("-ctk", "-ctv", "-ctkd", "-ctvd"), self.kv_types, strict=True))
-        )
+        validate_cache_types(**{row.names[0]: g[row.param] for row in _KV_ROWS})
         return parsed
 
     def resolve(
@@ -521,24 +554,7 @@ class SessionFlags:
 
     def load_options(self, model: Path, model_draft: Path | None):
         """These flags' specgguf.backend.session.LoadOptions for the resolved pair."""
-        return load_options(
-            model,
-            model_draft,
-            n_gpu_layers=self.n_gpu_layers,
-            n_gpu_layers_draft=self.n_gpu_layers_draft,
-            ctx_size=self.ctx_size,
-            batch_size=self.batch_size,
-            flash_attn=self.flash_attn,
-            threads=self.threads,
-            threads_draft=self.threads_draft,
-            no_repack=self.no_repack,
-            verbose=self.verbose,
-            kv_types=self.kv_types,
-            rpc=self.rpc,
-            device=self.device,
-            device_draft=self.device_draft,
-            strict_vocab=self.strict_vocab,
-        )
+        return load_options(model, model_draft, **self.given)
 
     def open_session(
         self,
@@ -553,18 +569,66 @@ class SessionFlags:
         from specgguf.backend.session import Session
         from specgguf.generator import spec_options
 
+        g = self.given
         return Session(
             self.load_options(model, model_draft),
             spec_options(
                 types,
                 n_max,
-                n_min=self.n_min,
-                p_min=self.p_min,
-                draft_sampling=self.draft_sampling,
+                n_min=g["spec_draft_n_min"],
+                p_min=g["spec_draft_p_min"],
+                draft_sampling=g["spec_draft_sampling"],
                 ngram=self.ngram,
             ),
             parallel=parallel,
         )
+
+
+def _extend_signature(func, slot: str, added: Sequence[inspect.Parameter], call):
+    """`func` with its parameter `slot` replaced by `added` (Typer reads `__signature__`),
+    called as `call(func, args, kwargs)`. The original's annotations are evaluated in its own
+    module, so that Typer need not resolve them in this one."""
+    sig = inspect.signature(func, eval_str=True)
+    params: list[inspect.Parameter] = []
+    for p in sig.parameters.values():
+        params.extend(added if p.name == slot else [p])
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        return call(func, args, kwargs)
+
+    wrapper.__signature__ = sig.replace(parameters=params)
+    wrapper.__annotations__ = {
+        p.name: p.annotation for p in params if p.annotation is not inspect.Parameter.empty
+    }
+    del wrapper.__wrapped__  # make Typer read the extended signature, not the original
+    return wrapper
+
+
+def with_session_flags(func):
+    """Add every flag of SESSION_FLAGS and of the n-gram options to a Typer command, in place
+    of its `flags` parameter, and hand it one `flags: SessionFlags` (with `flags.ngram`).
+
+    --list-devices is answered here (the listing, exit 0) before the command runs: it needs
+    no model and means the same in every command.
+    """
+    added = [
+        inspect.Parameter(
+            row.param, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=row.option,
+            annotation=row.type,
+        )  # fmt: skip
+        for row in SESSION_FLAGS
+    ]
+    added.append(inspect.Parameter("ngram", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None))
+
+    def call(func, args, kwargs):
+        given = {row.param: kwargs.pop(row.param) for row in SESSION_FLAGS}
+        flags = SessionFlags(given, kwargs.pop("ngram"))
+        if given["list_devices"]:
+            return list_devices(given["rpc"])
+        return func(*args, flags=flags, **kwargs)
+
+    return with_ngram_options(_extend_signature(func, "flags", added, call))
 
 
 def list_devices(rpc: str | None) -> int:

@@ -79,34 +79,12 @@ COLOR_CHOICES = {
 }
 
 
-@o.with_ngram_options
+@o.with_session_flags
 def run(
-    model: Path | None = o.Model,
-    model_draft: Path | None = o.ModelDraft,
     spec_type: str | None = o.SpecType,
     spec_draft_n_max: str = o.NMax,
     no_auto_profile: bool = o.NoAutoProfile,
-    spec_vocab_strict: bool = o.SpecVocabStrict,
-    spec_draft_n_min: int = o.NMin,
-    spec_draft_p_min: float = o.PMin,
-    spec_draft_p_split: float = o.PSplit,
-    spec_draft_sampling: str = o.DraftSampling,
-    n_gpu_layers: str = o.NGL,
-    n_gpu_layers_draft: str = o.NGLD,
-    ctx_size: int | None = o.Ctx,
-    batch_size: int = o.Batch,
-    flash_attn: str = o.FlashAttn,
-    threads: int = o.Threads,
-    threads_draft: int = o.ThreadsDraft,
-    no_repack: bool = o.NoRepack,
-    rpc: str | None = o.Rpc,
-    device: str | None = o.Device,
-    device_draft: str | None = o.DeviceDraft,
-    list_devices: bool = o.ListDevices,
-    cache_type_k: str = o.CacheTypeK,
-    cache_type_v: str = o.CacheTypeV,
-    cache_type_k_draft: str = o.CacheTypeKDraft,
-    cache_type_v_draft: str = o.CacheTypeVDraft,
+    flags: o.SessionFlags = None,  # every flag of o.SESSION_FLAGS and the n-gram options
     n_predict: int = o.NPredict,
     prompt: str | None = o.Prompt,
     file: Path | None = o.File,
@@ -124,9 +102,7 @@ def run(
     chat_template_file: Path | None = ChatTemplateFile,
     color: str = Color,
     trace: Path | None = Trace,
-    verbose: bool = o.Verbose,
     quiet: bool = o.Quiet,
-    ngram=None,
 ) -> int:
     """Generate text with speculative decoding (or plain decoding with --spec-type none).
 
@@ -138,31 +114,6 @@ def run(
     from specgguf.drafters.registry import needs_draft_model
     from specgguf.errors import UsageError
 
-    if list_devices:
-        return o.list_devices(rpc)
-    flags = o.SessionFlags(
-        model=model,
-        model_draft=model_draft,
-        n_min=spec_draft_n_min,
-        p_min=spec_draft_p_min,
-        p_split=spec_draft_p_split,
-        draft_sampling=spec_draft_sampling,
-        n_gpu_layers=n_gpu_layers,
-        n_gpu_layers_draft=n_gpu_layers_draft,
-        ctx_size=ctx_size,
-        batch_size=batch_size,
-        flash_attn=flash_attn,
-        threads=threads,
-        threads_draft=threads_draft,
-        no_repack=no_repack,
-        verbose=verbose,
-        kv_types=(cache_type_k, cache_type_v, cache_type_k_draft, cache_type_v_draft),
-        rpc=rpc,
-        device=device,
-        device_draft=device_draft,
-        strict_vocab=spec_vocab_strict,
-        ngram=ngram,
-    )
     # Everything that can be checked without a model is checked first: a typo costs nothing.
     n_max = flags.check(
         n_predict=n_predict, temp=temp, top_p=top_p, min_p=min_p, seed=seed, n_max=spec_draft_n_max
@@ -179,7 +130,7 @@ def run(
     if chat is False and (conversation or system_prompt is not None):
         what = "-cnv/--conversation" if conversation else "-sys/--system-prompt"
         raise UsageError(f"{what} needs the chat template: drop --no-chat")
-    default_pair = model is None
+    default_pair = flags.model is None
     if jsonl:  # each line says what it is: "messages" is chat, "prompt" is text unless --chat
         use_chat = chat if chat is not None else system_prompt is not None
     else:
@@ -188,7 +139,8 @@ def run(
 
     # From here on a signal (Ctrl-C while stdin is read, during the imports, the load...) still
     # ends a single run in its report and --json object: nothing generated yet.
-    meta: dict = {"model": str(model) if model is not None else None, "draft_model": None,
+    given = flags.model  # -m as given (None: the pulled pair, resolved below)
+    meta: dict = {"model": str(given) if given is not None else None, "draft_model": None,
                   "spec_type": None}  # fmt: skip
     types: list[str] = []
     lines = text = tracer = None
@@ -232,7 +184,7 @@ def run(
             from specgguf.backend.session import CROSS_VOCAB_NOTICE
             from specgguf.generator import Generator
 
-            with _loading(model, draft_shown, quiet, verbose):
+            with _loading(model, draft_shown, quiet, flags.verbose):
                 session = flags.open_session(model, model_draft, types, n_max)
             if session.cross_vocab and not quiet:
                 print(CROSS_VOCAB_NOTICE, file=sys.stderr)

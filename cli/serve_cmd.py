@@ -65,29 +65,12 @@ SystemPrompt = typer.Option(
 )
 
 
-@o.with_ngram_options
+@o.with_session_flags
 def serve(
-    model: Path | None = o.Model,
-    model_draft: Path | None = o.ModelDraft,
     spec_type: str | None = o.SpecType,
     spec_draft_n_max: str = o.NMax,
     no_auto_profile: bool = o.NoAutoProfile,
-    spec_draft_n_min: int = o.NMin,
-    spec_draft_p_min: float = o.PMin,
-    spec_draft_p_split: float = o.PSplit,
-    spec_draft_sampling: str = o.DraftSampling,
-    n_gpu_layers: str = o.NGL,
-    n_gpu_layers_draft: str = o.NGLD,
-    ctx_size: int = o.Ctx,
-    batch_size: int = o.Batch,
-    flash_attn: str = o.FlashAttn,
-    threads: int = o.Threads,
-    threads_draft: int = o.ThreadsDraft,
-    no_repack: bool = o.NoRepack,
-    cache_type_k: str = o.CacheTypeK,
-    cache_type_v: str = o.CacheTypeV,
-    cache_type_k_draft: str = o.CacheTypeKDraft,
-    cache_type_v_draft: str = o.CacheTypeVDraft,
+    flags: o.SessionFlags = None,  # every flag of o.SESSION_FLAGS and the n-gram options
     n_predict: int = o.NPredict,
     seed: int = o.Seed,
     temp: float = o.Temp,
@@ -105,9 +88,7 @@ def serve(
     alias: str | None = Alias,
     timeout: int = Timeout,
     system_prompt: str | None = SystemPrompt,
-    verbose: bool = o.Verbose,
     quiet: bool = o.Quiet,
-    ngram=None,
 ) -> int:
     """Serve the model over HTTP: OpenAI's /v1/chat/completions, /v1/completions and
     /v1/models, llama-server's /completion, /tokenize, /detokenize, /apply-template, /props,
@@ -118,25 +99,6 @@ def serve(
     from specgguf.drafters.registry import needs_draft_model
     from specgguf.errors import ExitCode, SpecggufError, UsageError
 
-    flags = o.SessionFlags(
-        model=model,
-        model_draft=model_draft,
-        n_min=spec_draft_n_min,
-        p_min=spec_draft_p_min,
-        p_split=spec_draft_p_split,
-        draft_sampling=spec_draft_sampling,
-        n_gpu_layers=n_gpu_layers,
-        n_gpu_layers_draft=n_gpu_layers_draft,
-        ctx_size=ctx_size,
-        batch_size=batch_size,
-        flash_attn=flash_attn,
-        threads=threads,
-        threads_draft=threads_draft,
-        no_repack=no_repack,
-        verbose=verbose,
-        kv_types=(cache_type_k, cache_type_v, cache_type_k_draft, cache_type_v_draft),
-        ngram=ngram,
-    )
     n_max = flags.check(
         n_predict=n_predict, temp=temp, top_p=top_p, min_p=min_p, seed=seed, n_max=spec_draft_n_max
     )
@@ -223,7 +185,7 @@ def serve(
             host=host,
             port=port,
             max_queue=max_queue,
-            verbose=verbose,
+            verbose=flags.verbose,
             announce=None if quiet else say,
         )
     finally:

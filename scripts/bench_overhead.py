@@ -172,17 +172,18 @@ def parse_config(text: str) -> tuple[list[str], int | None]:
 
 def _decoder(session, cfg: str, temp: float, n_predict: int, seed: int, *, ignore_eos=False):
     """A decoder for one configuration ("draft-simple:4", "ngram-simple", ":auto", "none")."""
-    from specgguf.auto.policy import DEFAULT_N_MAX_CAP, AdaptivePolicy
+    from specgguf.auto.policy import AdaptivePolicy
     from specgguf.core.sampling import SamplerParams
+    from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP
 
     types, n_max = parse_config(cfg)
     session.spec = replace(
         session.spec,
         types=types,
-        n_max=n_max if n_max is not None else DEFAULT_N_MAX_CAP,
+        n_max=n_max if n_max is not None else AUTO_N_MAX_CAP,
         adaptive=n_max is None,
     )
-    policy = AdaptivePolicy(n_max_cap=DEFAULT_N_MAX_CAP) if n_max is None and types else None
+    policy = AdaptivePolicy(n_max_cap=AUTO_N_MAX_CAP) if n_max is None and types else None
     if policy is not None:
         policy.seed(None)  # cold: it measures this machine itself, as `--no-auto-profile`
     dec = session.decoder(

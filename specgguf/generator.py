@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from specgguf.auto.policy import DEFAULT_N_MAX_CAP, AdaptivePolicy
+from specgguf.auto.policy import AdaptivePolicy
 from specgguf.auto.preload import without_draft_cost
 from specgguf.auto.profile import CostProfile
 from specgguf.backend.session import Session, Slot, SpecOptions, TimingContexts, resolve_seed
@@ -33,10 +33,8 @@ from specgguf.core.rounds import Round
 from specgguf.core.sampling import SamplerParams
 from specgguf.core.stats import RunStats
 from specgguf.draft_plan import DRAFT_MODEL_TYPE
+from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP
 from specgguf.errors import PromptError
-
-#: the draft length cap `--spec-draft-n-max auto` chooses under
-AUTO_N_MAX_CAP = DEFAULT_N_MAX_CAP
 
 
 def spec_options(types: list[str], n_max: int | None, **kw: Any) -> SpecOptions:

@@ -16,7 +16,10 @@ import pytest
 from tests.serve_helpers import FAST, Server
 
 BROWSER = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(BROWSER is None, reason="chromium is not installed")
+pytestmark = pytest.mark.skipif(
+    BROWSER is None,
+    reason="chromium is not installed (Debian's package `chromium`, which .ci/run installs)",
+)
 FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
          "--no-first-run", "--hide-scrollbars", "--virtual-time-budget=60000"]  # fmt: skip
 

@@ -52,8 +52,6 @@ from specgguf.auto.profile import AcceptanceMemory, CostProfile
 from specgguf.core.draft import DraftGate
 from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP
 
-#: the longest draft `--spec-draft-n-max auto` lets a draft MODEL make unless told otherwise
-DEFAULT_N_MAX_CAP = AUTO_N_MAX_CAP  # (defined with the draft-length range: the CLI reads it)
 #: the widest verify pass auto models. Free drafters (n-gram lookups) propose up to their own
 #: size_m (48 by default), and on CPUs a long pass costs far less per token than a short one
 #: (the batched kernels take over past ~9 tokens), so their widths must be priced too.
@@ -110,7 +108,7 @@ class AdaptivePolicy:
 
     def __init__(
         self,
-        n_max_cap: int = DEFAULT_N_MAX_CAP,
+        n_max_cap: int = AUTO_N_MAX_CAP,  # the longest draft a draft MODEL may make
         *,
         width_cap: int = MAX_WIDTH,
         decay: float = 0.97,

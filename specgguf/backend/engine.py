@@ -30,6 +30,7 @@ from specgguf.backend.offload import (
     no_device_message,
     offload_targets,
 )
+from specgguf.core.context import Outputs
 from specgguf.errors import ExitCode, ModelFileError, SpecggufError
 
 try:  # imported lazily by tests that only need pure modules
@@ -112,11 +113,6 @@ def init_backend(verbose: bool = False) -> None:
     ll.llama_backend_init()
     _backend_ready = True
     interrupts.check()
-
-
-def system_info() -> str:
-    init_backend(_verbose)
-    return ll.llama_print_system_info().decode("utf-8", "replace").strip()
 
 
 def gpu_offload_supported() -> bool:
@@ -311,9 +307,6 @@ class Model:
     def is_eog(self, token: int) -> bool:
         return bool(ll.llama_vocab_is_eog(self.vocab, token))
 
-    def token_text(self, token: int) -> str:
-        return (ll.llama_vocab_get_text(self.vocab, token) or b"").decode("utf-8", "replace")
-
     def close(self) -> None:
         if self.ptr:
             ll.llama_model_free(self.ptr)
@@ -401,7 +394,7 @@ class Context:
         self._dirty = False
 
     def decode(
-        self, tokens: Sequence[int], pos0: int, *, outputs: str = "last"
+        self, tokens: Sequence[int], pos0: int, *, outputs: Outputs = "last"
     ) -> np.ndarray | None:
         """Evaluate tokens at positions pos0.. and return a zero-copy (n_out, n_vocab) view of
         the requested logits ("last", "all" or "none"); valid until the next decode.

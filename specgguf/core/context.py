@@ -8,9 +8,12 @@ numpy toy that a test builds in a millisecond. Importing this module imports no 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Literal, Protocol
 
 import numpy as np
+
+#: which rows of logits a decode returns: the last token's, every token's, or none (a prefill)
+Outputs = Literal["last", "all", "none"]
 
 
 class KVContext(Protocol):
@@ -27,7 +30,7 @@ class KVContext(Protocol):
     tokens: list[int]
 
     def decode(
-        self, tokens: Sequence[int], pos0: int, *, outputs: str = "last"
+        self, tokens: Sequence[int], pos0: int, *, outputs: Outputs = "last"
     ) -> np.ndarray | None: ...
 
     def truncate(self, n_keep: int) -> None: ...

@@ -39,13 +39,15 @@ class Drafter(ABC):
     """Base class of all draft sources. Subclasses keep whatever index they need incrementally:
     `observe` must cost O(len(tokens)), never O(len(history))."""
 
-    #: the --spec-type name, e.g. "ngram-simple" or "draft-simple"
+    #: the --spec-type name, e.g. "ngram-simple" or "draft-simple" (set from the type's row of
+    #: specgguf.drafters.registry when it builds the drafter)
     name: str = ""
     #: the longest draft this source makes on its own (llama.cpp: --spec-draft-n-max for model
     #: drafters, size_m / n_max for the n-gram types); the loop never asks for more
     max_draft: int = 8
     #: proposing costs next to nothing (a table lookup), so a cost model may ask for drafts it
     #: will not send to the target, just to keep measuring this source's acceptance for free
+    #: (set from the row's `free` when the registry builds the drafter)
     cheap: bool = False
     #: proposes token by token and can ask a DraftGate before each one (a draft model); the
     #: loop then passes one to `propose`
@@ -60,11 +62,11 @@ class Drafter(ABC):
         """Append tokens the loop emitted (in order) to the sequence."""
 
     @abstractmethod
-    def propose(self, n_max: int, gate: DraftGate | None = None) -> Draft:
-        """Guess up to `n_max` tokens that continue the sequence; an empty Draft means no guess.
+    def propose(self, budget: int, gate: DraftGate | None = None) -> Draft:
+        """Guess up to `budget` tokens that continue the sequence; an empty Draft means no guess.
         A drafter that `asks_per_token` stops where `gate` says a token is not worth it."""
 
-    def peek(self, n_max: int) -> Draft:
+    def peek(self, budget: int) -> Draft:
         """What `propose` would return now, without changing any state (a shadow draft: the
         policy measures a free drafter's acceptance on rounds it sits out). Drafters whose
         proposals cost real work (a model) peek nothing."""

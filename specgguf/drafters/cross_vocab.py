@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from specgguf.core.context import KVContext
+from specgguf.core.context import KVContext, Outputs
 from specgguf.core.draft import Draft, Drafter, DraftGate
 from specgguf.core.sampling import top_k_confidence
 from specgguf.drafters.draft_model import DraftTiming
@@ -62,8 +62,6 @@ class Vocabulary(Protocol):
 
 
 class CrossVocabDrafter(Drafter):
-    name = "draft-simple"
-
     def __init__(
         self,
         ctx: KVContext,
@@ -153,7 +151,7 @@ class CrossVocabDrafter(Drafter):
             self.ctx.truncate(keep)
         self._sync_ms += (time.perf_counter() - t0) * 1e3
 
-    def _catch_up(self, upto: int, outputs: str) -> np.ndarray | None:
+    def _catch_up(self, upto: int, outputs: Outputs) -> np.ndarray | None:
         pending = self.text.tokens[len(self.kv) : upto]
         logits = self.ctx.decode(pending, len(self.kv), outputs=outputs)
         self.kv.extend(pending)
@@ -173,11 +171,11 @@ class CrossVocabDrafter(Drafter):
             text = text[len(pend) :]
         return translate(window, text, self._target_tokenize, self._target_piece, final=final)
 
-    def propose(self, n_max: int, gate: DraftGate | None = None) -> Draft:
+    def propose(self, budget: int, gate: DraftGate | None = None) -> Draft:
         self.translation = None
         hist = self.text.tokens
         room = self.ctx.n_ctx - len(hist)  # draft tokens that still fit after the text
-        if n_max <= 0 or not hist or self._full or room < 2:
+        if budget <= 0 or not hist or self._full or room < 2:
             self._full = self._full or (bool(hist) and room < 2)
             return Draft()
         t0 = time.perf_counter()
@@ -198,7 +196,7 @@ class CrossVocabDrafter(Drafter):
         pieces = list(self._pieces)
         ws = window_start(pieces, TARGET_WINDOW)
         window = pieces[ws:] if ws >= 0 else []
-        cap = min(DRAFT_TOKENS_PER_TARGET * n_max + 1, room - 1)
+        cap = min(DRAFT_TOKENS_PER_TARGET * budget + 1, room - 1)
         dm = self.draft_model
         dtoks: list[int] = []
         text = bytearray()
@@ -220,12 +218,12 @@ class CrossVocabDrafter(Drafter):
             text += dm.piece_special(tok)
             if len(dtoks) >= cap:
                 break
-            if len(dtoks) >= n_max:  # fewer draft tokens than n_max rarely make n_max targets
+            if len(dtoks) >= budget:  # fewer draft tokens than budget rarely make budget targets
                 t1 = time.perf_counter()
                 tr = self._translate(window, bytes(text), final=False)
                 tr_at = len(dtoks)
                 step_translate_ms += (time.perf_counter() - t1) * 1e3
-                if tr is None or tr.dead or len(tr.tokens) >= n_max:
+                if tr is None or tr.dead or len(tr.tokens) >= budget:
                     break
             t1 = time.perf_counter()
             logits = self.ctx.decode([tok], len(self.kv), outputs="last")
@@ -244,7 +242,7 @@ class CrossVocabDrafter(Drafter):
         step_translate_ms += (time.perf_counter() - t1) * 1e3
         timing.steps_ms += step_translate_ms  # auto prices a proposal with its translation
         translate_ms += step_translate_ms
-        tokens = tokens[:n_max]
+        tokens = tokens[:budget]
         if len(tokens) < self.n_min:
             tokens = []
         timing.proposed = len(tokens)

@@ -3,14 +3,17 @@
 Mirrors llama.cpp's common/speculative.cpp (draft-simple): the draft first catches up on the
 tokens it has not seen, then decodes one token at a time; drafting stops when the draft's top
 probability (top-k 10 at temperature 1) falls below --spec-draft-p-min (that token is not
-added) or at n_max; a draft shorter than --spec-draft-n-min is thrown away.
+added) or at the round's budget (at most --spec-draft-n-max); a draft shorter than
+--spec-draft-n-min is thrown away.
 
-Two ways of drafting:
-- greedy (always at --temp 0, and upstream's default): propose the draft's argmax; q is
-  one-hot, and verification reduces to "does the target's sample equal the draft".
-- probabilistic (specgguf's default at --temp > 0): sample from q, the user's sampler chain
-  applied to the draft's logits, and keep q for rejection sampling, which accepts more often
-  than matching a one-hot guess when the target itself is sampling.
+Two ways of drafting (--spec-draft-sampling; the session turns its `auto` into one of them):
+- greedy (always at --temp 0, upstream's default, and what `auto` picks under
+  --spec-draft-n-max auto): propose the draft's argmax; q is one-hot, and verification
+  reduces to "does the target's sample equal the draft".
+- probabilistic (what `auto` picks at --temp > 0 with a fixed --spec-draft-n-max): sample
+  from q, the user's sampler chain applied to the draft's logits, and keep q for rejection
+  sampling, which accepts more often than matching a one-hot guess when the target itself is
+  sampling.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specgguf.core.context import KVContext
+from specgguf.core.context import KVContext, Outputs
 from specgguf.core.draft import Draft, Drafter, DraftGate
 from specgguf.core.sampling import (
     DRAFT,
@@ -47,7 +50,6 @@ class DraftTiming:
 
 
 class DraftModelDrafter(Drafter):
-    name = "draft-simple"
     asks_per_token = True  # auto asks before each further token (a DraftGate)
 
     def __init__(
@@ -99,14 +101,14 @@ class DraftModelDrafter(Drafter):
             del self.kv[keep:]
             self.ctx.truncate(keep)
 
-    def _catch_up(self, upto: int, outputs: str) -> np.ndarray | None:
+    def _catch_up(self, upto: int, outputs: Outputs) -> np.ndarray | None:
         pending = self.history[len(self.kv) : upto]
         logits = self.ctx.decode(pending, len(self.kv), outputs=outputs)
         self.kv.extend(pending)
         return logits
 
-    def propose(self, n_max: int, gate: DraftGate | None = None) -> Draft:
-        if n_max <= 0:
+    def propose(self, budget: int, gate: DraftGate | None = None) -> Draft:
+        if budget <= 0:
             return Draft()
         t0 = time.perf_counter()
         n_pending = len(self.history) - len(self.kv)
@@ -136,7 +138,7 @@ class DraftModelDrafter(Drafter):
                 tok = q.sample_at(self.random.uniform(len(self.history) + len(tokens), DRAFT))
                 probs.append(q)
             tokens.append(tok)
-            if len(tokens) >= n_max:
+            if len(tokens) >= budget:
                 break
             t0 = time.perf_counter()
             logits = self.ctx.decode([tok], len(self.kv), outputs="last")

@@ -518,10 +518,6 @@ def check_cache_paths(
 class NgramCache(Drafter):
     """Lookup decoding from n-gram statistics of this sequence, past runs and a corpus."""
 
-    cheap = True  # a lookup: shadow drafts for the cost model are free
-
-    name = "ngram-cache"
-
     def __init__(
         self,
         static_path: str | os.PathLike[str] | None = None,
@@ -570,14 +566,14 @@ class NgramCache(Drafter):
             if len(tail) > NGRAM_MAX:
                 del tail[0]
 
-    def propose(self, n_max: int, gate: DraftGate | None = None) -> Draft:
-        return self.peek(n_max)
+    def propose(self, budget: int, gate: DraftGate | None = None) -> Draft:
+        return self.peek(budget)
 
-    def peek(self, n_max: int) -> Draft:
-        if n_max <= 0 or self._length < NGRAM_STATIC:
+    def peek(self, budget: int) -> Draft:
+        if budget <= 0 or self._length < NGRAM_STATIC:
             return Draft()
         out = draft_from_caches(
-            self._tail, min(n_max, self.n_draft), self._context, self._dynamic, self._static
+            self._tail, min(budget, self.n_draft), self._context, self._dynamic, self._static
         )
         return Draft(tokens=out) if out else Draft()
 

@@ -67,7 +67,6 @@ class _Key:
 
 
 class _NgramMapBase(Drafter):
-    cheap = True  # a lookup: shadow drafts for the cost model are free
     key_only: bool = True
 
     def __init__(self, size_n: int, size_m: int, min_hits: int) -> None:
@@ -127,11 +126,11 @@ class _NgramMapBase(Drafter):
             return None
         return best, best.start, best.cap
 
-    def _lookup(self, n_max: int) -> tuple[Draft, tuple[_Key | _Value, int, bool] | None]:
+    def _lookup(self, budget: int) -> tuple[Draft, tuple[_Key | _Value, int, bool] | None]:
         """The proposal, and what `feedback` should cap afterwards (pure)."""
         hist, n, m = self._hist, self.size_n, self.size_m
         length = len(hist)
-        if n_max <= 0 or length < 2 * n + m + 1:
+        if budget <= 0 or length < 2 * n + m + 1:
             return Draft(), None
         key = self._keys.get(hist.window_hash(length - n, n))
         if key is None or not hist.same(key.last, length - n, n):
@@ -143,17 +142,17 @@ class _NgramMapBase(Drafter):
             return Draft(), None
         stats, start, cap = chosen
         want = min(m, cap)
-        count = min(want, n_max)
+        count = min(want, budget)
         if count <= 0:
             return Draft(), None
         return Draft(tokens=hist.tokens[start : start + count]), (stats, count, count < want)
 
-    def propose(self, n_max: int, gate: DraftGate | None = None) -> Draft:
-        draft, self._pending = self._lookup(n_max)
+    def propose(self, budget: int, gate: DraftGate | None = None) -> Draft:
+        draft, self._pending = self._lookup(budget)
         return draft
 
-    def peek(self, n_max: int) -> Draft:
-        return self._lookup(n_max)[0]
+    def peek(self, budget: int) -> Draft:
+        return self._lookup(budget)[0]
 
     def feedback(self, n_drafted: int, n_accepted: int) -> None:
         pending, self._pending = self._pending, None
@@ -173,7 +172,6 @@ class _NgramMapBase(Drafter):
 class NgramMapK(_NgramMapBase):
     """Key -> most recent continuation, capped by the key's last acceptance."""
 
-    name = "ngram-map-k"
     key_only = True
 
     def __init__(self, size_n: int = 12, size_m: int = 48, min_hits: int = 1) -> None:
@@ -184,7 +182,6 @@ class NgramMapK(_NgramMapBase):
 class NgramMapK4V(_NgramMapBase):
     """Key -> up to 4 counted continuations; drafts only a clearly dominant one."""
 
-    name = "ngram-map-k4v"
     key_only = False
 
     def __init__(self, size_n: int = 12, size_m: int = 48, min_hits: int = 1) -> None:

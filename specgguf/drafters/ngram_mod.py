@@ -53,10 +53,6 @@ assert TABLE_SIZE & _MASK == 0, "rolling hash needs a power-of-two table"
 class NgramMod(Drafter):
     """Rolls a lossy n-gram -> next-token table forward to draft long runs cheaply."""
 
-    cheap = True  # a lookup: shadow drafts for the cost model are free
-
-    name = "ngram-mod"
-
     def __init__(self, n_match: int = 24, n_min: int = 48, n_max: int = 64) -> None:
         NgramModParams(n_match, n_min, n_max)  # raises UsageError naming the flag
         self.n_match = n_match
@@ -130,13 +126,13 @@ class NgramMod(Drafter):
                 self._slot = (s * _A + tok) & _MASK
             toks.append(tok)
 
-    def peek(self, n_max: int) -> Draft:
+    def peek(self, budget: int) -> Draft:
         n, toks, table = self.n_match, self._tokens, self._table
         length = len(toks)
-        if n_max <= 0 or length <= n:  # llama.cpp needs n_match tokens before the last one
+        if budget <= 0 or length <= n:  # llama.cpp needs n_match tokens before the last one
             return Draft()
         # Rolling past both the budget and n_min cannot change what is returned.
-        limit = min(self.n_max, max(n_max, self.n_min))
+        limit = min(self.n_max, max(budget, self.n_min))
         out: list[int] = []
         slot, base = self._slot, length - n
         for i in range(limit):
@@ -150,10 +146,10 @@ class NgramMod(Drafter):
             slot = ((slot - old * self._top) * _A + tok) & _MASK
         if not out:
             return Draft()
-        return Draft(tokens=out[:n_max])
+        return Draft(tokens=out[:budget])
 
-    def propose(self, n_max: int, gate: DraftGate | None = None) -> Draft:
-        draft = self.peek(n_max)
+    def propose(self, budget: int, gate: DraftGate | None = None) -> Draft:
+        draft = self.peek(budget)
         self._pending = bool(draft.tokens)  # feedback judges only a proposal that was made
         return draft
 

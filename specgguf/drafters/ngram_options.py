@@ -8,19 +8,11 @@ a default or a range.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields, make_dataclass
 from typing import Any
 
-from specgguf.drafters.ngram_params import (
-    FlagInfo,
-    NgramCacheParams,
-    NgramMapK4VParams,
-    NgramMapKParams,
-    NgramModParams,
-    NgramParams,
-    NgramSimpleParams,
-)
-from specgguf.drafters.registry import REGISTRY, SPEC_TYPES
+from specgguf.drafters.ngram_params import FlagInfo
+from specgguf.drafters.registry import REGISTRY, SPEC_TYPES, NgramParams
 
 
 @dataclass(frozen=True)
@@ -50,20 +42,23 @@ NGRAM_FLAGS: tuple[NgramFlag, ...] = tuple(
 )
 
 
-@dataclass(frozen=True)
-class NgramOptions:
-    """The options of every n-gram type at once, as the command line gives them. Each field
-    holds one type's params; which type is the registry's (the row whose params class is the
-    field's)."""
+#: the n-gram types whose draft length is their size_m, with that flag (bench's --sweep-size-m)
+SIZE_M_TYPES: dict[str, str] = {
+    f.spec_type: f.info.flag for f in NGRAM_FLAGS if f.field == "size_m"
+}
 
-    simple: NgramSimpleParams = field(default_factory=NgramSimpleParams)
-    map_k: NgramMapKParams = field(default_factory=NgramMapKParams)
-    map_k4v: NgramMapK4VParams = field(default_factory=NgramMapK4VParams)
-    mod: NgramModParams = field(default_factory=NgramModParams)
-    cache: NgramCacheParams = field(default_factory=NgramCacheParams)
+
+def options_field(spec_type: str) -> str:
+    """The NgramOptions field of an n-gram type: its name without `ngram-`, as an identifier
+    (ngram-map-k4v -> map_k4v)."""
+    return spec_type.removeprefix("ngram-").replace("-", "_")
+
+
+class _ByType:
+    """What NgramOptions does with its fields (one per n-gram row of the registry)."""
 
     def for_type(self, spec_type: str) -> NgramParams:
-        return getattr(self, _FIELD_OF[SPEC_TYPES[spec_type].params])
+        return getattr(self, options_field(spec_type))
 
     def flags_for(self, spec_types: Sequence[str]) -> list[str]:
         """The command-line flags that reproduce these options for `spec_types` (only values
@@ -77,8 +72,15 @@ class NgramOptions:
                 out += [row.info.flag, str(value)]
         return out
 
+    def with_params(self, spec_type: str, **changes: Any) -> Any:
+        """A copy with some fields of one type's params changed (e.g. size_m=16)."""
+        from dataclasses import replace
+
+        field_name = options_field(spec_type)
+        return replace(self, **{field_name: replace(getattr(self, field_name), **changes)})
+
     @classmethod
-    def from_flags(cls, values: Mapping[str, Any]) -> NgramOptions:
+    def from_flags(cls, values: Mapping[str, Any]) -> Any:
         """Build from {flag or alias: value} (e.g. {"--spec-ngram-mod-n-min": 8}); absent or
         None values keep their defaults. Raises UsageError for a bad value, KeyError for a name
         that is not in NGRAM_FLAGS."""
@@ -89,12 +91,23 @@ class NgramOptions:
             if value is not None:
                 per_type[row.spec_type][row.field] = value
         return cls(
-            **{
-                _FIELD_OF[SPEC_TYPES[t].params]: SPEC_TYPES[t].params_from(kw)
-                for t, kw in per_type.items()
-            }
+            **{options_field(t): SPEC_TYPES[t].params_from(kw) for t, kw in per_type.items()}
         )
 
 
-#: params dataclass -> the NgramOptions field holding it
-_FIELD_OF: dict[Any, str] = {f.default_factory: f.name for f in fields(NgramOptions)}
+NgramOptions = make_dataclass(
+    "NgramOptions",
+    [
+        (options_field(row.name), row.params, field(default_factory=row.params))
+        for row in REGISTRY
+        if row.params is not None
+    ],
+    bases=(_ByType,),
+    frozen=True,
+    namespace={
+        "__module__": __name__,
+        "__doc__": "The options of every n-gram type at once, as the command line gives them: "
+        "a field per n-gram row of the registry (simple, map_k, ...: see options_field), each "
+        "holding that type's params, so a new n-gram type needs no edit here.",
+    },
+)

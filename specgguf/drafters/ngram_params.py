@@ -7,8 +7,8 @@ Ranges mirror the checks in llama.cpp's common/arg.cpp; a value outside them is 
 (exit status 1, as llama.cpp), raised as soon as a params object is built.
 
 Pure data: the drafters import these classes to validate their arguments, and the registry
-(specgguf.drafters.registry) says which class belongs to which --spec-type, so nothing here
-imports a drafter.
+(specgguf.drafters.registry) says which class belongs to which --spec-type (the union of
+them all, NgramParams, is derived there from its rows), so nothing here imports a drafter.
 """
 
 from __future__ import annotations
@@ -170,7 +170,3 @@ class NgramCacheParams(_Validated):
         ),
     )
 
-
-NgramParams = (
-    NgramSimpleParams | NgramMapKParams | NgramMapK4VParams | NgramModParams | NgramCacheParams
-)

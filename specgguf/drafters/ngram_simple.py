@@ -72,10 +72,6 @@ class PrefixHashedTokens:
 class NgramSimple(Drafter):
     """Self-speculation by copying what followed the last n-gram's previous occurrence."""
 
-    cheap = True  # a lookup: shadow drafts for the cost model are free
-
-    name = "ngram-simple"
-
     def __init__(self, size_n: int = 12, size_m: int = 48, min_hits: int = 1) -> None:
         NgramSimpleParams(size_n, size_m, min_hits)  # raises UsageError naming the flag
         self.size_n = size_n
@@ -104,13 +100,13 @@ class NgramSimple(Drafter):
                 last[key] = j
                 count[key] = count.get(key, 0) + 1
 
-    def propose(self, n_max: int, gate: DraftGate | None = None) -> Draft:
-        return self.peek(n_max)
+    def propose(self, budget: int, gate: DraftGate | None = None) -> Draft:
+        return self.peek(budget)
 
-    def peek(self, n_max: int) -> Draft:
+    def peek(self, budget: int) -> Draft:
         hist, n, m = self._hist, self.size_n, self.size_m
         length = len(hist)
-        if n_max <= 0 or length < n + m + 3:
+        if budget <= 0 or length < n + m + 3:
             return Draft()
         key = hist.window_hash(length - n, n)
         j = self._last_start.get(key)
@@ -122,4 +118,4 @@ class NgramSimple(Drafter):
         if k < n:  # llama.cpp: a match with fewer than size_n following tokens is not used
             return Draft()
         start = j + n
-        return Draft(tokens=hist.tokens[start : start + min(k, n_max)])
+        return Draft(tokens=hist.tokens[start : start + min(k, budget)])

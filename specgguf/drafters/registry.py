@@ -3,8 +3,10 @@ needs.
 
 One row per name, in llama.cpp's fixed priority order (a round tries the chosen types in this
 order and the first non-empty draft wins). Parsing (`specgguf.drafters.spec_types`), the
-n-gram flags (`specgguf.drafters.ngram_options`), the session that builds drafters over its
-loaded models and bench all read this table, so adding or changing a type is one row here.
+n-gram flags and options (`specgguf.drafters.ngram_options`), the session that builds
+drafters over its loaded models and bench all read this table, so adding or changing a type
+is one row here (plus its builder, and for an n-gram type its params class in
+specgguf.drafters.ngram_params); a drafter's `name` and `cheap` are set from its row.
 
 Builders import their drafter module when called: parsing a --spec-type (before any model is
 loaded, so that a typo costs nothing) must not pull in numpy and every drafter.
@@ -14,14 +16,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
 
 from specgguf.drafters.ngram_params import (
     NgramCacheParams,
     NgramMapK4VParams,
     NgramMapKParams,
     NgramModParams,
-    NgramParams,
     NgramSimpleParams,
 )
 from specgguf.errors import UsageError
@@ -39,11 +40,6 @@ class OptionsByType(Protocol):
     which builds on this table and so cannot be imported by it)."""
 
     def for_type(self, spec_type: str) -> Any: ...
-
-
-#: what an n-gram builder accepts as its options: None (the defaults), the options of every
-#: type, a mapping of field names, or the type's own params object
-ParamsArg = NgramParams | OptionsByType | Mapping[str, Any] | None
 
 
 @dataclass(frozen=True)
@@ -81,7 +77,8 @@ class SpecType:
     params: type | None = None
     #: needs a draft model (-md), hence a loaded draft context to be built
     needs_model: bool = False
-    #: proposing is a lookup that costs next to nothing (the drafter's `cheap`)
+    #: proposing is a lookup that costs next to nothing; `build` hands it to the drafter as its
+    #: `cheap` (what the auto policy reads), so it is declared here only
     free: bool = False
     #: what the type needs that llama-cpp-python does not hand to Python (None: supported)
     unsupported: str | None = None
@@ -115,11 +112,15 @@ class SpecType:
         raise TypeError(f"{self.name} needs {cls.__name__}, got {type(params).__name__}")
 
     def build(self, ctx: BuildContext) -> Drafter:
-        """The drafter for this type over `ctx`."""
+        """The drafter for this type over `ctx`, named and marked free from this row (the
+        drafter classes do not restate either)."""
         self.check_supported()
         assert self.builder is not None
         params = self.params_from(ctx.ngram) if self.params is not None else None
-        return self.builder(params, ctx)
+        drafter = self.builder(params, ctx)
+        drafter.name = self.name
+        drafter.cheap = self.free
+        return drafter
 
 
 # -- builders ---------------------------------------------------------------------------------
@@ -224,6 +225,12 @@ REGISTRY: tuple[SpecType, ...] = (
         unsupported="a DSpark draft GGUF fed with the target's hidden states",
     ),
 )
+
+#: every n-gram type's params class, derived from the rows (a new type's class joins by its row)
+NgramParams = Union[tuple(t.params for t in REGISTRY if t.params is not None)]  # noqa: UP007
+#: what an n-gram builder accepts as its options: None (the defaults), the options of every
+#: type, a mapping of field names, or the type's own params object
+ParamsArg = Union[NgramParams, OptionsByType, Mapping[str, Any], None]  # noqa: UP007
 
 #: name -> row, in priority order
 SPEC_TYPES: Mapping[str, SpecType] = {t.name: t for t in REGISTRY}

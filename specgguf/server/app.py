@@ -30,8 +30,42 @@ from specgguf.server import protocol as p
 from specgguf.server.protocol import ApiError
 from specgguf.server.scheduler import Event, Job, Scheduler
 
-#: paths that answer without the API key (llama-server's public endpoints, and the page)
-PUBLIC = frozenset({"/", "/health", "/v1/health", "/models", "/v1/models"})
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One endpoint: its method and path, the paths that answer the same (llama-server's and
+    OpenAI's spellings of it), the App method that answers, and whether it answers without
+    --api-key (llama-server's public endpoints, and the page)."""
+
+    method: str
+    path: str
+    handler: str
+    aliases: tuple[str, ...] = ()
+    public: bool = False
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return (self.path, *self.aliases)
+
+
+#: every endpoint the server answers: the one table of routes (the README's endpoint list and
+#: `serve --help` are checked against it)
+ENDPOINTS: tuple[Endpoint, ...] = (
+    Endpoint("POST", "/v1/chat/completions", "chat", ("/chat/completions",)),
+    Endpoint("POST", "/v1/completions", "completions", ("/completions",)),
+    Endpoint("GET", "/v1/models", "models", ("/models",), public=True),
+    Endpoint("POST", "/completion", "native"),
+    Endpoint("POST", "/tokenize", "tokenize"),
+    Endpoint("POST", "/detokenize", "detokenize"),
+    Endpoint("POST", "/apply-template", "apply_template"),
+    Endpoint("GET", "/health", "health", ("/v1/health",), public=True),
+    Endpoint("GET", "/props", "props"),
+    Endpoint("GET", "/slots", "slots"),
+    Endpoint("GET", "/metrics", "metrics"),
+    Endpoint("GET", "/", "page", public=True),
+)
+#: paths that answer without the API key
+PUBLIC = frozenset(path for e in ENDPOINTS if e.public for path in e.paths)
 
 
 @dataclass
@@ -59,22 +93,9 @@ class App:
         #: set on the event loop by the first SIGTERM/SIGINT (see begin_shutdown)
         self.closing = asyncio.Event()
         routes = [
-            Route("/", self.page, methods=["GET"]),
-            Route("/health", self.health, methods=["GET"]),
-            Route("/v1/health", self.health, methods=["GET"]),
-            Route("/models", self.models, methods=["GET"]),
-            Route("/v1/models", self.models, methods=["GET"]),
-            Route("/v1/chat/completions", self.chat, methods=["POST"]),
-            Route("/chat/completions", self.chat, methods=["POST"]),
-            Route("/v1/completions", self.completions, methods=["POST"]),
-            Route("/completions", self.completions, methods=["POST"]),
-            Route("/completion", self.native, methods=["POST"]),
-            Route("/tokenize", self.tokenize, methods=["POST"]),
-            Route("/detokenize", self.detokenize, methods=["POST"]),
-            Route("/apply-template", self.apply_template, methods=["POST"]),
-            Route("/props", self.props, methods=["GET"]),
-            Route("/slots", self.slots, methods=["GET"]),
-            Route("/metrics", self.metrics, methods=["GET"]),
+            Route(path, getattr(self, e.handler), methods=[e.method])
+            for e in ENDPOINTS
+            for path in e.paths
         ]
         self.asgi = Starlette(
             routes=routes,
