@@ -319,7 +319,7 @@ def test_policy_continue_drafting_depends_on_cost_and_confidence():
 
 def test_attach_gives_per_drafter_budgets_without_touching_the_drafters():
     model = FakeDrafter("draft-simple", 3)
-    ngram = type("Ngram", (), {"name": "ngram-simple", "max_draft": 48, "cheap": True})()
+    ngram = type("Ngram", (), {"name": "ngram-simple", "max_draft": 48, "free": True})()
     before = (dict(vars(model)), dict(vars(ngram)))
     policy = AdaptivePolicy(n_max_cap=8)
     policy.attach([ngram, model])
@@ -465,7 +465,7 @@ class Stream:
     wrong_every: int = 0  # 0: always right; n: every n-th proposed token is wrong
     name: str = "ngram-simple"
     max_draft: int = 8
-    cheap: bool = True
+    free: bool = True
     pos: int = 0
     calls: int = 0
 

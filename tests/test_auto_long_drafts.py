@@ -51,7 +51,7 @@ class Copy:
     size_m: int = 48
     wrong_every: int = 0
     name: str = "ngram-simple"
-    cheap: bool = True
+    free: bool = True
     pos: int = 0
     silent_until: int = 0  # proposes nothing before this position (a lookup still empty)
     wrong: set[int] = field(default_factory=set)

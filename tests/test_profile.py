@@ -343,7 +343,7 @@ class FakeDrafter:
     name: str = "draft-simple"
     max_draft: int = 8
     asks_per_token: bool = True
-    cheap: bool = False
+    free: bool = False
     timing: object | None = None
 
 

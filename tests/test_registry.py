@@ -49,7 +49,7 @@ def test_free_types_build_cheap_drafters_of_their_name() -> None:
             continue
         assert row.free and not row.needs_model
         d = row.build(BuildContext())
-        assert d.name == row.name and d.cheap
+        assert d.name == row.name and d.free
         d.close()
     assert needs_draft_model(["ngram-map-k", "draft-simple"])
     assert not needs_draft_model(["ngram-map-k", "ngram-mod"])
@@ -79,7 +79,7 @@ def test_draft_simple_is_built_over_the_build_context() -> None:
     d = row.build(
         BuildContext(draft_ctx=ctx, sampler=SamplerParams(temp=0.0), n_max=5, n_min=2, p_min=0.5)
     )
-    assert isinstance(d, DraftModelDrafter) and not d.cheap
+    assert isinstance(d, DraftModelDrafter) and not d.free
     assert (d.ctx, d.max_draft, d.n_min, d.p_min) == (ctx, 5, 2, 0.5)
     draft, target = _Vocab(), _Vocab()
     d = row.build(BuildContext(draft_ctx=ctx, cross_vocab=(draft, target), n_max=4))

@@ -30,9 +30,9 @@ def test_params_union_is_the_rows_classes() -> None:
 @pytest.mark.parametrize("row", NGRAM_ROWS, ids=lambda r: r.name)
 def test_drafter_takes_name_and_freeness_from_its_row(row) -> None:
     d = ngram_drafter(row.name)
-    assert (d.name, d.cheap) == (row.name, row.free)
+    assert (d.name, d.free) == (row.name, row.free)
     # the class does not restate them: the row is the one place
-    assert "name" not in type(d).__dict__ and "cheap" not in type(d).__dict__
+    assert "name" not in type(d).__dict__ and "free" not in type(d).__dict__
 
 
 def test_size_m_sweep_reaches_every_size_m_type() -> None:

@@ -63,7 +63,7 @@ class _Drafter:
     """What the policy knows of a drafter; read from it at `attach`, never written back."""
 
     cap: int  # the longest draft it may make: its own cap, within the widths priced
-    cheap: bool = False  # free to draft (an n-gram lookup): shadow drafts measure it
+    free: bool = False  # free to draft (an n-gram lookup): shadow drafts measure it
     gated: bool = False  # asks `continue_drafting` per token (a model drafter)
     pending: int = 1  # tokens a model drafter must catch up on before its next draft
     source: Any = None  # the drafter itself: read for `peek` and `timing` only
@@ -170,12 +170,12 @@ class AdaptivePolicy:
         self.detach()
         self._cache.clear()
         for d in drafters:
-            cheap = bool(getattr(d, "cheap", False))
+            free = bool(getattr(d, "free", False))
             info = self._model(d.name)
-            info.cheap = cheap
+            info.free = free
             info.gated = info.gated or bool(getattr(d, "asks_per_token", False))
             # a free drafter may propose as far as its own cap; a model drafter up to n_max
-            info.cap = max(1, min(int(d.max_draft), self.width if cheap else self.cap))
+            info.cap = max(1, min(int(d.max_draft), self.width if free else self.cap))
             info.source = d
 
     def detach(self) -> None:
@@ -264,7 +264,7 @@ class AdaptivePolicy:
         d = self.cost.draft_rel(name)
         if d is None:
             m = self._drafters.get(name)
-            return 0.0 if m is not None and m.cheap else None
+            return 0.0 if m is not None and m.free else None
         return d
 
     def costs(self, name: str) -> Costs:
@@ -333,7 +333,7 @@ class AdaptivePolicy:
         less than the best rate it has plausibly shown (this run, or remembered from earlier
         runs, until this run measures it); 100% when it was never measured anywhere."""
         acc = [min(1.0, a + self.optimism) for a in self.acceptance(name)]
-        if self._drafters[name].cheap or self.accept.measured_here(name):
+        if self._drafters[name].free or self.accept.measured_here(name):
             return acc
         shown = self.accept.plausible(name)
         floor = 1.0 if shown is None else shown
@@ -354,7 +354,7 @@ class AdaptivePolicy:
         on this machine, its acceptance could plausibly make it pay, and the exploration budget
         allows it. Cheap drafters are measured by shadow drafts instead, so they are probed
         only while no verify width is known at all."""
-        if self._drafters[name].cheap and self.cost.known_widths():
+        if self._drafters[name].free and self.cost.known_widths():
             return False
         return not self.hopeless(name) and self._could_pay(name) and self._may_explore(name)
 
@@ -393,7 +393,7 @@ class AdaptivePolicy:
             cap = self.cap_of(name)
             p_empty = self.accept.p_empty(name)
             k, s = best_k(costs, acc, cap, margin=self.margin, p_empty=p_empty)
-            if m.cheap:
+            if m.free:
                 probe = self._wide_probe(name, acc, s)
                 if probe is not None:
                     plans[name] = probe
@@ -404,7 +404,7 @@ class AdaptivePolicy:
                 top = self.accept.best_calibrated(name)
                 k_up, _ = best_k(costs, [max(a, top) for a in acc], cap, margin=self.margin)
                 k = max(k, k_up)
-            if k > 0 and m.cheap:
+            if k > 0 and m.free:
                 k = cap  # a free drafter proposes what it has; `trim` cuts it to what pays
             plans[name] = _Plan(k, s, probe=False)
         self._plan_wider(plans)
@@ -426,7 +426,7 @@ class AdaptivePolicy:
         wants = [
             name
             for name in hopeful
-            if not self._drafters[name].cheap
+            if not self._drafters[name].free
             and best_k(
                 Costs(verify=curve, draft=self.costs(name).draft),
                 self.acceptance(name),
@@ -535,7 +535,7 @@ class AdaptivePolicy:
         pure query); the tokens emitted next say how much of it would have been accepted."""
         for name, m in self._drafters.items():
             p = plans.get(name)
-            if m.source is None or not m.cheap or (p is not None and p.k > 0):
+            if m.source is None or not m.free or (p is not None and p.k > 0):
                 continue
             keep = self.accept.wants_shadow(name)
             if keep is None:
@@ -558,7 +558,7 @@ class AdaptivePolicy:
         try:
             m = self._drafters.get(name)
             plan = self._plans.get(name)
-            if m is None or not m.cheap or plan is None or plan.probe or n <= 1:
+            if m is None or not m.free or plan is None or plan.probe or n <= 1:
                 return n
             k, _ = best_k(self.costs(name), self.acceptance(name), n)
             return k

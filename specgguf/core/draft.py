@@ -48,7 +48,7 @@ class Drafter(ABC):
     #: proposing costs next to nothing (a table lookup), so a cost model may ask for drafts it
     #: will not send to the target, just to keep measuring this source's acceptance for free
     #: (set from the row's `free` when the registry builds the drafter)
-    cheap: bool = False
+    free: bool = False
     #: proposes token by token and can ask a DraftGate before each one (a draft model); the
     #: loop then passes one to `propose`
     asks_per_token: bool = False

@@ -6,7 +6,7 @@ order and the first non-empty draft wins). Parsing (`specgguf.drafters.spec_type
 n-gram flags and options (`specgguf.drafters.ngram_options`), the session that builds
 drafters over its loaded models and bench all read this table, so adding or changing a type
 is one row here (plus its builder, and for an n-gram type its params class in
-specgguf.drafters.ngram_params); a drafter's `name` and `cheap` are set from its row.
+specgguf.drafters.ngram_params); a drafter's `name` and `free` are set from its row.
 
 Builders import their drafter module when called: parsing a --spec-type (before any model is
 loaded, so that a typo costs nothing) must not pull in numpy and every drafter.
@@ -78,7 +78,7 @@ class SpecType:
     #: needs a draft model (-md), hence a loaded draft context to be built
     needs_model: bool = False
     #: proposing is a lookup that costs next to nothing; `build` hands it to the drafter as its
-    #: `cheap` (what the auto policy reads), so it is declared here only
+    #: `free` (what the auto policy reads), so it is declared here only
     free: bool = False
     #: what the type needs that llama-cpp-python does not hand to Python (None: supported)
     unsupported: str | None = None
@@ -119,7 +119,7 @@ class SpecType:
         params = self.params_from(ctx.ngram) if self.params is not None else None
         drafter = self.builder(params, ctx)
         drafter.name = self.name
-        drafter.cheap = self.free
+        drafter.free = self.free
         return drafter
 
 
