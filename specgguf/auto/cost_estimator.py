@@ -70,6 +70,7 @@ class CostEstimator:
         # contention (another process on the CPU) cannot drag the way it drags a mean
         self._samples: list[deque[float]] = [deque(maxlen=64) for _ in self._verify]
         self.draft_ms: dict[str, DecayedMean] = {}  # per proposed token, by drafter
+        self._draft_samples: dict[str, deque[float]] = {}  # ... raw, for the profile's median
         self.catch_up: dict[str, DecayedMean] = {}  # target steps per caught-up token
         #: ms of the target's rollback after a rejected proposal (Round.rollback_ms); this
         #: run's only: the profile does not keep it (it belongs to the model, not the machine)
@@ -103,6 +104,15 @@ class CostEstimator:
             self._samples[k].append(ms)
 
     def add_draft(self, name: str, ms_per_token: float) -> None:
+        """A draft step's time. A drafter's first one in a run is not a sample: like the
+        first target pass after the prompt, it pays for warming up (the draft model's
+        memory-mapped weights read for the first time), and one such outlier in a short run
+        could make the profile say that the draft cannot pay here."""
+        samples = self._draft_samples.get(name)
+        if samples is None:
+            self._draft_samples[name] = deque(maxlen=64)
+            return
+        samples.append(ms_per_token)
         self.draft_ms.setdefault(name, DecayedMean()).add(ms_per_token, self.decay)
 
     def add_catch_up(self, name: str, steps_per_token: float) -> None:
@@ -257,11 +267,14 @@ class CostEstimator:
             rel = statistics.median(samples) / unit
             if plausible_verify(k, rel):
                 verify[k] = Estimate(rel, float(len(samples)))
-        draft = {
-            name: Estimate(m.mean / base, float(m.n))
-            for name, m in self.draft_ms.items()
-            if name in model_drafters and m.known and plausible_draft(m.mean / base)
-        }
+        draft = {}
+        for name, m in self.draft_ms.items():
+            samples = self._draft_samples.get(name)
+            if name not in model_drafters or not m.known or not samples:
+                continue
+            rel = statistics.median(samples) / unit
+            if plausible_draft(rel):
+                draft[name] = Estimate(rel, float(len(samples)))
         if not verify and not draft:
             return None
         return CostProfile(verify, draft, round(base, 3))

@@ -18,6 +18,10 @@ from specgguf.auto.profile import CostProfile
 
 #: a draft model left out this many runs in a row is loaded again to re-measure it
 RECHECK_RUNS = 8
+#: draft-step samples the profile must hold before it may leave the draft model out: with
+#: fewer, the run loads it and measures it again (a verdict from one short run waits for a
+#: second opinion)
+CONFIDENT_SAMPLES = 3.0
 
 
 @dataclass(frozen=True)
@@ -49,7 +53,8 @@ def plan_draft_load(profile: CostProfile | None, name: str, n_max_cap: int) -> D
     verdict = cannot_pay(profile, name, n_max_cap)
     if verdict is None or profile is None:
         return DraftLoadPlan()
-    if profile.skipped_loads.get(name, 0) + 1 >= RECHECK_RUNS:
+    thin = profile.draft[name].weight < CONFIDENT_SAMPLES
+    if thin or profile.skipped_loads.get(name, 0) + 1 >= RECHECK_RUNS:
         return DraftLoadPlan(recheck=True)
     return DraftLoadPlan(skip=verdict)
 
