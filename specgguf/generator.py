@@ -25,7 +25,9 @@ from typing import Any
 
 from specgguf.auto.policy import DEFAULT_N_MAX_CAP, AdaptivePolicy
 from specgguf.auto.profile import CostProfile
+from specgguf.backend.grammar import GrammarError, compile_grammar, schema_to_gbnf
 from specgguf.backend.session import Session, Slot, SpecOptions, TimingContexts, resolve_seed
+from specgguf.core.constraint import NoTokenAllowed
 from specgguf.core.draft import Drafter
 from specgguf.core.loop import SpeculativeDecoder
 from specgguf.core.rounds import Round
@@ -61,6 +63,21 @@ class SpecOverrides:
 
 
 @dataclass(frozen=True)
+class OutputGrammar:
+    """What the output must match: GBNF text (root rule `root`), and where it came from (the
+    flag or request field an error names)."""
+
+    gbnf: str
+    origin: str = "--grammar"
+
+    @classmethod
+    def from_schema(cls, schema: Any, origin: str = "--json-schema") -> OutputGrammar:
+        """The grammar of a JSON schema (a dict or its JSON text); GrammarError naming
+        `origin` when it is not JSON or cannot be converted."""
+        return cls(schema_to_gbnf(schema, origin), origin)
+
+
+@dataclass(frozen=True)
 class GenParams:
     """What one call may set; None means the generator's default (the command line's)."""
 
@@ -85,6 +102,9 @@ class GenParams:
     #: with different n-gram settings do not feed each other's indexes; None: the slot's own.
     #: Generator.close() closes them
     ngram_cache: Hashable | None = None
+    #: constrained decoding: every token the target emits obeys this grammar (drafts it
+    #: forbids are rejected); None: free text
+    grammar: OutputGrammar | None = None
 
 
 @dataclass
@@ -153,8 +173,10 @@ class Generation:
         slot: int = 0,
         policy: AdaptivePolicy | None = None,
         own_policy: bool = False,
+        grammar_origin: str = "",
     ) -> None:
         self.decoder = decoder
+        self._grammar_origin = grammar_origin
         self.prompt_tokens = list(tokens)
         self.seed = seed
         self.slot = slot
@@ -201,6 +223,12 @@ class Generation:
             rnd = next(self._rounds)
         except StopIteration:
             return self.finish(self.decoder.stop_reason)
+        except NoTokenAllowed:
+            self.finish("grammar")
+            raise GrammarError(
+                f"{self._grammar_origin}: the grammar allows no token after "
+                f"{self.stats.predicted_n} generated tokens"
+            ) from None
         pieces = []
         for i, t in enumerate(rnd.emitted):
             text = self._utf8.decode(self._piece(t))
@@ -432,6 +460,11 @@ class Generator:
             fresh.seed(p.auto_profile)
         policy = fresh if fresh is not None else (st.policy if self.auto and runs_auto else None)
         cap = _Cap(p.spec.n_max) if p.spec.n_max and eff.types else None
+        constraint = None
+        if p.grammar is not None:  # compiled before anything else changes: a bad one is refused
+            constraint = compile_grammar(
+                self.session.target_model, p.grammar.gbnf, p.grammar.origin
+            )
         if st.policy is not None:
             if policy is not st.policy:
                 st.policy.detach()  # a call without the slot's auto: not its drafters now
@@ -447,6 +480,7 @@ class Generator:
             reuse_prefix=p.cache_prompt,
             spec=spec,
             slot=st.slot_for(p.ngram_cache),
+            constraint=constraint,
         )
         if policy is not None:
             # per-drafter budgets and the per-token question go through the policy; attach
@@ -463,6 +497,7 @@ class Generator:
             slot=slot,
             policy=policy,
             own_policy=fresh is not None,
+            grammar_origin=p.grammar.origin if p.grammar is not None else "",
         )
 
     def _spec_for(self, o: SpecOverrides, base: SpecOptions | None) -> SpecOptions | None:

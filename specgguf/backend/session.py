@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from specgguf.backend import devices, engine
 from specgguf.backend.preflight import preflight, resolve_n_ctx
+from specgguf.core.constraint import Constraint
 from specgguf.core.draft import Drafter
 from specgguf.core.loop import SpeculativeDecoder
 from specgguf.core.rounds import BudgetPolicy, GenerationConfig
@@ -275,6 +276,7 @@ class Session:
         reuse_prefix: bool = True,
         spec: SpecOptions | None = None,
         slot: Slot | None = None,
+        constraint: Constraint | None = None,
     ) -> SpeculativeDecoder:
         """A decoder for one sequence over `slot` (default: the session's own contexts), with
         `spec` replacing the session's speculative options for this one generation. With
@@ -282,7 +284,8 @@ class Session:
         still hold from the previous sequence (same output as a fresh context, fewer tokens
         evaluated). The n-gram drafters are the slot's `ngram` ones: a caller that wants
         separate n-gram state (bench: one per configuration) passes a copy of the slot with
-        its own dict."""
+        its own dict. `constraint` (a grammar's fresh state, specgguf.backend.grammar) masks
+        every row the target's tokens are drawn from."""
         spec = spec if spec is not None else self.spec
         slot = slot if slot is not None else self.slots[0]
         random = PositionRandom(seed)
@@ -298,6 +301,7 @@ class Session:
             trace_probs=trace_probs,
             budget_policy=budget_policy,
             reuse_prefix=reuse_prefix,
+            constraint=constraint,
         )
 
     # -- timing -------------------------------------------------------------------------------
