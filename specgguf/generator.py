@@ -103,7 +103,7 @@ class GenParams:
     #: Generator.close() closes them
     ngram_cache: Hashable | None = None
     #: constrained decoding: every token the target emits obeys this grammar (drafts it
-    #: forbids are rejected); None: free text
+    #: forbids are rejected); None: the generator's (the command line's), if any
     grammar: OutputGrammar | None = None
 
 
@@ -310,8 +310,10 @@ class Generator:
         template_src: str | None = None,
         template_origin: str | None = None,
         warn: Callable[[str], None] | None = None,
+        grammar: OutputGrammar | None = None,
     ) -> None:
         self.session = session
+        self.grammar = grammar  # every call's, unless GenParams.grammar gives its own
         self.sampler = sampler or SamplerParams()
         self.n_predict = n_predict
         self.seed = resolve_seed(seed)  # one seed for every call that gives none
@@ -460,11 +462,9 @@ class Generator:
             fresh.seed(p.auto_profile)
         policy = fresh if fresh is not None else (st.policy if self.auto and runs_auto else None)
         cap = _Cap(p.spec.n_max) if p.spec.n_max and eff.types else None
-        constraint = None
-        if p.grammar is not None:  # compiled before anything else changes: a bad one is refused
-            constraint = compile_grammar(
-                self.session.target_model, p.grammar.gbnf, p.grammar.origin
-            )
+        grammar = p.grammar if p.grammar is not None else self.grammar
+        # compiled before anything else changes: a bad grammar is refused here
+        constraint = self.constraint(grammar) if grammar is not None else None
         if st.policy is not None:
             if policy is not st.policy:
                 st.policy.detach()  # a call without the slot's auto: not its drafters now
@@ -497,8 +497,14 @@ class Generator:
             slot=slot,
             policy=policy,
             own_policy=fresh is not None,
-            grammar_origin=p.grammar.origin if p.grammar is not None else "",
+            grammar_origin=grammar.origin if grammar is not None else "",
         )
+
+    def constraint(self, grammar: OutputGrammar):
+        """A fresh state of `grammar` over the target's vocabulary; GrammarError (one line,
+        naming grammar.origin) when llama.cpp cannot use it. A front end calls it once up
+        front to refuse a bad grammar before any prompt (compiled grammars are cached)."""
+        return compile_grammar(self.session.target_model, grammar.gbnf, grammar.origin)
 
     def _spec_for(self, o: SpecOverrides, base: SpecOptions | None) -> SpecOptions | None:
         """`base` (default: the session's speculative options) with one call's overrides

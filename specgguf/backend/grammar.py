@@ -155,9 +155,17 @@ def schema_to_gbnf(schema: object, what: str = "--json-schema") -> str:
     if not isinstance(schema, (dict, bool)):
         raise GrammarError(f"{what}: a JSON schema is an object, not {type(schema).__name__}")
     try:
-        return json_schema_to_gbnf(json.dumps(schema))
+        gbnf = json_schema_to_gbnf(json.dumps(schema))
     except RecursionError:
         raise GrammarError(f"{what}: the schema nests too deeply to convert") from None
     except Exception as e:  # the converter raises bare ValueError/KeyError/TypeError/...
         why = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
         raise GrammarError(f"{what}: the schema cannot be turned into a grammar: {why}") from None
+    # the Python converter's string character admits raw control characters, which JSON
+    # forbids inside a string (a tab in a "name" would not parse): exclude them, as the C++
+    # converter does
+    return gbnf.replace(_LOOSE_CHAR, _JSON_CHAR)
+
+
+_LOOSE_CHAR = r'char ::= [^"\\] |'
+_JSON_CHAR = r'char ::= [^"\\\x7F\x00-\x1F] |'

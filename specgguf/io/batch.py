@@ -1,7 +1,8 @@
 """Batch mode (`run --jsonl`): JSON Lines in, one JSON object out per line, in input order.
 
 Each input line is `{"prompt": "..."}` or `{"messages": [{"role": ..., "content": ...}, ...]}`,
-with optional per-line `n_predict`, `temperature`, `top_k`, `top_p`, `min_p`, `seed` and `id`.
+with optional per-line `n_predict`, `temperature`, `top_k`, `top_p`, `min_p`, `seed` and `id`,
+and `grammar` (GBNF text) or `json_schema` (an object) for that line's constrained output.
 Blank lines are skipped (they are not JSON Lines records). A line that cannot be answered (not
 JSON, not UTF-8, a missing or mistyped field, an unknown key, a prompt longer than the context)
 gets an error object in its place and the batch goes on; the exit status tells whether any line
@@ -25,7 +26,9 @@ from specgguf.io.output import write_text
 
 #: per-line keys and what they override on the command line
 OVERRIDES = ("n_predict", "temperature", "top_k", "top_p", "min_p", "seed")
-KNOWN_KEYS = frozenset(("prompt", "messages", "id", *OVERRIDES))
+#: per-line constraints (at most one): they replace the command line's --grammar / -j
+CONSTRAINTS = ("grammar", "json_schema")
+KNOWN_KEYS = frozenset(("prompt", "messages", "id", *OVERRIDES, *CONSTRAINTS))
 SEED_LIMIT = 1 << 32  # llama.cpp's seed is a uint32; -1 means random
 
 _CODE_NAMES = {
@@ -60,6 +63,8 @@ class BatchItem:
     top_p: float | None = None
     min_p: float | None = None
     seed: int | None = None
+    grammar: str | None = None
+    json_schema: Any = None  # a JSON schema object (or true/false)
 
     def overrides(self) -> dict[str, Any]:
         """The per-line settings that were given."""
@@ -144,6 +149,12 @@ def parse_line(text: str | bytes, line: int) -> BatchItem:
     item.seed = get(
         "seed", lambda v: _is_int(v) and -1 <= v < SEED_LIMIT, f"an integer in -1..{SEED_LIMIT - 1}"
     )
+    item.grammar = get("grammar", lambda v: isinstance(v, str), "a string (GBNF)")
+    item.json_schema = get(
+        "json_schema", lambda v: isinstance(v, dict | bool), "a JSON schema object"
+    )
+    if item.grammar is not None and item.json_schema is not None:
+        raise fail('"grammar" and "json_schema" cannot be combined: give one')
     return item
 
 
