@@ -149,3 +149,21 @@ def sse_events(resp) -> Any:
             continue
         if line.startswith(b"data: "):
             buf += line[6:]
+
+
+def serving(args: list[str]):
+    """A module fixture's server: yielded, then stopped, which must end cleanly (exit 0, no
+    traceback on stderr)."""
+    s = Server(args)
+    yield s
+    code, err = s.stop()
+    assert code == 0, err
+    assert "Traceback" not in err, err
+
+
+def openai_client(server: Server, key: str = "x"):
+    """The official openai client on `server` (the test is skipped without the package)."""
+    import pytest
+
+    openai = pytest.importorskip("openai")
+    return openai.OpenAI(base_url=server.base + "/v1", api_key=key, max_retries=0, timeout=60)

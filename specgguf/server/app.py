@@ -162,8 +162,18 @@ class App:
             )
         return tokens
 
+    def check_grammar(self, grammar) -> None:
+        """On the worker thread: 400 naming the request's field when llama.cpp cannot use its
+        grammar (compiled once; the generation reuses it)."""
+        try:
+            self.gen.constraint(grammar)
+        except SpecggufError as e:
+            raise ApiError(400, str(e), "invalid_grammar") from None
+
     async def start(self, req: p.Request) -> Job:
         tokens = await self.sched.call(lambda: self.prompt_tokens(req))
+        if req.params.grammar is not None:
+            await self.sched.call(lambda: self.check_grammar(req.params.grammar))
         params = req.params_for(self.gen.sampler)
         if params.seed is None:
             params = replace(params, seed=self.cfg.seed)

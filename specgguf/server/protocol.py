@@ -4,8 +4,9 @@ Pure (no HTTP framework, no llama_cpp): a request body (already parsed JSON) goe
 validated `Request` or an `ApiError` comes out; results go in, the JSON objects a client
 expects come out. Unknown fields are ignored, as OpenAI-compatible servers do (clients send
 `user`, `logprobs: false`, ...), but a feature that would change the answer and that specgguf
-does not implement (n > 1, penalties, logprobs, tools, a JSON grammar) is refused with 400
-rather than silently ignored.
+does not implement (n > 1, penalties, logprobs) is refused with 400 rather than silently
+ignored. Constrained output (`grammar`, `json_schema`, `response_format`) becomes the
+request's OutputGrammar.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from specgguf.core.sampling import SamplerParams
 from specgguf.drafters.draft_lengths import N_MAX_LIMIT, in_range
-from specgguf.generator import GenParams, SpecOverrides
+from specgguf.generator import GenParams, OutputGrammar, SpecOverrides
 
 MAX_STOP = 16  # stop strings per request
 MAX_STOP_LEN = 256
@@ -170,15 +171,8 @@ def _refuse_unsupported(body: dict) -> None:
         ("repeat_penalty", lambda v: v == 1, "repeat_penalty is not supported"),
         ("logit_bias", lambda v: not v, "logit_bias is not supported"),
         ("tools", lambda v: not v, "tools are not supported"),
-        ("grammar", lambda v: not v, "grammars are not supported"),
-        ("json_schema", lambda v: not v, "json_schema is not supported"),
         ("suffix", lambda v: not v, "suffix (fill-in-the-middle) is not supported"),
         ("echo", lambda v: v is False, "echo is not supported"),
-        (
-            "response_format",
-            lambda v: isinstance(v, dict) and v.get("type") == "text",
-            "response_format other than text is not supported",
-        ),
     ]
     for key, ok, message in checks:
         if key in body and body[key] is not None and not ok(body[key]):
@@ -211,8 +205,54 @@ def _params(body: dict, *, n_predict_keys: tuple[str, ...]) -> tuple[GenParams, 
         ignore_eos=_get(body, "ignore_eos", lambda v: isinstance(v, bool), "true or false"),
         spec=parse_speculative(body),
         cache_prompt=_bool(body, "cache_prompt", True),
+        grammar=output_grammar(body),
     )
     return params, SamplerPatch(temp, top_k, top_p, min_p)
+
+
+#: what OpenAI's `response_format: {"type": "json_object"}` asks for: a JSON object
+JSON_OBJECT_SCHEMA = {"type": "object"}
+
+
+def output_grammar(body: dict) -> OutputGrammar | None:
+    """The request's constraint on its output: llama-server's `grammar` (GBNF) or
+    `json_schema`, or OpenAI's `response_format` (`text`, `json_object` with an optional
+    `schema`, `json_schema` with `json_schema.schema`); at most one of them. A schema that is
+    not an object or cannot be converted is a 400 naming its field; a GBNF grammar is parsed
+    when the request starts (it needs the model's vocabulary)."""
+    from specgguf.errors import SpecggufError
+
+    given = [k for k in ("grammar", "json_schema", "response_format") if body.get(k) is not None]
+    rf = body.get("response_format")
+    if rf is not None:
+        if not isinstance(rf, dict) or rf.get("type") not in ("text", "json_object", "json_schema"):
+            raise bad("'response_format.type' must be text, json_object or json_schema")
+        if rf["type"] == "text":
+            given.remove("response_format")
+    if len(given) > 1:
+        raise bad(f"'{given[0]}' and '{given[1]}' cannot be combined: give one")
+    if not given:
+        return None
+    field = given[0]
+    if field == "grammar":
+        if not isinstance(body["grammar"], str):
+            raise bad("'grammar' must be a string (GBNF)")
+        return OutputGrammar(body["grammar"], "'grammar'")
+    if field == "json_schema":
+        schema, where = body["json_schema"], "'json_schema'"
+    elif rf["type"] == "json_object":
+        schema, where = rf.get("schema", JSON_OBJECT_SCHEMA), "'response_format.schema'"
+    else:
+        spec = rf.get("json_schema")
+        if not isinstance(spec, dict) or spec.get("schema") is None:
+            raise bad("'response_format.json_schema.schema' is required", "missing_field")
+        schema, where = spec["schema"], "'response_format.json_schema.schema'"
+    if not isinstance(schema, dict | bool):
+        raise bad(f"{where} must be a JSON schema object")
+    try:
+        return OutputGrammar.from_schema(schema, where)
+    except SpecggufError as e:
+        raise bad(str(e), "invalid_schema") from None
 
 
 @dataclass(frozen=True)
