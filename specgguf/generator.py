@@ -76,6 +76,17 @@ class OutputGrammar:
         `origin` when it is not JSON or cannot be converted."""
         return cls(schema_to_gbnf(schema, origin), origin)
 
+    @classmethod
+    def for_tools(
+        cls, tools: Sequence[Mapping[str, Any]], only: str | None = None, *, parallel: bool = True
+    ) -> OutputGrammar:
+        """Tool calls in the <tool_call> format (specgguf.io.tools) whose JSON matches the
+        tools' schemas: of any tool, or of `only`; one call, or with `parallel` one or more."""
+        from specgguf.io.tools import call_schema, wrap_call_grammar
+
+        call = schema_to_gbnf(call_schema(tools, only), "'tools'")
+        return cls(wrap_call_grammar(call, parallel=parallel), "'tools'")
+
 
 @dataclass(frozen=True)
 class GenParams:
@@ -403,14 +414,34 @@ class Generator:
                     self.warn(warning)
         return self._template
 
-    def chat_prompt(self, messages: Sequence[Mapping[str, Any]]) -> str:
+    def chat_prompt(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> str:
         """The messages rendered for generation, after specgguf.io.chat.conversation() puts
-        the default system prompt (-sys) first unless the messages bring their own."""
+        the default system prompt (-sys) first unless the messages bring their own.
+
+        `tools` (OpenAI's, validated) go to the template, which describes them (Qwen2.5's
+        does); a template that never reads `tools` gets their description as a system
+        message instead, so the model knows them either way."""
         from specgguf.io.chat import conversation
 
-        return self.template().render(
-            conversation(self.system_prompt, messages), add_generation_prompt=True
-        )
+        msgs = conversation(self.system_prompt, messages)
+        template = self.template()
+        if not tools:
+            return template.render(msgs, add_generation_prompt=True)
+        from specgguf.io.tools import template_messages, tools_system_prompt
+
+        msgs = template_messages(msgs)
+        if "tools" in template.source:
+            return template.render(msgs, add_generation_prompt=True, tools=list(tools))
+        about = tools_system_prompt(tools)
+        if msgs and msgs[0].get("role") == "system":
+            msgs[0] = {**msgs[0], "content": f"{msgs[0]['content']}\n\n{about}"}
+        else:
+            msgs.insert(0, {"role": "system", "content": about})
+        return template.render(msgs, add_generation_prompt=True)
 
     def tokenize(self, text: str) -> list[int]:
         """Prompt text -> tokens; PromptError when empty or too long for a slot's context."""

@@ -131,3 +131,12 @@ def test_text_response_format_is_free_text(server):
         {"messages": USER, "max_tokens": 8, "response_format": {"type": "text"}},
     )
     assert r["choices"][0]["finish_reason"] == "length"
+
+
+def test_a_template_without_tools_gets_them_as_a_system_message(server):
+    # the tiny model's template never reads `tools`: their description is a system turn
+    tools = [{"type": "function", "function": {"name": "get_time"}}]
+    prompt = server.post("/apply-template", {"messages": USER, "tools": tools})["prompt"]
+    assert prompt.startswith("<|im_start|>system\nYou may call one or more functions")
+    assert '<tools>\n{"type": "function", "function": {"name": "get_time"}}\n</tools>' in prompt
+    assert prompt.endswith("<|im_start|>user\ngive me a record<|im_end|>\n<|im_start|>assistant\n")

@@ -24,6 +24,7 @@ from starlette.routing import Route
 
 from specgguf.errors import SpecggufError
 from specgguf.generator import Generator
+from specgguf.io.tools import ToolCall, ToolCallStream, split_tool_calls
 from specgguf.server import protocol as p
 from specgguf.server.protocol import ApiError
 from specgguf.server.scheduler import Event, Job, Scheduler
@@ -138,7 +139,7 @@ class App:
         try:
             if req.kind == "chat":
                 assert req.messages is not None
-                tokens = gen.encode(gen.chat_prompt(req.messages))
+                tokens = gen.encode(gen.chat_prompt(req.messages, req.tools))
             elif req.prompt is not None:
                 tokens = gen.encode(req.prompt)
             else:
@@ -257,17 +258,21 @@ class App:
         finish = p.finish_reason(g.stop_reason)
         common = {"model": self.cfg.model_id, "timings": self.timings(job)}
         if req.kind == "chat":
+            message: dict[str, Any] = {"role": "assistant", "content": text}
+            if req.tools:
+                content, calls = split_tool_calls(text, req.tools)
+                if calls:
+                    message = {
+                        "role": "assistant",
+                        "content": content or None,
+                        "tool_calls": [c.as_dict() for c in calls],
+                    }
+                    finish = "tool_calls"
             return {
                 "id": p.new_id("chat"),
                 "object": "chat.completion",
                 "created": p.now(),
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": text},
-                        "finish_reason": finish,
-                    }
-                ],
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
                 "usage": self.usage(job),
                 **common,
             }
@@ -366,6 +371,19 @@ class App:
 
         if req.kind == "chat":
             yield data(openai_chunk({"role": "assistant", "content": ""}, None))
+        # with tools, the text goes through the call parser: content as it comes, each call
+        # as one tool_calls delta when its block closes
+        calls = ToolCallStream(req.tools) if req.tools else None
+
+        def call_chunks(content: str, done: list[ToolCall]) -> list[bytes]:
+            out = [data(openai_chunk({"content": content}, None))] if content else []
+            first = len(calls.calls) - len(done) if calls is not None else 0
+            out += [
+                data(openai_chunk({"tool_calls": [c.as_dict(first + i)]}, None))
+                for i, c in enumerate(done)
+            ]
+            return out
+
         async for ev in self.events(job):
             if ev.kind == "error":
                 assert ev.error is not None
@@ -379,6 +397,10 @@ class App:
                     "slot": job.slot,
                 }
                 text = ev.chunk.text
+                if calls is not None:
+                    for chunk in call_chunks(*calls.feed(text)):
+                        yield chunk
+                    continue
                 if req.kind == "native":
                     obj = {
                         "index": 0,
@@ -399,7 +421,13 @@ class App:
             if req.kind == "native":
                 yield data({"index": 0, "content": "", "tokens": [], **self.native_tail(req, job)})
                 return
-            last = openai_chunk({} if req.kind == "chat" else "", p.finish_reason(g.stop_reason))
+            finish = p.finish_reason(g.stop_reason)
+            if calls is not None:
+                for chunk in call_chunks(*calls.close()):
+                    yield chunk
+                if calls.calls:
+                    finish = "tool_calls"
+            last = openai_chunk({} if req.kind == "chat" else "", finish)
             last["timings"] = self.timings(job)
             if not req.include_usage:
                 last["usage"] = self.usage(job)
@@ -469,7 +497,7 @@ class App:
 
         def work():
             try:
-                return self.gen.chat_prompt(req.messages or [])
+                return self.gen.chat_prompt(req.messages or [], req.tools)
             except SpecggufError as e:
                 raise p.bad(str(e), "invalid_prompt") from None
 

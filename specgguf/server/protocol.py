@@ -19,6 +19,7 @@ from typing import Any
 
 from specgguf.core.sampling import SamplerParams
 from specgguf.drafters.draft_lengths import N_MAX_LIMIT, in_range
+from specgguf.errors import SpecggufError
 from specgguf.generator import GenParams, OutputGrammar, SpecOverrides
 
 MAX_STOP = 16  # stop strings per request
@@ -100,6 +101,9 @@ class Request:
     prompt_tokens: list[Any] | None = None  # token ids (native: may mix in strings)
     include_usage: bool = False
     return_tokens: bool = False
+    #: OpenAI's tools (validated; None: none, or tool_choice "none"): rendered into the
+    #: prompt, and the answer's <tool_call> blocks returned as tool_calls
+    tools: list[dict] | None = None
 
     def params_for(self, base: SamplerParams) -> GenParams:
         """The generation parameters, with the sampler fields given over the server's."""
@@ -170,7 +174,6 @@ def _refuse_unsupported(body: dict) -> None:
         ("frequency_penalty", lambda v: v == 0, "frequency_penalty is not supported"),
         ("repeat_penalty", lambda v: v == 1, "repeat_penalty is not supported"),
         ("logit_bias", lambda v: not v, "logit_bias is not supported"),
-        ("tools", lambda v: not v, "tools are not supported"),
         ("suffix", lambda v: not v, "suffix (fill-in-the-middle) is not supported"),
         ("echo", lambda v: v is False, "echo is not supported"),
     ]
@@ -220,8 +223,6 @@ def output_grammar(body: dict) -> OutputGrammar | None:
     `schema`, `json_schema` with `json_schema.schema`); at most one of them. A schema that is
     not an object or cannot be converted is a 400 naming its field; a GBNF grammar is parsed
     when the request starts (it needs the model's vocabulary)."""
-    from specgguf.errors import SpecggufError
-
     given = [k for k in ("grammar", "json_schema", "response_format") if body.get(k) is not None]
     rf = body.get("response_format")
     if rf is not None:
@@ -291,7 +292,6 @@ def _stream(body: dict) -> tuple[bool, bool]:
 
 
 def parse_chat(body: Any) -> Request:
-    from specgguf.errors import SpecggufError
     from specgguf.io.chat import validate_messages
 
     body = _object(body)
@@ -305,7 +305,41 @@ def parse_chat(body: Any) -> Request:
     params, sampler = _params(
         body, n_predict_keys=("max_completion_tokens", "max_tokens", "n_predict")
     )
-    return Request("chat", stream, params, sampler, messages=messages, include_usage=include_usage)
+    tools, params = _tools(body, params)
+    return Request(
+        "chat", stream, params, sampler, messages=messages, include_usage=include_usage,
+        tools=tools,
+    )  # fmt: skip
+
+
+def _tools(body: dict, params: GenParams) -> tuple[list[dict] | None, GenParams]:
+    """`tools`, `tool_choice` and `parallel_tool_calls`: the tools to render (None for none
+    or tool_choice "none") and the params, with the grammar of a call when one is required
+    ("required" or a named function)."""
+    from dataclasses import replace
+
+    from specgguf.io.tools import ToolsError, validate_tool_choice, validate_tools
+
+    if not body.get("tools"):
+        return None, params
+    try:
+        tools = validate_tools(body["tools"])
+        choice = validate_tool_choice(body.get("tool_choice"), tools)
+    except ToolsError as e:
+        raise bad(str(e)) from None
+    if choice == "none":
+        return None, params
+    if choice == "auto":
+        return tools, params
+    if params.grammar is not None:
+        raise bad(f"'tool_choice' {choice!r} and {params.grammar.origin} cannot be combined")
+    only = choice.removeprefix("function:") if choice.startswith("function:") else None
+    parallel = _bool(body, "parallel_tool_calls", True)
+    try:
+        grammar = OutputGrammar.for_tools(tools, only, parallel=parallel)
+    except SpecggufError as e:
+        raise bad(str(e), "invalid_schema") from None
+    return tools, replace(params, grammar=grammar)
 
 
 def _flatten_content(messages: Any) -> Any:
