@@ -516,8 +516,11 @@ class SessionFlags:
         n_max: int | None,
         *,
         parallel: int = 1,
+        grammar_draft: bool = True,
     ):
-        """Load the pair (imports llama_cpp) for `types` at draft length `n_max` (None: auto)."""
+        """Load the pair (imports llama_cpp) for `types` at draft length `n_max` (None: auto).
+        `grammar_draft`: under a grammar the grammar drafter joins `types` (the default types;
+        an explicit --spec-type list is taken as given)."""
         from specgguf.backend.session import Session
         from specgguf.generator import spec_options
 
@@ -547,6 +550,7 @@ class SessionFlags:
                 p_min=self.p_min,
                 draft_sampling=self.draft_sampling,
                 ngram=self.ngram,
+                grammar_draft=grammar_draft,
             ),
             parallel=parallel,
         )

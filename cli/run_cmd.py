@@ -229,7 +229,9 @@ def run(
             output_grammar = gf.read_grammar(grammar, grammar_file, json_schema, json_schema_file)
 
             with _loading(model, draft_shown, quiet, verbose):
-                session = flags.open_session(model, model_draft, types, n_max)
+                session = flags.open_session(
+                    model, model_draft, types, n_max, grammar_draft=spec_type is None
+                )
             if session.cross_vocab and not quiet:
                 print(CROSS_VOCAB_NOTICE, file=sys.stderr)
         except KeyboardInterrupt:

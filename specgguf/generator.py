@@ -484,6 +484,10 @@ class Generator:
         seed = self.seed if p.seed is None else resolve_seed(p.seed)
         spec = self._spec_for(p.spec, p.spec_base)
         eff = spec or self.session.spec
+        grammar = p.grammar if p.grammar is not None else self.grammar
+        if grammar is not None and eff.types and eff.grammar_draft and "grammar" not in eff.types:
+            # under a grammar the text it forces is drafted first (specgguf.drafters.grammar_draft)
+            spec = eff = replace(eff, types=["grammar", *eff.types])
         if "draft-simple" in eff.types and self.session.draft_model is None:
             raise ValueError("draft-simple needs a session loaded with a draft model")
         runs_auto = eff.adaptive and bool(eff.types)
@@ -493,7 +497,6 @@ class Generator:
             fresh.seed(p.auto_profile)
         policy = fresh if fresh is not None else (st.policy if self.auto and runs_auto else None)
         cap = _Cap(p.spec.n_max) if p.spec.n_max and eff.types else None
-        grammar = p.grammar if p.grammar is not None else self.grammar
         # compiled before anything else changes: a bad grammar is refused here
         constraint = self.constraint(grammar) if grammar is not None else None
         if st.policy is not None:

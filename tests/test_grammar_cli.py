@@ -60,7 +60,8 @@ def test_bad_grammar_input_is_one_line_and_exit_1(run, args, line):  # noqa: F81
 
 
 def test_a_dead_end_is_one_line_and_exit_1(run):  # noqa: F811
-    code, out, err = run("-p", "hi", "-n", "20", "--grammar", r'root ::= "a" "\x00"', "-q")
+    grammar = r'root ::= "a" "\x00"'
+    code, out, err = run("-p", "hi", "-n", "20", "--grammar", grammar, "-q", "--spec-type", "none")
     assert code == 1 and out.startswith("a")
     assert err.strip().splitlines() == [
         "error: --grammar: the grammar allows no token after 1 generated tokens"

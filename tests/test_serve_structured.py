@@ -119,7 +119,8 @@ def test_bad_constraints_are_400_naming_the_field(server, extra, words):
 
 
 def test_a_dead_end_is_a_400_and_the_server_lives(server):
-    body = {"prompt": "hi", "n_predict": 10, "grammar": r'root ::= "a" "\x00"'}
+    dead = r'root ::= "a" "\x00"'
+    body = {"prompt": "hi", "n_predict": 10, "grammar": dead, "speculative": False}
     status, err = _error(server, "/completion", body)
     assert status == 400 and "allows no token after 1 generated tokens" in err["message"]
     assert server.post("/completion", {"prompt": "hi", "n_predict": 2})["tokens_predicted"] == 2

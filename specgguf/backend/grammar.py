@@ -26,6 +26,7 @@ import numpy as np
 
 from specgguf.backend import engine
 from specgguf.backend.engine import ll
+from specgguf.drafters.grammar_draft import GrammarDraftSource
 from specgguf.errors import SpecggufError
 
 #: compiled grammars kept per model for a server that sees the same schema again
@@ -169,3 +170,33 @@ def schema_to_gbnf(schema: object, what: str = "--json-schema") -> str:
 
 _LOOSE_CHAR = r'char ::= [^"\\] |'
 _JSON_CHAR = r'char ::= [^"\\\x7F\x00-\x1F] |'
+
+
+#: the characters the grammar drafter tests one by one: printable ASCII, newline and tab
+_DRAFT_CHARS = [chr(c) for c in range(0x20, 0x7F)] + ["\n", "\t"]
+
+
+def draft_source(model: engine.Model, constraint: GrammarConstraint) -> GrammarDraftSource:
+    """What the grammar drafter needs over `model`: `constraint` (a generation's fresh
+    grammar), the model's token of each single character (those it has one for), its
+    end-of-generation tokens and its tokenizer (cached on the model)."""
+    table = getattr(model, "_specgguf_char_tokens", None)
+    if table is None:
+        ids, chars = [], []
+        for c in _DRAFT_CHARS:
+            toks = model.tokenize(c, add_special=False, parse_special=False)
+            if len(toks) == 1:
+                ids.append(toks[0])
+                chars.append(c)
+        # the grammar allows every end-of-generation token or none: asking about one will do
+        eog = [model.eos] if model.eos >= 0 and model.is_eog(model.eos) else []
+        table = (np.array(ids, dtype=np.int64), chars, np.array(eog, dtype=np.int64))
+        model._specgguf_char_tokens = table  # type: ignore[attr-defined]
+    ids, chars, eog = table
+    return GrammarDraftSource(
+        constraint,
+        ids,
+        chars,
+        eog,
+        lambda text: model.tokenize(text, add_special=False, parse_special=False),
+    )
