@@ -11,6 +11,11 @@ parse is printed by llama.cpp straight to the C stderr (not through the log call
 compiling captures fd 2 and turns the reason into one GrammarError line; and accepting a token
 the grammar forbids throws through C (the process aborts), which the loop never asks for
 (RoundStates accepts only what `allowed` said yes to).
+
+Also here, because both need llama-cpp-python: JSON schemas turned into GBNF (its port of
+llama.cpp's converter), and what the grammar drafter needs of the model (its single-character
+tokens and tokenizer). Compiled grammars are kept per model (a few dozen), so a server that
+sees the same schema again clones it instead of parsing it again.
 """
 
 from __future__ import annotations
