@@ -118,19 +118,21 @@ _PARSE_ERROR = re.compile(r"error parsing grammar: (.*)")
 
 def _init(model: engine.Model, gbnf: str):
     """llama_sampler_init_grammar with llama.cpp's complaints captured: (pointer or None,
-    the reason in one line)."""
-    logged: list[str] = []
+    the reason in one line). For the call, llama.cpp's log goes to its default, the C stderr,
+    which is redirected to a file with the parser's own output (whatever log callback was set,
+    by specgguf or anyone else, is restored after)."""
     with _compile_lock, tempfile.TemporaryFile() as err:
-        previous = engine.log_listener
-        engine.log_listener = lambda text: logged.append(text.decode("utf-8", "replace"))
+        callback, user = ll.llama_log_callback(), ctypes.c_void_p()
+        ll.llama_log_get(ctypes.byref(callback), ctypes.byref(user))
         saved = os.dup(2)
         try:
             os.dup2(err.fileno(), 2)
+            ll.llama_log_set(ll.llama_log_callback(), ctypes.c_void_p(0))  # NULL: the default
             ptr = ll.llama_sampler_init_grammar(model.vocab, gbnf.encode(), b"root")
         finally:
+            ll.llama_log_set(callback, user)
             os.dup2(saved, 2)
             os.close(saved)
-            engine.log_listener = previous
         err.seek(0)
         printed = err.read().decode("utf-8", "replace")
     if ptr:
@@ -138,7 +140,7 @@ def _init(model: engine.Model, gbnf: str):
     m = _PARSE_ERROR.search(printed)
     if m:
         return None, f"the grammar does not parse: {m.group(1).strip()[:200]}"
-    for line in logged:
+    for line in printed.splitlines():
         line = line.strip()
         if line and "failed to parse grammar" not in line:
             return None, f"the grammar is not usable: {line[:200]}"
