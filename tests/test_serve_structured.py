@@ -141,3 +141,21 @@ def test_a_template_without_tools_gets_them_as_a_system_message(server):
     assert prompt.startswith("<|im_start|>system\nYou may call one or more functions")
     assert '<tools>\n{"type": "function", "function": {"name": "get_time"}}\n</tools>' in prompt
     assert prompt.endswith("<|im_start|>user\ngive me a record<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_serve_grammar_flags_are_every_requests_default(tiny_target, capsys):
+    from specgguf_cli.app import run_cli
+
+    from tests.serve_helpers import Server
+
+    s = Server(["-m", str(tiny_target), *FAST, "-c", "1024", "-j", json.dumps(SCHEMA)])
+    try:
+        r = s.post("/completion", {"prompt": "the cat", "n_predict": N})
+        check(json.loads(r["content"]))  # no field: the server's schema
+        own = s.post("/completion", {"prompt": "the cat", "n_predict": 80, "grammar": RECORD})
+        assert RECORD_RE.fullmatch(own["content"])  # a request's own constraint wins
+    finally:
+        assert s.stop()[0] == 0
+    assert run_cli(["serve", "-m", str(tiny_target), "--grammar", "root ::= nope"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: --grammar: the grammar does not parse: Undefined rule")
