@@ -157,3 +157,10 @@ def test_tools_and_earlier_calls_are_rendered_by_the_template(server):
 def test_bad_tool_requests_are_400(server, extra, words):
     status, _, obj = server.request("POST", "/v1/chat/completions", {"messages": USER, **extra})
     assert status == 400 and words in obj["error"]["message"], obj
+
+
+def test_tools_on_a_completion_endpoint_are_refused(server):
+    body = {"prompt": "hi", "tools": TOOLS}
+    for path in ("/v1/completions", "/completion"):
+        status, _, obj = server.request("POST", path, body)
+        assert status == 400 and obj["error"]["code"] == "unsupported", obj

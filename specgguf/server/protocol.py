@@ -1,12 +1,14 @@
 """Request validation and response shapes of `specgguf serve`: OpenAI's and llama-server's.
 
-Pure (no HTTP framework, no llama_cpp): a request body (already parsed JSON) goes in, a
-validated `Request` or an `ApiError` comes out; results go in, the JSON objects a client
-expects come out. Unknown fields are ignored, as OpenAI-compatible servers do (clients send
-`user`, `logprobs: false`, ...), but a feature that would change the answer and that specgguf
-does not implement (n > 1, penalties, logprobs) is refused with 400 rather than silently
-ignored. Constrained output (`grammar`, `json_schema`, `response_format`) becomes the
-request's OutputGrammar.
+Pure (no HTTP framework, no model: a JSON schema is converted by llama-cpp-python's
+pure-Python converter, a GBNF grammar is parsed later, on the worker thread): a request body
+(already parsed JSON) goes in, a validated `Request` or an `ApiError` comes out; results go
+in, the JSON objects a client expects come out. Unknown fields are ignored, as
+OpenAI-compatible servers do (clients send `user`, `logprobs: false`, ...), but a feature that
+would change the answer and that specgguf does not implement (n > 1, penalties, logprobs) is
+refused with 400 rather than silently ignored. Constrained output (`grammar`, `json_schema`,
+`response_format`, a required tool call) becomes the request's OutputGrammar; `tools` are for
+the chat endpoints.
 """
 
 from __future__ import annotations
@@ -366,6 +368,8 @@ def parse_completion(body: Any, *, native: bool) -> Request:
     body = _object(body)
     if "prompt" not in body:
         raise bad("'prompt' is required", "missing_field")
+    if body.get("tools"):
+        raise bad("'tools' are supported on /v1/chat/completions only", "unsupported")
     prompt = body["prompt"]
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
         prompt = prompt[0]  # one prompt given as a list of one
