@@ -21,6 +21,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 import typer
+from specgguf_cli import grammar_flags as gf
 from specgguf_cli import options as o
 
 from specgguf import interrupts
@@ -38,8 +39,8 @@ Jsonl = typer.Option(
     False,
     "--jsonl",
     help='Batch mode: read JSON Lines ({"prompt": ...} or {"messages": [...]}, optional '
-    "n_predict, temperature, top_k, top_p, min_p, seed, id) from -f or stdin; write one JSON "
-    "object per line, in order. Exit 8 when any line failed.",
+    "n_predict, temperature, top_k, top_p, min_p, seed, id, grammar or json_schema) from -f or "
+    "stdin; write one JSON object per line, in order. Exit 8 when any line failed.",
 )
 Chat = typer.Option(
     None,
@@ -94,6 +95,10 @@ def run(
     top_p: float = o.TopP,
     min_p: float = o.MinP,
     ignore_eos: bool = o.IgnoreEos,
+    grammar: str | None = gf.Grammar,
+    grammar_file: Path | None = gf.GrammarFile,
+    json_schema: str | None = gf.JsonSchema,
+    json_schema_file: Path | None = gf.JsonSchemaFile,
     json_out: bool = o.Json,
     jsonl: bool = Jsonl,
     chat: bool | None = Chat,
@@ -184,8 +189,12 @@ def run(
             from specgguf.backend.session import CROSS_VOCAB_NOTICE
             from specgguf.generator import Generator
 
+            output_grammar = gf.read_grammar(grammar, grammar_file, json_schema, json_schema_file)
+
             with _loading(model, draft_shown, quiet, flags.verbose):
-                session = flags.open_session(model, model_draft, types, n_max)
+                session = flags.open_session(
+                    model, model_draft, types, n_max, grammar_draft=spec_type is None
+                )
             if session.cross_vocab and not quiet:
                 print(CROSS_VOCAB_NOTICE, file=sys.stderr)
         except KeyboardInterrupt:
@@ -227,11 +236,14 @@ def run(
                     profile=not no_auto_profile,
                     warn=None if quiet else _warn,
                     recheck_draft=recheck_draft,
+                    grammar=output_grammar,
                 ),
                 tracer=tracer,
                 quiet=quiet,
                 meta=meta,
             )
+            if output_grammar is not None:  # a grammar llama.cpp refuses: its line, now
+                ctx.gen.constraint(output_grammar)
             if jsonl:
                 assert lines is not None
                 return _run_batch(ctx, lines, use_chat=use_chat)
@@ -449,7 +461,13 @@ def _run_batch(run: _Run, lines, *, use_chat: bool) -> int:
             },
         )
         generation = run.generate(
-            tokens, GenParams(sampler=sampler, n_predict=ov.get("n_predict"), seed=item.seed)
+            tokens,
+            GenParams(
+                sampler=sampler,
+                n_predict=ov.get("n_predict"),
+                seed=item.seed,
+                grammar=line_grammar(item),
+            ),
         )
         if run.tracer is not None:
             run.tracer.begin(request=counts.lines - 1, line=item.line, id=item.id)
@@ -478,6 +496,18 @@ def _run_batch(run: _Run, lines, *, use_chat: bool) -> int:
             file=sys.stderr,
         )
     return code
+
+
+def line_grammar(item):
+    """A --jsonl line's own `grammar` (GBNF) or `json_schema`, as an OutputGrammar (None:
+    the command line's, if any); a bad one fails that line alone."""
+    from specgguf.generator import OutputGrammar
+
+    if item.grammar is not None:
+        return OutputGrammar(item.grammar, '"grammar"')
+    if item.json_schema is not None:
+        return OutputGrammar.from_schema(item.json_schema, '"json_schema"')
+    return None
 
 
 def _read_turn(interactive: bool) -> str | None:

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import typer
+from specgguf_cli import grammar_flags as gf
 from specgguf_cli import options as o
 
 Host = typer.Option("127.0.0.1", "--host", envvar="LLAMA_ARG_HOST", help="Address to listen on.")
@@ -78,6 +79,10 @@ def serve(
     top_p: float = o.TopP,
     min_p: float = o.MinP,
     ignore_eos: bool = o.IgnoreEos,
+    grammar: str | None = gf.Grammar,
+    grammar_file: Path | None = gf.GrammarFile,
+    json_schema: str | None = gf.JsonSchema,
+    json_schema_file: Path | None = gf.JsonSchemaFile,
     host: str = Host,
     port: int = Port,
     api_key: str | None = ApiKey,
@@ -130,6 +135,9 @@ def serve(
         template_src = read_template_file(chat_template_file)
     from specgguf.server.runner import bind
 
+    # the default constraint of every request that brings none (llama-server's meaning)
+    output_grammar = gf.read_grammar(grammar, grammar_file, json_schema, json_schema_file)
+
     bind(host, port).close()  # a port in use fails now, not after the weights are read
 
     from specgguf.backend.devices import is_loopback
@@ -147,7 +155,9 @@ def serve(
 
     if not quiet:
         say(f"specgguf serve: loading {model}" + (f" + draft {model_draft}" if model_draft else ""))
-    session = flags.open_session(model, model_draft, types, n_max, parallel=parallel)
+    session = flags.open_session(
+        model, model_draft, types, n_max, parallel=parallel, grammar_draft=spec_type is None
+    )
     gen = None
     try:
         if not quiet:
@@ -166,8 +176,11 @@ def serve(
             template_src=template_src,
             template_origin=f"--chat-template-file {chat_template_file}",
             warn=None if quiet else (lambda m: say(f"warning: {m}")),
+            grammar=output_grammar,
         )
         gen.template()  # a template that does not compile fails now, with its line
+        if output_grammar is not None:  # and so does a grammar llama.cpp refuses
+            gen.constraint(output_grammar)
         cfg = ServerConfig(
             model_id=alias or model.name,  # public in /v1/models: never the whole path
             model_path=str(model),

@@ -89,3 +89,14 @@ def open_user_file(path: Any, flag: str, mode: str = "rb", **kw: Any) -> IO[Any]
         raise UsageError(f"{what}: is a directory") from None
     except OSError as e:
         raise UsageError(f"{what}: {e.strerror}") from None
+
+
+def read_user_text(path: Any, flag: str) -> str:
+    """The UTF-8 text of a file the user named with `flag`; one UsageError line when it
+    cannot be opened (open_user_file's wording) or is not UTF-8."""
+    with open_user_file(path, flag) as f:
+        data = f.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UsageError(f"{flag} {path}: not valid UTF-8 (byte {e.start})") from None

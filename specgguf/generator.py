@@ -26,7 +26,9 @@ from typing import Any
 from specgguf.auto.policy import AdaptivePolicy
 from specgguf.auto.preload import without_draft_cost
 from specgguf.auto.profile import CostProfile
+from specgguf.backend.grammar import GrammarError, compile_grammar, schema_to_gbnf
 from specgguf.backend.session import Session, Slot, SpecOptions, TimingContexts, resolve_seed
+from specgguf.core.constraint import NoTokenAllowed
 from specgguf.core.draft import Drafter
 from specgguf.core.loop import SpeculativeDecoder
 from specgguf.core.rounds import Round
@@ -61,6 +63,32 @@ class SpecOverrides:
 
 
 @dataclass(frozen=True)
+class OutputGrammar:
+    """What the output must match: GBNF text (root rule `root`), and where it came from (the
+    flag or request field an error names)."""
+
+    gbnf: str
+    origin: str = "--grammar"
+
+    @classmethod
+    def from_schema(cls, schema: Any, origin: str = "--json-schema") -> OutputGrammar:
+        """The grammar of a JSON schema (a dict or its JSON text); GrammarError naming
+        `origin` when it is not JSON or cannot be converted."""
+        return cls(schema_to_gbnf(schema, origin), origin)
+
+    @classmethod
+    def for_tools(
+        cls, tools: Sequence[Mapping[str, Any]], only: str | None = None, *, parallel: bool = True
+    ) -> OutputGrammar:
+        """Tool calls in the <tool_call> format (specgguf.io.tools) whose JSON matches the
+        tools' schemas: of any tool, or of `only`; one call, or with `parallel` one or more."""
+        from specgguf.io.tools import call_schema, wrap_call_grammar
+
+        call = schema_to_gbnf(call_schema(tools, only), "'tools'")
+        return cls(wrap_call_grammar(call, parallel=parallel), "'tools'")
+
+
+@dataclass(frozen=True)
 class GenParams:
     """What one call may set; None means the generator's default (the command line's)."""
 
@@ -85,6 +113,9 @@ class GenParams:
     #: with different n-gram settings do not feed each other's indexes; None: the slot's own.
     #: Generator.close() closes them
     ngram_cache: Hashable | None = None
+    #: constrained decoding: every token the target emits obeys this grammar (drafts it
+    #: forbids are rejected); None: the generator's (the command line's), if any
+    grammar: OutputGrammar | None = None
 
 
 @dataclass
@@ -153,8 +184,10 @@ class Generation:
         slot: int = 0,
         policy: AdaptivePolicy | None = None,
         own_policy: bool = False,
+        grammar_origin: str = "",
     ) -> None:
         self.decoder = decoder
+        self._grammar_origin = grammar_origin
         self.prompt_tokens = list(tokens)
         self.seed = seed
         self.slot = slot
@@ -201,6 +234,12 @@ class Generation:
             rnd = next(self._rounds)
         except StopIteration:
             return self.finish(self.decoder.stop_reason)
+        except NoTokenAllowed:
+            self.finish("grammar")
+            raise GrammarError(
+                f"{self._grammar_origin}: the grammar allows no token after "
+                f"{self.stats.predicted_n} generated tokens"
+            ) from None
         pieces = []
         for i, t in enumerate(rnd.emitted):
             text = self._utf8.decode(self._piece(t))
@@ -283,8 +322,10 @@ class Generator:
         template_origin: str | None = None,
         warn: Callable[[str], None] | None = None,
         recheck_draft: bool = False,
+        grammar: OutputGrammar | None = None,
     ) -> None:
         self.session = session
+        self.grammar = grammar  # every call's, unless GenParams.grammar gives its own
         self.sampler = sampler or SamplerParams()
         self.n_predict = n_predict
         self.seed = resolve_seed(seed)  # one seed for every call that gives none
@@ -376,14 +417,34 @@ class Generator:
                     self.warn(warning)
         return self._template
 
-    def chat_prompt(self, messages: Sequence[Mapping[str, Any]]) -> str:
+    def chat_prompt(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> str:
         """The messages rendered for generation, after specgguf.io.chat.conversation() puts
-        the default system prompt (-sys) first unless the messages bring their own."""
+        the default system prompt (-sys) first unless the messages bring their own.
+
+        `tools` (OpenAI's, validated) go to the template, which describes them (Qwen2.5's
+        does); a template that never reads `tools` gets their description as a system
+        message instead, so the model knows them either way."""
         from specgguf.io.chat import conversation
 
-        return self.template().render(
-            conversation(self.system_prompt, messages), add_generation_prompt=True
-        )
+        msgs = conversation(self.system_prompt, messages)
+        template = self.template()
+        if not tools:
+            return template.render(msgs, add_generation_prompt=True)
+        from specgguf.io.tools import template_messages, tools_system_prompt
+
+        msgs = template_messages(msgs)
+        if "tools" in template.source:
+            return template.render(msgs, add_generation_prompt=True, tools=list(tools))
+        about = tools_system_prompt(tools)
+        if msgs and msgs[0].get("role") == "system":
+            msgs[0] = {**msgs[0], "content": f"{msgs[0]['content']}\n\n{about}"}
+        else:
+            msgs.insert(0, {"role": "system", "content": about})
+        return template.render(msgs, add_generation_prompt=True)
 
     def tokenize(self, text: str) -> list[int]:
         """Prompt text -> tokens; PromptError when empty or too long for a slot's context."""
@@ -426,6 +487,10 @@ class Generator:
         seed = self.seed if p.seed is None else resolve_seed(p.seed)
         spec = self._spec_for(p.spec, p.spec_base)
         eff = spec or self.session.spec
+        grammar = p.grammar if p.grammar is not None else self.grammar
+        if grammar is not None and eff.types and eff.grammar_draft and "grammar" not in eff.types:
+            # under a grammar the text it forces is drafted first (specgguf.drafters.grammar_draft)
+            spec = eff = replace(eff, types=["grammar", *eff.types])
         if "draft-simple" in eff.types and self.session.draft_model is None:
             raise ValueError("draft-simple needs a session loaded with a draft model")
         runs_auto = eff.adaptive and bool(eff.types)
@@ -435,6 +500,8 @@ class Generator:
             fresh.seed(p.auto_profile)
         policy = fresh if fresh is not None else (st.policy if self.auto and runs_auto else None)
         cap = _Cap(p.spec.n_max) if p.spec.n_max and eff.types else None
+        # compiled before anything else changes: a bad grammar is refused here
+        constraint = self.constraint(grammar) if grammar is not None else None
         if st.policy is not None:
             if policy is not st.policy:
                 st.policy.detach()  # a call without the slot's auto: not its drafters now
@@ -450,6 +517,7 @@ class Generator:
             reuse_prefix=p.cache_prompt,
             spec=spec,
             slot=st.slot_for(p.ngram_cache),
+            constraint=constraint,
         )
         if policy is not None:
             # per-drafter budgets and the per-token question go through the policy; attach
@@ -466,7 +534,14 @@ class Generator:
             slot=slot,
             policy=policy,
             own_policy=fresh is not None,
+            grammar_origin=grammar.origin if grammar is not None else "",
         )
+
+    def constraint(self, grammar: OutputGrammar):
+        """A fresh state of `grammar` over the target's vocabulary; GrammarError (one line,
+        naming grammar.origin) when llama.cpp cannot use it. A front end calls it once up
+        front to refuse a bad grammar before any prompt (compiled grammars are cached)."""
+        return compile_grammar(self.session.target_model, grammar.gbnf, grammar.origin)
 
     def _spec_for(self, o: SpecOverrides, base: SpecOptions | None) -> SpecOptions | None:
         """`base` (default: the session's speculative options) with one call's overrides

@@ -149,3 +149,24 @@ def sse_events(resp) -> Any:
             continue
         if line.startswith(b"data: "):
             buf += line[6:]
+
+
+def serving(args: list[str], *, timeout: float = 60):
+    """A module fixture's server: yielded, then stopped, which must end cleanly (exit 0, no
+    traceback on stderr). `timeout`: seconds a request may take."""
+    s = Server(args, timeout=timeout)
+    yield s
+    code, err = s.stop()
+    assert code == 0, err
+    assert "Traceback" not in err, err
+
+
+def openai_client(server: Server, key: str = "x"):
+    """The official openai client on `server`, waiting as long as the server's requests may
+    take (the test is skipped without the package)."""
+    import pytest
+
+    openai = pytest.importorskip("openai")
+    return openai.OpenAI(
+        base_url=server.base + "/v1", api_key=key, max_retries=0, timeout=server.timeout
+    )

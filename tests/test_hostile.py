@@ -322,8 +322,6 @@ def test_ordinary_nesting_still_parses(server):
 @pytest.mark.parametrize(
     ("field", "value"),
     [
-        ("json_schema", {"type": "object"}),
-        ("json_schema", {}),
         ("lora", [{"id": 0, "scale": 1.0}]),
         ("samplers", ["top_k", "temperature"]),
         ("n_keep", -1),
@@ -340,7 +338,7 @@ def test_completion_fields_without_a_feature_are_refused(server, field, value):
 
 
 def test_defaults_of_those_fields_are_accepted(server):
-    body = {"prompt": "hi", "n_predict": 2, "n_keep": 0, "lora": [], "json_schema": None}
+    body = {"prompt": "hi", "n_predict": 2, "n_keep": 0, "lora": [], "grammar_file": None}
     status, _, obj = server.request("POST", "/completion", body)
     assert status == 200, obj
 

@@ -98,7 +98,8 @@ class NoisyOracle(Drafter):
 GREEDY = SamplerParams(temp=0.0)
 
 
-def run(drafters, prompt, n, *, n_ctx=256, sampler=GREEDY, seed=3, eos=-4.0):
+def run(drafters, prompt, n, *, n_ctx=256, sampler=GREEDY, seed=3, eos=-4.0, **decoder_kw):
+    """Generate n tokens on a fresh toy target; `decoder_kw` go to the SpeculativeDecoder."""
     target = ToyContext(n_ctx=n_ctx, eos_bias=eos)
     dec = SpeculativeDecoder(
         target,
@@ -106,6 +107,7 @@ def run(drafters, prompt, n, *, n_ctx=256, sampler=GREEDY, seed=3, eos=-4.0):
         GenerationConfig(n_predict=n, n_max=8, sampler=sampler),
         PositionRandom(seed),
         is_eog=lambda t: t == EOS,
+        **decoder_kw,
     )
     out: list[int] = []
     for rnd in dec.generate(prompt):

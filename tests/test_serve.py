@@ -18,7 +18,7 @@ import time
 import pytest
 from specgguf_cli.app import run_cli
 
-from tests.serve_helpers import FAST, Server, sse_events
+from tests.serve_helpers import FAST, Server, openai_client, serving, sse_events
 
 KEY = "test-key"
 N = 16  # tokens per answer
@@ -26,20 +26,15 @@ N = 16  # tokens per answer
 
 @pytest.fixture(scope="module")
 def server(tiny_target, tiny_draft):
-    s = Server(
+    yield from serving(
         ["-m", str(tiny_target), "-md", str(tiny_draft), *FAST, "-c", "2048", "-np", "4",
          "--api-key", KEY, "-a", "tiny"]
     )  # fmt: skip
-    yield s
-    code, err = s.stop()
-    assert code == 0, err
-    assert "Traceback" not in err, err
 
 
 @pytest.fixture(scope="module")
 def client(server):
-    openai = pytest.importorskip("openai")
-    return openai.OpenAI(base_url=server.base + "/v1", api_key=KEY, max_retries=0, timeout=60)
+    return openai_client(server, KEY)
 
 
 def run_json(target, draft, capsys, *args) -> dict:

@@ -14,7 +14,9 @@ from typing import Any, NamedTuple
 
 from specgguf.backend import devices, engine, memory_budget, memory_caps
 from specgguf.backend.checkpoints import ModelContext, with_rollback
+from specgguf.backend.grammar import draft_source
 from specgguf.backend.preflight import preflight, resolve_n_ctx
+from specgguf.core.constraint import Constraint
 from specgguf.core.draft import Drafter
 from specgguf.core.loop import SpeculativeDecoder
 from specgguf.core.rounds import BudgetPolicy, GenerationConfig
@@ -65,6 +67,9 @@ class SpecOptions:
     # --spec-draft-n-max auto a seed still fixes the text
     draft_sampling: str = "auto"
     adaptive: bool = False  # --spec-draft-n-max auto (n_max is then auto's cap)
+    #: a generation under a grammar also drafts the text the grammar forces ("grammar" joins
+    #: the types, first); False: the types as given (an explicit --spec-type list)
+    grammar_draft: bool = True
     ngram: Any = None  # specgguf.drafters.ngram_options.NgramOptions
 
 
@@ -274,10 +279,12 @@ class Session:
         spec: SpecOptions,
         slot: Slot | None,
         reuse_prefix: bool = True,
+        constraint: Constraint | None = None,
     ) -> list[Drafter]:
         """The drafters of spec.types over `slot`, built by the registry. A model-free drafter
         is built once per slot and keeps its indexes across the slot's sequences; a drafter over
-        the draft model is built per generation (it takes the generation's sampler and seed)."""
+        the draft model is built per generation (it takes the generation's sampler and seed),
+        and so is the grammar drafter (it reads the generation's `constraint`)."""
         slot = slot if slot is not None else self.slots[0]
         ngram = slot.ngram
         draft_ctx = slot.draft_ctx
@@ -295,11 +302,14 @@ class Session:
             cross_vocab=(draft_ctx.model, self.target_model)
             if self.cross_vocab and draft_ctx is not None
             else None,
+            grammar=draft_source(self.target_model, constraint)
+            if constraint is not None and "grammar" in spec.types
+            else None,
         )
         out: list[Drafter] = []
         for t in spec.types:
             row = SPEC_TYPES[t]
-            if row.needs_model:
+            if row.built_per_sequence:
                 out.append(row.build(ctx))
                 continue
             d = ngram.get(t)
@@ -320,6 +330,7 @@ class Session:
         reuse_prefix: bool = True,
         spec: SpecOptions | None = None,
         slot: Slot | None = None,
+        constraint: Constraint | None = None,
     ) -> SpeculativeDecoder:
         """A decoder for one sequence over `slot` (default: the session's own contexts), with
         `spec` replacing the session's speculative options for this one generation. With
@@ -327,7 +338,8 @@ class Session:
         still hold from the previous sequence (same output as a fresh context, fewer tokens
         evaluated). The n-gram drafters are the slot's `ngram` ones: a caller that wants
         separate n-gram state (bench: one per configuration) passes a copy of the slot with
-        its own dict."""
+        its own dict. `constraint` (a grammar's fresh state, specgguf.backend.grammar) masks
+        every row the target's tokens are drawn from."""
         spec = spec if spec is not None else self.spec
         slot = slot if slot is not None else self.slots[0]
         random = PositionRandom(seed)
@@ -336,13 +348,14 @@ class Session:
         )
         return SpeculativeDecoder(
             slot.target,
-            self._drafters(sampler, random, spec, slot, reuse_prefix),
+            self._drafters(sampler, random, spec, slot, reuse_prefix, constraint),
             config,
             random,
             is_eog=self.target_model.is_eog,
             trace_probs=trace_probs,
             budget_policy=budget_policy,
             reuse_prefix=reuse_prefix,
+            constraint=constraint,
         )
 
     # -- timing -------------------------------------------------------------------------------

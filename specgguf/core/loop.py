@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 
 from specgguf.core.acceptance import verify
+from specgguf.core.constraint import Constraint, RoundStates
 from specgguf.core.context import KVContext
 from specgguf.core.draft import Draft, Drafter
 from specgguf.core.rounds import BudgetPolicy, GenerationConfig, Round
@@ -42,8 +43,12 @@ class SpeculativeDecoder:
         trace_probs: bool = False,
         budget_policy: BudgetPolicy | None = None,
         reuse_prefix: bool = True,
+        constraint: Constraint | None = None,
     ) -> None:
         self.target = target
+        #: what the output must match (a grammar), in the state after every emitted token;
+        #: None: unconstrained (specgguf.core.constraint)
+        self.constraint = constraint
         self.reuse_prefix = reuse_prefix
         self.drafters = list(drafters)
         self.config = config
@@ -125,11 +130,17 @@ class SpeculativeDecoder:
         assert logits is not None
         sampler = self.config.sampler
         cache: dict[int, SparseDist] = {}
+        # under a constraint, row i is masked with the grammar's state after proposals[:i]
+        states = RoundStates(self.constraint, draft.tokens) if self.constraint is not None else None
 
         def p_at(i: int) -> SparseDist:
             d = cache.get(i)
             if d is None:
-                d = cache[i] = distribution(logits[i], sampler)
+                d = cache[i] = (
+                    distribution(logits[i], sampler)
+                    if states is None
+                    else states.distribution(i, logits[i], sampler)
+                )
             return d
 
         def uniform(i: int, purpose: int) -> float:
@@ -143,6 +154,8 @@ class SpeculativeDecoder:
 
         n_acc = verdict.n_accepted
         emitted = [*draft.tokens[:n_acc], verdict.token]
+        if states is not None:  # the grammar advances over what is emitted, nothing else
+            self.constraint = states.advance(n_acc, verdict.token)
         # Roll back: keep id_last and the accepted proposals; the new token is not in KV yet.
         # (Timed apart from the verify pass: on a recurrent target this is a checkpoint
         # restore plus a re-decode, a cost only rejections pay.)

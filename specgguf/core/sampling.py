@@ -138,7 +138,7 @@ def top_k_ids(logits: np.ndarray, k: int) -> np.ndarray:
     return cand[np.argpartition(vals, vals.size - k)[vals.size - k :]]
 
 
-def _sorted_top_k(logits: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+def sorted_top_k(logits: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The k largest logits as (ids, float64 values) by decreasing value; equal values by
     increasing id, so the order (which the inverse-CDF sampling walks) is fully defined."""
     ids = top_k_ids(logits, k)
@@ -168,7 +168,14 @@ def distribution(logits: np.ndarray, params: SamplerParams) -> SparseDist:
         return one_hot(int(np.argmax(logits)))
 
     n = logits.shape[0]
-    ids, vals = _sorted_top_k(logits, params.top_k if 0 < params.top_k < n else n)
+    ids, vals = sorted_top_k(logits, params.top_k if 0 < params.top_k < n else n)
+    return chain_on_sorted(ids, vals, params)
+
+
+def chain_on_sorted(ids: np.ndarray, vals: np.ndarray, params: SamplerParams) -> SparseDist:
+    """The chain after top-k: top-p, min-p and temperature on the survivors of top-k, given
+    by decreasing value (sorted_top_k's order). A constrained row (specgguf.core.constraint)
+    enters here with its allowed top-k."""
     keep = ids.size
 
     # top-p on softmax at temperature 1: keep the shortest prefix whose mass reaches p.
@@ -192,5 +199,5 @@ def top_k_confidence(logits: np.ndarray, k: int = 10) -> tuple[int, float]:
     This is what llama.cpp's draft-simple compares with --spec-draft-p-min (its draft sampler
     is a lone top-k 10), so greedy drafting stops at the same places as upstream.
     """
-    ids, vals = _sorted_top_k(logits, min(k, logits.shape[0]))
+    ids, vals = sorted_top_k(logits, min(k, logits.shape[0]))
     return int(ids[0]), float(_softmax_sorted(vals)[0])

@@ -2,11 +2,13 @@
 needs.
 
 One row per name, in llama.cpp's fixed priority order (a round tries the chosen types in this
-order and the first non-empty draft wins). Parsing (`specgguf.drafters.spec_types`), the
-n-gram flags and options (`specgguf.drafters.ngram_options`), the session that builds
-drafters over its loaded models and bench all read this table, so adding or changing a type
-is one row here (plus its builder, and for an n-gram type its params class in
-specgguf.drafters.ngram_params); a drafter's `name` and `free` are set from its row.
+order and the first non-empty draft wins), after specgguf's own `grammar` (the text a grammar
+forces: tried first, since it is nearly always accepted). Parsing
+(`specgguf.drafters.spec_types`), the n-gram flags and options
+(`specgguf.drafters.ngram_options`), the session that builds drafters over its loaded models
+and bench all read this table, so adding or changing a type is one row here (plus its
+builder, and for an n-gram type its params class in specgguf.drafters.ngram_params); a
+drafter's `name` and `free` are set from its row.
 
 Builders import their drafter module when called: parsing a --spec-type (before any model is
 loaded, so that a typo costs nothing) must not pull in numpy and every drafter.
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
     from specgguf.core.draft import Drafter
     from specgguf.core.sampling import PositionRandom, SamplerParams
     from specgguf.drafters.cross_vocab import Vocabulary
+    from specgguf.drafters.grammar_draft import GrammarDraftSource
 
 
 @runtime_checkable
@@ -59,6 +62,8 @@ class BuildContext:
     reuse_prefix: bool = True
     #: (draft, target) vocabularies when they differ: draft-simple then drafts through text
     cross_vocab: tuple[Vocabulary, Vocabulary] | None = None
+    #: the generation's grammar, for the grammar drafter (None: the generation has none)
+    grammar: GrammarDraftSource | None = None
 
 
 #: (the type's params object, or None for types without one; the build context) -> drafter
@@ -77,11 +82,18 @@ class SpecType:
     params: type | None = None
     #: needs a draft model (-md), hence a loaded draft context to be built
     needs_model: bool = False
+    #: built for each generation (it reads the generation's sampler, seed or grammar), not
+    #: once per slot; every type that needs a model is
+    per_sequence: bool = False
     #: proposing is a lookup that costs next to nothing; `build` hands it to the drafter as its
     #: `free` (what the auto policy reads), so it is declared here only
     free: bool = False
     #: what the type needs that llama-cpp-python does not hand to Python (None: supported)
     unsupported: str | None = None
+
+    @property
+    def built_per_sequence(self) -> bool:
+        return self.per_sequence or self.needs_model
 
     def check_supported(self) -> None:
         """A UsageError naming what is missing, for a type this package cannot run."""
@@ -189,11 +201,20 @@ def _draft_simple(_: None, ctx: BuildContext) -> Drafter:
     )
 
 
+def _grammar(_: None, ctx: BuildContext) -> Drafter:
+    """The text the generation's grammar forces (without a grammar it never proposes)."""
+    from specgguf.drafters.grammar_draft import GrammarDrafter
+
+    return GrammarDrafter(ctx.grammar)
+
+
 # -- the table --------------------------------------------------------------------------------
 
-#: every name llama.cpp accepts, in the order a round tries them (first non-empty draft wins);
-#: the last four need model files and hidden states llama-cpp-python 0.3.36 does not hand over
+#: specgguf's grammar type, then every name llama.cpp accepts, in the order a round tries them
+#: (first non-empty draft wins); the last four need model files and hidden states
+#: llama-cpp-python 0.3.36 does not hand over
 REGISTRY: tuple[SpecType, ...] = (
+    SpecType("grammar", _grammar, free=True, per_sequence=True),
     SpecType("ngram-simple", _ngram_simple, NgramSimpleParams, free=True),
     SpecType("ngram-map-k", _ngram_map_k, NgramMapKParams, free=True),
     SpecType("ngram-map-k4v", _ngram_map_k4v, NgramMapK4VParams, free=True),

@@ -1,7 +1,8 @@
 """Batch mode (`run --jsonl`): JSON Lines in, one JSON object out per line, in input order.
 
 Each input line is `{"prompt": "..."}` or `{"messages": [{"role": ..., "content": ...}, ...]}`,
-with optional per-line `n_predict`, `temperature`, `top_k`, `top_p`, `min_p`, `seed` and `id`.
+with optional per-line `n_predict`, `temperature`, `top_k`, `top_p`, `min_p`, `seed` and `id`,
+and `grammar` (GBNF text) or `json_schema` (an object) for that line's constrained output.
 Blank lines are skipped (they are not JSON Lines records). A line that cannot be answered (not
 JSON, not UTF-8, a missing or mistyped field, an unknown key, a prompt longer than the context)
 gets an error object in its place and the batch goes on; the exit status tells whether any line
@@ -26,7 +27,9 @@ from specgguf.io.sampling_fields import FIELDS, is_int
 
 #: per-line keys and what they override on the command line
 OVERRIDES = ("n_predict", "temperature", "top_k", "top_p", "min_p", "seed")
-KNOWN_KEYS = frozenset(("prompt", "messages", "id", *OVERRIDES))
+#: per-line constraints (at most one): they replace the command line's --grammar / -j
+CONSTRAINTS = ("grammar", "json_schema")
+KNOWN_KEYS = frozenset(("prompt", "messages", "id", *OVERRIDES, *CONSTRAINTS))
 _FLOATS = frozenset(("temperature", "top_p", "min_p"))  # a JSON 1 is the float 1.0 here
 
 _CODE_NAMES = {
@@ -61,6 +64,8 @@ class BatchItem:
     top_p: float | None = None
     min_p: float | None = None
     seed: int | None = None
+    grammar: str | None = None
+    json_schema: Any = None  # a JSON schema object (or true/false)
 
     def overrides(self) -> dict[str, Any]:
         """The per-line settings that were given."""
@@ -135,6 +140,12 @@ def parse_line(text: str | bytes, line: int) -> BatchItem:
         f = FIELDS[key]
         v = get(key, f.ok, f.what)
         setattr(item, key, float(v) if v is not None and key in _FLOATS else v)
+    item.grammar = get("grammar", lambda v: isinstance(v, str), "a string (GBNF)")
+    item.json_schema = get(
+        "json_schema", lambda v: isinstance(v, dict | bool), "a JSON schema object"
+    )
+    if item.grammar is not None and item.json_schema is not None:
+        raise fail('"grammar" and "json_schema" cannot be combined: give one')
     return item
 
 

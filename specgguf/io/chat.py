@@ -30,7 +30,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from specgguf.errors import ExitCode, PromptError, SpecggufError, UsageError, open_user_file
+from specgguf.errors import ExitCode, PromptError, SpecggufError, read_user_text
 from specgguf.io.template_bounds import TemplateBoundsError, TemplateLimits
 
 #: The largest template compiled. Compiling costs far more than rendering (measured here: a
@@ -299,12 +299,7 @@ def conversation(
 
 
 def read_template_file(path: Path) -> str:
-    with open_user_file(path, "--chat-template-file") as f:
-        data = f.read()
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise UsageError(f"--chat-template-file {path}: not valid UTF-8 (byte {e.start})") from None
+    return read_user_text(path, "--chat-template-file")
 
 
 def template_for(

@@ -26,6 +26,7 @@ from starlette.routing import Route
 from specgguf.errors import SpecggufError
 from specgguf.generator import Generator
 from specgguf.io import json_input
+from specgguf.io.tools import ToolCall, ToolCallStream, split_tool_calls
 from specgguf.server import protocol as p
 from specgguf.server.protocol import ApiError
 from specgguf.server.scheduler import Event, Job, Scheduler
@@ -192,7 +193,7 @@ class App:
         try:
             if req.kind == "chat":
                 assert req.messages is not None
-                tokens = gen.encode(gen.chat_prompt(req.messages))
+                tokens = gen.encode(gen.chat_prompt(req.messages, req.tools))
             elif req.prompt is not None:
                 tokens = gen.encode(req.prompt)
             else:
@@ -216,8 +217,18 @@ class App:
             )
         return tokens
 
+    def check_grammar(self, grammar) -> None:
+        """On the worker thread: 400 naming the request's field when llama.cpp cannot use its
+        grammar (compiled once; the generation reuses it)."""
+        try:
+            self.gen.constraint(grammar)
+        except SpecggufError as e:
+            raise ApiError(400, str(e), "invalid_grammar") from None
+
     async def start(self, req: p.Request) -> Job:
         tokens = await self.sched.call(lambda: self.prompt_tokens(req))
+        if req.params.grammar is not None:
+            await self.sched.call(lambda: self.check_grammar(req.params.grammar))
         params = req.params_for(self.gen.sampler)
         if params.seed is None:
             params = replace(params, seed=self.cfg.seed)
@@ -301,17 +312,21 @@ class App:
         finish = p.finish_reason(g.stop_reason)
         common = {"model": self.cfg.model_id, "timings": self.timings(job)}
         if req.kind == "chat":
+            message: dict[str, Any] = {"role": "assistant", "content": text}
+            if req.tools:
+                content, calls = split_tool_calls(text, req.tools)
+                if calls:
+                    message = {
+                        "role": "assistant",
+                        "content": content or None,
+                        "tool_calls": [c.as_dict() for c in calls],
+                    }
+                    finish = "tool_calls"
             return {
                 "id": p.new_id("chat"),
                 "object": "chat.completion",
                 "created": p.now(),
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": text},
-                        "finish_reason": finish,
-                    }
-                ],
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
                 "usage": self.usage(job),
                 **common,
             }
@@ -410,6 +425,19 @@ class App:
 
         if req.kind == "chat":
             yield data(openai_chunk({"role": "assistant", "content": ""}, None))
+        # with tools, the text goes through the call parser: content as it comes, each call
+        # as one tool_calls delta when its block closes
+        calls = ToolCallStream(req.tools) if req.tools else None
+
+        def call_chunks(content: str, done: list[ToolCall]) -> list[bytes]:
+            out = [data(openai_chunk({"content": content}, None))] if content else []
+            first = len(calls.calls) - len(done) if calls is not None else 0
+            out += [
+                data(openai_chunk({"tool_calls": [c.as_dict(first + i)]}, None))
+                for i, c in enumerate(done)
+            ]
+            return out
+
         async for ev in self.events(job):
             if ev.kind == "error":
                 assert ev.error is not None
@@ -423,6 +451,10 @@ class App:
                     "slot": job.slot,
                 }
                 text = ev.chunk.text
+                if calls is not None:
+                    for chunk in call_chunks(*calls.feed(text)):
+                        yield chunk
+                    continue
                 if req.kind == "native":
                     obj = {
                         "index": 0,
@@ -443,7 +475,13 @@ class App:
             if req.kind == "native":
                 yield data({"index": 0, "content": "", "tokens": [], **self.native_tail(req, job)})
                 return
-            last = openai_chunk({} if req.kind == "chat" else "", p.finish_reason(g.stop_reason))
+            finish = p.finish_reason(g.stop_reason)
+            if calls is not None:
+                for chunk in call_chunks(*calls.close()):
+                    yield chunk
+                if calls.calls:
+                    finish = "tool_calls"
+            last = openai_chunk({} if req.kind == "chat" else "", finish)
             last["timings"] = self.timings(job)
             if not req.include_usage:
                 last["usage"] = self.usage(job)
@@ -513,7 +551,7 @@ class App:
 
         def work():
             try:
-                return self.gen.chat_prompt(req.messages or [])
+                return self.gen.chat_prompt(req.messages or [], req.tools)
             except SpecggufError as e:
                 raise p.bad(str(e), "invalid_prompt") from None
 

@@ -1,11 +1,14 @@
 """Request validation and response shapes of `specgguf serve`: OpenAI's and llama-server's.
 
-Pure (no HTTP framework, no llama_cpp): a request body (already parsed JSON) goes in, a
-validated `Request` or an `ApiError` comes out; results go in, the JSON objects a client
-expects come out. Unknown fields are ignored, as OpenAI-compatible servers do (clients send
-`user`, `logprobs: false`, ...), but a feature that would change the answer and that specgguf
-does not implement (n > 1, penalties, logprobs, tools, a JSON grammar) is refused with 400
-rather than silently ignored.
+Pure (no HTTP framework, no model: a JSON schema is converted by llama-cpp-python's
+pure-Python converter, a GBNF grammar is parsed later, on the worker thread): a request body
+(already parsed JSON) goes in, a validated `Request` or an `ApiError` comes out; results go
+in, the JSON objects a client expects come out. Unknown fields are ignored, as
+OpenAI-compatible servers do (clients send `user`, `logprobs: false`, ...), but a feature that
+would change the answer and that specgguf does not implement (n > 1, penalties, logprobs) is
+refused with 400 rather than silently ignored. Constrained output (`grammar`, `json_schema`,
+`response_format`, a required tool call) becomes the request's OutputGrammar; `tools` are for
+the chat endpoints.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from typing import Any
 
 from specgguf.core.sampling import SamplerParams
 from specgguf.drafters.draft_lengths import N_MAX_LIMIT, in_range
-from specgguf.generator import GenParams, SpecOverrides
+from specgguf.errors import SpecggufError
+from specgguf.generator import GenParams, OutputGrammar, SpecOverrides
 from specgguf.io.sampling_fields import FIELDS, is_int, is_number
 
 MAX_STOP = 16  # stop strings per request
@@ -98,6 +102,9 @@ class Request:
     prompt_tokens: list[Any] | None = None  # token ids (native: may mix in strings)
     include_usage: bool = False
     return_tokens: bool = False
+    #: OpenAI's tools (validated; None: none, or tool_choice "none"): rendered into the
+    #: prompt, and the answer's <tool_call> blocks returned as tool_calls
+    tools: list[dict] | None = None
 
     def params_for(self, base: SamplerParams) -> GenParams:
         """The generation parameters, with the sampler fields given over the server's."""
@@ -186,8 +193,8 @@ def _default_chain(v: Any) -> bool:
 
 #: Request fields whose feature specgguf does not implement: (field, the values that mean
 #: "not asked for", the message of the 400 `unsupported` answer). Ignoring such a field would
-#: answer something other than what was asked (unconstrained text for a grammar, the default
-#: sampler chain for `samplers`), so it is refused. One row per field: implementing a feature
+#: answer something other than what was asked (the default sampler chain for `samplers`, a
+#: shifted context for `n_keep`), so it is refused. One row per field: implementing a feature
 #: removes its row.
 UNSUPPORTED: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("n", lambda v: v == 1, "only n = 1 is supported"),
@@ -199,16 +206,7 @@ UNSUPPORTED: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("frequency_penalty", lambda v: v == 0, "frequency_penalty is not supported"),
     ("repeat_penalty", lambda v: v == 1, "repeat_penalty is not supported"),
     ("logit_bias", lambda v: not v, "logit_bias is not supported"),
-    ("tools", lambda v: not v, "tools are not supported"),
-    ("grammar", lambda v: not v, "grammars are not supported"),
     ("grammar_file", lambda v: not v, "grammar_file is not supported"),
-    # an empty schema still constrains: llama-server then allows any JSON value, not text
-    ("json_schema", lambda v: False, "json_schema is not supported"),
-    (
-        "response_format",
-        lambda v: isinstance(v, dict) and v.get("type") == "text",
-        "response_format other than text is not supported",
-    ),
     ("suffix", lambda v: not v, "suffix (fill-in-the-middle) is not supported"),
     ("echo", lambda v: v is False, "echo is not supported"),
     ("lora", lambda v: v == [], "lora adapters are not supported"),
@@ -253,8 +251,52 @@ def _params(body: dict, *, n_predict_keys: tuple[str, ...]) -> tuple[GenParams, 
         ignore_eos=_get(body, "ignore_eos", lambda v: isinstance(v, bool), "true or false"),
         spec=parse_speculative(body),
         cache_prompt=_bool(body, "cache_prompt", True),
+        grammar=output_grammar(body),
     )
     return params, SamplerPatch(temp, top_k, top_p, min_p)
+
+
+#: what OpenAI's `response_format: {"type": "json_object"}` asks for: a JSON object
+JSON_OBJECT_SCHEMA = {"type": "object"}
+
+
+def output_grammar(body: dict) -> OutputGrammar | None:
+    """The request's constraint on its output: llama-server's `grammar` (GBNF) or
+    `json_schema`, or OpenAI's `response_format` (`text`, `json_object` with an optional
+    `schema`, `json_schema` with `json_schema.schema`); at most one of them. A schema that is
+    not an object or cannot be converted is a 400 naming its field; a GBNF grammar is parsed
+    when the request starts (it needs the model's vocabulary)."""
+    given = [k for k in ("grammar", "json_schema", "response_format") if body.get(k) is not None]
+    rf = body.get("response_format")
+    if rf is not None:
+        if not isinstance(rf, dict) or rf.get("type") not in ("text", "json_object", "json_schema"):
+            raise bad("'response_format.type' must be text, json_object or json_schema")
+        if rf["type"] == "text":
+            given.remove("response_format")
+    if len(given) > 1:
+        raise bad(f"'{given[0]}' and '{given[1]}' cannot be combined: give one")
+    if not given:
+        return None
+    field = given[0]
+    if field == "grammar":
+        if not isinstance(body["grammar"], str):
+            raise bad("'grammar' must be a string (GBNF)")
+        return OutputGrammar(body["grammar"], "'grammar'")
+    if field == "json_schema":
+        schema, where = body["json_schema"], "'json_schema'"
+    elif rf["type"] == "json_object":
+        schema, where = rf.get("schema", JSON_OBJECT_SCHEMA), "'response_format.schema'"
+    else:
+        spec = rf.get("json_schema")
+        if not isinstance(spec, dict) or spec.get("schema") is None:
+            raise bad("'response_format.json_schema.schema' is required", "missing_field")
+        schema, where = spec["schema"], "'response_format.json_schema.schema'"
+    if not isinstance(schema, dict | bool):
+        raise bad(f"{where} must be a JSON schema object")
+    try:
+        return OutputGrammar.from_schema(schema, where)
+    except SpecggufError as e:
+        raise bad(str(e), "invalid_schema") from None
 
 
 @dataclass(frozen=True)
@@ -293,7 +335,6 @@ def _stream(body: dict) -> tuple[bool, bool]:
 
 
 def parse_chat(body: Any) -> Request:
-    from specgguf.errors import SpecggufError
     from specgguf.io.chat import validate_messages
 
     body = _object(body)
@@ -307,7 +348,41 @@ def parse_chat(body: Any) -> Request:
     params, sampler = _params(
         body, n_predict_keys=("max_completion_tokens", "max_tokens", "n_predict")
     )
-    return Request("chat", stream, params, sampler, messages=messages, include_usage=include_usage)
+    tools, params = _tools(body, params)
+    return Request(
+        "chat", stream, params, sampler, messages=messages, include_usage=include_usage,
+        tools=tools,
+    )  # fmt: skip
+
+
+def _tools(body: dict, params: GenParams) -> tuple[list[dict] | None, GenParams]:
+    """`tools`, `tool_choice` and `parallel_tool_calls`: the tools to render (None for none
+    or tool_choice "none") and the params, with the grammar of a call when one is required
+    ("required" or a named function)."""
+    from dataclasses import replace
+
+    from specgguf.io.tools import ToolsError, validate_tool_choice, validate_tools
+
+    if not body.get("tools"):
+        return None, params
+    try:
+        tools = validate_tools(body["tools"])
+        choice = validate_tool_choice(body.get("tool_choice"), tools)
+    except ToolsError as e:
+        raise bad(str(e)) from None
+    if choice == "none":
+        return None, params
+    if choice == "auto":
+        return tools, params
+    if params.grammar is not None:
+        raise bad(f"'tool_choice' {choice!r} and {params.grammar.origin} cannot be combined")
+    only = choice.removeprefix("function:") if choice.startswith("function:") else None
+    parallel = _bool(body, "parallel_tool_calls", True)
+    try:
+        grammar = OutputGrammar.for_tools(tools, only, parallel=parallel)
+    except SpecggufError as e:
+        raise bad(str(e), "invalid_schema") from None
+    return tools, replace(params, grammar=grammar)
 
 
 def _flatten_content(messages: Any) -> Any:
@@ -334,6 +409,8 @@ def parse_completion(body: Any, *, native: bool) -> Request:
     body = _object(body)
     if "prompt" not in body:
         raise bad("'prompt' is required", "missing_field")
+    if body.get("tools"):
+        raise bad("'tools' are supported on /v1/chat/completions only", "unsupported")
     prompt = body["prompt"]
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
         prompt = prompt[0]  # one prompt given as a list of one

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from specgguf.errors import SpecggufError
+from specgguf.errors import ExitCode, SpecggufError
 from specgguf.generator import Chunk, Generation, Generator, GenParams
 from specgguf.server.protocol import ApiError
 
@@ -282,8 +282,9 @@ class Scheduler:
                 job.emit(Event("chunk", chunk, list(tokens), self._info(job, chunk)))
             if g.done:
                 self._finish(job)
-        except SpecggufError as e:
-            self._fail(job, ApiError(500, str(e), "generation_failed"))
+        except SpecggufError as e:  # a usage error (a grammar's dead end) is the request's
+            status = 400 if e.code == ExitCode.USAGE else 500
+            self._fail(job, ApiError(status, str(e), "generation_failed"))
         except Exception as e:  # noqa: BLE001 - a bug: the request fails, the server lives
             self._fail(job, ApiError(500, f"internal error: {type(e).__name__}: {e}", None))
 
