@@ -26,6 +26,7 @@ from typing import Any
 from specgguf.auto.policy import DEFAULT_N_MAX_CAP, AdaptivePolicy
 from specgguf.auto.preload import without_draft_cost
 from specgguf.auto.profile import CostProfile
+from specgguf.backend.rendezvous import Rendezvous
 from specgguf.backend.session import Session, Slot, SpecOptions, TimingContexts, resolve_seed
 from specgguf.core.draft import Drafter
 from specgguf.core.loop import SpeculativeDecoder
@@ -340,6 +341,12 @@ class Generator:
 
     def policy(self, slot: int = 0) -> AdaptivePolicy | None:
         return self._slots[slot].policy
+
+    @property
+    def rendezvous(self) -> Rendezvous | None:
+        """With several slots, the lockstep their decodes share: each slot's Generation runs
+        on a thread that is a member of it (None: one slot, stepped by its caller)."""
+        return self.session.rendezvous
 
     # -- prompts ---------------------------------------------------------------------------
 

@@ -327,6 +327,9 @@ class ContextParams:
     flash_attn: str = "auto"
     type_k: str = "f16"  # -ctk / -ctkd
     type_v: str = "f16"  # -ctv / -ctvd
+    #: sequences the context holds at once (a server's -np batched into one context); more
+    #: than one makes the KV cache unified, so one batch may mix any rows of any sequences
+    n_seq_max: int = 1
 
 
 def default_threads() -> int:
@@ -369,6 +372,8 @@ class Context:
         cp.type_k = KV_CACHE_TYPES[params.type_k]
         cp.type_v = KV_CACHE_TYPES[params.type_v]
         cp.no_perf = True
+        cp.n_seq_max = params.n_seq_max
+        cp.kv_unified = params.n_seq_max > 1
         ptr = ll.llama_init_from_model(model.ptr, cp)
         if interrupts.pending():  # a signal that came while llama.cpp was logging
             if ptr:
@@ -450,6 +455,44 @@ class Context:
         n_out = 1 if outputs == "last" else m
         ptr = ll.llama_get_logits(self.ptr)
         return np.ctypeslib.as_array(ptr, shape=(n_out, self.n_vocab))
+
+    def decode_rows(
+        self,
+        tokens: Sequence[int],
+        pos: Sequence[int],
+        seq: Sequence[int],
+        logits: Sequence[bool],
+    ) -> np.ndarray:
+        """One llama_decode of rows that may belong to several sequences (a context made with
+        n_seq_max > 1): row j is `tokens[j]` at `pos[j]` of sequence `seq[j]`, with its
+        logits computed where `logits[j]`. Returns a zero-copy (n_out, n_vocab) view of those
+        rows in batch order, valid until the next decode. At most n_batch rows; the caller
+        keeps each sequence's positions and bookkeeping (specgguf.backend.batched), so a
+        context decoded this way is not decoded through `decode` (whose rows are sequence 0).
+        """
+        n = len(tokens)
+        if not 0 < n <= self.n_batch:
+            raise ValueError(f"decode_rows: {n} rows, the batch holds 1..{self.n_batch}")
+        b = self._batch
+        for j in range(n):
+            b.token[j] = tokens[j]
+            b.pos[j] = pos[j]
+            b.seq_id[j][0] = seq[j]
+            b.logits[j] = logits[j]
+        b.n_tokens = n
+        rc = ll.llama_decode(self.ptr, b)
+        if rc != 0:
+            raise SpecggufError(f"llama_decode failed with status {rc}", ExitCode.RUNTIME)
+        n_out = sum(map(bool, logits))
+        if n_out == 0:
+            return np.empty((0, self.n_vocab), dtype=np.float32)
+        ptr = ll.llama_get_logits(self.ptr)
+        return np.ctypeslib.as_array(ptr, shape=(n_out, self.n_vocab))
+
+    def seq_rm(self, seq: int, p0: int) -> None:
+        """Forget every cell of sequence `seq` at position >= p0 (one sequence's rollback in a
+        context that holds several)."""
+        ll.llama_memory_seq_rm(self.memory, seq, max(0, p0), -1)
 
     def truncate(self, n_keep: int) -> None:
         """Roll back: forget every position >= n_keep."""

@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from specgguf.backend import devices, engine
+from specgguf.backend.batched import BatchedContext, SequenceView
 from specgguf.backend.preflight import preflight, resolve_n_ctx
+from specgguf.backend.rendezvous import Rendezvous
 from specgguf.core.draft import Drafter
 from specgguf.core.loop import SpeculativeDecoder
 from specgguf.core.rounds import BudgetPolicy, GenerationConfig
@@ -75,8 +77,8 @@ class Slot:
     """
 
     id: int
-    target: engine.Context
-    draft_ctx: engine.Context | None = None
+    target: engine.Context | SequenceView
+    draft_ctx: engine.Context | SequenceView | None = None
     ngram: dict[str, Drafter] = field(default_factory=dict)
 
     def close(self) -> None:
@@ -134,48 +136,61 @@ class Session:
                     repack=load.repack,
                     devices=placed.draft,
                 )
-        if parallel > 1:
-            n_ctx = (n_ctx or self.target_model.n_ctx_train) // parallel
-        self.target, self.draft_ctx = self._contexts(n_ctx)
+        #: -np > 1: the lockstep the slots' threads decode in (None: one slot, no threads)
+        self.rendezvous: Rendezvous | None = None
+        self._batched: list[BatchedContext] = []
         self._ngram_drafters: dict[str, Drafter] = {}
         self.extra_slots: list[Slot] = []
+        if parallel == 1:
+            self.target, self.draft_ctx = self._contexts(n_ctx)
+            return
+        # -np N: one context per model holding the N slots as sequences, decoded together
+        n_ctx = (n_ctx or self.target_model.n_ctx_train) // parallel
+        self.rendezvous = Rendezvous()
         try:
-            for i in range(1, parallel):
-                self.extra_slots.append(Slot(i, *self._contexts(self.target.n_ctx)))
+            target = BatchedContext(
+                self.target_model, self._params(n_ctx, draft=False), parallel, self.rendezvous
+            )
+            self._batched.append(target)
+            drafts: list[SequenceView | None] = [None] * parallel
+            if self.draft_model is not None:
+                draft = BatchedContext(
+                    self.draft_model,
+                    self._params(target.n_ctx_seq, draft=True),
+                    parallel,
+                    self.rendezvous,
+                )
+                self._batched.append(draft)
+                drafts = list(draft.views)
         except BaseException:
             self.close()
             raise
+        self.target, self.draft_ctx = target.views[0], drafts[0]
+        self.extra_slots = [Slot(i, target.views[i], drafts[i]) for i in range(1, parallel)]
+
+    def _params(self, n_ctx: int, *, draft: bool) -> engine.ContextParams:
+        """The context parameters of the target or of the draft model (its own threads and KV
+        cache types; llama.cpp: no separate draft context size, it follows the target's)."""
+        load = self.load
+        threads = load.threads_draft if draft and load.threads_draft > 0 else load.threads
+        return engine.ContextParams(
+            n_ctx,
+            load.n_batch,
+            load.n_ubatch,
+            threads,
+            load.flash_attn,
+            load.cache_type_k_draft if draft else load.cache_type_k,
+            load.cache_type_v_draft if draft else load.cache_type_v,
+        )
 
     def _contexts(self, n_ctx: int) -> tuple[engine.Context, engine.Context | None]:
         """A target context (and a draft context, when there is a draft model) of n_ctx."""
-        load = self.load
-        target = engine.Context(
-            self.target_model,
-            engine.ContextParams(
-                n_ctx,
-                load.n_batch,
-                load.n_ubatch,
-                load.threads,
-                load.flash_attn,
-                load.cache_type_k,
-                load.cache_type_v,
-            ),
-        )
+        target = engine.Context(self.target_model, self._params(n_ctx, draft=False))
         draft_ctx = None
         if self.draft_model is not None:
-            # llama.cpp: no separate draft context size any more, it follows the target's.
             try:
                 draft_ctx = engine.Context(
-                    self.draft_model,
-                    engine.ContextParams(
-                        target.n_ctx,
-                        load.n_batch,
-                        load.n_ubatch,
-                        load.threads_draft if load.threads_draft > 0 else load.threads,
-                        load.flash_attn,
-                        load.cache_type_k_draft,
-                        load.cache_type_v_draft,
-                    ),
+                    self.draft_model, self._params(target.n_ctx, draft=True)
                 )
             except BaseException:
                 target.close()
@@ -316,7 +331,13 @@ class Session:
             slot.close()
         for d in getattr(self, "_ngram_drafters", {}).values():
             d.close()
-        for name in ("draft_ctx", "target", "draft_model", "target_model"):
+        for name in ("draft_ctx", "target"):
+            obj = getattr(self, name, None)
+            if obj is not None:
+                obj.close()
+        for batched in getattr(self, "_batched", []):
+            batched.close()
+        for name in ("draft_model", "target_model"):
             obj = getattr(self, name, None)
             if obj is not None:
                 obj.close()
