@@ -67,13 +67,15 @@ class BatchedContext:
         n_seq: int,
         rendezvous: Rendezvous,
         *,
+        role: str = "target",
         prompt_chunk: int = PROMPT_CHUNK,
     ) -> None:
-        """`params.n_ctx` is one sequence's size."""
+        """`params.n_ctx` is one sequence's size; `role` names the model in /metrics."""
         self.ctx = engine.Context(
             model, replace(params, n_ctx=params.n_ctx * n_seq, n_seq_max=n_seq)
         )
         self.model = model
+        self.role = role
         self.rendezvous = rendezvous
         self.prompt_chunk = max(1, prompt_chunk)
         self.n_ctx_seq = self.ctx.n_ctx // n_seq

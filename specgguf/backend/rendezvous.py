@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterator
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class Cancelled(Exception):
@@ -35,7 +35,11 @@ class Pending(Protocol):
 
 class Stepper(Protocol):
     """A context with pending decodes: `step()` evaluates one batch of them and returns how
-    many requests it finished; `withdraw(req)` forgets a request not yet finished."""
+    many requests it finished; `withdraw(req)` forgets a request not yet finished. `role`
+    ("target", "draft") and `stats` (steps, rows, sequences) are what /metrics reports."""
+
+    role: str
+    stats: Any
 
     def has_pending(self) -> bool: ...
 

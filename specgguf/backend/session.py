@@ -159,6 +159,7 @@ class Session:
                     self._params(target.n_ctx_seq, draft=True),
                     parallel,
                     self.rendezvous,
+                    role="draft",
                 )
                 self._batched.append(draft)
                 drafts = list(draft.views)

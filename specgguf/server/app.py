@@ -525,6 +525,10 @@ class App:
                     "is_processing": s["is_processing"],
                     "params": params,
                     "n_cached": s["n_cached"],
+                    # this request's drafts so far, and the shared passes (-np > 1)
+                    "speculative_stats": {"n_drafted": s["n_drafted"],
+                                          "n_accepted": s["n_accepted"]},
+                    "batch": s["batch"],
                     "next_token": {
                         "has_next_token": s["is_processing"],
                         "has_new_line": False,
@@ -599,7 +603,10 @@ def prometheus(sched: Scheduler) -> str:
             ("requests_total", "counter", m.requests, "Generation requests accepted."),
             ("requests_rejected_total", "counter", m.rejected,
              "Requests refused with 503 (queue full)."),
+            ("tokens_generated_total", "counter", m.generated,
+             "Tokens streamed so far, requests still running included."),
         ]  # fmt: skip
+        rows += sched.batch_metrics()  # -np > 1: the shared passes
         per_pos = list(m.accepted_per_pos)
     lines: list[str] = []
     for name, kind, value, help_ in rows:

@@ -110,9 +110,21 @@ class Metrics:
     drafts: int = 0
     accepted_per_pos: list[int] = field(default_factory=list)
     n_decode: int = 0
+    #: tokens streamed so far, running requests included (the page's live aggregate)
+    generated: int = 0
     n_tokens_max: int = 0
     requests: int = 0
     rejected: int = 0
+
+
+#: /metrics rows of batch_figures(): (key, kind, help with the model's role)
+BATCH_METRICS = (
+    ("steps", "counter", "Passes of the {} model, each one batch for every slot waiting."),
+    ("tokens", "counter", "Tokens evaluated in those passes of the {} model."),
+    ("seqs", "counter", "Sequences in those passes of the {} model, summed over passes."),
+    ("tokens_per_step", "gauge", "Average tokens per pass of the {} model."),
+    ("seqs_per_step", "gauge", "Average sequences per pass of the {} model."),
+)
 
 
 class Scheduler:
@@ -203,8 +215,35 @@ class Scheduler:
     def deferred(self) -> int:
         return len(self._waiting)
 
+    def batch_figures(self) -> dict[str, dict[str, float]]:
+        """Per model ("target", "draft"), what the shared passes held: passes, tokens and
+        sequences in them, and their averages per pass (empty with one slot)."""
+        out: dict[str, dict[str, float]] = {}
+        for s in self._rv.steppers if self._rv is not None else []:
+            st = s.stats
+            out[s.role] = {
+                "steps": st.steps,
+                "tokens": st.rows,
+                "seqs": st.seqs,
+                "tokens_per_step": st.rows / st.steps if st.steps else 0.0,
+                "seqs_per_step": st.seqs / st.steps if st.steps else 0.0,
+            }
+        return out
+
+    def batch_metrics(self) -> list[tuple[str, str, Any, str]]:
+        """batch_figures() as /metrics rows: llamacpp:batch_* for the target,
+        llamacpp:draft_batch_* for the draft model."""
+        rows: list[tuple[str, str, Any, str]] = []
+        for role, fig in self.batch_figures().items():
+            pre = "" if role == "target" else f"{role}_"
+            for key, kind, help_ in BATCH_METRICS:
+                name = f"{pre}batch_{key}" + ("_total" if kind == "counter" else "")
+                rows.append((name, kind, fig[key], help_.format(role)))
+        return rows
+
     def slot_states(self) -> list[dict[str, Any]]:
         """Per slot: busy or not, the task, tokens decoded, cached tokens (for /slots)."""
+        batch = self.batch_figures().get("target")
         with self._lock:
             busy = {j.slot: j for j in self._active.values()}
             out = []
@@ -222,6 +261,7 @@ class Scheduler:
                         # this request's speculation so far: drafted and accepted tokens
                         "n_drafted": st.n_drafted if st else 0,
                         "n_accepted": st.n_accept if st else 0,
+                        "batch": batch,
                     }
                 )
             return out
@@ -340,6 +380,7 @@ class Scheduler:
                     chunk = g.finish(job.cancel_reason)
             tokens = chunk.round.emitted if chunk.round is not None else []
             job.n_decoded += len(tokens)
+            self.metrics.generated += len(tokens)  # (one int add: atomic under the GIL)
             if chunk.pieces or tokens:
                 job.emit(Event("chunk", chunk, list(tokens), self._info(job, chunk)))
             if g.done:
