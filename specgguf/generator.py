@@ -26,6 +26,7 @@ from typing import Any
 from specgguf.auto.policy import DEFAULT_N_MAX_CAP, AdaptivePolicy
 from specgguf.auto.preload import without_draft_cost
 from specgguf.auto.profile import CostProfile
+from specgguf.backend.batched import SequenceView
 from specgguf.backend.rendezvous import Rendezvous
 from specgguf.backend.session import Session, Slot, SpecOptions, TimingContexts, resolve_seed
 from specgguf.core.draft import Drafter
@@ -464,6 +465,9 @@ class Generator:
             # per-drafter budgets and the per-token question go through the policy; attach
             # first restores whatever a previous decoder's drafters had (cached n-gram ones)
             policy.attach(decoder.drafters)
+            # several slots: the slot's passes are shared, priced and learned as such
+            target = st.slot.target
+            policy.shared_pass = target if isinstance(target, SequenceView) else None
             if policy is st.policy:
                 st.policy_used = True
         return Generation(

@@ -188,6 +188,9 @@ class _Stepper:
     def has_pending(self) -> bool:
         return bool(self.pending)
 
+    def holds(self) -> bool:
+        return False
+
     def step(self) -> int:
         self.widths.append(len(self.pending))
         for r in self.pending:

@@ -95,7 +95,8 @@ def test_eight_concurrent_clients_get_their_answers_alone(server, spec):
 
 
 def test_slots_report_each_requests_drafts_and_the_passes(server):
-    b = {"prompt": "the cat", "n_predict": 100000, "ignore_eos": True, "stream": True}
+    b = {"prompt": "the cat", "n_predict": 100000, "ignore_eos": True, "stream": True,
+         "speculative.n_max": 3}  # fmt: skip (a fixed length: drafts from the first round)
     conn, resp = server.stream("/completion", b)
     events = sse_events(resp)
     for _ in range(4):

@@ -68,14 +68,19 @@ class BatchedContext:
         rendezvous: Rendezvous,
         *,
         role: str = "target",
+        holds_others: bool = False,
         prompt_chunk: int = PROMPT_CHUNK,
     ) -> None:
-        """`params.n_ctx` is one sequence's size; `role` names the model in /metrics."""
+        """`params.n_ctx` is one sequence's size; `role` names the model in /metrics.
+        `holds_others` (the draft model's context): while some sequence is drafting, the
+        other contexts' rows wait for it, so the sequences that verify after drafting share
+        one target pass instead of verifying one by one as their drafts end."""
         self.ctx = engine.Context(
             model, replace(params, n_ctx=params.n_ctx * n_seq, n_seq_max=n_seq)
         )
         self.model = model
         self.role = role
+        self.holds_others = holds_others
         self.rendezvous = rendezvous
         self.prompt_chunk = max(1, prompt_chunk)
         self.n_ctx_seq = self.ctx.n_ctx // n_seq
@@ -88,6 +93,13 @@ class BatchedContext:
 
     def has_pending(self) -> bool:
         return bool(self._pending)
+
+    def holds(self) -> bool:
+        """Whether the other contexts wait this step: a draft step is pending (a prompt
+        longer than a chunk does not hold them)."""
+        return self.holds_others and any(
+            len(r.tokens) - r.done <= self.prompt_chunk for r in self._pending
+        )
 
     def withdraw(self, req: _Request) -> None:
         if req in self._pending:
@@ -131,6 +143,7 @@ class BatchedContext:
             return len(plan)
         k = 0
         for r, a, b in plan:
+            r.view.others = len(tokens) - (b - a)
             n_out = sum(r.wants(j) for j in range(a, b))
             if n_out:
                 r.rows.append(np.array(out[k : k + n_out]))  # a copy: the next step reuses it
@@ -164,6 +177,9 @@ class SequenceView:
         #: the token at each position this sequence's cells hold (len == n_past)
         self.tokens: list[int] = []
         self._dirty = False  # a failed step may have left cells past n_past
+        #: rows of other sequences in the last pass that held rows of this one (what auto
+        #: prices and learns a shared pass by: auto.policy.SharedPass)
+        self.others = 0
 
     def decode(
         self, tokens: Sequence[int], pos0: int, *, outputs: str = "last"

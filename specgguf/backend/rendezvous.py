@@ -35,13 +35,16 @@ class Pending(Protocol):
 
 class Stepper(Protocol):
     """A context with pending decodes: `step()` evaluates one batch of them and returns how
-    many requests it finished; `withdraw(req)` forgets a request not yet finished. `role`
+    many requests it finished; `withdraw(req)` forgets a request not yet finished; `holds()`:
+the other steppers wait while this one has such work (the draft model's steps). `role`
     ("target", "draft") and `stats` (steps, rows, sequences) are what /metrics reports."""
 
     role: str
     stats: Any
 
     def has_pending(self) -> bool: ...
+
+    def holds(self) -> bool: ...
 
     def step(self) -> int: ...
 
@@ -111,6 +114,6 @@ class Rendezvous:
                     self._cond.wait()
 
     def _step(self) -> None:
-        for s in self.steppers:
-            if s.has_pending():
-                self._unfinished -= s.step()
+        ready = [s for s in self.steppers if s.has_pending()]
+        for s in [s for s in ready if s.holds()] or ready:
+            self._unfinished -= s.step()

@@ -160,6 +160,7 @@ class Session:
                     parallel,
                     self.rendezvous,
                     role="draft",
+                    holds_others=True,
                 )
                 self._batched.append(draft)
                 drafts = list(draft.views)
