@@ -261,7 +261,6 @@ class Model:
         self.eos = int(ll.llama_vocab_eos(self.vocab))
         self._pieces: dict[int, bytes] = {}
         self._special_pieces: dict[int, bytes] = {}
-        self._buf = ctypes.create_string_buffer(256)
 
     def tokenize(
         self, text: str, *, add_special: bool = True, parse_special: bool = True
@@ -281,13 +280,14 @@ class Model:
         for every emitted token and pieces never change."""
         cached = self._pieces.get(token)
         if cached is None:
-            n = ll.llama_token_to_piece(self.vocab, token, self._buf, len(self._buf), 0, False)
+            buf = ctypes.create_string_buffer(256)  # per miss: a server's slot threads race
+            n = ll.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, False)
             if n < 0:
                 big = ctypes.create_string_buffer(-n)
                 n = ll.llama_token_to_piece(self.vocab, token, big, len(big), 0, False)
                 cached = big.raw[:n]
             else:
-                cached = self._buf.raw[:n]
+                cached = buf.raw[:n]
             self._pieces[token] = cached
         return cached
 
@@ -296,13 +296,14 @@ class Model:
         vocabulary must see to map a chat marker onto its own special token."""
         cached = self._special_pieces.get(token)
         if cached is None:
-            n = ll.llama_token_to_piece(self.vocab, token, self._buf, len(self._buf), 0, True)
+            buf = ctypes.create_string_buffer(256)  # per miss: a server's slot threads race
+            n = ll.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, True)
             if n < 0:
                 big = ctypes.create_string_buffer(-n)
                 n = ll.llama_token_to_piece(self.vocab, token, big, len(big), 0, True)
                 cached = big.raw[:n]
             else:
-                cached = self._buf.raw[:n]
+                cached = buf.raw[:n]
             self._special_pieces[token] = cached
         return cached
 
