@@ -297,3 +297,51 @@ def test_a_caller_that_is_not_a_member_decodes_at_once():
     rv.steppers.append(s)
     _decode(rv, s)
     assert s.widths == [1]
+
+
+def test_a_newcomer_joins_the_steps_of_a_long_prompt():
+    """A member alone steps its long prompt chunk after chunk; one that joins meanwhile gets
+    its rows into the next step, not after the whole prompt."""
+    rv = Rendezvous()
+    joined, seen = threading.Event(), []
+
+    class Slow(_Stepper):
+        def step(self) -> int:
+            widths = len(self.pending)
+            seen.append(widths)
+            if len(seen) == 3:
+                joined.wait(5)  # (the newcomer joins during this step)
+            done = 0
+            for r in list(self.pending):
+                r.chunks -= 1
+                if r.chunks == 0:
+                    r.finished = True
+                    self.pending.remove(r)
+                    done += 1
+            return done
+
+    s = Slow()
+    rv.steppers.append(s)
+
+    def long_prompt():
+        r = _Req()
+        r.chunks = 20
+        with rv.member():
+            rv.submit(s, r, lambda: s.pending.append(r))
+
+    def newcomer():
+        with rv.member():
+            joined.set()
+            r = _Req()
+            r.chunks = 1
+            rv.submit(s, r, lambda: s.pending.append(r))
+
+    ta = threading.Thread(target=long_prompt)
+    ta.start()
+    while len(seen) < 3:
+        threading.Event().wait(0.001)
+    tb = threading.Thread(target=newcomer)
+    tb.start()
+    ta.join(5)
+    tb.join(5)
+    assert 2 in seen[:6], seen  # the newcomer's rows shared a step with a prompt chunk

@@ -57,6 +57,10 @@ class Rendezvous:
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
+        # Joining must not wait for the step lock: a member that steps a long prompt on its
+        # own keeps that lock from step to step, and a newcomer counted here makes it wait
+        # for the newcomer's rows instead (its own lock, never held across a step).
+        self._count = threading.Lock()
         self._members = 0
         self._unfinished = 0
         self._local = threading.local()
@@ -66,15 +70,16 @@ class Rendezvous:
     def member(self, cancelled: Callable[[], bool] | None = None) -> Iterator[None]:
         """The calling thread takes part in the steps until the block ends; `cancelled` is
         asked while it waits (True: it stops waiting, its decode raises Cancelled)."""
-        with self._cond:
+        with self._count:
             self._members += 1
         self._local.cancelled = cancelled
         try:
             yield
         finally:
             self._local.cancelled = None
-            with self._cond:
+            with self._count:
                 self._members -= 1
+            with self._cond:
                 self._cond.notify_all()  # the others may all be waiting now
 
     def wake(self) -> None:
