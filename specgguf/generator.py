@@ -3,14 +3,15 @@
 A Generator owns what outlives one prompt: the loaded Session and its slots, the `auto` cost
 policy of each slot seeded from (and saved back to) this machine's profile, the chat template,
 and the defaults of the command line. `generate()` returns a Generation that advances one
-speculative round per `next()`: a CLI loops over it, a server interleaves the Generations of
-several slots on one thread. Each step yields the text released by that round, split into
+speculative round per `next()`: a CLI loops over it, a server with several slots runs each
+slot's Generation on a thread of its own, their decodes sharing passes (the `rendezvous`,
+specgguf.backend.rendezvous). Each step yields the text released by that round, split into
 fragments that came from accepted drafts and fragments the target produced itself, with `stop`
 strings cut out and UTF-8 never split.
 
 Why one `auto` policy per slot rather than one shared policy: a policy keeps per-sequence state
 (shadow drafts waiting for the next tokens of THIS text, the round in flight, per-drafter
-budgets written into the slot's own drafters), so two interleaved sequences would corrupt each
+budgets written into the slot's own drafters), so two concurrent sequences would corrupt each
 other's acceptance estimates. The costs it learns are machine-wide: every slot starts from the
 same machine profile, and what each slot measured is merged back into it at the end.
 """

@@ -15,6 +15,7 @@ import time
 import pytest
 
 from tests.serve_helpers import FAST, Server, sse_events
+from tests.test_batched import WORDS
 
 N_SLOTS = 8
 
@@ -26,30 +27,12 @@ def server(tiny_target, tiny_draft):
          "-np", str(N_SLOTS)]
     )  # fmt: skip
     yield s
-    code, err = s.stop()
-    assert code == 0, err
-    assert "Traceback" not in err, err
+    s.stop_cleanly()
 
 
 def body(i: int, spec: bool) -> dict:
-    words = [
-        "the",
-        "cat",
-        "sat",
-        "on",
-        "a",
-        "mat",
-        "and",
-        "then",
-        "it",
-        "ran",
-        "off",
-        "to",
-        "see",
-        "the",
-        "dog",
-    ]
-    text = " ".join(words[(i + j) % len(words)] for j in range([1, 30, 4, 60, 2, 12, 8, 45][i]))
+    n_words = [1, 30, 4, 60, 2, 12, 8, 45][i]
+    text = " ".join(WORDS[(i + j) % len(WORDS)] for j in range(n_words))
     return {"prompt": text, "n_predict": 6 + 3 * i, "speculative": spec, "cache_prompt": False}
 
 
@@ -141,9 +124,7 @@ def test_sigterm_ends_every_stream(tiny_target, tiny_draft):
             rest = list(e)
             conn.close()
             assert rest and rest[-1]["stop"] is True
-        code, err = s.stop()
-        assert code == 0, err
-        assert "Traceback" not in err
+        s.stop_cleanly()
     finally:
         if s.proc.poll() is None:
             s.proc.kill()

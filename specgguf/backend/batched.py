@@ -21,7 +21,6 @@ import numpy as np
 
 from specgguf.backend import engine
 from specgguf.backend.rendezvous import Rendezvous
-from specgguf.errors import ExitCode, SpecggufError
 
 #: rows of one prompt evaluated per step while other sequences are decoding: small enough that
 #: a step with a prompt chunk costs a few plain steps, large enough to use a wide pass well
@@ -189,10 +188,7 @@ class SequenceView:
         n = len(tokens)
         if n == 0:
             return None
-        if pos0 + n > self.n_ctx:
-            raise SpecggufError(
-                f"context full: {pos0 + n} tokens needed, -c is {self.n_ctx}", ExitCode.PROMPT
-            )
+        engine.check_room(pos0 + n, self.n_ctx)
         if pos0 < len(self.tokens) or self._dirty:
             self.truncate(pos0)
         owner = self.owner

@@ -350,6 +350,12 @@ def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
     return int(diff[0]) if diff.size else n
 
 
+def check_room(needed: int, n_ctx: int) -> None:
+    """A decode that would need more positions than a sequence has: one line, exit PROMPT."""
+    if needed > n_ctx:
+        raise SpecggufError(f"context full: {needed} tokens needed, -c is {n_ctx}", ExitCode.PROMPT)
+
+
 class Context:
     """One sequence's KV cache over a Model, plus a reusable batch.
 
@@ -415,10 +421,7 @@ class Context:
         n = len(tokens)
         if n == 0:
             return None
-        if pos0 + n > self.n_ctx:
-            raise SpecggufError(
-                f"context full: {pos0 + n} tokens needed, -c is {self.n_ctx}", ExitCode.PROMPT
-            )
+        check_room(pos0 + n, self.n_ctx)
         if pos0 < len(self.tokens):
             self.truncate(pos0)
         b = self._batch

@@ -1,7 +1,7 @@
 """The HTTP side of `specgguf serve`: Starlette routes over the Scheduler, run by uvicorn.
 
 Handlers parse and validate on the event loop, hand everything that touches llama.cpp (chat
-prompt -> tokens, detokenizing, generating) to the scheduler's worker thread, and stream its
+prompt -> tokens, detokenizing, generating) to the scheduler's threads, and stream its
 events out as server-sent events. Shapes follow OpenAI (/v1/...) and llama-server (/completion,
 /tokenize, /detokenize, /apply-template, /props, /slots, /metrics, /health); every error is
 OpenAI's error object with the right status, never a traceback.

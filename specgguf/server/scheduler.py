@@ -273,13 +273,7 @@ class Scheduler:
             with self._lock:
                 while not (self._calls or self._active or self._waiting or self._stopping):
                     self._lock.wait()
-                calls = list(self._calls)
-                self._calls.clear()
-                if self._stopping:
-                    for job in self._waiting:
-                        job.cancel("shutdown")
-                        self._finish_unstarted(job)
-                    self._waiting.clear()
+                calls = self._take_calls()
                 self._assign()
                 active = list(self._active.values())
                 if self._stopping and not active and not calls:
@@ -299,13 +293,7 @@ class Scheduler:
                     or (self._waiting and len(self._active) < self.gen.n_slots)
                 ):
                     self._lock.wait()
-                calls = list(self._calls)
-                self._calls.clear()
-                if self._stopping:
-                    for job in self._waiting:
-                        job.cancel("shutdown")
-                        self._finish_unstarted(job)
-                    self._waiting.clear()
+                calls = self._take_calls()
                 started = self._assign()
                 if self._stopping and not calls:
                     while self._active:  # each thread finishes its request (final chunk)
@@ -324,6 +312,17 @@ class Scheduler:
         with self._rv.member(job.cancelled.is_set):
             while not job.ended:
                 self._step(job)
+
+    def _take_calls(self) -> list[tuple[Callable[[], Any], asyncio.Future, Any]]:
+        """(Under the lock.) The calls queued so far; when stopping, the waiting jobs end."""
+        calls = list(self._calls)
+        self._calls.clear()
+        if self._stopping:
+            for job in self._waiting:
+                job.cancel("shutdown")
+                self._finish_unstarted(job)
+            self._waiting.clear()
+        return calls
 
     def _assign(self) -> list[Job]:
         """Give waiting jobs the free slots (under the lock, on the worker thread): each to the
