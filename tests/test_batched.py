@@ -354,3 +354,32 @@ def test_a_newcomer_joins_the_steps_of_a_long_prompt():
     ta.join(5)
     tb.join(5)
     assert 2 in seen[:6], seen  # the newcomer's rows shared a step with a prompt chunk
+
+
+def test_a_failed_step_fails_its_waiters_and_the_sequence_recovers(sessions, monkeypatch):
+    """llama_decode failing in a step raises in the decode that waited for it (one clear
+    error, not a hang); the sequence's cells are cleaned up and the next decode is as good
+    as new."""
+    from specgguf.errors import SpecggufError
+
+    one, many = sessions
+    view = many.extra_slots[1].target
+    ctx = view.owner.ctx
+    tokens = one.tokenize(prompt(2))
+    view.truncate(0)
+    ref = np.array(view.decode(tokens, 0, outputs="last"))
+    view.truncate(0)
+    real = ctx.decode_rows
+
+    def failing(*a, **k):
+        real(*a, **k)  # the cells are written, then the call reports a failure
+        raise SpecggufError("llama_decode failed with status 1")
+
+    monkeypatch.setattr(ctx, "decode_rows", failing)
+    with pytest.raises(SpecggufError, match="status 1"):
+        view.decode(tokens, 0, outputs="last")
+    monkeypatch.setattr(ctx, "decode_rows", real)
+    assert view.n_past == 0 and view.tokens == []
+    again = view.decode(tokens, 0, outputs="last")
+    assert np.array_equal(again, ref)
+    view.truncate(0)

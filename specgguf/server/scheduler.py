@@ -379,7 +379,9 @@ class Scheduler:
                     chunk = g.finish(job.cancel_reason)
             tokens = chunk.round.emitted if chunk.round is not None else []
             job.n_decoded += len(tokens)
-            self.metrics.generated += len(tokens)  # (one int add: atomic under the GIL)
+            if tokens:
+                with self._lock:  # (several slot threads count at once)
+                    self.metrics.generated += len(tokens)
             if chunk.pieces or tokens:
                 job.emit(Event("chunk", chunk, list(tokens), self._info(job, chunk)))
             if g.done:
