@@ -30,19 +30,25 @@ def server(tiny_target, tiny_draft):
     s.stop_cleanly()
 
 
-def body(i: int, spec: bool) -> dict:
+def body(i: int, spec: bool, sampling: dict) -> dict:
     n_words = [1, 30, 4, 60, 2, 12, 8, 45][i]
     text = " ".join(WORDS[(i + j) % len(WORDS)] for j in range(n_words))
-    return {"prompt": text, "n_predict": 6 + 3 * i, "speculative": spec, "cache_prompt": False}
+    return {"prompt": text, "n_predict": 6 + 3 * i, "speculative": spec, "cache_prompt": False,
+            **sampling}  # fmt: skip
 
 
 def complete(server, b: dict) -> dict:
     return server.post("/completion", b)
 
 
-@pytest.mark.parametrize("spec", [True, False], ids=["spec", "plain"])
-def test_eight_concurrent_clients_get_their_answers_alone(server, spec):
-    bodies = [body(i, spec) for i in range(N_SLOTS)]
+SEEDED = {"temperature": 0.8, "seed": 42}  # (one-hot drafts: auto's default)
+
+
+@pytest.mark.parametrize(
+    "spec, sampling", [(True, {}), (False, {}), (True, SEEDED)], ids=["spec", "plain", "seeded"]
+)
+def test_eight_concurrent_clients_get_their_answers_alone(server, spec, sampling):
+    bodies = [body(i, spec, sampling) for i in range(N_SLOTS)]
     alone = [complete(server, b)["content"] for b in bodies]
     assert len(set(alone)) == N_SLOTS  # negative control: the answers differ
     before = server.metrics()
