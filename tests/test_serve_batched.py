@@ -134,3 +134,16 @@ def test_sigterm_ends_every_stream(tiny_target, tiny_draft):
     finally:
         if s.proc.poll() is None:
             s.proc.kill()
+
+
+def test_the_page_reads_metrics_that_exist(server):
+    """The page's live aggregate is computed from /metrics counters: every one it names must
+    be there (a renamed metric would leave the page showing nothing)."""
+    import re
+
+    from specgguf.server.page import PAGE
+
+    names = set(re.findall(r"\bm\.(\w+)", PAGE))
+    assert {"tokens_generated_total", "batch_steps_total", "requests_processing"} <= names
+    have = {k.removeprefix("llamacpp:") for k in server.metrics()}
+    assert names <= have, names - have
