@@ -15,19 +15,33 @@ KV prefix reuse.
    (the whole conversation evaluated) and once as a client normally sends it (only the new
    tokens evaluated); the time to the first streamed token of each is measured at the client.
 
+With `--clients 1,2,4,8` it measures concurrency instead (the slots decoding in shared
+passes): for speculation off (`--spec-type none`) and on (the default), one server with
+`-np` = the most clients, then 1, 2, 4, 8 clients at once, each streaming one of the prompts
+(`cache_prompt: false`, so every run evaluates its prompts): aggregate tokens/s (all tokens /
+wall time), per-client tokens/s (first to last streamed token) and time to first token. Then
+the time to first token of a short request sent while a ~2,000-token prompt is being
+evaluated, against the same request on the idle server. With `--llama-server PATH` (a binary
+built from the vendored llama.cpp) the same is measured on llama-server started with the
+same flags, each specgguf row followed at once by its llama-server row.
+
 CPU-heavy: run it once, on a quiet machine.
 
     PYTHONPATH=. python scripts/bench_serve.py [-m T.gguf -md D.gguf] [-n 64] [-t THREADS]
+    PYTHONPATH=. python scripts/bench_serve.py --clients 1,2,4,8 [--llama-server PATH] ...
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -84,7 +98,7 @@ def stream(server: Server, path: str, body: dict) -> tuple[str, dict, float, flo
 
 
 def conversation_file(n_chars: int) -> str:
-    src = (ROOT / "specgguf" / "speculative.py").read_text(encoding="utf-8")
+    src = (ROOT / "specgguf" / "core" / "loop.py").read_text(encoding="utf-8")
     return src[:n_chars]
 
 
@@ -96,8 +110,13 @@ def main() -> int:
     ap.add_argument("-t", "--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("-c", "--ctx", type=int, default=4096)
     ap.add_argument("--conv-chars", type=int, default=5200, help="~1,500 tokens of code")
+    ap.add_argument("--clients", help="measure concurrency instead: client counts, e.g. 1,2,4,8")
+    ap.add_argument("--llama-server", help="with --clients: a llama-server binary to compare")
+    ap.add_argument("--long-chars", type=int, default=7000, help="~2,000 tokens of code")
     ap.add_argument("extra", nargs="*", help="more flags for both run and serve (after --)")
     args = ap.parse_args()
+    if args.clients:
+        return concurrency(args, [int(x) for x in args.clients.split(",")])
 
     prompts = [
         json.loads(line)["prompt"]
@@ -168,6 +187,139 @@ def main() -> int:
     print("llama-server: not compared (no llama-server binary is built here)")
     if code != 0:
         print(f"server exit status {code}: {err[-500:]}", file=sys.stderr)
+    return 0
+
+
+# -- concurrency ---------------------------------------------------------------------------------
+
+#: speculation off and on, as flags given to both servers
+SPEC_MODES = (("off", ["--spec-type", "none"]), ("on", []))
+
+
+class LlamaServer:
+    """llama-server on a free port, loaded (its /health answers 200); same interface as the
+    Server of tests.serve_helpers for what this script uses."""
+
+    def __init__(self, binary: str, args: list[str]) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.timeout = 3600
+        self.proc = subprocess.Popen(
+            [binary, "--host", "127.0.0.1", "--port", str(self.port), *args],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 600
+        while True:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"llama-server exited with status {self.proc.returncode}")
+            try:
+                c = self.conn()
+                c.request("GET", "/health")
+                if c.getresponse().status == 200:
+                    return
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                self.proc.kill()
+                raise SystemExit("llama-server did not come up in 10 minutes")
+            time.sleep(0.5)
+
+    def conn(self) -> http.client.HTTPConnection:
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
+
+    stream = Server.stream
+
+    def stop(self) -> tuple[int, str]:
+        self.proc.terminate()
+        try:
+            return self.proc.wait(60), ""
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait(), "killed"
+
+
+def clients_at_once(server, prompts: list[str], n_clients: int, n: int) -> dict[str, float]:
+    """n_clients streams at once (prompt i of the list each): aggregate t/s over the wall
+    time, mean per-client t/s and mean, max time to first token."""
+    results: list[tuple[int, float, float] | None] = [None] * n_clients
+    go = threading.Barrier(n_clients + 1)
+
+    def client(i: int) -> None:
+        body = {"prompt": prompts[i % len(prompts)], "n_predict": n, "cache_prompt": False}
+        go.wait()
+        _, t, ttft, span, _ = stream(server, "/completion", body)
+        got = int(t.get("predicted_n", 0))
+        results[i] = (got, (got - 1) / span if span > 0 and got > 1 else 0.0, ttft)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(n_clients)]
+    for t in threads:
+        t.start()
+    go.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    done = [r for r in results if r is not None]
+    return {
+        "aggregate": sum(r[0] for r in done) / wall,
+        "per_client": statistics.mean(r[1] for r in done),
+        "ttft": statistics.mean(r[2] for r in done),
+        "ttft_max": max(r[2] for r in done),
+    }
+
+
+def ttft_behind_long_prompt(server, long_prompt: str, short: str) -> tuple[float, float]:
+    """(idle, busy): time to the first token of `short` on the idle server, and while a long
+    prompt is being evaluated (sent 0.2 s after it)."""
+    body = {"prompt": short, "n_predict": 4, "cache_prompt": False}
+    idle = stream(server, "/completion", body)[2]
+    long_body = {"prompt": long_prompt, "n_predict": 4, "cache_prompt": False}
+    t = threading.Thread(target=stream, args=(server, "/completion", long_body))
+    t.start()
+    time.sleep(0.2)
+    busy = stream(server, "/completion", body)[2]
+    t.join()
+    return idle, busy
+
+
+def concurrency(args, counts: list[int]) -> int:
+    prompts = [
+        json.loads(line)["prompt"]
+        for line in (ROOT / "scripts" / "bench_prompts.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
+    np_ = max(counts)
+    flags = [*model_args(args), "-np", str(np_)]
+    flags[flags.index("-c") + 1] = str(args.ctx * np_)  # -c is per slot here
+    long_prompt = conversation_file(args.long_chars)
+    print("spec  clients  server        aggregate t/s  per-client t/s  ttft s  ttft max s")
+    behind: list[str] = []
+    for mode, spec_flags in SPEC_MODES:
+        sides = [("specgguf", Server([*flags, *spec_flags], timeout=3600))]
+        if args.llama_server:
+            sides.append(("llama-server", LlamaServer(args.llama_server, [*flags, *spec_flags])))
+        try:
+            for _, server in sides:  # warm up: the first request pays one-time costs
+                stream(server, "/completion", {"prompt": prompts[0], "n_predict": 4})
+            for n_clients in counts:
+                for name, server in sides:  # each pair back to back
+                    r = clients_at_once(server, prompts, n_clients, args.n)
+                    print(
+                        f"{mode:4s}  {n_clients:7d}  {name:12s}  {r['aggregate']:13.2f}  "
+                        f"{r['per_client']:14.2f}  {r['ttft']:6.3f}  {r['ttft_max']:10.3f}",
+                        flush=True,
+                    )
+            for name, server in sides:
+                idle, busy = ttft_behind_long_prompt(server, long_prompt, prompts[0])
+                behind.append(
+                    f"spec {mode}, {name}: short request TTFT idle {idle:.3f} s, behind a "
+                    f"{args.long_chars}-character prompt {busy:.3f} s (x{busy / idle:.2f})"
+                )
+        finally:
+            for _, server in sides:
+                server.stop()
+    print("\n".join(behind))
     return 0
 
 

@@ -3,14 +3,15 @@
 A Generator owns what outlives one prompt: the loaded Session and its slots, the `auto` cost
 policy of each slot seeded from (and saved back to) this machine's profile, the chat template,
 and the defaults of the command line. `generate()` returns a Generation that advances one
-speculative round per `next()`: a CLI loops over it, a server interleaves the Generations of
-several slots on one thread. Each step yields the text released by that round, split into
+speculative round per `next()`: a CLI loops over it, a server with several slots runs each
+slot's Generation on a thread of its own, their decodes sharing passes (the `rendezvous`,
+specgguf.backend.rendezvous). Each step yields the text released by that round, split into
 fragments that came from accepted drafts and fragments the target produced itself, with `stop`
 strings cut out and UTF-8 never split.
 
 Why one `auto` policy per slot rather than one shared policy: a policy keeps per-sequence state
 (shadow drafts waiting for the next tokens of THIS text, the round in flight, per-drafter
-budgets written into the slot's own drafters), so two interleaved sequences would corrupt each
+budgets written into the slot's own drafters), so two concurrent sequences would corrupt each
 other's acceptance estimates. The costs it learns are machine-wide: every slot starts from the
 same machine profile, and what each slot measured is merged back into it at the end.
 """
@@ -26,7 +27,9 @@ from typing import Any
 from specgguf.auto.policy import AdaptivePolicy
 from specgguf.auto.preload import without_draft_cost
 from specgguf.auto.profile import CostProfile
+from specgguf.backend.batched import SequenceView
 from specgguf.backend.grammar import GrammarError, compile_grammar, schema_to_gbnf
+from specgguf.backend.rendezvous import Rendezvous
 from specgguf.backend.session import Session, Slot, SpecOptions, TimingContexts, resolve_seed
 from specgguf.core.constraint import NoTokenAllowed
 from specgguf.core.draft import Drafter
@@ -380,6 +383,12 @@ class Generator:
     def policy(self, slot: int = 0) -> AdaptivePolicy | None:
         return self._slots[slot].policy
 
+    @property
+    def rendezvous(self) -> Rendezvous | None:
+        """With several slots, the lockstep their decodes share: each slot's Generation runs
+        on a thread that is a member of it (None: one slot, stepped by its caller)."""
+        return self.session.rendezvous
+
     # -- prompts ---------------------------------------------------------------------------
 
     def template(self):
@@ -523,6 +532,9 @@ class Generator:
             # per-drafter budgets and the per-token question go through the policy; attach
             # first restores whatever a previous decoder's drafters had (cached n-gram ones)
             policy.attach(decoder.drafters)
+            # several slots: the slot's passes are shared, priced and learned as such
+            target = st.slot.target
+            policy.shared_pass = target if isinstance(target, SequenceView) else None
             if policy is st.policy:
                 st.policy_used = True
         return Generation(

@@ -132,6 +132,13 @@ class Server:
         return self.proc.returncode, (self.err + err).decode("utf-8", "replace")
 
 
+    def stop_cleanly(self) -> None:
+        """SIGTERM, and assert the server exited 0 without a traceback."""
+        code, err = self.stop()
+        assert code == 0, err
+        assert "Traceback" not in err, err
+
+
 def sse_events(resp) -> Any:
     """Yield each `data:` payload of a server-sent event stream (JSON, or the string
     "[DONE]")."""

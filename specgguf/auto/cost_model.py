@@ -56,6 +56,25 @@ class Costs:
         return self.draft * k + self.verify_cost(k) if k > 0 else self.verify_cost(0)
 
 
+def at_width(costs: Costs, others: int) -> Costs:
+    """The costs of one sequence's round when its rows join a pass that already holds `others`
+    rows of other sequences (a server's shared step): the round pays what its proposals add
+    to that pass, verify'(k) = 1 + verify(others + k) - verify(others). k = 0 still costs one
+    plain step (the row the sequence sends anyway); where the curve is flat (a GPU below its
+    compute bound) proposals cost little more than their drafting, where it is steep (a CPU,
+    or a batch already wide) as much as alone or more. others = 0: the costs unchanged."""
+    if others <= 0:
+        return costs
+    base = costs.verify_cost(others)
+    marginal = (1.0 + costs.verify_cost(others + k) - base for k in range(len(costs.verify)))
+    return Costs(
+        verify=tuple(marginal),
+        draft=costs.draft,
+        min_slope=costs.min_slope,
+        rollback=costs.rollback,
+    )
+
+
 def _acc(acceptance: Acceptance, i: int) -> float:
     """Acceptance of position i (0-based); a short sequence repeats its last value."""
     if isinstance(acceptance, (int, float)):

@@ -36,12 +36,13 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from specgguf.auto.acceptance_estimator import AcceptanceEstimator
 from specgguf.auto.cost_estimator import CostEstimator
 from specgguf.auto.cost_model import (
     Costs,
+    at_width,
     best_k,
     needed_acceptance,
     speedups,
@@ -56,6 +57,13 @@ from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP
 #: size_m (48 by default), and on CPUs a long pass costs far less per token than a short one
 #: (the batched kernels take over past ~9 tokens), so their widths must be priced too.
 MAX_WIDTH = 64
+
+
+class SharedPass(Protocol):
+    """The last pass that held this sequence's rows along with other sequences' (a server's
+    slots decoded in one batch): `others` rows of theirs in it."""
+
+    others: int
 
 
 @dataclass
@@ -163,6 +171,11 @@ class AdaptivePolicy:
         self._seen_timing: dict[str, Any] = {}  # a model drafter's last DraftTiming, consumed
         self._hopeless_memo: dict[str, int] = {}  # name -> round of the last "cannot pay"
         self._cache: dict[tuple, Any] = {}  # per-drafter derived estimates, cleared by observe
+        #: the passes this sequence shares with others (a server's slots decoded together;
+        #: None alone), given by whoever builds the decoder (the Generator): drafts are priced
+        #: at what they add to a pass as wide as the last one (at_width); the costs are learned
+        #: from the rounds it verified alone (the others' wait is in a shared round's times)
+        self.shared_pass: SharedPass | None = None
 
     # -- attaching, sequences, the machine profile ------------------------------------------
 
@@ -267,16 +280,21 @@ class AdaptivePolicy:
             return 0.0 if m is not None and m.free else None
         return d
 
+    def _others(self) -> int:
+        """Rows of other sequences in the last pass this sequence shared (0: alone)."""
+        return self.shared_pass.others if self.shared_pass is not None else 0
+
     def costs(self, name: str) -> Costs:
-        key = ("costs", name)
+        key = ("costs", name, self._others())
         if key not in self._cache:
             d = self._draft_rel(name)
             # unmeasured: as dear as the target (probes measure it)
-            self._cache[key] = Costs(
+            costs = Costs(
                 verify=self.cost.verify_curve(),
                 draft=1.0 if d is None else d,
                 rollback=self.cost.rollback_rel(),
             )
+            self._cache[key] = at_width(costs, key[2])
         return self._cache[key]
 
     def ceiling(self, name: str) -> float:
@@ -619,7 +637,10 @@ class AdaptivePolicy:
         k = len(rnd.proposed)
         self.sent.append(k)
         self._observed += 1
-        if self._observed > 1:  # the first round follows the prompt's pass: not a sample
+        # a pass shared with other sequences is no cost sample: timed from this sequence's
+        # side it holds the wait for the others too (acceptance is learned all the same)
+        solo = self._others() == 0
+        if self._observed > 1 and solo:  # the first round follows the prompt's pass
             self.cost.add_verify(k, float(rnd.verify_ms))
         rollback_ms = getattr(rnd, "rollback_ms", 0.0)
         if k > 0 and rnd.n_accepted < k:  # a rejection: what undoing it cost the target
@@ -634,7 +655,7 @@ class AdaptivePolicy:
         )
         self.accept.next_round()
         self.accept.resolve_shadows(rnd.emitted)
-        timed = self._learn_draft_timing(base)
+        timed = self._learn_draft_timing(base, learn=solo)
         rounds, self._round = self._round, {}
         for name, m in self._drafters.items():
             if m.gated:
@@ -650,7 +671,7 @@ class AdaptivePolicy:
             rnd.drafter, k, int(rnd.n_accepted), st.confidences if st is not None else ()
         )
 
-    def _learn_draft_timing(self, base: float | None) -> set[str]:
+    def _learn_draft_timing(self, base: float | None, *, learn: bool = True) -> set[str]:
         """Draft costs from the model drafters' own timing of their last proposal.
 
         The cost model charges `draft` per proposal, so that is what is measured: a round's
@@ -659,7 +680,8 @@ class AdaptivePolicy:
         the tokens proposed; after a full acceptance the catch-up is a 2-token batch, dearer
         than a step, and it belongs in the price. An attempt that proposed nothing counts its
         time as one proposal's (the p_empty case). A longer catch-up (resuming a skipped draft
-        model) is priced per token instead. Returns the names that decoded this round."""
+        model) is priced per token instead. Returns the names that decoded this round (with
+        `learn` False, a shared pass's round, their times are not samples)."""
         timed: set[str] = set()
         for name, m in self._drafters.items():
             t = getattr(m.source, "timing", None) if m.source is not None else None
@@ -667,6 +689,8 @@ class AdaptivePolicy:
                 continue  # nothing new (or nothing decoded): no sample
             self._seen_timing[name] = t
             timed.add(name)
+            if not learn:
+                continue
             if t.catch_up_tokens <= 2:
                 self.cost.add_draft(name, (t.catch_up_ms + t.steps_ms) / max(1, t.proposed))
                 continue

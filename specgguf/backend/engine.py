@@ -259,7 +259,6 @@ class Model:
         self.eos = int(ll.llama_vocab_eos(self.vocab))
         self._pieces: dict[int, bytes] = {}
         self._special_pieces: dict[int, bytes] = {}
-        self._buf = ctypes.create_string_buffer(256)
 
     def tokenize(
         self, text: str, *, add_special: bool = True, parse_special: bool = True
@@ -279,13 +278,14 @@ class Model:
         for every emitted token and pieces never change."""
         cached = self._pieces.get(token)
         if cached is None:
-            n = ll.llama_token_to_piece(self.vocab, token, self._buf, len(self._buf), 0, False)
+            buf = ctypes.create_string_buffer(256)  # per miss: a server's slot threads race
+            n = ll.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, False)
             if n < 0:
                 big = ctypes.create_string_buffer(-n)
                 n = ll.llama_token_to_piece(self.vocab, token, big, len(big), 0, False)
                 cached = big.raw[:n]
             else:
-                cached = self._buf.raw[:n]
+                cached = buf.raw[:n]
             self._pieces[token] = cached
         return cached
 
@@ -294,13 +294,14 @@ class Model:
         vocabulary must see to map a chat marker onto its own special token."""
         cached = self._special_pieces.get(token)
         if cached is None:
-            n = ll.llama_token_to_piece(self.vocab, token, self._buf, len(self._buf), 0, True)
+            buf = ctypes.create_string_buffer(256)  # per miss: a server's slot threads race
+            n = ll.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, True)
             if n < 0:
                 big = ctypes.create_string_buffer(-n)
                 n = ll.llama_token_to_piece(self.vocab, token, big, len(big), 0, True)
                 cached = big.raw[:n]
             else:
-                cached = self._buf.raw[:n]
+                cached = buf.raw[:n]
             self._special_pieces[token] = cached
         return cached
 
@@ -322,6 +323,9 @@ class ContextParams:
     flash_attn: str = "auto"
     type_k: str = "f16"  # -ctk / -ctkd
     type_v: str = "f16"  # -ctv / -ctvd
+    #: sequences the context holds at once (a server's -np batched into one context); more
+    #: than one makes the KV cache unified, so one batch may mix any rows of any sequences
+    n_seq_max: int = 1
 
 
 def default_threads() -> int:
@@ -339,6 +343,12 @@ def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
         return 0
     diff = np.flatnonzero(np.asarray(a[:n], dtype=np.int64) != np.asarray(b[:n], dtype=np.int64))
     return int(diff[0]) if diff.size else n
+
+
+def check_room(needed: int, n_ctx: int) -> None:
+    """A decode that would need more positions than a sequence has: one line, exit PROMPT."""
+    if needed > n_ctx:
+        raise SpecggufError(f"context full: {needed} tokens needed, -c is {n_ctx}", ExitCode.PROMPT)
 
 
 class Context:
@@ -364,6 +374,8 @@ class Context:
         cp.type_k = KV_CACHE_TYPES[params.type_k]
         cp.type_v = KV_CACHE_TYPES[params.type_v]
         cp.no_perf = True
+        cp.n_seq_max = params.n_seq_max
+        cp.kv_unified = params.n_seq_max > 1
         ptr = ll.llama_init_from_model(model.ptr, cp)
         if interrupts.pending():  # a signal that came while llama.cpp was logging
             if ptr:
@@ -404,10 +416,7 @@ class Context:
         n = len(tokens)
         if n == 0:
             return None
-        if pos0 + n > self.n_ctx:
-            raise SpecggufError(
-                f"context full: {pos0 + n} tokens needed, -c is {self.n_ctx}", ExitCode.PROMPT
-            )
+        check_room(pos0 + n, self.n_ctx)
         if pos0 < len(self.tokens):
             self.truncate(pos0)
         b = self._batch
@@ -445,6 +454,44 @@ class Context:
         n_out = 1 if outputs == "last" else m
         ptr = ll.llama_get_logits(self.ptr)
         return np.ctypeslib.as_array(ptr, shape=(n_out, self.n_vocab))
+
+    def decode_rows(
+        self,
+        tokens: Sequence[int],
+        pos: Sequence[int],
+        seq: Sequence[int],
+        logits: Sequence[bool],
+    ) -> np.ndarray:
+        """One llama_decode of rows that may belong to several sequences (a context made with
+        n_seq_max > 1): row j is `tokens[j]` at `pos[j]` of sequence `seq[j]`, with its
+        logits computed where `logits[j]`. Returns a zero-copy (n_out, n_vocab) view of those
+        rows in batch order, valid until the next decode. At most n_batch rows; the caller
+        keeps each sequence's positions and bookkeeping (specgguf.backend.batched), so a
+        context decoded this way is not decoded through `decode` (whose rows are sequence 0).
+        """
+        n = len(tokens)
+        if not 0 < n <= self.n_batch:
+            raise ValueError(f"decode_rows: {n} rows, the batch holds 1..{self.n_batch}")
+        b = self._batch
+        for j in range(n):
+            b.token[j] = tokens[j]
+            b.pos[j] = pos[j]
+            b.seq_id[j][0] = seq[j]
+            b.logits[j] = logits[j]
+        b.n_tokens = n
+        rc = ll.llama_decode(self.ptr, b)
+        if rc != 0:
+            raise SpecggufError(f"llama_decode failed with status {rc}", ExitCode.RUNTIME)
+        n_out = sum(map(bool, logits))
+        if n_out == 0:
+            return np.empty((0, self.n_vocab), dtype=np.float32)
+        ptr = ll.llama_get_logits(self.ptr)
+        return np.ctypeslib.as_array(ptr, shape=(n_out, self.n_vocab))
+
+    def seq_rm(self, seq: int, p0: int) -> None:
+        """Forget every cell of sequence `seq` at position >= p0 (one sequence's rollback in a
+        context that holds several)."""
+        ll.llama_memory_seq_rm(self.memory, seq, max(0, p0), -1)
 
     def truncate(self, n_keep: int) -> None:
         """Roll back: forget every position >= n_keep.

@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from specgguf.backend import devices, engine, memory_budget, memory_caps
+from specgguf.backend.batched import BatchedContext, SequenceView
 from specgguf.backend.checkpoints import ModelContext, with_rollback
 from specgguf.backend.grammar import draft_source
 from specgguf.backend.preflight import preflight, resolve_n_ctx
+from specgguf.backend.rendezvous import Rendezvous
 from specgguf.core.constraint import Constraint
 from specgguf.core.draft import Drafter
 from specgguf.core.loop import SpeculativeDecoder
@@ -81,8 +83,8 @@ class Slot:
     """
 
     id: int
-    target: ModelContext
-    draft_ctx: ModelContext | None = None
+    target: ModelContext | SequenceView
+    draft_ctx: ModelContext | SequenceView | None = None
     ngram: dict[str, Drafter] = field(default_factory=dict)
 
     def close(self) -> None:
@@ -144,20 +146,58 @@ class Session:
                     repack=load.repack,
                     devices=placed.draft,
                 )
-        if parallel > 1:
-            n_ctx = (n_ctx or self.target_model.n_ctx_train) // parallel
         #: what each model's memory can forget ("target", "draft": memory_caps.PARTIAL, FULL
         #: or NONE), probed on the first slot's contexts; FULL ones roll back by checkpoints
         self.memory: dict[str, str] = {}
-        self.target, self.draft_ctx = self._contexts(n_ctx)
+        #: -np > 1: the lockstep the slots' threads decode in (None: one slot, no threads)
+        self.rendezvous: Rendezvous | None = None
+        self._batched: list[BatchedContext] = []
         self._ngram_drafters: dict[str, Drafter] = {}
         self.extra_slots: list[Slot] = []
+        if parallel == 1:
+            self.target, self.draft_ctx = self._contexts(n_ctx)
+            return
+        # -np N: one context per model holding the N slots as sequences, decoded together
+        self._shared_memory()
+        n_ctx = (n_ctx or self.target_model.n_ctx_train) // parallel
+        self.rendezvous = Rendezvous()
         try:
-            for i in range(1, parallel):
-                self.extra_slots.append(Slot(i, *self._contexts(self.target.n_ctx)))
+            target = BatchedContext(
+                self.target_model, self._params(n_ctx, draft=False), parallel, self.rendezvous
+            )
+            self._batched.append(target)
+            drafts: list[SequenceView | None] = [None] * parallel
+            if self.draft_model is not None:
+                draft = BatchedContext(
+                    self.draft_model,
+                    self._params(target.n_ctx_seq, draft=True),
+                    parallel,
+                    self.rendezvous,
+                    role="draft",
+                    holds_others=True,
+                )
+                self._batched.append(draft)
+                drafts = list(draft.views)
         except BaseException:
             self.close()
             raise
+        self.target, self.draft_ctx = target.views[0], drafts[0]
+        self.extra_slots = [Slot(i, target.views[i], drafts[i]) for i in range(1, parallel)]
+
+    def _params(self, n_ctx: int, *, draft: bool) -> engine.ContextParams:
+        """The context parameters of the target or of the draft model (its own threads and KV
+        cache types; llama.cpp: no separate draft context size, it follows the target's)."""
+        load = self.load
+        threads = load.threads_draft if draft and load.threads_draft > 0 else load.threads
+        return engine.ContextParams(
+            n_ctx,
+            load.n_batch,
+            load.n_ubatch,
+            threads,
+            load.flash_attn,
+            load.cache_type_k_draft if draft else load.cache_type_k,
+            load.cache_type_v_draft if draft else load.cache_type_v,
+        )
 
     def _contexts(self, n_ctx: int) -> tuple[ModelContext, ModelContext | None]:
         """A target context (and a draft context, when there is a draft model) of n_ctx,
@@ -188,6 +228,25 @@ class Session:
             )
         return out
 
+    def _shared_memory(self) -> None:
+        """-np > 1: the slots are sequences of one context per model, rolled back one sequence
+        at a time, which only an attention KV cache can do. What each model's memory can drop
+        is read from its architecture (as `check` reads it): a recurrent or hybrid model
+        cannot speculate here yet, and says so in one line."""
+        infos = {"target": self.info.target, "draft": self.info.draft}
+        for role, info in infos.items():
+            if info is None or (role == "draft" and self.draft_model is None):
+                continue
+            removal = memory_caps.expected_removal(info.architecture)
+            self.memory[role] = removal
+            if removal != memory_caps.PARTIAL and self.spec.types:
+                raise SpecggufError(
+                    f"{info.path}: the {role} model is recurrent or hybrid ({info.architecture}): "
+                    "speculation with -np > 1 is not supported for it yet (use -np 1, where "
+                    "it rolls back from checkpoints, or --spec-type none)",
+                    ExitCode.RUNTIME,
+                )
+
     def memory_report(self) -> dict[str, dict[str, str]]:
         """Each loaded model's memory (memory_caps.describe): run --json's "kv_rollback"."""
         infos = {"target": self.info.target, "draft": self.info.draft}
@@ -197,35 +256,13 @@ class Session:
         }
 
     def _engine_contexts(self, n_ctx: int) -> tuple[engine.Context, engine.Context | None]:
-        """The engine contexts behind `_contexts`."""
-        load = self.load
-        target = engine.Context(
-            self.target_model,
-            engine.ContextParams(
-                n_ctx,
-                load.n_batch,
-                load.n_ubatch,
-                load.threads,
-                load.flash_attn,
-                load.cache_type_k,
-                load.cache_type_v,
-            ),
-        )
+        """The engine contexts behind `_contexts` (the draft's follows the target's size)."""
+        target = engine.Context(self.target_model, self._params(n_ctx, draft=False))
         draft_ctx = None
         if self.draft_model is not None:
-            # llama.cpp: no separate draft context size any more, it follows the target's.
             try:
                 draft_ctx = engine.Context(
-                    self.draft_model,
-                    engine.ContextParams(
-                        target.n_ctx,
-                        load.n_batch,
-                        load.n_ubatch,
-                        load.threads_draft if load.threads_draft > 0 else load.threads,
-                        load.flash_attn,
-                        load.cache_type_k_draft,
-                        load.cache_type_v_draft,
-                    ),
+                    self.draft_model, self._params(target.n_ctx, draft=True)
                 )
             except BaseException:
                 target.close()
@@ -374,7 +411,13 @@ class Session:
             slot.close()
         for d in getattr(self, "_ngram_drafters", {}).values():
             d.close()
-        for name in ("draft_ctx", "target", "draft_model", "target_model"):
+        for name in ("draft_ctx", "target"):
+            obj = getattr(self, name, None)
+            if obj is not None:
+                obj.close()
+        for batched in getattr(self, "_batched", []):
+            batched.close()
+        for name in ("draft_model", "target_model"):
             obj = getattr(self, name, None)
             if obj is not None:
                 obj.close()

@@ -1,7 +1,7 @@
 """The HTTP side of `specgguf serve`: Starlette routes over the Scheduler, run by uvicorn.
 
 Handlers parse and validate on the event loop, hand everything that touches llama.cpp (chat
-prompt -> tokens, detokenizing, generating) to the scheduler's worker thread, and stream its
+prompt -> tokens, detokenizing, generating) to the scheduler's threads, and stream its
 events out as server-sent events. Shapes follow OpenAI (/v1/...) and llama-server (/completion,
 /tokenize, /detokenize, /apply-template, /props, /slots, /metrics, /health); every error is
 OpenAI's error object with the right status, never a traceback.
@@ -617,6 +617,10 @@ class App:
                     "is_processing": s["is_processing"],
                     "params": params,
                     "n_cached": s["n_cached"],
+                    # this request's drafts so far, and the shared passes (-np > 1)
+                    "speculative_stats": {"n_drafted": s["n_drafted"],
+                                          "n_accepted": s["n_accepted"]},
+                    "batch": s["batch"],
                     "next_token": {
                         "has_next_token": s["is_processing"],
                         "has_new_line": False,
@@ -691,7 +695,10 @@ def prometheus(sched: Scheduler) -> str:
             ("requests_total", "counter", m.requests, "Generation requests accepted."),
             ("requests_rejected_total", "counter", m.rejected,
              "Requests refused with 503 (queue full)."),
+            ("tokens_generated_total", "counter", m.generated,
+             "Tokens streamed so far, requests still running included."),
         ]  # fmt: skip
+        rows += sched.batch_metrics()  # -np > 1: the shared passes
         per_pos = list(m.accepted_per_pos)
     lines: list[str] = []
     for name, kind, value, help_ in rows:

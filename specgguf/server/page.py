@@ -3,7 +3,9 @@
 It streams /v1/chat/completions and reads the `specgguf` field of each chunk: `spans` says
 which characters came from accepted draft tokens (shown green), and the round's figures feed
 the live numbers: tokens/s, acceptance, mean acceptance length and the draft length `auto`
-chose for the last round. `/?q=TEXT` sends TEXT as the first message.
+chose for the last round. Every two seconds it reads /metrics for the whole server's live
+aggregate: requests running, tokens/s over all of them and, with several slots, tokens and
+sequences per shared pass since the last reading. `/?q=TEXT` sends TEXT as the first message.
 """
 
 PAGE = r"""<!doctype html>
@@ -45,6 +47,7 @@ PAGE = r"""<!doctype html>
     <span>mean acceptance length <b id="mal">-</b></span>
     <span>auto k <b id="autok">-</b></span>
     <span>drafted <b id="drafted">0</b></span>
+    <span>server <b id="server">-</b></span>
   </div>
   <input id="key" type="password" placeholder="API key" autocomplete="off">
 </header>
@@ -164,6 +167,37 @@ async function send(text) {
     div.dataset.done = "1";
   }
 }
+
+// the server's live aggregate, from the /metrics counters between two readings
+let last = null;
+async function poll() {
+  try {
+    const headers = keyBox.value ? {"Authorization": "Bearer " + keyBox.value} : {};
+    const resp = await fetch("/metrics", {headers});
+    if (!resp.ok) return;
+    const m = {};
+    for (const line of (await resp.text()).split("\n")) {
+      const hit = /^llamacpp:(\w+) ([\d.e+-]+)$/.exec(line);
+      if (hit) m[hit[1]] = Number(hit[2]);
+    }
+    const now = performance.now();
+    if (last) {
+      const dt = (now - last.t) / 1000;
+      const tps = (m.tokens_generated_total - last.m.tokens_generated_total) / dt;
+      let text = m.requests_processing + " running, " + tps.toFixed(1) + " t/s";
+      const steps = m.batch_steps_total - last.m.batch_steps_total;
+      if (steps > 0) {
+        text += ", " + ((m.batch_tokens_total - last.m.batch_tokens_total) / steps).toFixed(1)
+          + " tok/pass, " + ((m.batch_seqs_total - last.m.batch_seqs_total) / steps).toFixed(1)
+          + " seq/pass";
+      }
+      show("server", text);
+    }
+    last = {t: now, m};
+  } catch (e) { /* the server is restarting: try again at the next tick */ }
+}
+poll();
+setInterval(poll, 2000);
 
 form.addEventListener("submit", (ev) => {
   ev.preventDefault();

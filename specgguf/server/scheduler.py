@@ -1,14 +1,19 @@
-"""Slots, the request queue and the one thread that calls llama.cpp.
+"""Slots, the request queue and the threads that call llama.cpp.
 
-Every llama.cpp call of the server (tokenizing included) happens on ONE worker thread: the
-ASGI event loop only parses, validates and streams. Active requests each own a slot (their
-own KV caches and n-gram drafters over the shared weights); the worker interleaves them one
-speculative round at a time, so N clients share the machine round-robin (on a CPU the cores
-are busy with one decode anyway: there is nothing to gain from decoding two at once). Requests
-beyond the slots wait in a bounded queue (`requests_deferred`); beyond that, 503.
+The ASGI event loop only parses, validates and streams; llama.cpp is called elsewhere. Active
+requests each own a slot (their own sequence of the KV caches and their own n-gram drafters
+over the shared weights). Requests beyond the slots wait in a bounded queue
+(`requests_deferred`); beyond that, 503.
+
+With one slot (-np 1) the worker thread runs the request round by round, as `run` does. With
+several, the slots are sequences of one context per model (specgguf.backend.batched): each
+active request runs its Generation on a thread of its own, a member of the session's
+Rendezvous, and every step decodes the pending rows of all of them in one pass (a prompt in
+chunks, so that it does not stall the others). The worker thread then only assigns slots and
+runs the small calls (tokenizing, templates) of the handlers.
 
 A request whose client went away, or that the server's shutdown cancels, is finished before
-its next round: its slot is free again within one round.
+its next round (while waiting for a step, at once): its slot is free again within one round.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from specgguf.backend.rendezvous import Cancelled
 from specgguf.errors import ExitCode, SpecggufError
 from specgguf.generator import Chunk, Generation, Generator, GenParams
 from specgguf.server.protocol import ApiError
@@ -75,6 +81,7 @@ class Job:
         self.generation: Generation | None = None
         self.n_decoded = 0
         self.cache_n = 0
+        self.ended = False  # finished or failed: its slot is free
         self.t_submit = time.perf_counter()
 
     def cancel(self, reason: str = "cancelled") -> None:
@@ -103,9 +110,21 @@ class Metrics:
     drafts: int = 0
     accepted_per_pos: list[int] = field(default_factory=list)
     n_decode: int = 0
+    #: tokens streamed so far, running requests included (the page's live aggregate)
+    generated: int = 0
     n_tokens_max: int = 0
     requests: int = 0
     rejected: int = 0
+
+
+#: /metrics rows of batch_figures(): (key, kind, help with the model's role)
+BATCH_METRICS = (
+    ("steps", "counter", "Passes of the {} model, each one batch for every slot waiting."),
+    ("tokens", "counter", "Tokens evaluated in those passes of the {} model."),
+    ("seqs", "counter", "Sequences in those passes of the {} model, summed over passes."),
+    ("tokens_per_step", "gauge", "Average tokens per pass of the {} model."),
+    ("seqs_per_step", "gauge", "Average sequences per pass of the {} model."),
+)
 
 
 class Scheduler:
@@ -121,7 +140,10 @@ class Scheduler:
         )
         self._slot_task: list[int] = [-1] * gen.n_slots
         self._stopping = False
-        self._thread = threading.Thread(target=self._run, name="specgguf-worker", daemon=True)
+        #: several slots: their Generations run on threads of their own, decoding together
+        self._rv = gen.rendezvous if gen.n_slots > 1 else None
+        run = self._run if self._rv is None else self._run_batched
+        self._thread = threading.Thread(target=run, name="specgguf-worker", daemon=True)
 
     # -- the event loop's side ----------------------------------------------------------------
 
@@ -166,6 +188,7 @@ class Scheduler:
             if job in self._waiting:
                 self._waiting.remove(job)
             self._lock.notify()
+        self._wake()
 
     def shutdown(self) -> None:
         """Stop taking work and end every request (each gets its final chunk)."""
@@ -174,6 +197,12 @@ class Scheduler:
             for job in [*self._waiting, *self._active.values()]:
                 job.cancel("shutdown")
             self._lock.notify()
+        self._wake()
+
+    def _wake(self) -> None:
+        """A request was cancelled: a slot waiting for a step leaves it at once."""
+        if self._rv is not None:
+            self._rv.wake()
 
     def join(self, timeout: float | None = None) -> None:
         self._thread.join(timeout)
@@ -186,13 +215,41 @@ class Scheduler:
     def deferred(self) -> int:
         return len(self._waiting)
 
+    def batch_figures(self) -> dict[str, dict[str, float]]:
+        """Per model ("target", "draft"), what the shared passes held: passes, tokens and
+        sequences in them, and their averages per pass (empty with one slot)."""
+        out: dict[str, dict[str, float]] = {}
+        for s in self._rv.steppers if self._rv is not None else []:
+            st = s.stats
+            out[s.role] = {
+                "steps": st.steps,
+                "tokens": st.rows,
+                "seqs": st.seqs,
+                "tokens_per_step": st.rows / st.steps if st.steps else 0.0,
+                "seqs_per_step": st.seqs / st.steps if st.steps else 0.0,
+            }
+        return out
+
+    def batch_metrics(self) -> list[tuple[str, str, Any, str]]:
+        """batch_figures() as /metrics rows: llamacpp:batch_* for the target,
+        llamacpp:draft_batch_* for the draft model."""
+        rows: list[tuple[str, str, Any, str]] = []
+        for role, fig in self.batch_figures().items():
+            pre = "" if role == "target" else f"{role}_"
+            for key, kind, help_ in BATCH_METRICS:
+                name = f"{pre}batch_{key}" + ("_total" if kind == "counter" else "")
+                rows.append((name, kind, fig[key], help_.format(role)))
+        return rows
+
     def slot_states(self) -> list[dict[str, Any]]:
         """Per slot: busy or not, the task, tokens decoded, cached tokens (for /slots)."""
+        batch = self.batch_figures().get("target")
         with self._lock:
             busy = {j.slot: j for j in self._active.values()}
             out = []
             for i in range(self.gen.n_slots):
                 job = busy.get(i)
+                st = job.generation.stats if job and job.generation else None
                 out.append(
                     {
                         "id": i,
@@ -201,6 +258,10 @@ class Scheduler:
                         "n_decoded": job.n_decoded if job else 0,
                         "n_cached": self.gen.cached_tokens(i),
                         "params": job.params if job else None,
+                        # this request's speculation so far: drafted and accepted tokens
+                        "n_drafted": st.n_drafted if st else 0,
+                        "n_accepted": st.n_accept if st else 0,
+                        "batch": batch,
                     }
                 )
             return out
@@ -212,13 +273,7 @@ class Scheduler:
             with self._lock:
                 while not (self._calls or self._active or self._waiting or self._stopping):
                     self._lock.wait()
-                calls = list(self._calls)
-                self._calls.clear()
-                if self._stopping:
-                    for job in self._waiting:
-                        job.cancel("shutdown")
-                        self._finish_unstarted(job)
-                    self._waiting.clear()
+                calls = self._take_calls()
                 self._assign()
                 active = list(self._active.values())
                 if self._stopping and not active and not calls:
@@ -228,10 +283,52 @@ class Scheduler:
             for job in active:
                 self._step(job)
 
-    def _assign(self) -> None:
+    def _run_batched(self) -> None:
+        """Several slots: assign them and start each request's thread; run the calls."""
+        while True:
+            with self._lock:
+                while not (
+                    self._calls
+                    or self._stopping
+                    or (self._waiting and len(self._active) < self.gen.n_slots)
+                ):
+                    self._lock.wait()
+                calls = self._take_calls()
+                started = self._assign()
+                if self._stopping and not calls:
+                    while self._active:  # each thread finishes its request (final chunk)
+                        self._lock.wait()
+                    return
+            for fn, fut, loop in calls:
+                self._do_call(fn, fut, loop)
+            for job in started:
+                threading.Thread(
+                    target=self._drive, args=(job,), name=f"specgguf-slot-{job.slot}", daemon=True
+                ).start()
+
+    def _drive(self, job: Job) -> None:
+        """A request's thread: its rounds, each decode in the slots' shared steps."""
+        assert self._rv is not None
+        with self._rv.member(job.cancelled.is_set):
+            while not job.ended:
+                self._step(job)
+
+    def _take_calls(self) -> list[tuple[Callable[[], Any], asyncio.Future, Any]]:
+        """(Under the lock.) The calls queued so far; when stopping, the waiting jobs end."""
+        calls = list(self._calls)
+        self._calls.clear()
+        if self._stopping:
+            for job in self._waiting:
+                job.cancel("shutdown")
+                self._finish_unstarted(job)
+            self._waiting.clear()
+        return calls
+
+    def _assign(self) -> list[Job]:
         """Give waiting jobs the free slots (under the lock, on the worker thread): each to the
         free slot whose KV cache shares the longest prefix with its prompt, so a conversation's
-        next turn finds its earlier turns still cached."""
+        next turn finds its earlier turns still cached. Returns the jobs given a slot."""
+        started: list[Job] = []
         free = [i for i in range(self.gen.n_slots) if i not in self._active]
         while free and self._waiting:
             job = self._waiting.popleft()
@@ -243,6 +340,8 @@ class Scheduler:
             job.slot = best
             self._slot_task[best] = job.id
             self._active[best] = job
+            started.append(job)
+        return started
 
     def _do_call(self, fn, fut: asyncio.Future, loop: asyncio.AbstractEventLoop) -> None:
         def deliver(ok: bool, value: Any) -> None:
@@ -276,8 +375,13 @@ class Scheduler:
                     chunk = next(g)
                 except StopIteration:
                     chunk = Chunk([])
+                except Cancelled:  # while its rows waited for a step
+                    chunk = g.finish(job.cancel_reason)
             tokens = chunk.round.emitted if chunk.round is not None else []
             job.n_decoded += len(tokens)
+            if tokens:
+                with self._lock:  # (several slot threads count at once)
+                    self.metrics.generated += len(tokens)
             if chunk.pieces or tokens:
                 job.emit(Event("chunk", chunk, list(tokens), self._info(job, chunk)))
             if g.done:
@@ -330,6 +434,8 @@ class Scheduler:
             m.n_decode += s.rounds + s.plain_steps + (1 if s.prompt_n > 1 else 0)
             m.n_tokens_max = max(m.n_tokens_max, self.gen.cached_tokens(job.slot))
             del self._active[job.slot]
+            job.ended = True
+            self._lock.notify_all()
         job.emit(Event("done"))
 
     def _finish_unstarted(self, job: Job) -> None:
@@ -341,4 +447,6 @@ class Scheduler:
         with self._lock:
             if job.slot is not None and self._active.get(job.slot) is job:
                 del self._active[job.slot]
+            job.ended = True
+            self._lock.notify_all()
         job.emit(Event("error", error=err))

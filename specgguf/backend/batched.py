@@ -1,0 +1,219 @@
+"""A server's slots as sequences of ONE llama.cpp context, decoded together.
+
+Why: a decoding step reads every weight once however many rows it evaluates, so N slots
+decoded as one batch cost far less than N separate passes (on a GPU about one pass). The
+speculative loop is not changed for this: each slot sees a `SequenceView`, which satisfies
+specgguf.core.context.KVContext for its own sequence id, and whose `decode` hands its rows to
+the Rendezvous instead of calling llama.cpp. A step of a `BatchedContext` then builds one
+batch from the pending rows of every sequence (each at its own positions, logits only where
+that sequence asked), decodes it once and gives each waiter a copy of its own logit rows.
+
+A long prompt is evaluated `prompt_chunk` rows per step, after the short decodes of the
+others, so it does not stall their streams; the rows of one step are at most n_batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from specgguf.backend import engine
+from specgguf.backend.rendezvous import Rendezvous
+
+#: rows of one prompt evaluated per step while other sequences are decoding: small enough that
+#: a step with a prompt chunk costs a few plain steps, large enough to use a wide pass well
+PROMPT_CHUNK = 128
+
+
+@dataclass
+class StepStats:
+    """What the steps of one context evaluated: `/metrics` and the page show rows (tokens) and
+    sequences per step."""
+
+    steps: int = 0
+    rows: int = 0
+    seqs: int = 0
+    last_rows: int = 0
+    last_seqs: int = 0
+
+
+@dataclass
+class _Request:
+    view: SequenceView
+    tokens: list[int]
+    pos0: int
+    outputs: str  # "last", "all" or "none", as KVContext.decode
+    done: int = 0  # rows evaluated so far
+    rows: list[np.ndarray] = field(default_factory=list)
+    error: BaseException | None = None
+    finished: bool = False
+
+    def wants(self, j: int) -> bool:
+        return self.outputs == "all" or (self.outputs == "last" and j == len(self.tokens) - 1)
+
+
+class BatchedContext:
+    """One context holding `n_seq` sequences over a model (unified KV cache), stepped by a
+    Rendezvous. `views[i]` is sequence i, with n_ctx / n_seq positions of its own (-c is the
+    total, divided between the slots as llama-server divides it)."""
+
+    def __init__(
+        self,
+        model: engine.Model,
+        params: engine.ContextParams,
+        n_seq: int,
+        rendezvous: Rendezvous,
+        *,
+        role: str = "target",
+        holds_others: bool = False,
+        prompt_chunk: int = PROMPT_CHUNK,
+    ) -> None:
+        """`params.n_ctx` is one sequence's size; `role` names the model in /metrics.
+        `holds_others` (the draft model's context): while some sequence is drafting, the
+        other contexts' rows wait for it, so the sequences that verify after drafting share
+        one target pass instead of verifying one by one as their drafts end."""
+        self.ctx = engine.Context(
+            model, replace(params, n_ctx=params.n_ctx * n_seq, n_seq_max=n_seq)
+        )
+        self.model = model
+        self.role = role
+        self.holds_others = holds_others
+        self.rendezvous = rendezvous
+        self.prompt_chunk = max(1, prompt_chunk)
+        self.n_ctx_seq = self.ctx.n_ctx // n_seq
+        self.stats = StepStats()
+        self._pending: list[_Request] = []
+        self.views = [SequenceView(self, i) for i in range(n_seq)]
+        rendezvous.steppers.append(self)
+
+    # -- the Rendezvous' side (called under its lock) -------------------------------------------
+
+    def has_pending(self) -> bool:
+        return bool(self._pending)
+
+    def holds(self) -> bool:
+        """Whether the other contexts wait this step: a draft step is pending (a prompt
+        longer than a chunk does not hold them)."""
+        return self.holds_others and any(
+            len(r.tokens) - r.done <= self.prompt_chunk for r in self._pending
+        )
+
+    def withdraw(self, req: _Request) -> None:
+        if req in self._pending:
+            self._pending.remove(req)
+
+    def step(self) -> int:
+        """One llama_decode over the pending rows: the shortest requests first (a decode step,
+        a verification), then prompt chunks, at most n_batch rows. Returns how many requests
+        it finished."""
+        budget = self.ctx.n_batch
+        plan: list[tuple[_Request, int, int]] = []
+        for r in sorted(self._pending, key=lambda r: len(r.tokens) - r.done):
+            if budget <= 0:
+                break
+            left = len(r.tokens) - r.done
+            take = min(left, budget, left if left <= self.prompt_chunk else self.prompt_chunk)
+            plan.append((r, r.done, r.done + take))
+            budget -= take
+        tokens: list[int] = []
+        pos: list[int] = []
+        seq: list[int] = []
+        logits: list[bool] = []
+        for r, a, b in plan:
+            tokens.extend(r.tokens[a:b])
+            pos.extend(range(r.pos0 + a, r.pos0 + b))
+            seq.extend([r.view.seq] * (b - a))
+            logits.extend(r.wants(j) for j in range(a, b))
+        s = self.stats
+        s.steps += 1
+        s.rows += len(tokens)
+        s.seqs += len(plan)
+        s.last_rows, s.last_seqs = len(tokens), len(plan)
+        finished = 0
+        try:
+            out = self.ctx.decode_rows(tokens, pos, seq, logits)
+        except Exception as e:  # noqa: BLE001 - each waiter gets it; the batcher lives on
+            for r, _, _ in plan:
+                r.error, r.finished = e, True
+                r.view._dirty = True
+                self._pending.remove(r)
+            return len(plan)
+        k = 0
+        for r, a, b in plan:
+            r.view.others = len(tokens) - (b - a)
+            n_out = sum(r.wants(j) for j in range(a, b))
+            if n_out:
+                r.rows.append(np.array(out[k : k + n_out]))  # a copy: the next step reuses it
+                k += n_out
+            r.view.tokens.extend(r.tokens[a:b])
+            r.view.n_past = r.pos0 + b
+            r.done = b
+            if b == len(r.tokens):
+                r.finished = True
+                self._pending.remove(r)
+                finished += 1
+        return finished
+
+    def close(self) -> None:
+        if self.rendezvous is not None and self in self.rendezvous.steppers:
+            self.rendezvous.steppers.remove(self)
+        self.ctx.close()
+
+
+class SequenceView:
+    """Sequence `seq` of a BatchedContext as a KVContext: positions, bookkeeping and rollback
+    of one sequence; its decodes run in the shared steps."""
+
+    def __init__(self, owner: BatchedContext, seq: int) -> None:
+        self.owner = owner
+        self.seq = seq
+        self.model = owner.model
+        self.n_ctx = owner.n_ctx_seq
+        self.n_vocab = owner.model.n_vocab
+        self.n_past = 0
+        #: the token at each position this sequence's cells hold (len == n_past)
+        self.tokens: list[int] = []
+        self._dirty = False  # a failed step may have left cells past n_past
+        #: rows of other sequences in the last pass that held rows of this one (what auto
+        #: prices and learns a shared pass by: auto.policy.SharedPass)
+        self.others = 0
+
+    def decode(
+        self, tokens: Sequence[int], pos0: int, *, outputs: str = "last"
+    ) -> np.ndarray | None:
+        """Evaluate tokens at pos0.. in the shared steps; the logits asked for, as rows of a
+        private array (engine.Context.decode's contract, minus the zero copy)."""
+        n = len(tokens)
+        if n == 0:
+            return None
+        engine.check_room(pos0 + n, self.n_ctx)
+        if pos0 < len(self.tokens) or self._dirty:
+            self.truncate(pos0)
+        owner = self.owner
+        req = _Request(self, list(tokens), pos0, outputs)
+        owner.rendezvous.submit(owner, req, lambda: owner._pending.append(req))
+        if req.error is not None:
+            raise req.error
+        if outputs == "none":
+            return None
+        return req.rows[0] if len(req.rows) == 1 else np.concatenate(req.rows)
+
+    def truncate(self, n_keep: int) -> None:
+        """Roll back: forget every position >= n_keep of this sequence."""
+        n_keep = max(0, n_keep)
+        if n_keep < self.n_past or self._dirty:
+            self.owner.rendezvous.run_locked(lambda: self.owner.ctx.seq_rm(self.seq, n_keep))
+            self._dirty = False
+        self.n_past = min(self.n_past, n_keep)
+        del self.tokens[self.n_past :]
+
+    def keep_prefix(self, tokens: Sequence[int]) -> int:
+        """Keep the longest cached prefix equal to the start of `tokens` (prompt reuse)."""
+        n = engine.common_prefix_len(self.tokens, tokens)
+        self.truncate(n)
+        return n
+
+    def close(self) -> None:
+        """Nothing of its own to free: the BatchedContext owns the cells."""

@@ -1,0 +1,124 @@
+"""Lockstep for a server's slots: the one pass every waiting sequence shares.
+
+Each active request runs its Generation on a thread of its own and is a *member* here. When a
+member needs a decode it hands its rows over (`submit`) and waits; when every member is
+waiting, the thread that arrived last runs one step: one llama_decode per context with rows
+pending (the target's, the draft model's), each batch mixing the rows of all the sequences.
+The members therefore advance together, one target pass per step for all of them, whatever
+each one is doing (a prompt chunk, a verification, a draft token).
+
+Why a rendezvous and not a batching thread with a timer: a step should start as soon as the
+last sequence is ready and never wait for one that is not coming; waiting for "everyone who is
+a member" is exactly that, and a member that ends, fails or is cancelled simply leaves (a
+cancelled member that is waiting leaves at once, its rows unevaluated).
+
+This module knows nothing of llama.cpp: what a step does is each context's `step()`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+
+class Cancelled(Exception):
+    """The member's request was cancelled while its rows waited for a step."""
+
+
+class Pending(Protocol):
+    """A decode waiting for steps: `finished` once all its rows are evaluated (or failed)."""
+
+    finished: bool
+
+
+class Stepper(Protocol):
+    """A context with pending decodes: `step()` evaluates one batch of them and returns how
+    many requests it finished; `withdraw(req)` forgets a request not yet finished; `holds()`:
+the other steppers wait while this one has such work (the draft model's steps). `role`
+    ("target", "draft") and `stats` (steps, rows, sequences) are what /metrics reports."""
+
+    role: str
+    stats: Any
+
+    def has_pending(self) -> bool: ...
+
+    def holds(self) -> bool: ...
+
+    def step(self) -> int: ...
+
+    def withdraw(self, req: Pending) -> None: ...
+
+
+class Rendezvous:
+    """The members and the lock under which every step runs (so no member's rollback can
+    overlap a decode of the same context)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        # Joining must not wait for the step lock: a member that steps a long prompt on its
+        # own keeps that lock from step to step, and a newcomer counted here makes it wait
+        # for the newcomer's rows instead (its own lock, never held across a step).
+        self._count = threading.Lock()
+        self._members = 0
+        self._unfinished = 0
+        self._local = threading.local()
+        self.steppers: list[Stepper] = []
+
+    @contextlib.contextmanager
+    def member(self, cancelled: Callable[[], bool] | None = None) -> Iterator[None]:
+        """The calling thread takes part in the steps until the block ends; `cancelled` is
+        asked while it waits (True: it stops waiting, its decode raises Cancelled)."""
+        with self._count:
+            self._members += 1
+        self._local.cancelled = cancelled
+        try:
+            yield
+        finally:
+            self._local.cancelled = None
+            with self._count:
+                self._members -= 1
+            with self._cond:
+                self._cond.notify_all()  # the others may all be waiting now
+
+    def wake(self) -> None:
+        """Make waiting members look at their cancellation again (a request was cancelled).
+        Never blocks its caller (the event loop): if the lock is taken, a step is running
+        and wakes everyone when it ends, or a member is about to wait and is woken by the
+        next step."""
+        if self._cond.acquire(blocking=False):
+            try:
+                self._cond.notify_all()
+            finally:
+                self._cond.release()
+
+    def run_locked(self, fn: Callable[[], None]) -> None:
+        """Run `fn` (a rollback of one sequence) where no step can run at the same time."""
+        with self._cond:
+            fn()
+
+    def submit(self, stepper: Stepper, req: Pending, enqueue: Callable[[], None]) -> None:
+        """Queue `req` on `stepper` (through `enqueue`, under the lock) and return once it is
+        finished. A thread that is not a member (a single caller, a test) is never waited for:
+        its decode runs at once."""
+        cancelled = getattr(self._local, "cancelled", None)
+        with self._cond:
+            enqueue()
+            self._unfinished += 1
+            while not req.finished:
+                if cancelled is not None and cancelled():
+                    stepper.withdraw(req)
+                    self._unfinished -= 1
+                    self._cond.notify_all()
+                    raise Cancelled
+                if self._unfinished >= self._members:
+                    self._step()
+                    self._cond.notify_all()
+                else:
+                    self._cond.wait()
+
+    def _step(self) -> None:
+        ready = [s for s in self.steppers if s.has_pending()]
+        for s in [s for s in ready if s.holds()] or ready:
+            self._unfinished -= s.step()

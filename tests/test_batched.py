@@ -1,0 +1,385 @@
+"""Several slots decoded as one batch (specgguf.backend.batched, specgguf.backend.rendezvous).
+
+On the tiny models: 8 generations of mixed prompt lengths run concurrently on an -np 8
+session, each on its own thread, must give each the text the same request gives alone on a
+one-slot session (greedy and seeded sampling, speculation on and off), while the steps
+really mix several sequences. A different batch may round a logit differently; a divergence
+is accepted only where the target's two best logits nearly tie (and is reported).
+
+The rendezvous itself is tested with a stand-in context: a cancelled or failing member must
+never leave the others waiting.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from specgguf.backend.rendezvous import Cancelled, Rendezvous
+
+N_SLOTS = 8
+N_PREDICT = 20
+#: a logit gap under this between the target's two best tokens is a near-tie, where a
+#: different batch's rounding may pick the other one
+NEAR_TIE = 1e-3
+
+WORDS = [
+    "the",
+    "cat",
+    "sat",
+    "on",
+    "a",
+    "mat",
+    "and",
+    "then",
+    "it",
+    "ran",
+    "off",
+    "to",
+    "see",
+    "the",
+    "dog",
+    "who",
+    "was",
+]
+
+
+def prompt(i: int) -> str:
+    """Mixed lengths: a few words up to ~300 tokens (longer than a prompt chunk)."""
+    n = [2, 5, 40, 9, 70, 3, 16, 1][i]
+    return " ".join(WORDS[(i + j) % len(WORDS)] for j in range(n))
+
+
+@pytest.fixture(scope="module")
+def sessions(tiny_target, tiny_draft):
+    from specgguf.backend.session import LoadOptions, Session, SpecOptions
+
+    def make(parallel: int, draft_sampling: str = "auto") -> Session:
+        return Session(
+            LoadOptions(
+                model=tiny_target,
+                model_draft=tiny_draft,
+                n_ctx=1024 * parallel,
+                threads=1,
+                flash_attn="off",
+            ),
+            SpecOptions(types=["draft-simple"], n_max=3, draft_sampling=draft_sampling),
+            parallel=parallel,
+        )
+
+    one, many = make(1, "greedy"), make(N_SLOTS, "greedy")
+    yield one, many
+    many.close()
+    one.close()
+
+
+def _gen(session, sampler):
+    from specgguf.generator import Generator
+
+    return Generator(session, sampler=sampler, n_predict=N_PREDICT, seed=7, ignore_eos=True)
+
+
+def tokens_of(generation) -> list[int]:
+    out: list[int] = []
+    for chunk in generation:
+        if chunk.round is not None:
+            out.extend(chunk.round.emitted)
+    return out
+
+
+def _first_gap(session, context: list[int]) -> float:
+    """The target's top-2 logit gap after `context`, evaluated alone on slot 0."""
+    ctx = session.target
+    ctx.truncate(0)
+    row = ctx.decode(context, 0, outputs="last")[0]
+    top = np.sort(row)[-2:]
+    ctx.truncate(0)
+    return float(top[1] - top[0])
+
+
+def assert_same_or_near_tie(one, prompt_tokens, ref, got, label, near_tie=NEAR_TIE):
+    """`got` equals `ref`, or parts from it where the target's two best logits nearly tie."""
+    if got == ref:
+        return
+    k = next(i for i, (a, b) in enumerate(zip(ref, got, strict=False)) if a != b)
+    gap = _first_gap(one, [*prompt_tokens, *ref[:k]])
+    print(f"{label}: diverges at token {k}, top-2 logit gap {gap:.2e}")
+    assert gap < near_tie, (label, k, gap, ref, got)
+
+
+def concurrently(gen, prompts: list[list[int]], params) -> list[list[int]]:
+    """Each prompt generated on slot i by a thread of its own, all at once."""
+    rv = gen.rendezvous
+    got: list[list[int] | None] = [None] * len(prompts)
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            with rv.member():
+                got[i] = tokens_of(gen.generate(prompts[i], params, slot=i))
+        except BaseException as e:  # noqa: BLE001 - reported by the test
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(prompts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(600)
+    assert not errors, errors
+    assert all(g is not None for g in got)
+    return got  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize(
+    "temp, spec", [(0.0, True), (0.0, False), (0.8, True)], ids=["greedy", "plain", "seeded"]
+)
+def test_concurrent_slots_give_each_request_its_text_alone(sessions, temp, spec):
+    from specgguf.core.sampling import SamplerParams
+    from specgguf.generator import GenParams, SpecOverrides
+
+    one, many = sessions
+    sampler = SamplerParams(temp=temp)
+    params = GenParams(spec=SpecOverrides(enabled=spec))
+    prompts = [one.tokenize(prompt(i)) for i in range(N_SLOTS)]
+    alone = _gen(one, sampler)
+    refs = [tokens_of(alone.generate(p, params)) for p in prompts]
+
+    gen = _gen(many, sampler)
+    rv = gen.rendezvous
+    assert rv is not None
+    before = rv.steppers[0].stats.steps, rv.steppers[0].stats.seqs
+    got = concurrently(gen, prompts, params)
+    for i in range(N_SLOTS):
+        assert got[i] is not None and len(got[i]) == N_PREDICT
+        assert_same_or_near_tie(one, prompts[i], refs[i], got[i], f"slot {i}")
+    stats = rv.steppers[0].stats
+    steps, seqs = stats.steps - before[0], stats.seqs - before[1]
+    assert seqs / steps > 2, (steps, seqs)  # the steps mixed the slots' sequences
+    assert stats.last_rows <= many.target.owner.ctx.n_batch
+    if spec:
+        draft = rv.steppers[1].stats
+        assert draft.seqs > draft.steps  # draft steps were batched too
+
+
+def test_a_long_prompt_is_evaluated_in_chunks(sessions):
+    """A prompt longer than the chunk takes several steps, and its text is unchanged."""
+    from specgguf.backend.batched import PROMPT_CHUNK
+    from specgguf.core.sampling import SamplerParams
+
+    one, many = sessions
+    tokens = one.tokenize(" ".join(WORDS * 20))
+    assert len(tokens) > 2 * PROMPT_CHUNK
+    ref = tokens_of(_gen(one, SamplerParams(temp=0.0)).generate(tokens))
+    stats = many.target.owner.stats
+    before = stats.steps
+    got = tokens_of(_gen(many, SamplerParams(temp=0.0)).generate(tokens, slot=3))
+    assert stats.steps - before >= len(tokens) // PROMPT_CHUNK
+    assert_same_or_near_tie(one, tokens, ref, got, "long prompt")
+
+
+# -- the rendezvous with a stand-in context ------------------------------------------------------
+
+
+class _Req:
+    def __init__(self) -> None:
+        self.finished = False
+
+
+class _Stepper:
+    """Finishes every pending request in one step, counting steps and their widths."""
+
+    def __init__(self) -> None:
+        self.pending: list[_Req] = []
+        self.widths: list[int] = []
+
+    def has_pending(self) -> bool:
+        return bool(self.pending)
+
+    def holds(self) -> bool:
+        return False
+
+    def step(self) -> int:
+        self.widths.append(len(self.pending))
+        for r in self.pending:
+            r.finished = True
+        n = len(self.pending)
+        self.pending.clear()
+        return n
+
+    def withdraw(self, req) -> None:
+        self.pending.remove(req)
+
+
+def _decode(rv: Rendezvous, s: _Stepper) -> None:
+    r = _Req()
+    rv.submit(s, r, lambda: s.pending.append(r))
+
+
+def test_members_step_together():
+    rv, s = Rendezvous(), _Stepper()
+    rv.steppers.append(s)
+    ready = threading.Barrier(3)
+
+    def member():
+        with rv.member():
+            ready.wait()
+            for _ in range(5):
+                _decode(rv, s)
+
+    threads = [threading.Thread(target=member) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert s.widths == [3] * 5  # one step per round, every member in it
+
+
+def test_a_cancelled_member_leaves_a_step_that_cannot_come():
+    """Member B waits for a step that needs member A, which is busy elsewhere: cancelling B
+    ends its wait at once, and A is not left waiting for B afterwards."""
+    rv, s = Rendezvous(), _Stepper()
+    rv.steppers.append(s)
+    a_joined, a_go, cancel = threading.Event(), threading.Event(), threading.Event()
+    outcome: dict[str, object] = {}
+
+    def a():
+        with rv.member():
+            a_joined.set()
+            a_go.wait(10)
+            _decode(rv, s)  # B is gone: A alone steps at once
+            outcome["a"] = "decoded"
+
+    def b():
+        with rv.member(cancel.is_set):
+            try:
+                _decode(rv, s)
+                outcome["b"] = "decoded"
+            except Cancelled:
+                outcome["b"] = "cancelled"
+
+    ta = threading.Thread(target=a)
+    ta.start()
+    a_joined.wait(10)
+    tb = threading.Thread(target=b)
+    tb.start()
+    tb.join(0.2)
+    assert tb.is_alive()  # waiting for A
+    cancel.set()
+    rv.wake()
+    tb.join(5)
+    assert outcome.get("b") == "cancelled"
+    assert s.pending == []  # its rows were withdrawn, never evaluated
+    a_go.set()
+    ta.join(5)
+    assert outcome.get("a") == "decoded" and s.widths == [1]
+
+
+def test_a_member_that_fails_does_not_wedge_the_others():
+    rv, s = Rendezvous(), _Stepper()
+    rv.steppers.append(s)
+    joined = threading.Barrier(2)
+    done = threading.Event()
+
+    def failing():
+        with pytest.raises(RuntimeError), rv.member():
+            joined.wait()
+            raise RuntimeError("a bug in one slot")
+
+    def healthy():
+        with rv.member():
+            joined.wait()
+            _decode(rv, s)
+            done.set()
+
+    threads = [threading.Thread(target=f) for f in (failing, healthy)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    assert done.is_set()
+
+
+def test_a_caller_that_is_not_a_member_decodes_at_once():
+    rv, s = Rendezvous(), _Stepper()
+    rv.steppers.append(s)
+    _decode(rv, s)
+    assert s.widths == [1]
+
+
+def test_a_newcomer_joins_the_steps_of_a_long_prompt():
+    """A member alone steps its long prompt chunk after chunk; one that joins meanwhile gets
+    its rows into the next step, not after the whole prompt."""
+    rv = Rendezvous()
+    joined, seen = threading.Event(), []
+
+    class Slow(_Stepper):
+        def step(self) -> int:
+            widths = len(self.pending)
+            seen.append(widths)
+            if len(seen) == 3:
+                joined.wait(5)  # (the newcomer joins during this step)
+            done = 0
+            for r in list(self.pending):
+                r.chunks -= 1
+                if r.chunks == 0:
+                    r.finished = True
+                    self.pending.remove(r)
+                    done += 1
+            return done
+
+    s = Slow()
+    rv.steppers.append(s)
+
+    def long_prompt():
+        r = _Req()
+        r.chunks = 20
+        with rv.member():
+            rv.submit(s, r, lambda: s.pending.append(r))
+
+    def newcomer():
+        with rv.member():
+            joined.set()
+            r = _Req()
+            r.chunks = 1
+            rv.submit(s, r, lambda: s.pending.append(r))
+
+    ta = threading.Thread(target=long_prompt)
+    ta.start()
+    while len(seen) < 3:
+        threading.Event().wait(0.001)
+    tb = threading.Thread(target=newcomer)
+    tb.start()
+    ta.join(5)
+    tb.join(5)
+    assert 2 in seen[:6], seen  # the newcomer's rows shared a step with a prompt chunk
+
+
+def test_a_failed_step_fails_its_waiters_and_the_sequence_recovers(sessions, monkeypatch):
+    """llama_decode failing in a step raises in the decode that waited for it (one clear
+    error, not a hang); the sequence's cells are cleaned up and the next decode is as good
+    as new."""
+    from specgguf.errors import SpecggufError
+
+    one, many = sessions
+    view = many.extra_slots[1].target
+    ctx = view.owner.ctx
+    tokens = one.tokenize(prompt(2))
+    view.truncate(0)
+    ref = np.array(view.decode(tokens, 0, outputs="last"))
+    view.truncate(0)
+    real = ctx.decode_rows
+
+    def failing(*a, **k):
+        real(*a, **k)  # the cells are written, then the call reports a failure
+        raise SpecggufError("llama_decode failed with status 1")
+
+    monkeypatch.setattr(ctx, "decode_rows", failing)
+    with pytest.raises(SpecggufError, match="status 1"):
+        view.decode(tokens, 0, outputs="last")
+    monkeypatch.setattr(ctx, "decode_rows", real)
+    assert view.n_past == 0 and view.tokens == []
+    again = view.decode(tokens, 0, outputs="last")
+    assert np.array_equal(again, ref)
+    view.truncate(0)
