@@ -149,7 +149,8 @@ class Session:
         #: what each model's memory can forget ("target", "draft": memory_caps.PARTIAL, FULL
         #: or NONE), probed on the first slot's contexts; FULL ones roll back by checkpoints
         self.memory: dict[str, str] = {}
-        #: -np > 1: the lockstep the slots' threads decode in (None: one slot, no threads)
+        #: -np > 1: the lockstep the slots' threads decode in (None: one slot, or slots of
+        #: their own contexts stepped in turn by the caller)
         self.rendezvous: Rendezvous | None = None
         self._batched: list[BatchedContext] = []
         self._ngram_drafters: dict[str, Drafter] = {}
@@ -157,9 +158,19 @@ class Session:
         if parallel == 1:
             self.target, self.draft_ctx = self._contexts(n_ctx)
             return
-        # -np N: one context per model holding the N slots as sequences, decoded together
-        self._shared_memory()
         n_ctx = (n_ctx or self.target_model.n_ctx_train) // parallel
+        if not self._sequences_roll_back():
+            # a recurrent or hybrid model: each slot its own contexts, rolled back from
+            # checkpoints, decoded one slot at a time (no shared passes)
+            self.target, self.draft_ctx = self._contexts(n_ctx)
+            try:
+                for i in range(1, parallel):
+                    self.extra_slots.append(Slot(i, *self._contexts(self.target.n_ctx)))
+            except BaseException:
+                self.close()
+                raise
+            return
+        # -np N: one context per model holding the N slots as sequences, decoded together
         self.rendezvous = Rendezvous()
         try:
             target = BatchedContext(
@@ -228,24 +239,14 @@ class Session:
             )
         return out
 
-    def _shared_memory(self) -> None:
-        """-np > 1: the slots are sequences of one context per model, rolled back one sequence
-        at a time, which only an attention KV cache can do. What each model's memory can drop
-        is read from its architecture (as `check` reads it): a recurrent or hybrid model
-        cannot speculate here yet, and says so in one line."""
-        infos = {"target": self.info.target, "draft": self.info.draft}
-        for role, info in infos.items():
-            if info is None or (role == "draft" and self.draft_model is None):
-                continue
-            removal = memory_caps.expected_removal(info.architecture)
-            self.memory[role] = removal
-            if removal != memory_caps.PARTIAL and self.spec.types:
-                raise SpecggufError(
-                    f"{info.path}: the {role} model is recurrent or hybrid ({info.architecture}): "
-                    "speculation with -np > 1 is not supported for it yet (use -np 1, where "
-                    "it rolls back from checkpoints, or --spec-type none)",
-                    ExitCode.RUNTIME,
-                )
+    def _sequences_roll_back(self) -> bool:
+        """Whether every loaded model can drop the tail of one sequence of a shared context
+        (an attention KV cache can; a recurrent or hybrid memory cannot), read from the
+        architecture as `check` reads it: what -np > 1 needs to decode the slots as sequences
+        of one context, in shared passes."""
+        infos = [self.info.target] + ([self.info.draft] if self.draft_model is not None else [])
+        removal = memory_caps.expected_removal
+        return all(i is not None and removal(i.architecture) == memory_caps.PARTIAL for i in infos)
 
     def memory_report(self) -> dict[str, dict[str, str]]:
         """Each loaded model's memory (memory_caps.describe): run --json's "kv_rollback"."""
