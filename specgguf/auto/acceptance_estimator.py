@@ -296,10 +296,10 @@ class AcceptanceEstimator:
             return None
         return sum(r.run_hits) / sum(r.run_trials)
 
-    def remembered_rate(self, name: str) -> float | None:
-        """The acceptance rate earlier runs measured (None if none is remembered)."""
+    def remembered(self, name: str) -> bool:
+        """Whether earlier runs' acceptance of `name` was seeded (the machine profile's)."""
         r = self.records.get(name)
-        return r.remembered_rate if r is not None else None
+        return r is not None and r.remembered_rate is not None
 
     def run_counts(self, name: str) -> tuple[list[float], list[float]] | None:
         """This run's real rounds of `name` by position (trials, hits), trailing zeros cut;

@@ -716,15 +716,16 @@ class AdaptivePolicy:
         need = needed_acceptance(costs, cap, margin=self.margin, p_empty=p_empty)
         if need is None:
             return "cannot pay at the measured costs even at 100% acceptance"
-        remembered = self.accept.remembered_rate(name)
-        measured = self.accept.run_rate(name)
-        if measured is not None:
-            what, a = "measured acceptance", measured
-        elif remembered is not None:
-            what, a = "remembered acceptance", remembered
+        if self.accept.measured_here(name):
+            what = "measured acceptance"
+        elif self.accept.remembered(name):
+            what = "remembered acceptance"
         else:
             return f"acceptance not measured yet (needs {need[0]:.2f} at k {need[1]})"
-        return f"{what} {a:.2f} too low: needs {need[0]:.2f} at k {need[1]}"
+        # what the decision reads: the current estimate (recent rounds weigh most) over the
+        # positions that length would draft, as one rate comparable with the need
+        acc = self.acceptance(name)[: need[1]]
+        return f"{what} {sum(acc) / len(acc):.2f} too low: needs {need[0]:.2f} at k {need[1]}"
 
     def summary(self) -> dict[str, Any]:
         """What `auto` chose and why: chosen-k histogram, measured costs, acceptance."""
