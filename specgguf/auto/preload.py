@@ -21,7 +21,7 @@ RECHECK_RUNS = 8
 #: draft-step samples the profile must hold before it may leave the draft model out: with
 #: fewer, the run loads it and measures it again (a verdict from one short run waits for a
 #: second opinion)
-CONFIDENT_SAMPLES = 3.0
+CONFIDENT_SAMPLES = 2.0
 
 
 @dataclass(frozen=True)
