@@ -56,19 +56,26 @@ class Costs:
         return self.draft * k + self.verify_cost(k) if k > 0 else self.verify_cost(0)
 
 
-def at_width(costs: Costs, others: int) -> Costs:
-    """The costs of one sequence's round when its rows join a pass that already holds `others`
-    rows of other sequences (a server's shared step): the round pays what its proposals add
-    to that pass, verify'(k) = 1 + verify(others + k) - verify(others). k = 0 still costs one
-    plain step (the row the sequence sends anyway); where the curve is flat (a GPU below its
-    compute bound) proposals cost little more than their drafting, where it is steep (a CPU,
-    or a batch already wide) as much as alone or more. others = 0: the costs unchanged."""
-    if others <= 0:
+def in_shared_pass(costs: Costs, peers: int) -> Costs:
+    """The costs of one sequence's round when its rows share each pass with `peers` other
+    sequences (a server's slots decoded together), in units of that shared plain step.
+
+    Priced at the symmetric choice: every sequence in the pass drafts as this one does, so a
+    pass of S = peers + 1 sequences with k proposals each verifies S * (1 + k) rows, and
+    verify'(k) = verify(S * (1 + k) - 1) / verify(S - 1) (verify[j] being a pass over 1 + j
+    rows). Pricing a draft only at what it adds to the others' rows as they are now would let
+    every slot draft at once on that promise and make the pass far wider than any of them
+    priced (then none drafts, then all do again). Where the curve is flat (a GPU below its
+    compute bound) drafts stay cheap in a batch; where it is steep (a CPU, or a batch already
+    at the knee) speculation stops, as it should: it would lower the server's throughput.
+    peers = 0: the costs unchanged."""
+    if peers <= 0:
         return costs
-    base = costs.verify_cost(others)
-    marginal = (1.0 + costs.verify_cost(others + k) - base for k in range(len(costs.verify)))
+    n = peers + 1
+    base = costs.verify_cost(n - 1)
+    shared = (costs.verify_cost(n * (1 + k) - 1) / base for k in range(len(costs.verify)))
     return Costs(
-        verify=tuple(marginal),
+        verify=tuple(shared),
         draft=costs.draft,
         min_slope=costs.min_slope,
         rollback=costs.rollback,

@@ -42,8 +42,8 @@ from specgguf.auto.acceptance_estimator import AcceptanceEstimator
 from specgguf.auto.cost_estimator import CostEstimator
 from specgguf.auto.cost_model import (
     Costs,
-    at_width,
     best_k,
+    in_shared_pass,
     needed_acceptance,
     speedups,
     worth_continuing,
@@ -61,9 +61,9 @@ MAX_WIDTH = 64
 
 class SharedPass(Protocol):
     """The last pass that held this sequence's rows along with other sequences' (a server's
-    slots decoded in one batch): `others` rows of theirs in it."""
+    slots decoded in one batch): `peers` other sequences in it."""
 
-    others: int
+    peers: int
 
 
 @dataclass
@@ -173,8 +173,9 @@ class AdaptivePolicy:
         self._cache: dict[tuple, Any] = {}  # per-drafter derived estimates, cleared by observe
         #: the passes this sequence shares with others (a server's slots decoded together;
         #: None alone), given by whoever builds the decoder (the Generator): drafts are priced
-        #: at what they add to a pass as wide as the last one (at_width); the costs are learned
-        #: from the rounds it verified alone (the others' wait is in a shared round's times)
+        #: as if every sequence of the last pass drafted alike (in_shared_pass); the costs are
+        #: learned from the rounds it verified alone (the others' wait is in a shared round's
+        #: times)
         self.shared_pass: SharedPass | None = None
 
     # -- attaching, sequences, the machine profile ------------------------------------------
@@ -280,12 +281,12 @@ class AdaptivePolicy:
             return 0.0 if m is not None and m.free else None
         return d
 
-    def _others(self) -> int:
-        """Rows of other sequences in the last pass this sequence shared (0: alone)."""
-        return self.shared_pass.others if self.shared_pass is not None else 0
+    def _peers(self) -> int:
+        """Other sequences in the last pass this sequence shared (0: alone)."""
+        return self.shared_pass.peers if self.shared_pass is not None else 0
 
     def costs(self, name: str) -> Costs:
-        key = ("costs", name, self._others())
+        key = ("costs", name, self._peers())
         if key not in self._cache:
             d = self._draft_rel(name)
             # unmeasured: as dear as the target (probes measure it)
@@ -294,7 +295,7 @@ class AdaptivePolicy:
                 draft=1.0 if d is None else d,
                 rollback=self.cost.rollback_rel(),
             )
-            self._cache[key] = at_width(costs, key[2])
+            self._cache[key] = in_shared_pass(costs, key[2])
         return self._cache[key]
 
     def ceiling(self, name: str) -> float:
@@ -639,7 +640,7 @@ class AdaptivePolicy:
         self._observed += 1
         # a pass shared with other sequences is no cost sample: timed from this sequence's
         # side it holds the wait for the others too (acceptance is learned all the same)
-        solo = self._others() == 0
+        solo = self._peers() == 0
         if self._observed > 1 and solo:  # the first round follows the prompt's pass
             self.cost.add_verify(k, float(rnd.verify_ms))
         rollback_ms = getattr(rnd, "rollback_ms", 0.0)

@@ -143,6 +143,7 @@ class BatchedContext:
         k = 0
         for r, a, b in plan:
             r.view.others = len(tokens) - (b - a)
+            r.view.peers = len(plan) - 1
             n_out = sum(r.wants(j) for j in range(a, b))
             if n_out:
                 r.rows.append(np.array(out[k : k + n_out]))  # a copy: the next step reuses it
@@ -176,9 +177,11 @@ class SequenceView:
         #: the token at each position this sequence's cells hold (len == n_past)
         self.tokens: list[int] = []
         self._dirty = False  # a failed step may have left cells past n_past
-        #: rows of other sequences in the last pass that held rows of this one (what auto
-        #: prices and learns a shared pass by: auto.policy.SharedPass)
+        #: rows of other sequences in the last pass that held rows of this one, and how many
+        #: sequences they were (auto prices and learns a shared pass by `peers`:
+        #: auto.policy.SharedPass)
         self.others = 0
+        self.peers = 0
 
     def decode(
         self, tokens: Sequence[int], pos0: int, *, outputs: str = "last"
