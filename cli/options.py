@@ -564,11 +564,8 @@ class SessionFlags:
         n_max: int | None,
         *,
         parallel: int = 1,
-        grammar_draft: bool = True,
     ):
-        """Load the pair (imports llama_cpp) for `types` at draft length `n_max` (None: auto).
-        `grammar_draft`: under a grammar the grammar drafter joins `types` (the default types;
-        an explicit --spec-type list is taken as given)."""
+        """Load the pair (imports llama_cpp) for `types` at draft length `n_max` (None: auto)."""
         from specgguf.backend.session import Session
         from specgguf.generator import spec_options
 
@@ -582,7 +579,6 @@ class SessionFlags:
                 p_min=g["spec_draft_p_min"],
                 draft_sampling=g["spec_draft_sampling"],
                 ngram=self.ngram,
-                grammar_draft=grammar_draft,
             ),
             parallel=parallel,
         )

@@ -192,9 +192,7 @@ def run(
             output_grammar = gf.read_grammar(grammar, grammar_file, json_schema, json_schema_file)
 
             with _loading(model, draft_shown, quiet, flags.verbose):
-                session = flags.open_session(
-                    model, model_draft, types, n_max, grammar_draft=spec_type is None
-                )
+                session = flags.open_session(model, model_draft, types, n_max)
             if session.cross_vocab and not quiet:
                 print(CROSS_VOCAB_NOTICE, file=sys.stderr)
         except KeyboardInterrupt:

@@ -156,7 +156,7 @@ def serve(
     if not quiet:
         say(f"specgguf serve: loading {model}" + (f" + draft {model_draft}" if model_draft else ""))
     session = flags.open_session(
-        model, model_draft, types, n_max, parallel=parallel, grammar_draft=spec_type is None
+        model, model_draft, types, n_max, parallel=parallel
     )
     gen = None
     try:

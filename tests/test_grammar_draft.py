@@ -77,8 +77,8 @@ def test_without_a_grammar_it_never_proposes():
 def sessions(tiny_target, tiny_draft):
     made = {
         "plain": make_session(tiny_target, None, []),
-        "ngram": make_session(tiny_target, None, ["ngram-simple"]),
-        "exact": make_session(tiny_target, None, ["ngram-simple"], grammar_draft=False),
+        "ngram": make_session(tiny_target, None, ["ngram-simple"], grammar_draft=True),
+        "exact": make_session(tiny_target, None, ["ngram-simple"]),
         "only": make_session(tiny_target, None, ["grammar"]),
     }
     yield made
@@ -99,7 +99,7 @@ def rounds_of(session, prompt, sampler=GREEDY, seed=0):
 @pytest.mark.parametrize(
     "sampler,seed", [(GREEDY, 0), (SamplerParams(temp=1.0, min_p=0.0), 5)]
 )
-def test_under_a_grammar_it_joins_the_default_and_is_accepted(sessions, sampler, seed):
+def test_under_a_grammar_it_joins_when_asked_and_is_accepted(sessions, sampler, seed):
     for prompt in PROMPTS:
         ref, _ = rounds_of(sessions["plain"], prompt, sampler, seed)
         assert RECORD_RE.fullmatch(ref)
@@ -110,6 +110,6 @@ def test_under_a_grammar_it_joins_the_default_and_is_accepted(sessions, sampler,
             # '{"id": ' is forced at the start, ', "tag": "' after the digits
             assert len(mine) >= 2
             assert sum(r.n_accepted for r in mine) >= 0.8 * sum(len(r.proposed) for r in mine)
-        # an explicit --spec-type list is taken as given: no grammar drafter
+        # not asked for (the default): no grammar drafter
         text, rounds = rounds_of(sessions["exact"], prompt, sampler, seed)
         assert text == ref and all(r.drafter != "grammar" for r in rounds)

@@ -37,8 +37,14 @@ def sessions(tiny_target, tiny_draft):
     made = {
         "plain": make_session(tiny_target, None, []),
         # one-hot drafts: with them seeded sampling is token for token plain sampling
+        # (with the grammar drafter, which drafts what the grammar forces)
         "draft": make_session(
-            tiny_target, tiny_draft, ["draft-simple"], n_max=4, draft_sampling="greedy"
+            tiny_target,
+            tiny_draft,
+            ["draft-simple"],
+            n_max=4,
+            draft_sampling="greedy",
+            grammar_draft=True,
         ),
         "ngram": make_session(tiny_target, None, ["ngram-simple"]),
     }
