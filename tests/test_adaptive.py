@@ -394,10 +394,14 @@ def test_auto_is_lossless_and_records_its_choices(tiny_target, tiny_draft):
             policy.detach()
             assert got == ref
             assert len(policy.chosen) == dec.stats.rounds + dec.stats.plain_steps
-            # the initial probes (a width nobody drafted for is tried again the next round)
+            # the initial probes (a width nobody drafted for is tried again the next round),
+            # in order; they may stop early where every drafter was found hopeless on the way
+            # (the tiny models' timed costs decide that, so it depends on the machine's load)
             ch = policy.chosen[:12]
             ladder = [k for i, k in enumerate(ch) if ch[i - 1 : i] != [k]]
-            assert ladder[:5] == [0, 1, 2, 3, 4]
+            if ladder[:5] != [0, 1, 2, 3, 4]:
+                stop = next(i for i, k in enumerate(ladder) if k != i)
+                assert stop >= 3 and ladder[:stop] == list(range(stop)), ladder
             assert dec.stats.n_drafted > 0
             assert all(d.max_draft in (8, 48) for d in dec.drafters)  # restored
             assert policy.summary()["rounds"] == len(policy.chosen)

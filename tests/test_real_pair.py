@@ -101,12 +101,13 @@ def test_cli_run_reports_drafting_and_json(tmp_path):
 
 
 def test_default_auto_learns_this_machine_and_never_drafts_where_it_cannot_pay():
-    """--spec-draft-n-max auto (the default) with the draft model, run twice: the first run
-    measures the costs and keeps them in the machine profile; the second starts from it. Where
-    the draft cannot pay even at 100% acceptance (a 2-core CPU), the warm run does not even
-    load it, so its text is plain decoding's, bit for bit (1-token passes only); where it can
-    pay (a GPU), it drafts. (draft-simple alone: the default list
-    also holds a free n-gram drafter, whose wide passes may round differently.)"""
+    """--spec-draft-n-max auto (the default) with the draft model, run three times: the first
+    run measures the costs and keeps them in the machine profile; the next start from it.
+    Where the draft cannot pay even at 100% acceptance (a 2-core CPU), the verdict is
+    confirmed by a second run's measurement and from then on the draft model is not even
+    loaded, so that run's text is plain decoding's, bit for bit (1-token passes only); where
+    it can pay (a GPU, a big target), the warm runs draft. (draft-simple alone: the default
+    list also holds a free n-gram drafter, whose wide passes may round differently.)"""
     common = ["-md", str(model_path(DRAFT)), "-p", CODE_PROMPTS[0], "-n", "24", "--temp", "0"]
     common += ["-c", "512", "--json", "--spec-type", "draft-simple"]
     plain = subprocess.run(
@@ -114,27 +115,21 @@ def test_default_auto_learns_this_machine_and_never_drafts_where_it_cannot_pay()
     )
     assert plain.returncode == 0, plain.stderr
     runs = []
-    for _ in range(2):
+    for _ in range(3):
         res = subprocess.run(specgguf_run(*common), capture_output=True, text=True, timeout=300)
         assert res.returncode == 0, res.stderr
         runs.append(json.loads(res.stdout))
-    cold, warm = runs
+    cold, *warm = runs
     assert not cold["auto"]["profile_seeded"]
-    if "draft_model_skipped" in warm:
-        # the profile says it cannot pay here even at 100% acceptance: not even loaded
-        assert cold["auto"]["drafters"]["draft-simple"]["hopeless"]
-        assert warm["draft_model"] is None and warm["timings"]["draft_n"] == 0
-        assert warm["text"] == json.loads(plain.stdout)["text"]
-        return
-    assert warm["auto"]["profile_seeded"]
-    ds = warm["auto"]["drafters"]["draft-simple"]
+    ds = cold["auto"]["drafters"]["draft-simple"]
     if ds["hopeless"]:
-        assert warm["auto"]["chosen_k"] == {"0": warm["auto"]["rounds"]}
-        assert warm["timings"]["draft_n"] == 0
-        assert warm["text"] == json.loads(plain.stdout)["text"]
         assert ds["ceiling"] < 1.05  # what "hopeless" means: x1.05 out of reach even at 100%
+        last = warm[-1]
+        assert "cannot pay here" in last["draft_model_skipped"]
+        assert last["draft_model"] is None and last["timings"]["draft_n"] == 0
+        assert last["text"] == json.loads(plain.stdout)["text"]
     else:
-        assert warm["timings"]["draft_n"] > 0
+        assert all(w["auto"]["profile_seeded"] and w["timings"]["draft_n"] > 0 for w in warm)
 
 
 @pytest.mark.skipif(not is_present(OTHER), reason="run `specgguf pull other` first")
