@@ -26,7 +26,6 @@ from typing import Any
 
 from specgguf.auto.policy import AdaptivePolicy
 from specgguf.auto.preload import without_draft_cost
-from specgguf.auto.profile import CostProfile
 from specgguf.backend.batched import SequenceView
 from specgguf.backend.grammar import GrammarError, compile_grammar, schema_to_gbnf
 from specgguf.backend.rendezvous import Rendezvous
@@ -40,6 +39,7 @@ from specgguf.core.stats import RunStats
 from specgguf.draft_plan import DRAFT_MODEL_TYPE
 from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP
 from specgguf.errors import PromptError
+from specgguf.spec_plan import CappedLengths, SpecOverrides, SpecPlan
 
 
 def spec_options(types: list[str], n_max: int | None, **kw: Any) -> SpecOptions:
@@ -50,19 +50,6 @@ def spec_options(types: list[str], n_max: int | None, **kw: Any) -> SpecOptions:
         adaptive=n_max is None,
         **kw,
     )
-
-
-@dataclass(frozen=True)
-class SpecOverrides:
-    """Per-call speculative settings, as llama-server's request fields `speculative.n_max`,
-    `speculative.n_min`, `speculative.p_min`. `n_max` fixes the draft length for this call:
-    at most n_max tokens per round from any drafter (the `auto` policy sits it out);
-    `enabled=False` or `n_max=0` decodes plainly."""
-
-    enabled: bool = True
-    n_max: int | None = None
-    n_min: int | None = None
-    p_min: float | None = None
 
 
 @dataclass(frozen=True)
@@ -102,20 +89,10 @@ class GenParams:
     ignore_eos: bool | None = None
     spec: SpecOverrides = field(default_factory=SpecOverrides)
     cache_prompt: bool = True  # reuse the slot's KV prefix (False: evaluate the whole prompt)
-    #: the speculative options this call starts from instead of the session's, as `run`'s
-    #: flags would set them (types among those the session loaded; `spec` applies on top).
-    #: bench runs each configuration this way, so that its row is what `run` with the row's
-    #: flags does, not what a server request's `speculative.n_max` cap does
-    spec_base: SpecOptions | None = None
-    #: a call that runs auto gets a policy of its own, seeded from `auto_profile` (None: cold),
-    #: as a fresh `run` would: nothing learned on earlier calls, nothing saved to the profile
-    #: (bench: each run starts as a new `run` does). False: the slot's policy, if auto is on
-    fresh_auto: bool = False
-    auto_profile: CostProfile | None = None
-    #: n-gram drafters (their options and caches) kept apart under this key, so that calls
-    #: with different n-gram settings do not feed each other's indexes; None: the slot's own.
-    #: Generator.close() closes them
-    ngram_cache: Hashable | None = None
+    #: the call's whole speculation, resolved by its caller (bench: a configuration as `run`'s
+    #: flags would set it, its own n-gram drafters, a fresh auto policy); None: the session's
+    #: (the command line's). `spec` applies on top of either
+    plan: SpecPlan | None = None
     #: constrained decoding: every token the target emits obeys this grammar (drafts it
     #: forbids are rejected); None: the generator's (the command line's), if any
     grammar: OutputGrammar | None = None
@@ -134,35 +111,12 @@ class Chunk:
         return "".join(t for t, _ in self.pieces)
 
 
-class _Cap:
-    """A call's fixed `speculative.n_max`: at most n draft tokens per round from ANY drafter
-    (an n-gram drafter would otherwise propose up to its own size)."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-
-    def budget(self, limit: int) -> int:
-        return min(limit, self.n)
-
-    def allowance(self, name: str) -> int:
-        return self.n
-
-    def trim(self, name: str, n: int) -> int:
-        return min(n, self.n)
-
-    def gate(self, name: str) -> None:
-        return None
-
-    def observe(self, rnd: Round) -> None:
-        pass
-
-
 class _SlotState:
     def __init__(self, slot: Slot, policy: AdaptivePolicy | None) -> None:
         self.slot = slot
         self.policy = policy
         self.policy_used = False
-        #: GenParams.ngram_cache -> that key's n-gram drafters on this slot
+        #: SpecPlan.namespace -> that key's n-gram drafters on this slot
         self.ngram_caches: dict[Hashable, dict[str, Drafter]] = {}
 
     def slot_for(self, key: Hashable | None) -> Slot:
@@ -221,7 +175,7 @@ class Generation:
     @property
     def auto_summary(self) -> dict[str, Any] | None:
         """What auto chose and measured (AdaptivePolicy.summary; None without auto). With a
-        fresh policy (GenParams.fresh_auto) that is this generation alone; with the slot's
+        fresh policy (SpecPlan.fresh_policy) that is this generation alone; with the slot's
         own policy, everything it has run since the generator started."""
         return self.policy.summary() if self.policy is not None else None
 
@@ -494,21 +448,19 @@ class Generator:
         sampler = p.sampler or self.sampler
         n_predict = self.n_predict if p.n_predict is None else p.n_predict
         seed = self.seed if p.seed is None else resolve_seed(p.seed)
-        spec = self._spec_for(p.spec, p.spec_base)
-        eff = spec or self.session.spec
         grammar = p.grammar if p.grammar is not None else self.grammar
-        if grammar is not None and eff.types and eff.grammar_draft and "grammar" not in eff.types:
-            # under a grammar the text it forces is drafted first (specgguf.drafters.grammar_draft)
-            spec = eff = replace(eff, types=["grammar", *eff.types])
-        if "draft-simple" in eff.types and self.session.draft_model is None:
+        plan = self.plan(p, constrained=grammar is not None)
+        spec = plan.spec
+        if "draft-simple" in spec.types and self.session.draft_model is None:
             raise ValueError("draft-simple needs a session loaded with a draft model")
-        runs_auto = eff.adaptive and bool(eff.types)
+        runs_auto = plan.lengths == "auto" and plan.speculates
         fresh = None
-        if runs_auto and p.fresh_auto:
-            fresh = AdaptivePolicy(n_max_cap=eff.n_max)
-            fresh.seed(p.auto_profile)
+        if runs_auto and plan.fresh_policy:
+            fresh = AdaptivePolicy(n_max_cap=spec.n_max)
+            fresh.seed(plan.profile)
         policy = fresh if fresh is not None else (st.policy if self.auto and runs_auto else None)
-        cap = _Cap(p.spec.n_max) if p.spec.n_max and eff.types else None
+        capped = plan.lengths == "capped" and plan.speculates
+        cap = CappedLengths(plan.cap) if capped and plan.cap is not None else None
         # compiled before anything else changes: a bad grammar is refused here
         constraint = self.constraint(grammar) if grammar is not None else None
         if st.policy is not None:
@@ -525,7 +477,7 @@ class Generator:
             budget_policy=policy if policy is not None else cap,
             reuse_prefix=p.cache_prompt,
             spec=spec,
-            slot=st.slot_for(p.ngram_cache),
+            slot=st.slot_for(plan.namespace),
             constraint=constraint,
         )
         if policy is not None:
@@ -555,29 +507,19 @@ class Generator:
         front to refuse a bad grammar before any prompt (compiled grammars are cached)."""
         return compile_grammar(self.session.target_model, grammar.gbnf, grammar.origin)
 
-    def _spec_for(self, o: SpecOverrides, base: SpecOptions | None) -> SpecOptions | None:
-        """`base` (default: the session's speculative options) with one call's overrides
-        (None: the session's, unchanged)."""
-        given = base
-        base = base if base is not None else self.session.spec
-        if not o.enabled or o.n_max == 0:
-            return replace(base, types=[], adaptive=False)
-        if o.n_max is None and o.n_min is None and o.p_min is None:
-            return given
-        changes: dict[str, Any] = {}
-        if o.n_max is not None:
-            changes.update(n_max=o.n_max, adaptive=False)
-        if o.n_min is not None:
-            changes["n_min"] = o.n_min
-        if o.p_min is not None:
-            changes["p_min"] = o.p_min
-        return replace(base, **changes)
+    def plan(self, params: GenParams, *, constrained: bool = False) -> SpecPlan:
+        """The call's speculation, resolved once: its own plan or the session's (the command
+        line's), with the request's overrides on top and, under a grammar, the grammar
+        drafter where the options ask for it."""
+        plan = params.plan if params.plan is not None else SpecPlan(self.session.spec)
+        plan = plan.overridden(params.spec)
+        return plan.constrained() if constrained else plan
 
     # -- measuring and closing -------------------------------------------------------------
 
     @property
     def spec(self) -> SpecOptions:
-        """The speculative options the session was loaded with (GenParams.spec_base is
+        """The speculative options the session was loaded with (a bench plan's spec is
         usually a replace() of these)."""
         return self.session.spec
 
@@ -587,7 +529,7 @@ class Generator:
         return self.session.timing_contexts(tokens)
 
     def close(self) -> None:
-        """Close the n-gram drafters kept per GenParams.ngram_cache (an -lcd cache is saved
+        """Close the n-gram drafters kept per SpecPlan.namespace (an -lcd cache is saved
         then). The session is not closed: it belongs to whoever loaded it."""
         for st in self._slots:
             for drafters in st.ngram_caches.values():

@@ -137,7 +137,8 @@ def concurrently(gen, prompts: list[list[int]], params) -> list[list[int]]:
 )
 def test_concurrent_slots_give_each_request_its_text_alone(sessions, temp, spec):
     from specgguf.core.sampling import SamplerParams
-    from specgguf.generator import GenParams, SpecOverrides
+    from specgguf.generator import GenParams
+    from specgguf.spec_plan import SpecOverrides
 
     one, many = sessions
     sampler = SamplerParams(temp=temp)

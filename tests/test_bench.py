@@ -348,8 +348,9 @@ def test_bench_runs_are_generator_calls(tiny_target, tiny_draft, monkeypatch):
         result = run_bench(Generator(session), configs, PROMPTS[:1], sampler, options)
         assert len(calls) == 2 * len(configs)  # a warm-up and a measured run each
         for cfg, params in zip(configs * 2, calls, strict=True):
-            assert params.spec_base.types == list(cfg.types) and params.ngram_cache == cfg
-            assert params.spec_base.adaptive == cfg.auto and params.fresh_auto
+            plan = params.plan
+            assert plan.spec.types == list(cfg.types) and plan.namespace == cfg
+            assert plan.spec.adaptive == cfg.auto and plan.fresh_policy
         tokens = session.tokenize(PROMPTS[0].text)
         for cfg in configs:
             (run,) = result.runs[cfg]

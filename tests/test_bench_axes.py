@@ -28,12 +28,12 @@ def test_a_config_on_two_axes_shows_both_in_label_flags_and_spec() -> None:
     ]  # fmt: skip
     spec = gen_params(
         cfg, SpecOptions(), n_predict=8, sampler=None, seed=1, ignore_eos=False
-    ).spec_base
+    ).plan.spec
     assert (spec.n_max, spec.adaptive, spec.ngram.simple.size_m) == (4, False, 16)
     auto = gen_params(
         BenchConfig(("ngram-simple",), None), SpecOptions(), n_predict=8, sampler=None, seed=1,
         ignore_eos=False,
-    ).spec_base  # fmt: skip
+    ).plan.spec  # fmt: skip
     assert auto.adaptive and auto.ngram is None
 
 

@@ -30,16 +30,14 @@ def gen_params(
     n-gram drafters of its own (their options and caches never shared with another
     configuration), and under auto a fresh policy seeded from `profile`, as a new `run`."""
     from specgguf.generator import GenParams
+    from specgguf.spec_plan import SpecPlan
 
     return GenParams(
         sampler=sampler,
         n_predict=n_predict,
         seed=seed,
         ignore_eos=ignore_eos,
-        spec_base=_spec(cfg, base_spec),
-        fresh_auto=True,
-        auto_profile=profile,
-        ngram_cache=cfg,
+        plan=SpecPlan(_spec(cfg, base_spec), fresh_policy=True, profile=profile, namespace=cfg),
     )
 
 

@@ -22,8 +22,9 @@ from typing import Any
 from specgguf.core.sampling import SamplerParams
 from specgguf.drafters.draft_lengths import N_MAX_LIMIT, in_range
 from specgguf.errors import SpecggufError
-from specgguf.generator import GenParams, OutputGrammar, SpecOverrides
+from specgguf.generator import GenParams, OutputGrammar
 from specgguf.io.sampling_fields import FIELDS, is_int, is_number
+from specgguf.spec_plan import SpecOverrides
 
 MAX_STOP = 16  # stop strings per request
 MAX_STOP_LEN = 256
