@@ -26,10 +26,11 @@ from starlette.routing import Route
 from specgguf.errors import SpecggufError
 from specgguf.generator import Generator
 from specgguf.io import json_input
-from specgguf.io.tools import ToolCall, ToolCallStream, split_tool_calls
+from specgguf.io.tools import ToolCall, ToolCallStream
 from specgguf.server import protocol as p
 from specgguf.server.protocol import ApiError
 from specgguf.server.scheduler import Event, Job, Scheduler
+from specgguf.server.wire import FORMATS, Answer
 
 
 @dataclass(frozen=True)
@@ -307,44 +308,20 @@ class App:
         return JSONResponse(self.final_object(req, job, "".join(parts), tokens))
 
     def final_object(self, req: p.Request, job: Job, text: str, tokens: list[int]) -> dict:
-        g = job.generation
-        assert g is not None
-        finish = p.finish_reason(g.stop_reason)
-        common = {"model": self.cfg.model_id, "timings": self.timings(job)}
-        if req.kind == "chat":
-            message: dict[str, Any] = {"role": "assistant", "content": text}
-            if req.tools:
-                content, calls = split_tool_calls(text, req.tools)
-                if calls:
-                    message = {
-                        "role": "assistant",
-                        "content": content or None,
-                        "tool_calls": [c.as_dict() for c in calls],
-                    }
-                    finish = "tool_calls"
-            return {
-                "id": p.new_id("chat"),
-                "object": "chat.completion",
-                "created": p.now(),
-                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                "usage": self.usage(job),
-                **common,
-            }
-        if req.kind == "completion":
-            return {
-                "id": p.new_id("completion"),
-                "object": "text_completion",
-                "created": p.now(),
-                "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish}],
-                "usage": self.usage(job),
-                **common,
-            }
-        return {
-            "index": 0,
-            "content": text,
-            "tokens": tokens if req.return_tokens else [],
-            **self.native_tail(req, job),
-        }
+        return FORMATS[req.kind].final(self.answer_of(req, job), text, tokens)
+
+    def answer_of(self, req: p.Request, job: Job) -> Answer:
+        """What the wire formats read of this request's answer (figures computed on demand)."""
+        return Answer(
+            req=req,
+            model=self.cfg.model_id,
+            timings=lambda: self.timings(job),
+            usage=lambda: self.usage(job),
+            native_tail=lambda: self.native_tail(req, job),
+            stop_reason=lambda: job.generation.stop_reason if job.generation else "",
+            ident=p.new_id(req.kind),
+            created=p.now(),
+        )
 
     def native_tail(self, req: p.Request, job: Job) -> dict[str, Any]:
         g = job.generation
@@ -393,50 +370,25 @@ class App:
         }
 
     async def sse(self, req: p.Request, job: Job) -> AsyncIterator[bytes]:
-        """Server-sent events: OpenAI chunks ending in `data: [DONE]`, or llama-server's
-        /completion chunks (no [DONE]); each content chunk carries a `specgguf` field with the
-        text's origin (accepted draft or target) and the round's figures."""
-        ident = p.new_id(req.kind)
-        created = p.now()
-        model = self.cfg.model_id
+        """Server-sent events in the request's wire format (specgguf.server.wire): OpenAI
+        chunks ending in `data: [DONE]`, or llama-server's /completion chunks (no [DONE]);
+        each content chunk carries a `specgguf` field with the text's origin (accepted draft
+        or target) and the round's figures."""
+        fmt = FORMATS[req.kind]
+        a = self.answer_of(req, job)
 
         def data(obj: dict) -> bytes:
             return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
 
-        def openai_chunk(delta_or_text: Any, finish: str | None) -> dict:
-            if req.kind == "chat":
-                choice = {"index": 0, "delta": delta_or_text, "finish_reason": finish}
-                obj = "chat.completion.chunk"
-            else:
-                choice = {
-                    "index": 0,
-                    "text": delta_or_text,
-                    "logprobs": None,
-                    "finish_reason": finish,
-                }
-                obj = "text_completion"
-            return {
-                "id": ident,
-                "object": obj,
-                "created": created,
-                "model": model,
-                "choices": [choice],
-            }
-
-        if req.kind == "chat":
-            yield data(openai_chunk({"role": "assistant", "content": ""}, None))
+        for obj in fmt.opening(a):
+            yield data(obj)
         # with tools, the text goes through the call parser: content as it comes, each call
         # as one tool_calls delta when its block closes
         calls = ToolCallStream(req.tools) if req.tools else None
 
         def call_chunks(content: str, done: list[ToolCall]) -> list[bytes]:
-            out = [data(openai_chunk({"content": content}, None))] if content else []
             first = len(calls.calls) - len(done) if calls is not None else 0
-            out += [
-                data(openai_chunk({"tool_calls": [c.as_dict(first + i)]}, None))
-                for i, c in enumerate(done)
-            ]
-            return out
+            return [data(obj) for obj in fmt.calls(a, content, done, first)]
 
         async for ev in self.events(job):
             if ev.kind == "error":
@@ -450,50 +402,26 @@ class App:
                     **(ev.info.as_dict() if ev.info is not None else {}),
                     "slot": job.slot,
                 }
-                text = ev.chunk.text
                 if calls is not None:
-                    for chunk in call_chunks(*calls.feed(text)):
+                    for chunk in call_chunks(*calls.feed(ev.chunk.text)):
                         yield chunk
                     continue
-                if req.kind == "native":
-                    obj = {
-                        "index": 0,
-                        "content": text,
-                        "tokens": ev.tokens,
-                        "stop": False,
-                        "id_slot": job.slot,
-                        "specgguf": extra,
-                    }
-                else:
-                    obj = openai_chunk({"content": text} if req.kind == "chat" else text, None)
-                    obj["specgguf"] = extra
-                yield data(obj)
+                yield data(fmt.content(a, ev.chunk.text, ev.tokens, job.slot, extra))
                 continue
             # done
             g = job.generation
             assert g is not None
-            if req.kind == "native":
-                yield data({"index": 0, "content": "", "tokens": [], **self.native_tail(req, job)})
-                return
             finish = p.finish_reason(g.stop_reason)
             if calls is not None:
                 for chunk in call_chunks(*calls.close()):
                     yield chunk
                 if calls.calls:
                     finish = "tool_calls"
-            last = openai_chunk({} if req.kind == "chat" else "", finish)
-            last["timings"] = self.timings(job)
-            if not req.include_usage:
-                last["usage"] = self.usage(job)
-            last["specgguf"] = {"stop_reason": g.stop_reason, "auto": self.auto_state(job)}
-            yield data(last)
-            if req.include_usage:
-                u = openai_chunk({}, None)
-                u["choices"] = []
-                u["usage"] = self.usage(job)
-                yield data(u)
-        if req.kind != "native":
-            yield b"data: [DONE]\n\n"
+            extra = {"stop_reason": g.stop_reason, "auto": self.auto_state(job)}
+            for obj in fmt.closing(a, finish, extra):
+                yield data(obj)
+        if fmt.terminator:
+            yield fmt.terminator
 
     def auto_state(self, job: Job) -> dict[str, Any] | None:
         """auto's current figures for the page (None without auto)."""

@@ -1,0 +1,200 @@
+"""The server's wire formats: one class per shape an answer takes, chosen once per request.
+
+OpenAI's chat completions and (legacy) completions, and llama-server's native /completion,
+answer the same generation in three shapes, whole or streamed. Each shape is a class here with
+the same four parts: the whole answer (`final`), what a stream opens with (`opening`), one
+chunk of text (`content`), and how a stream ends (`closing`, then `terminator`). The handlers
+in app.py pick the format by the request's kind (FORMATS) and never compare kinds themselves.
+The figures every shape carries (timings, usage, the native tail) are the App's, passed in as
+an `Answer`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from specgguf.io.tools import ToolCall, split_tool_calls
+from specgguf.server import protocol as p
+
+
+@dataclass
+class Answer:
+    """One request's answer as the formats need it: the request, the model id, the text so
+    far, its tokens, and the App's figures (computed when asked: timings, usage, and the
+    native tail of llama-server's final object)."""
+
+    req: p.Request
+    model: str
+    timings: Callable[[], dict[str, Any]]
+    usage: Callable[[], dict[str, Any]]
+    native_tail: Callable[[], dict[str, Any]]
+    stop_reason: Callable[[], str]  # the generation's, once it has ended
+    ident: str = ""  # a stream's id and creation time, the same in every chunk
+    created: int = 0
+
+
+class WireFormat:
+    """A shape of answer; see the module docstring."""
+
+    terminator: bytes = b""
+
+    def final(self, a: Answer, text: str, tokens: list[int]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def opening(self, a: Answer) -> list[dict[str, Any]]:
+        return []
+
+    def content(self, a: Answer, text: str, tokens: list[int], slot: Any, extra: dict) -> dict:
+        raise NotImplementedError
+
+    def calls(self, a: Answer, content: str, done: list[ToolCall], first: int) -> list[dict]:
+        """Chunks for streamed tool calls (chat only): the content, then one delta per call."""
+        return []
+
+    def closing(self, a: Answer, finish: str, extra: dict) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+
+class _OpenAI(WireFormat):
+    """What chat completions and completions share: ids, `choices`, `usage`, `[DONE]`."""
+
+    object_name = ""
+    chunk_name = ""
+    terminator = b"data: [DONE]\n\n"
+
+    def choice(self, delta_or_text: Any, finish: str | None) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def chunk(self, a: Answer, delta_or_text: Any, finish: str | None) -> dict[str, Any]:
+        return {
+            "id": a.ident,
+            "object": self.chunk_name,
+            "created": a.created,
+            "model": a.model,
+            "choices": [self.choice(delta_or_text, finish)],
+        }
+
+    def text_delta(self, text: str) -> Any:
+        raise NotImplementedError
+
+    def content(self, a: Answer, text: str, tokens: list[int], slot: Any, extra: dict) -> dict:
+        obj = self.chunk(a, self.text_delta(text), None)
+        obj["specgguf"] = extra
+        return obj
+
+    #: the delta of the chunk that carries finish_reason (and of the usage chunk)
+    end_delta: Any = ""
+
+    def closing(self, a: Answer, finish: str, extra: dict) -> list[dict[str, Any]]:
+        last = self.chunk(a, self.end_delta, finish)
+        last["timings"] = a.timings()
+        if not a.req.include_usage:
+            last["usage"] = a.usage()
+        last["specgguf"] = extra
+        out = [last]
+        if a.req.include_usage:  # stream_options.include_usage: a last chunk with usage only
+            u = self.chunk(a, self.end_delta, None)
+            u["choices"] = []
+            u["usage"] = a.usage()
+            out.append(u)
+        return out
+
+    def whole(self, a: Answer, choice: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "id": p.new_id(a.req.kind),
+            "object": self.object_name,
+            "created": p.now(),
+            "choices": [choice],
+            "usage": a.usage(),
+            "model": a.model,
+            "timings": a.timings(),
+        }
+
+
+class Chat(_OpenAI):
+    """/v1/chat/completions: a message, or deltas opened by the assistant's role; tool calls
+    parsed from the text into `tool_calls` (finish_reason `tool_calls`)."""
+
+    object_name = "chat.completion"
+    chunk_name = "chat.completion.chunk"
+    end_delta: Any = {}
+
+    def choice(self, delta: Any, finish: str | None) -> dict[str, Any]:
+        return {"index": 0, "delta": delta, "finish_reason": finish}
+
+    def text_delta(self, text: str) -> Any:
+        return {"content": text}
+
+    def final(self, a: Answer, text: str, tokens: list[int]) -> dict[str, Any]:
+        finish = p.finish_reason(a.stop_reason())
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        if a.req.tools:
+            content, calls = split_tool_calls(text, a.req.tools)
+            if calls:
+                message = {
+                    "role": "assistant",
+                    "content": content or None,
+                    "tool_calls": [c.as_dict() for c in calls],
+                }
+                finish = "tool_calls"
+        return self.whole(a, {"index": 0, "message": message, "finish_reason": finish})
+
+    def opening(self, a: Answer) -> list[dict[str, Any]]:
+        return [self.chunk(a, {"role": "assistant", "content": ""}, None)]
+
+    def calls(self, a: Answer, content: str, done: list[ToolCall], first: int) -> list[dict]:
+        out = [self.chunk(a, {"content": content}, None)] if content else []
+        out += [
+            self.chunk(a, {"tool_calls": [c.as_dict(first + i)]}, None)
+            for i, c in enumerate(done)
+        ]
+        return out
+
+
+class Completion(_OpenAI):
+    """/v1/completions: `text` choices."""
+
+    object_name = "text_completion"
+    chunk_name = "text_completion"
+
+    def choice(self, text: Any, finish: str | None) -> dict[str, Any]:
+        return {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
+
+    def text_delta(self, text: str) -> Any:
+        return text
+
+    def final(self, a: Answer, text: str, tokens: list[int]) -> dict[str, Any]:
+        choice = self.choice(text, p.finish_reason(a.stop_reason()))
+        return self.whole(a, choice)
+
+
+class Native(WireFormat):
+    """llama-server's /completion: `content`, its tokens when asked, the final object's tail
+    (stop type, settings, timings); streamed chunks with `stop: false`, no [DONE]."""
+
+    def final(self, a: Answer, text: str, tokens: list[int]) -> dict[str, Any]:
+        return {
+            "index": 0,
+            "content": text,
+            "tokens": tokens if a.req.return_tokens else [],
+            **a.native_tail(),
+        }
+
+    def content(self, a: Answer, text: str, tokens: list[int], slot: Any, extra: dict) -> dict:
+        return {
+            "index": 0,
+            "content": text,
+            "tokens": tokens,
+            "stop": False,
+            "id_slot": slot,
+            "specgguf": extra,
+        }
+
+    def closing(self, a: Answer, finish: str, extra: dict) -> list[dict[str, Any]]:
+        return [{"index": 0, "content": "", "tokens": [], **a.native_tail()}]
+
+
+#: the request kinds (specgguf.server.protocol.Request.kind) and their formats
+FORMATS: dict[str, WireFormat] = {"chat": Chat(), "completion": Completion(), "native": Native()}
