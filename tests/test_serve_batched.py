@@ -33,8 +33,11 @@ def server(tiny_target, tiny_draft):
 def body(i: int, spec: bool, sampling: dict) -> dict:
     n_words = [1, 30, 4, 60, 2, 12, 8, 45][i]
     text = " ".join(WORDS[(i + j) % len(WORDS)] for j in range(n_words))
-    return {"prompt": text, "n_predict": 6 + 3 * i, "speculative": spec, "cache_prompt": False,
-            **sampling}  # fmt: skip
+    # with speculation a fixed draft length (a request's speculative.n_max), so that the
+    # draft model does draft in the shared passes whatever auto would choose for 8 slots
+    speculative = {"n_max": 3} if spec else False
+    return {"prompt": text, "n_predict": 6 + 3 * i, "speculative": speculative,
+            "cache_prompt": False, **sampling}  # fmt: skip
 
 
 def complete(server, b: dict) -> dict:

@@ -79,13 +79,15 @@ class DraftModelDrafter(Drafter):
         self.kv: list[int] = []
 
     def begin(self, prompt: Sequence[int]) -> None:
+        """Take the prompt. What the draft context already holds of it (an earlier turn) is
+        kept; the rest is read by the first `propose`, with whatever was emitted by then, in
+        one catch-up batch: a generation that never drafts (auto found the draft cannot pay,
+        a server whose batch is too wide for drafts to pay) never pays for the prompt on the
+        draft model."""
         self.history = list(prompt)
-        # what the draft context already holds of this prompt (an earlier turn) is kept
         keep = self.ctx.keep_prefix(self.history[:-1]) if self.reuse_prefix else 0
         self.ctx.truncate(keep)
         self.kv = self.history[:keep]
-        # Same as the target: everything but the last prompt token, no logits.
-        self._catch_up(len(self.history) - 1, outputs="none")
 
     def observe(self, tokens: Sequence[int]) -> None:
         base = len(self.history)
