@@ -158,7 +158,9 @@ class BlockListStyle(ShellStyle):
     def safe(self, s: str) -> bool:
         return not s or bool(re.fullmatch(r"[A-Za-z0-9_./@%+=-]+", s))
 
-    def insert(self, text: str, word: Word, new: Sequence[str]) -> Edit:
+    def item_end(self, text: str, word: Word) -> tuple[int, str, str]:
+        """Where a new item goes after `word`'s: the end of its line, the line break the
+        file uses there, and the item's lead (its indentation and `- `)."""
         line_start = text.rfind("\n", 0, word.start) + 1
         m = re.compile(r"[ \t]*-[ \t]+").match(text, line_start)
         lead = m.group(0) if m else "- "
@@ -167,6 +169,10 @@ class BlockListStyle(ShellStyle):
         newline = "\n"
         if eol > 0 and text[eol - 1] == "\r":
             eol, newline = eol - 1, "\r\n"
+        return eol, newline, lead
+
+    def insert(self, text: str, word: Word, new: Sequence[str]) -> Edit:
+        eol, newline, lead = self.item_end(text, word)
         return Edit(eol, eol, "".join(f"{newline}{lead}{self.quote(w)}" for w in new))
 
     def delete(self, text: str, first: Word, last: Word) -> Edit:
@@ -183,14 +189,7 @@ class BlockMapListStyle(BlockListStyle):
     and its value are added as one more such item."""
 
     def insert(self, text: str, word: Word, new: Sequence[str]) -> Edit:
-        line_start = text.rfind("\n", 0, word.start) + 1
-        m = re.compile(r"[ \t]*-[ \t]+").match(text, line_start)
-        lead = m.group(0) if m else "- "
-        eol = text.find("\n", word.end)
-        eol = len(text) if eol < 0 else eol
-        newline = "\n"
-        if eol > 0 and text[eol - 1] == "\r":
-            eol, newline = eol - 1, "\r\n"
+        eol, newline, lead = self.item_end(text, word)
         items = [new[k:k + 2] for k in range(0, len(new), 2)]
         return Edit(eol, eol, "".join(
             f"{newline}{lead}{self.quote(pair[0])}" + (f": {self._value(pair[1])}"
