@@ -44,7 +44,7 @@ class DrafterRecord:
     run_hits: list[float] = field(default_factory=list)
     #: the best acceptance earlier runs showed (the profile's), None if none is remembered
     remembered_best: float | None = None
-    remembered_rate: float | None = None  # ... and their acceptance rate
+    seeded: bool = False  # earlier runs' counts were seeded (the profile remembered some)
     #: what earlier runs measured, by position (fading by SEED_DECAY a round)
     seed_trials: list[float] = field(default_factory=list)
     seed_hits: list[float] = field(default_factory=list)
@@ -121,8 +121,7 @@ class AcceptanceEstimator:
         """Start `name` from what earlier runs measured on this pair: their per-position
         counts scaled to SEED_ROUNDS rounds at most, and the best acceptance they showed."""
         r = self.record(name)
-        if sum(trials) > 0:
-            r.remembered_rate = sum(hits) / sum(trials)
+        r.seeded = r.seeded or sum(trials) > 0
         f = min(1.0, self.SEED_ROUNDS / trials[0]) if trials and trials[0] > 0 else 0.0
         for i in range(min(self.width, len(trials), len(hits))):
             r.seed_trials[i] += trials[i] * f
@@ -299,7 +298,7 @@ class AcceptanceEstimator:
     def remembered(self, name: str) -> bool:
         """Whether earlier runs' acceptance of `name` was seeded (the machine profile's)."""
         r = self.records.get(name)
-        return r is not None and r.remembered_rate is not None
+        return r is not None and r.seeded
 
     def run_counts(self, name: str) -> tuple[list[float], list[float]] | None:
         """This run's real rounds of `name` by position (trials, hits), trailing zeros cut;

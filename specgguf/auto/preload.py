@@ -4,9 +4,9 @@ Loading a draft model that auto will never use costs a second or more and hundre
 run. Where the profile says that drafting with it cannot pay on this machine even at 100%
 acceptance (a CPU on which a draft step costs most of a target step) — the same verdict that
 makes a run seeded from that profile never probe it — `run --spec-draft-n-max auto` leaves it
-out, and says so. The machine or the build may change,
-so every RECHECK_RUNS-th such run loads it anyway and measures it again (that run's costs reset
-the count). A fixed `--spec-draft-n-max N` never asks: it always loads what it was given.
+out, and says so. The machine or the build may change, so every RECHECK_RUNS-th such run loads
+it anyway and measures it again (that run's costs reset the count). A fixed
+`--spec-draft-n-max N` never asks: it always loads what it was given.
 """
 
 from __future__ import annotations
