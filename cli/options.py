@@ -546,8 +546,17 @@ class SessionFlags:
         from specgguf.drafters.spec_types import parse_spec_types
 
         model, model_draft = resolve_models(self.model, self.model_draft)
+        draft_type = "draft-simple"
+        if spec_type is None and model_draft is not None:  # the type the file makes
+            from specgguf.backend.eagle3_info import draft_type_of
+            from specgguf.backend.gguf_info import read_gguf_info
+
+            draft_type = draft_type_of(read_gguf_info(model_draft))
         types = parse_spec_types(
-            spec_type, have_draft_model=model_draft is not None, auto=n_max is None
+            spec_type,
+            have_draft_model=model_draft is not None,
+            auto=n_max is None,
+            draft_type=draft_type,
         )
         check_lookup_caches(types, self.ngram)
         return model, model_draft, types

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 from specgguf.backend import devices, engine, memory_budget, memory_caps
 from specgguf.backend.batched import BatchedContext, SequenceView
 from specgguf.backend.checkpoints import ModelContext, with_rollback
+from specgguf.backend.eagle3_info import check_draft_role
 from specgguf.backend.grammar import draft_source
 from specgguf.backend.preflight import preflight, resolve_n_ctx
 from specgguf.backend.rendezvous import Rendezvous
@@ -118,6 +119,7 @@ class Session:
         self.info = preflight(
             load.model, load.model_draft if need_draft else None, strict_vocab=load.strict_vocab
         )
+        check_draft_role(spec.types, self.info.draft)
         #: the draft drafts through text (another vocabulary); the caller prints the notice
         self.cross_vocab = self.info.cross_vocab
         self.load = load
