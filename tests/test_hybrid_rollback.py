@@ -5,9 +5,7 @@ plain decoding prints: greedy, and seeded sampling token for token (greedy draft
 
 from __future__ import annotations
 
-import io
 import json
-import re
 
 import numpy as np
 import pytest
@@ -18,6 +16,7 @@ from specgguf.backend.checkpoints import CheckpointedContext
 from specgguf.backend.session import LoadOptions, Session, SpecOptions
 from specgguf.core.sampling import SamplerParams
 from specgguf.errors import SpecggufError
+from tests.conversation_check import check_conversation_turns
 from tests.serve_helpers import FAST, Server
 from tests.tiny_hybrid import LOOPY_SSM_A, build_tiny_mamba, build_tiny_qwen35
 from tests.tiny_models import DRAFT_PERTURB, TARGET_SEED
@@ -295,20 +294,7 @@ def test_prefix_reuse_across_turns_and_from_a_prompt_checkpoint(hybrid, hybrid_d
 def test_conversation_turns(hybrid, hybrid_drafts, monkeypatch, capsys):
     models = ["-m", str(hybrid), "-md", str(hybrid_drafts["some"]), "-t", "1", "-c", "512",
               "-fa", "off", "--spec-type", "draft-simple", "--spec-draft-n-max", "4"]  # fmt: skip
-    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"hi\nwhat next\n")))
-    assert run_cli(["run", *models, "-cnv", "-sys", "S", "-n", "12", "--temp", "0"]) == 0
-    out, err = capsys.readouterr()
-    answers = [a for a in out.split("\n") if a][:2]
-    assert len(answers) == 2
-    turns = [(int(a), int(b)) for a, b in re.findall(r"prompt (\d+) tokens \((\d+) reused\)", err)]
-    assert turns[1][1] > 0  # turn 2 reused turn 1's cache
-    convo = (
-        "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n"
-        f"<|im_start|>assistant\n{answers[0]}<|im_end|>\n<|im_start|>user\nwhat next<|im_end|>\n"
-        "<|im_start|>assistant\n"
-    )
-    assert run_cli(["run", *models, "-p", convo, "-n", "12", "--temp", "0", "--json", "-q"]) == 0
-    assert json.loads(capsys.readouterr().out)["text"] == answers[1]
+    check_conversation_turns(models, monkeypatch, capsys)
 
 
 def test_server_with_two_slots(hybrid, hybrid_drafts):

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from specgguf.core.draft import Drafter
     from specgguf.core.sampling import PositionRandom, SamplerParams
     from specgguf.drafters.cross_vocab import Vocabulary
+    from specgguf.drafters.eagle3 import HiddenStateHead
     from specgguf.drafters.grammar_draft import GrammarDraftSource
 
 
@@ -64,6 +65,8 @@ class BuildContext:
     cross_vocab: tuple[Vocabulary, Vocabulary] | None = None
     #: the generation's grammar, for the grammar drafter (None: the generation has none)
     grammar: GrammarDraftSource | None = None
+    #: the slot's EAGLE-3 head over its target context, for draft-eagle3
+    head: HiddenStateHead | None = None
 
 
 #: (the type's params object, or None for types without one; the build context) -> drafter
@@ -189,9 +192,12 @@ def _draft_simple(_: None, ctx: BuildContext) -> Drafter:
         raise ValueError("draft-simple drafts with the generation's sampler (BuildContext.sampler)")
     from specgguf.drafters.draft_model import DraftModelDrafter
 
-    return DraftModelDrafter(
-        ctx.draft_ctx,
-        ctx.sampler,
+    return DraftModelDrafter(ctx.draft_ctx, ctx.sampler, **_draft_rules(ctx))
+
+
+def _draft_rules(ctx: BuildContext) -> dict[str, Any]:
+    """The --spec-draft-* rules every drafter that drafts token by token over a model takes."""
+    return dict(
         n_max=ctx.n_max,
         p_min=ctx.p_min,
         n_min=ctx.n_min,
@@ -199,6 +205,15 @@ def _draft_simple(_: None, ctx: BuildContext) -> Drafter:
         random=ctx.random,
         reuse_prefix=ctx.reuse_prefix,
     )
+
+
+def _draft_eagle3(_: None, ctx: BuildContext) -> Drafter:
+    """Over the slot's EAGLE-3 head, with the generation's sampler and draft lengths."""
+    if ctx.head is None or ctx.sampler is None:
+        raise ValueError("draft-eagle3 is built over a loaded head (BuildContext.head, sampler)")
+    from specgguf.drafters.eagle3 import Eagle3Drafter
+
+    return Eagle3Drafter(ctx.head, ctx.sampler, **_draft_rules(ctx))
 
 
 def _grammar(_: None, ctx: BuildContext) -> Drafter:
@@ -211,8 +226,8 @@ def _grammar(_: None, ctx: BuildContext) -> Drafter:
 # -- the table --------------------------------------------------------------------------------
 
 #: specgguf's grammar type, then every name llama.cpp accepts, in the order a round tries them
-#: (first non-empty draft wins); the last four need model files and hidden states
-#: llama-cpp-python 0.3.36 does not hand over
+#: (first non-empty draft wins); the last four draft from the target's hidden states, which
+#: draft-eagle3 hears through libllama's staging calls (the other three are not done here)
 REGISTRY: tuple[SpecType, ...] = (
     SpecType("grammar", _grammar, free=True, per_sequence=True),
     SpecType("ngram-simple", _ngram_simple, NgramSimpleParams, free=True),
@@ -221,12 +236,7 @@ REGISTRY: tuple[SpecType, ...] = (
     SpecType("ngram-mod", _ngram_mod, NgramModParams, free=True),
     SpecType("ngram-cache", _ngram_cache, NgramCacheParams, free=True),
     SpecType("draft-simple", _draft_simple, needs_model=True),
-    SpecType(
-        "draft-eagle3",
-        None,
-        needs_model=True,
-        unsupported="an EAGLE-3 draft GGUF fed with 3 of the target's hidden layers",
-    ),
+    SpecType("draft-eagle3", _draft_eagle3, needs_model=True),
     SpecType(
         "draft-mtp",
         None,
