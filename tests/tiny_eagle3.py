@@ -52,6 +52,7 @@ def build_eagle3_head(
     block_count: int = 1,
     fc_in: int | None = None,
     gain: float = 1.0,
+    tokenizer_from: str | Path | None = None,
 ) -> Path:
     """Write an EAGLE-3 head GGUF and return its path.
 
@@ -59,6 +60,8 @@ def build_eagle3_head(
     `output` then has len(d2t) rows). `omit`: tensor names left out (a head lacking tensors).
     `fc_in` overrides fc's input width (a head whose shapes disagree with its own keys).
     `block_count` other than 1 makes a head llama.cpp's graph would abort on.
+    `tokenizer_from`: a real target GGUF whose tokenizer the head carries (as llama.cpp's
+    converter copies the target's), instead of the tiny targets'.
     """
     import gguf
 
@@ -67,7 +70,12 @@ def build_eagle3_head(
     rng = np.random.default_rng(seed)
     head_dim = n_embd // n_head
     n_kv = n_head_kv * head_dim
-    n_draft_vocab = len(d2t) if d2t is not None else N_VOCAB
+    n_vocab = N_VOCAB
+    reader = None
+    if tokenizer_from is not None:
+        reader = gguf.GGUFReader(str(tokenizer_from))
+        n_vocab = len(reader.fields["tokenizer.ggml.tokens"].contents())
+    n_draft_vocab = len(d2t) if d2t is not None else n_vocab
 
     def g(shape: tuple[int, ...], fan_in: int) -> np.ndarray:
         return (rng.standard_normal(shape) * gain / np.sqrt(fan_in)).astype(np.float32)
@@ -91,7 +99,7 @@ def build_eagle3_head(
     if own_output:
         w["output.weight"] = g((n_draft_vocab, n_embd), n_embd) * 4.0
     if own_token_embd:
-        w["token_embd.weight"] = (rng.standard_normal((N_VOCAB, n_embd))).astype(np.float32)
+        w["token_embd.weight"] = (rng.standard_normal((n_vocab, n_embd))).astype(np.float32)
 
     writer = gguf.GGUFWriter(path, arch="eagle3")
     writer.add_name(f"tiny-eagle3-seed{seed}")
@@ -105,10 +113,13 @@ def build_eagle3_head(
     writer.add_rope_dimension_count(head_dim)
     writer.add_rope_freq_base(10000.0)
     writer.add_layer_norm_rms_eps(1e-5)
-    writer.add_vocab_size(N_VOCAB)
+    writer.add_vocab_size(n_vocab)
     writer.add_array("eagle3.target_layers", [int(x) for x in target_layers])
     writer.add_uint32("eagle3.target_hidden_size", target_hidden_size)
-    write_tokenizer(writer, "bytes", None)
+    if reader is None:
+        write_tokenizer(writer, "bytes", None)
+    else:
+        copy_tokenizer(reader, writer)
     for name, value in w.items():
         if name not in omit:
             writer.add_tensor(name, np.ascontiguousarray(value, dtype=np.float32))
@@ -119,6 +130,16 @@ def build_eagle3_head(
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+def copy_tokenizer(reader, writer) -> None:
+    """Every tokenizer.* key of a GGUFReader's file into a GGUFWriter."""
+    for key, field in reader.fields.items():
+        if not key.startswith("tokenizer."):
+            continue
+        vtype = field.types[0]
+        sub = field.types[1] if len(field.types) > 1 else None
+        writer.add_key_value(key, field.contents(), vtype, sub_type=sub)
 
 
 def write_qwen2_target_header(path: str | Path) -> Path:
