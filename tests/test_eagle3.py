@@ -16,6 +16,8 @@ from specgguf.backend.session import LoadOptions, Session, SpecOptions
 from specgguf.core.sampling import SamplerParams
 from specgguf.errors import ExitCode, SpecggufError
 from tests.conversation_check import check_conversation_turns
+from tests.gguf_factory import SMOLLM, need_models
+from tests.serve_helpers import FAST, Server
 from tests.tiny_eagle3 import build_eagle3_head, build_eagle3_target, write_qwen2_target_header
 from tests.tiny_models import TARGET_SEED
 
@@ -220,6 +222,54 @@ def test_the_end_of_the_context(models, plain):
     finally:
         s.close()
         small.close()
+
+
+def test_server_slots_each_hear_their_own_target(models, plain):
+    s = Server(["-m", str(models["target"]), "-md", str(models["d2t"]), *FAST, "-c", "1024",
+                "-np", "2", "--spec-draft-n-max", "4"])  # fmt: skip
+    try:
+        import threading
+
+        answers: dict[int, dict] = {}
+
+        def ask(i):
+            answers[i] = s.post("/completion", {"prompt": PROMPTS[i], "n_predict": 24})
+
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        again = s.post("/completion", {"prompt": PROMPTS[0], "n_predict": 24})
+    finally:
+        code, err = s.stop()
+    assert code == 0 and "Traceback" not in err, err
+    for i, p in enumerate(PROMPTS):
+        want = b"".join(plain.target_model.piece(t) for t in reference(plain, p, n=24))
+        assert answers[i]["content"] == want.decode()
+    assert again["content"] == answers[0]["content"] and again["tokens_cached"] > 0
+
+
+@pytest.mark.real
+def test_a_random_head_over_smollm2_matches_plain_or_parts_at_a_near_tie(tmp_path):
+    """On a real (Q4_1) target a verify pass and a one-token step round differently, so the
+    texts may part where the target's two best logits nearly tie (draft-simple's rule)."""
+    need_models(SMOLLM)
+    from scripts.eagle3_parity import make_head
+    from tests.test_batched import assert_same_or_near_tie
+    from tests.test_batched_real import NEAR_TIE
+
+    head = make_head(SMOLLM, tmp_path / "head.gguf")
+    base, s = session(SMOLLM), session(SMOLLM, head, n_max=4)
+    try:
+        tokens = s.tokenize("The quick brown fox jumps over the lazy dog. Then the dog")
+        got, dec, _ = generate(s, tokens, n=32)
+        ref = generate(base, tokens, n=32)[0]
+        assert_same_or_near_tie(base, tokens, ref, got, "smollm2", near_tie=NEAR_TIE)
+        assert dec.stats.n_drafted > 0
+    finally:
+        s.close()
+        base.close()
 
 
 # -- refusals before anything loads ----------------------------------------------------------
