@@ -8,6 +8,8 @@ are accepted (the boundary moved forward). Either way the output must be the tar
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from specgguf_cli.app import run_cli
 
@@ -248,6 +250,16 @@ def test_server_slots_each_hear_their_own_target(models, plain):
         want = b"".join(plain.target_model.piece(t) for t in reference(plain, p, n=24))
         assert answers[i]["content"] == want.decode()
     assert again["content"] == answers[0]["content"] and again["tokens_cached"] > 0
+
+
+def test_bench_rows_and_the_heads_step_cost(models, capfd):
+    argv = ["bench", "-m", str(models["target"]), "-md", str(models["d2t"]), "-t", "1",
+            "-c", "512", "-n", "8", "-p", PROMPTS[0], "--spec-type", "draft-eagle3:2",
+            "--json"]  # fmt: skip
+    assert run_cli(argv) == 0
+    report = json.loads(capfd.readouterr().out)
+    assert [c["label"] for c in report["configs"]][1:] == ["draft-eagle3 n_max=2"]
+    assert report["cost_curve"]["draft_step_ms"] > 0  # the head's own step, timed
 
 
 @pytest.mark.real

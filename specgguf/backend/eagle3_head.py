@@ -292,6 +292,15 @@ class Eagle3Context:
         assert logits is not None
         return logits
 
+    def decode(self, tokens: Sequence[int], pos0: int, *, outputs: str = "last"):
+        """Pairs of `tokens` with zero states at pos0..: what a cost measurement (bench's cost
+        curve) times as a draft step, which costs the same whatever the states hold. Whoever
+        times leaves the head empty (truncate(0)); the next generation then starts afresh."""
+        self.truncate(pos0)
+        zeros = np.zeros((len(tokens), self.n_embd), dtype=np.float32)
+        logits = self.decode_pairs(tokens, zeros, pos0, output_last=outputs != "none")
+        return None if logits is None else logits[None, :]
+
     def close(self) -> None:
         if getattr(self, "_batch", None):
             ll.llama_batch_ext_free(self._batch)

@@ -420,10 +420,8 @@ class Session:
         draft reads them. Whoever times on them leaves both KV caches empty afterwards: the
         next generation then evaluates its prompt in full, as after any other sequence."""
         cross = self.cross_vocab and self.draft_ctx is not None
-        # bench times raw decodes of a draft model; a head has none to time
-        draft = self.draft_ctx if self.info.eagle3 is None else None
         return TimingContexts(
-            self.target, draft, self.draft_tokens(list(tokens)) if cross else None
+            self.target, self.draft_ctx, self.draft_tokens(list(tokens)) if cross else None
         )
 
     def close(self) -> None:
