@@ -114,7 +114,7 @@ def test_every_round_drafts_what_a_fresh_head_drafts_there(models, head, others)
         fresh.close()
 
 
-def test_the_d2t_head_drafts_only_its_vocabulary(models, plain):
+def test_the_d2t_head_drafts_only_its_vocabulary(models):
     s = session(models["target"], models["d2t"], n_max=3)
     try:
         _, _, rounds = generate(s, s.tokenize(PROMPTS[0]))
@@ -218,7 +218,7 @@ def test_conversation_turns(models, monkeypatch, capsys):
     check_conversation_turns(args, monkeypatch, capsys, replay=["--spec-type", "none"])
 
 
-def test_the_end_of_the_context(models, plain):
+def test_the_end_of_the_context(models):
     s = session(models["target"], models["d2t"], n_max=8, n_ctx=64)
     small = session(models["target"], n_ctx=64)
     try:
