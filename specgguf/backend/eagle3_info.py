@@ -19,24 +19,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from specgguf.backend.gguf_info import GGUFInfo, TensorMeta
+from specgguf.backend.llama_ext import require_layer_inputs
 from specgguf.errors import IncompatibleModelsError, ModelFileError, UsageError
 
 #: the architecture name of an EAGLE-3 head GGUF
 EAGLE3_ARCH = "eagle3"
 #: how many target layers an EAGLE-3 head fuses (llama.cpp refuses any other count)
 N_TARGET_LAYERS = 3
-
-#: target architectures whose graph in this libllama records each layer's input (the models
-#: whose src/models/*.cpp set t_layer_inp): only their hidden states can be heard; on any
-#: other (qwen2, the default pair's) llama.cpp aborts with "layer input tensor not found"
-LAYER_INPUT_ARCHS: frozenset[str] = frozenset(
-    (
-        "llama", "nanbeige", "qwen3", "qwen3moe", "qwen3next", "qwen35", "qwen35moe",
-        "qwen4exp", "gemma4", "muse-glimmer", "deepseek4", "nemotron_h", "bailingmoe3",
-        "hunyuan_vl", "gpt-oss", "lfm2", "minimax-01", "minimax-m2", "mimo2",
-    )
-)  # fmt: skip
-
 
 @dataclass(frozen=True)
 class Eagle3Head:
@@ -230,15 +219,8 @@ def check_eagle3_pair(head_info: GGUFInfo, target: GGUFInfo) -> Eagle3Head:
     """The head checked in itself (exit 3), then against the target (exit 4): every layer it
     reads exists and is heard, widths and vocabularies agree, d2t stays in the vocabulary."""
     head = read_eagle3_head(head_info)
-    arch = target.architecture
     where = f"{head.path} over {target.path}"
-    if arch not in LAYER_INPUT_ARCHS:
-        raise IncompatibleModelsError(
-            f"{where}: the target's architecture {arch} does not record its layers' hidden "
-            "states in this libllama, which an EAGLE-3 head reads (targets that do: "
-            + ", ".join(sorted(LAYER_INPUT_ARCHS))
-            + ")"
-        )
+    require_layer_inputs(target.architecture, where)
     n_embd_t, n_layer_t = target.embedding_length, target.block_count or 0
     if head.target_hidden_size != n_embd_t:
         raise IncompatibleModelsError(

@@ -23,9 +23,8 @@ from typing import Protocol
 
 import numpy as np
 
-from specgguf.core.draft import Draft, Drafter, DraftGate, TargetPass
+from specgguf.core.draft import Draft, Drafter, DraftGate, DraftTiming, TargetPass
 from specgguf.core.sampling import PositionRandom, SamplerParams
-from specgguf.drafters.draft_model import DraftTiming
 from specgguf.drafters.draft_steps import draft_steps
 
 
