@@ -80,9 +80,10 @@ def test_bad_heads_are_refused_in_one_line(tmp_path, pair, kwargs, code, words):
     assert err.code == code and words in str(err), str(err)
 
 
-def test_the_layer_equal_to_n_layer_is_the_last_output_and_allowed(tmp_path, pair):
+def test_the_last_layers_output_is_refused_where_the_target_does_not_hand_it_over(tmp_path, pair):
     head = build_eagle3_head(tmp_path / "last.gguf", target_layers=(0, 1, TARGET_LAYERS_N))
-    assert check_eagle3_pair(read_gguf_info(head), read_gguf_info(pair[0]))
+    err = _refusal(head, pair[0])  # llama's graph outputs no last state: nothing would be read
+    assert err.code == ExitCode.INCOMPATIBLE and "last layer's output" in str(err)
 
 
 def test_d2t_is_read_as_absolute_target_ids(tmp_path, pair):

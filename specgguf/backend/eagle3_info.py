@@ -27,6 +27,18 @@ EAGLE3_ARCH = "eagle3"
 #: how many target layers an EAGLE-3 head fuses (llama.cpp refuses any other count)
 N_TARGET_LAYERS = 3
 
+#: target architectures whose main graph in this libllama outputs its last layer's state (the
+#: "nextn" embeddings: src/models/*.cpp that set t_h_nextn outside an MTP graph), the only
+#: ones over which a head may read layer id == n_layer; for any other (llama among them)
+#: libllama hands back a buffer nothing wrote
+LAST_STATE_ARCHS: frozenset[str] = frozenset(
+    (
+        "bailingmoe3", "deepseek4", "gemma4", "gpt-oss", "mimo2", "nemotron_h", "qwen35",
+        "qwen35moe", "qwen3next",
+    )
+)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Eagle3Head:
     """What an EAGLE-3 head needs of its target, read from its header."""
@@ -231,6 +243,11 @@ def check_eagle3_pair(head_info: GGUFInfo, target: GGUFInfo) -> Eagle3Head:
     if bad:
         raise IncompatibleModelsError(
             f"{where}: the head reads target layer {bad[0]}, the target has {n_layer_t} layers"
+        )
+    if n_layer_t in head.target_layers and target.architecture not in LAST_STATE_ARCHS:
+        raise IncompatibleModelsError(
+            f"{where}: the head reads target layer {n_layer_t} (the last layer's output), which "
+            f"this libllama does not hand over for a {target.architecture} target"
         )
     n_vocab_t = target.vocab.n_vocab
     if head_info.vocab.n_vocab != n_vocab_t:
