@@ -170,10 +170,11 @@ def build_tiny_qwen35(
     eos_logit_bias: float = -40.0,
     ssm_a: float = SSM_A,
     nextn: int = 0,
+    drop: tuple[str, ...] = (),
 ) -> Path:
     """Write the tiny qwen35 model to ``path`` and return it (the arguments as
     tests.tiny_models.build_tiny_model's; `ssm_a` the recurrent state's decay; `nextn` the
-    MTP layers it carries after its two trunk layers)."""
+    MTP layers it carries after its two trunk layers; `drop` tensors left out: a broken file)."""
 
     def hparams(writer) -> None:
         writer.add_feed_forward_length(N_FF)
@@ -193,6 +194,7 @@ def build_tiny_qwen35(
 
     make = partial(_weights, ssm_a=ssm_a, nextn=nextn)
     w = _prepared(make, seed, perturb_from_seed, perturb_scale, eos_logit_bias)
+    w = {k: v for k, v in w.items() if k not in drop}
     return _write(path, "qwen35", w, hparams, n_blocks=2 + nextn)
 
 
