@@ -18,18 +18,30 @@ from dataclasses import dataclass
 from specgguf.backend.gguf_info import GGUFInfo
 from specgguf.errors import IncompatibleModelsError
 
-#: the architectures whose graph in this libllama has an MTP branch (src/models/*.cpp build a
-#: DECODER_MTP graph) -> the most NextN layers that graph accepts (1: it asserts exactly one;
-#: None: it takes any count, chaining them). specgguf drives the first layer only (chaining
-#: several trained heads, one per draft step, is not implemented)
-MTP_GRAPHS: dict[str, int | None] = {
-    "qwen35": 1, "qwen35moe": 1, "qwen3next": 1, "glm4moe": 1, "glm-dsa": 1, "deepseek2": 1,
-    "deepseek32": 1, "deepseek4": 1, "nemotron_h_moe": 1, "bailingmoe3": 1, "cohere2moe": 1,
-    "mimo2": None, "step35": None, "hy_v3": None,
-}  # fmt: skip
+
+@dataclass(frozen=True)
+class MtpGraph:
+    """What an architecture's MTP graph in this libllama asserts about the file."""
+
+    #: the most NextN layers it accepts (1: exactly one; None: any count, chained)
+    most: int | None = 1
+    #: tensors every NextN block needs beyond REQUIRED_TENSORS (the loader would let them be
+    #: missing, and the graph would abort)
+    needs: tuple[str, ...] = ()
+
+
 #: the tensors of a NextN block every MTP graph requires (the others are optional: own token
 #: embeddings, own output head and norm fall back to the trunk's)
 REQUIRED_TENSORS = ("nextn.eh_proj.weight", "nextn.enorm.weight", "nextn.hnorm.weight")
+_ONE, _CHAINED = MtpGraph(), MtpGraph(most=None)
+#: the architectures whose graph has an MTP branch (src/models/*.cpp build a DECODER_MTP
+#: graph), and what each asserts
+MTP_GRAPHS: dict[str, MtpGraph] = {
+    "qwen35": _ONE, "qwen35moe": _ONE, "qwen3next": _ONE, "glm4moe": _ONE, "glm-dsa": _ONE,
+    "deepseek2": _ONE, "deepseek32": _ONE, "deepseek4": _ONE, "nemotron_h_moe": _ONE,
+    "bailingmoe3": _ONE, "cohere2moe": _ONE, "step35": _CHAINED, "hy_v3": _CHAINED,
+    "mimo2": MtpGraph(most=None, needs=("attn_qkv.weight",)),  # its fused projection
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -81,19 +93,20 @@ def mtp_problem(info: GGUFInfo) -> str | None:
             f"{info.path}: the {arch} architecture has no MTP graph in this llama.cpp, "
             "although the file declares MTP layers"
         )
-    most = MTP_GRAPHS[arch]
-    if most is not None and layers.count > most:
+    graph = MTP_GRAPHS[arch]
+    if graph.most is not None and layers.count > graph.most:
         return (
             f"{info.path}: {layers.count} MTP layers, but llama.cpp's {arch} MTP graph runs "
-            f"exactly {most}"
+            f"exactly {graph.most}"
         )
     missing = [
-        f"blk.{layers.first_block}.{t}"
-        for t in REQUIRED_TENSORS
-        if f"blk.{layers.first_block}.{t}" not in info.tensor_names
+        f"blk.{b}.{t}"
+        for b in layers.blocks
+        for t in (*REQUIRED_TENSORS, *graph.needs)
+        if f"blk.{b}.{t}" not in info.tensor_names
     ]
     if missing:
-        return f"{info.path}: its MTP layer lacks the tensor(s) {', '.join(missing)}"
+        return f"{info.path}: its MTP layers lack the tensor(s) {', '.join(missing)}"
     return None
 
 
