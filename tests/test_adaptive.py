@@ -136,7 +136,7 @@ class Sim:
     ks: list[int] = field(default_factory=list)
 
     def run(self, policy: AdaptivePolicy, rounds: int, drafter: FakeDrafter | None = None):
-        from specgguf.drafters.draft_model import DraftTiming
+        from specgguf.core.draft import DraftTiming
 
         rng = random.Random(self.seed)
         d = drafter or FakeDrafter()
@@ -239,7 +239,7 @@ def test_exploration_stays_within_its_budget_when_probes_are_dear():
     # n-gram lookup has nothing to catch up on and costs nothing: where it does not pay
     # (acceptance 0.3) it keeps being probed, as its old evidence fades, within the budget
     ngram = AdaptivePolicy(n_max_cap=4)
-    nd = type("Ngram", (), {"name": "ngram-simple", "max_draft": 4})()
+    nd = type("Ngram", (), {"name": "ngram-simple", "max_draft": 4, "timing": None})()
     ngram.attach([nd])
     speedup = Sim(CPU_CURVE, 0.0, 0.3).run(ngram, 1000, nd)
     assert ngram.probes > s["probes"] + 10
@@ -319,7 +319,9 @@ def test_policy_continue_drafting_depends_on_cost_and_confidence():
 
 def test_attach_gives_per_drafter_budgets_without_touching_the_drafters():
     model = FakeDrafter("draft-simple", 3)
-    ngram = type("Ngram", (), {"name": "ngram-simple", "max_draft": 48, "free": True})()
+    ngram = type(
+        "Ngram", (), {"name": "ngram-simple", "max_draft": 48, "free": True, "timing": None}
+    )()
     before = (dict(vars(model)), dict(vars(ngram)))
     policy = AdaptivePolicy(n_max_cap=8)
     policy.attach([ngram, model])
@@ -471,6 +473,7 @@ class Stream:
     max_draft: int = 8
     free: bool = True
     pos: int = 0
+    timing: None = None
     calls: int = 0
 
     def propose(self, n: int):
@@ -555,7 +558,7 @@ def test_shadow_drafts_notice_when_a_cheap_drafter_starts_paying():
 def test_draft_cost_comes_from_the_drafters_own_timing():
     # a round's drafting: a 2-token catch-up (30 ms) + 2 decodes (40 ms) for 3 proposals:
     # 70/3 ms per proposal; a 10-token catch-up after skipped rounds is priced per token
-    from specgguf.drafters.draft_model import DraftTiming
+    from specgguf.core.draft import DraftTiming
 
     d = FakeDrafter(max_draft=8)
     policy = AdaptivePolicy(n_max_cap=8)

@@ -54,6 +54,7 @@ class Copy:
     free: bool = True
     pos: int = 0
     silent_until: int = 0  # proposes nothing before this position (a lookup still empty)
+    timing: None = None  # a lookup times nothing (specgguf.core.draft.Drafter.timing)
     wrong: set[int] = field(default_factory=set)
 
     def __post_init__(self) -> None:

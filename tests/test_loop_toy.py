@@ -13,13 +13,18 @@ import numpy as np
 import pytest
 
 from specgguf.backend.engine import common_prefix_len
-from specgguf.core.draft import Draft, Drafter
+from specgguf.core.draft import Draft, Drafter, TargetPass
 from specgguf.core.loop import SpeculativeDecoder
 from specgguf.core.rounds import GenerationConfig
 from specgguf.core.sampling import PositionRandom, SamplerParams
 
 VOCAB = 48
 EOS = 0
+
+
+def toy_hash(prev: int | None, token: int) -> int:
+    """The toy's state after `token`: a rolling hash of the whole prefix."""
+    return ((prev if prev is not None else 7) * 31 + int(token) + 1) % 997
 
 
 class ToyContext:
@@ -38,16 +43,29 @@ class ToyContext:
     def n_past(self) -> int:
         return len(self.tokens)
 
-    def decode(self, tokens: Sequence[int], pos0: int, *, outputs: str = "last"):
+    #: a prompt longer than this comes to the drafters that hear in several passes
+    n_batch = 1 << 30
+    #: the layers `capture` was asked for; every one holds the hash (the toy's hidden state)
+    captured: tuple[int, ...] = ()
+
+    def capture(self, layers: Sequence[int]) -> None:
+        self.captured = tuple(layers)
+
+    def decode(self, tokens: Sequence[int], pos0: int, *, outputs: str = "last", hear=None):
         assert pos0 == len(self.tokens), "the loop must decode right after what the cache holds"
         assert pos0 + len(tokens) <= self.n_ctx
+        assert hear is None or self.captured, "heard without capturing"
         self.decodes += 1
         rows = []
-        for t in tokens:
-            h = ((self.hashes[-1] if self.hashes else 7) * 31 + int(t) + 1) % 997
-            self.tokens.append(int(t))
-            self.hashes.append(h)
-            rows.append(self.table[h])
+        for start in range(0, len(tokens), self.n_batch):
+            chunk = tokens[start : start + self.n_batch]
+            for t in chunk:
+                self.tokens.append(int(t))
+                self.hashes.append(toy_hash(self.hashes[-1] if self.hashes else None, t))
+                rows.append(self.table[self.hashes[-1]])
+            if hear is not None:
+                state = np.array(self.hashes[-len(chunk) :], dtype=np.float32)[:, None]
+                hear(TargetPass(chunk, pos0 + start, {i: state for i in self.captured}))
         if outputs == "none" or not rows:
             return None
         return np.stack(rows if outputs == "all" else rows[-1:])
@@ -171,3 +189,101 @@ def test_a_second_prompt_reuses_the_cached_prefix():
     got = [t for r in second.generate(again) for t in r.emitted]
     assert second.stats.cache_n == len(PROMPT) + len(out) - 1
     assert got == run([], again, 10)[0]
+
+
+class ToyHead(Drafter):
+    """A hidden-state drafter on the toy: it reads the target's state (the hash) from the
+    passes it hears, and predicts like the target from the state at the position before the
+    last token plus that token (EAGLE-3's pairing), wrong with probability `p_wrong`. It
+    keeps only the rows the target kept, so a bookkeeping slip (a rejected row used, a
+    prompt chunk missed, a reused prefix not heard) shows as drafts a perfect head gets
+    wrong."""
+
+    name = "draft-eagle3"
+    hears = (3,)
+
+    def __init__(self, p_wrong: float, max_draft: int, seed: int = 0) -> None:
+        self.p_wrong = p_wrong
+        self.max_draft = max_draft
+        self.rng = random.Random(seed)
+        self.table = ToyContext().table
+        self.history: list[int] = []
+        self.state: list[int] = []  # the target's state at positions 0.. (the kept rows)
+        self.heard_rows = 0
+
+    def begin(self, prompt: Sequence[int]) -> None:
+        keep = common_prefix_len(self.history, prompt)
+        self.history = list(prompt)
+        del self.state[keep:]
+
+    def resume(self, kept: int) -> int:
+        return min(kept, len(self.state))
+
+    def hear(self, target_pass: TargetPass) -> None:
+        assert target_pass.pos0 == len(self.state), "a pass not right after the kept rows"
+        self.heard_rows += len(target_pass.tokens)
+        self.state.extend(int(v) for v in target_pass.hidden[3][:, 0])
+
+    def observe(self, tokens: Sequence[int]) -> None:
+        # the loop's invariant: the target keeps every position but the last token's
+        self.history.extend(tokens)
+        del self.state[len(self.history) - 1 :]
+
+    def propose(self, n_max: int) -> Draft:
+        assert len(self.state) == len(self.history) - 1, "the boundary row is not the last kept"
+        h = toy_hash(self.state[-1], self.history[-1])
+        out: list[int] = []
+        for _ in range(n_max):
+            tok = int(np.argmax(self.table[h]))
+            if self.rng.random() < self.p_wrong:
+                tok = (tok + 1 + self.rng.randrange(VOCAB - 1)) % VOCAB
+            out.append(tok)
+            h = toy_hash(h, tok)
+        return Draft(out)
+
+
+def chunked(n_batch: int) -> type[ToyContext]:
+    return type("ChunkedToy", (ToyContext,), {"n_batch": n_batch})
+
+
+@pytest.mark.parametrize("k", [1, 2, 4, 8])
+@pytest.mark.parametrize("p_wrong", [0.0, 0.4])
+def test_a_drafter_that_hears_the_target_keeps_output_and_bookkeeping_right(k, p_wrong):
+    plain, _ = run([], PROMPT * 3, 60)
+    target = chunked(4)(n_ctx=256)  # the prompt comes in four passes, a long verify in two
+    head = ToyHead(p_wrong, k)
+    dec = SpeculativeDecoder(
+        target,
+        [head],
+        GenerationConfig(n_predict=60, n_max=8, sampler=GREEDY),
+        PositionRandom(3),
+        is_eog=lambda t: t == EOS,
+    )
+    got = [t for r in dec.generate(PROMPT * 3) for t in r.emitted]
+    assert got == plain
+    assert target.captured == (3,)
+    if p_wrong == 0.0:  # a perfect head fed the right rows drafts only what the target says
+        assert dec.stats.n_accept == dec.stats.n_drafted > 0
+
+
+def test_a_hearing_drafter_resumes_a_reused_prefix_and_hears_what_it_lacks():
+    target = chunked(3)(n_ctx=256)
+    head = ToyHead(0.0, 4)
+    cfg = GenerationConfig(n_predict=12, n_max=4, sampler=GREEDY)
+
+    def generate(prompt):
+        dec = SpeculativeDecoder(target, [head], cfg, PositionRandom(0), is_eog=lambda t: t == EOS)
+        return [t for r in dec.generate(prompt) for t in r.emitted], dec
+
+    out, _ = generate(PROMPT)
+    follow = [*PROMPT, *out, 11, 4]  # the next turn: the whole first sequence is reused
+    got, dec = generate(follow)
+    assert got == run([], follow, 12)[0]
+    assert dec.stats.cache_n == len(PROMPT) + len(out) - 1  # nothing heard again
+    assert dec.stats.n_accept == dec.stats.n_drafted > 0
+    other = [*PROMPT[:3], 20, 21, 22]  # shares 3 tokens; a fresh head has heard nothing
+    head.__init__(0.0, 4)
+    got, dec = generate(other)
+    assert got == run([], other, 12)[0]
+    assert dec.stats.cache_n == 0  # the head lacks every row: the prompt is heard whole
+    assert dec.stats.n_accept == dec.stats.n_drafted > 0

@@ -351,7 +351,7 @@ def drive(policy: AdaptivePolicy, rounds: int, *, curve, draft: float, accept_al
     """A speculative loop without a model: the machine costs `curve[k]` plain steps for a pass
     over 1 + k tokens and `draft` per draft step; proposals are all accepted or all rejected.
     Returns the budgets the policy gave, round by round."""
-    from specgguf.drafters.draft_model import DraftTiming
+    from specgguf.core.draft import DraftTiming
 
     d = FakeDrafter()
     policy.attach([d])
@@ -470,7 +470,7 @@ def test_export_profile_has_only_what_this_run_measured():
     policy = AdaptivePolicy(n_max_cap=8)
     policy.seed(profile({3: (1.2, 10.0)}, {"draft-simple": (0.9, 10.0), "ngram-x": (0.3, 10.0)}))
     assert policy.export_profile() is None  # nothing measured yet: the priors are not news
-    from specgguf.drafters.draft_model import DraftTiming
+    from specgguf.core.draft import DraftTiming
 
     d = FakeDrafter()
     policy.attach([d])

@@ -50,7 +50,7 @@ from specgguf.auto.cost_model import (
 )
 from specgguf.auto.probes import ProbeScheduler
 from specgguf.auto.profile import AcceptanceMemory, CostProfile
-from specgguf.core.draft import DraftGate
+from specgguf.core.draft import Drafter, DraftGate
 from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP
 
 #: the widest verify pass auto models. Free drafters (n-gram lookups) propose up to their own
@@ -74,7 +74,7 @@ class _Drafter:
     free: bool = False  # free to draft (an n-gram lookup): shadow drafts measure it
     gated: bool = False  # asks `continue_drafting` per token (a model drafter)
     pending: int = 1  # tokens a model drafter must catch up on before its next draft
-    source: Any = None  # the drafter itself: read for `peek` and `timing` only
+    source: Drafter | None = None  # the drafter itself: read for `peek` and `timing` only
 
 
 @dataclass
@@ -685,7 +685,7 @@ class AdaptivePolicy:
         `learn` False, a shared pass's round, their times are not samples)."""
         timed: set[str] = set()
         for name, m in self._drafters.items():
-            t = getattr(m.source, "timing", None) if m.source is not None else None
+            t = m.source.timing if m.source is not None else None
             if t is None or t is self._seen_timing.get(name) or t.catch_up_tokens <= 0:
                 continue  # nothing new (or nothing decoded): no sample
             self._seen_timing[name] = t

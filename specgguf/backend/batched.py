@@ -21,6 +21,8 @@ import numpy as np
 
 from specgguf.backend import engine
 from specgguf.backend.rendezvous import Rendezvous
+from specgguf.core.context import Outputs
+from specgguf.core.draft import Hear
 
 #: rows of one prompt evaluated per step while other sequences are decoding: small enough that
 #: a step with a prompt chunk costs a few plain steps, large enough to use a wide pass well
@@ -184,10 +186,19 @@ class SequenceView:
         self.peers = 0
 
     def decode(
-        self, tokens: Sequence[int], pos0: int, *, outputs: str = "last"
+        self,
+        tokens: Sequence[int],
+        pos0: int,
+        *,
+        outputs: Outputs = "last",
+        hear: Hear | None = None,
     ) -> np.ndarray | None:
         """Evaluate tokens at pos0.. in the shared steps; the logits asked for, as rows of a
-        private array (engine.Context.decode's contract, minus the zero copy)."""
+        private array (engine.Context.decode's contract, minus the zero copy). A shared
+        step captures no hidden states: a drafter that hears the target gets a context of
+        its own per slot (the session never builds one over a shared context)."""
+        if hear is not None:
+            raise ValueError("a shared-pass sequence captures no hidden states")
         n = len(tokens)
         if n == 0:
             return None

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from specgguf.backend import engine, memory_caps
+from specgguf.core.context import Outputs
+from specgguf.core.draft import Hear
 
 #: prompt-end checkpoints kept per context (the latest ones): the prefixes a next prompt
 #: can resume from without a fresh evaluation
@@ -102,13 +104,18 @@ class CheckpointedContext:
         return getattr(self.inner, name)
 
     def decode(
-        self, tokens: Sequence[int], pos0: int, *, outputs: str = "last"
+        self,
+        tokens: Sequence[int],
+        pos0: int,
+        *,
+        outputs: Outputs = "last",
+        hear: Hear | None = None,
     ) -> np.ndarray | None:
         if pos0 < self.n_past or self.inner.dirty:
             self.truncate(pos0)
         if tokens and outputs != "none" and (self.every_decode or len(tokens) > 1):
             self._save(prompt=False)
-        logits = self.inner.decode(tokens, pos0, outputs=outputs)
+        logits = self.inner.decode(tokens, pos0, outputs=outputs, hear=hear)
         if tokens and outputs == "none":  # a prompt (or a catch-up): a prefix to resume from
             self._save(prompt=True)
         return logits

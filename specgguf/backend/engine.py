@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from specgguf import interrupts
+from specgguf.backend import llama_ext
 from specgguf.backend.ggml_types import FLASH_ATTN, KV_CACHE_TYPES
 from specgguf.backend.offload import (
     DEVICE_KINDS,
@@ -31,6 +32,7 @@ from specgguf.backend.offload import (
     offload_targets,
 )
 from specgguf.core.context import Outputs
+from specgguf.core.draft import Hear, TargetPass
 from specgguf.errors import ExitCode, ModelFileError, SpecggufError
 
 try:  # imported lazily by tests that only need pure modules
@@ -257,8 +259,17 @@ class Model:
         self.add_bos = bool(ll.llama_vocab_get_add_bos(self.vocab))
         self.bos = int(ll.llama_vocab_bos(self.vocab))
         self.eos = int(ll.llama_vocab_eos(self.vocab))
+        self.n_layer = int(ll.llama_model_n_layer(ptr))
+        self.n_embd = int(ll.llama_model_n_embd(ptr))
+        self.architecture = self.meta("general.architecture") or ""
         self._pieces: dict[int, bytes] = {}
         self._special_pieces: dict[int, bytes] = {}
+
+    def meta(self, key: str) -> str | None:
+        """A GGUF metadata value as text (llama.cpp's reading of it), None when absent."""
+        buf = ctypes.create_string_buffer(256)
+        n = ll.llama_model_meta_val_str(self.ptr, key.encode(), buf, len(buf))
+        return buf.value.decode("utf-8", "replace") if n >= 0 else None
 
     def tokenize(
         self, text: str, *, add_special: bool = True, parse_special: bool = True
@@ -404,15 +415,68 @@ class Context:
         self.tokens: list[int] = []
         # a decode that failed or was interrupted part-way may have left cells past n_past
         self._dirty = False
+        #: the layers whose hidden states every decode captures (`capture`)
+        self.captured: tuple[int, ...] = ()
+
+    def capture(self, layers: Sequence[int]) -> None:
+        """Capture these layers' hidden states on every decode from now on (what a drafter
+        that hears the target reads; see `decode`'s `hear`): an id below the model's layer
+        count is that layer's input, the layer count itself the last layer's output before
+        the output norm. Refused, before llama.cpp could abort on it, where this model's graph
+        does not record what is asked."""
+        api = llama_ext.require_ext("a drafter that reads the target's hidden states")
+        model = self.model
+        for layer in layers:
+            if not 0 <= layer <= model.n_layer:
+                raise SpecggufError(
+                    f"{model.path.name}: a drafter asks for hidden layer {layer}, the model has "
+                    f"{model.n_layer} layers",
+                    ExitCode.INCOMPATIBLE,
+                )
+            if layer < model.n_layer:
+                llama_ext.require_layer_inputs(model.architecture, model.path.name)
+        for layer in layers:
+            if layer < model.n_layer:
+                api.set_embeddings_layer_inp(self.ptr, layer, True)
+            else:
+                api.set_embeddings_nextn(self.ptr, True, False)
+        self.captured = tuple(layers)
+        self._ext = api
+
+    def _heard(self, tokens: Sequence[int], pos0: int) -> TargetPass:
+        """The pass just decoded, with zero-copy views of the captured rows."""
+        n, width = len(tokens), self.model.n_embd
+        hidden = {}
+        for layer in self.captured:
+            ptr = (
+                self._ext.get_embeddings_layer_inp(self.ptr, layer)
+                if layer < self.model.n_layer
+                else self._ext.get_embeddings_nextn(self.ptr)
+            )
+            if not ptr:
+                raise SpecggufError(
+                    f"llama.cpp returned no hidden states for layer {layer}", ExitCode.RUNTIME
+                )
+            hidden[layer] = np.ctypeslib.as_array(ptr, shape=(n, width))
+        return TargetPass(tokens, pos0, hidden)
 
     def decode(
-        self, tokens: Sequence[int], pos0: int, *, outputs: Outputs = "last"
+        self,
+        tokens: Sequence[int],
+        pos0: int,
+        *,
+        outputs: Outputs = "last",
+        hear: Hear | None = None,
     ) -> np.ndarray | None:
         """Evaluate tokens at positions pos0.. and return a zero-copy (n_out, n_vocab) view of
         the requested logits ("last", "all" or "none"); valid until the next decode.
 
         Batches longer than n_batch (prompts) are split; only the final chunk can output.
+        With `hear` (and layers captured), each chunk's rows are handed to it right after
+        that chunk is decoded, while llama.cpp's buffers still hold them.
         """
+        if hear is not None and not self.captured:
+            raise ValueError("decode(hear=...) on a context that captures no layers")
         n = len(tokens)
         if n == 0:
             return None
@@ -446,6 +510,8 @@ class Context:
             # chunks leaves `tokens` true to what the cache holds
             self.tokens.extend(tokens[start:end])
             self.n_past = pos0 + end
+            if hear is not None:
+                hear(self._heard(tokens[start:end], pos0 + start))
             start = end
             if interrupts.pending():  # a signal that came during a callback
                 interrupts.check()

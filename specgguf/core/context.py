@@ -7,10 +7,13 @@ numpy toy that a test builds in a millisecond. Importing this module imports no 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Literal, Protocol
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from specgguf.core.draft import TargetPass
 
 #: which rows of logits a decode returns: the last token's, every token's, or none (a prefill)
 Outputs = Literal["last", "all", "none"]
@@ -23,15 +26,27 @@ class KVContext(Protocol):
     logits for the rows asked for ("last", "all", "none"), valid until the next decode;
     `truncate(n)` forgets every position >= n (the rollback); `tokens` is what the cache
     holds, position by position; `keep_prefix(tokens)` keeps the longest cached prefix equal
-    to the start of `tokens` and returns its length (prompt reuse)."""
+    to the start of `tokens` and returns its length (prompt reuse).
+
+    For drafters that read hidden states (specgguf.core.draft.Drafter.hears), a target context
+    also has `capture(layers)` (capture those layers' hidden states on every decode from now
+    on) and takes `hear` in `decode`: called with each pass's TargetPass (a prompt longer than
+    the batch is several passes). A context that serves only token drafters needs neither."""
 
     n_ctx: int
     n_past: int
     tokens: list[int]
 
     def decode(
-        self, tokens: Sequence[int], pos0: int, *, outputs: Outputs = "last"
+        self,
+        tokens: Sequence[int],
+        pos0: int,
+        *,
+        outputs: Outputs = "last",
+        hear: Callable[[TargetPass], None] | None = None,
     ) -> np.ndarray | None: ...
+
+    def capture(self, layers: Sequence[int]) -> None: ...
 
     def truncate(self, n_keep: int) -> None: ...
 

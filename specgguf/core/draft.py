@@ -3,13 +3,23 @@
 A drafter sees the same token sequence as the target: the prompt once (`begin`), then every
 token the loop emits (`observe`, accepted drafts and the target's own token). It never sees
 rejected proposals. Its only job is to guess; correctness is the verifier's.
+
+A drafter that reads the target's hidden states (an EAGLE-3 head, an MTP layer) names the
+layers it `hears`; the loop then has the target capture them and hands the drafter every target
+pass (`hear`: each prompt chunk, each verify pass, rejected rows included), before the
+`observe` after which the target holds every position but the last token's, as always. What
+a drafter tells the loop and the cost model besides its drafts (`timing`, `translation`) is
+declared here too.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
 
 from specgguf.core.sampling import SparseDist
 
@@ -28,6 +38,39 @@ class Draft:
 
     def __len__(self) -> int:
         return len(self.tokens)
+
+
+@dataclass(frozen=True)
+class TargetPass:
+    """The rows of one target pass, as the target computed them: a prompt chunk, or a verify
+    pass `[id_last, *draft]` (in several passes if it is longer than the batch), rows of
+    rejected proposals included. After the `observe` that follows a verify, the target holds
+    the positions of every token of the sequence but the last one, as between all rounds: the
+    rows past that were rejected."""
+
+    tokens: Sequence[int]
+    #: the position of tokens[0]
+    pos0: int
+    #: layer id -> (len(tokens), n_embd) float32 rows: a VIEW of the backend's buffer, valid
+    #: only during `hear` (a drafter copies what it keeps)
+    hidden: Mapping[int, np.ndarray]
+
+
+#: what the loop passes to a context's decode so that the drafters hear each pass
+Hear = Callable[[TargetPass], None]
+
+
+@dataclass
+class DraftTiming:
+    """Where a model drafter's last `propose` spent its time, so a cost model can tell a draft
+    step from a catch-up batch (after rounds without drafting the draft must first read
+    everything it missed, which says nothing about what one more draft token costs)."""
+
+    catch_up_ms: float = 0.0
+    catch_up_tokens: int = 0  # tokens decoded by the first (catch-up) batch
+    steps_ms: float = 0.0  # single-token decodes of proposals
+    steps: int = 0
+    proposed: int = 0  # tokens returned (0: stopped before the first, or under n_min)
 
 
 #: asked by a drafter before each further draft token: (position in this draft, the draft's
@@ -52,6 +95,17 @@ class Drafter(ABC):
     #: proposes token by token and can ask a DraftGate before each one (a draft model); the
     #: loop then passes one to `propose`
     asks_per_token: bool = False
+    #: the target layers whose hidden states this drafter reads: an id below the target's
+    #: layer count is the INPUT of that layer, the layer count itself is the last layer's
+    #: output before the output norm. Empty (every token-only drafter): it hears nothing and
+    #: the target captures nothing for it.
+    hears: tuple[int, ...] = ()
+    #: where the last `propose` that decoded anything spent its time (model drafters; read
+    #: by the auto policy's cost model); None: nothing measured
+    timing: DraftTiming | None = None
+    #: a drafter across vocabularies: how its last draft was translated, for --trace (the
+    #: loop reads it once per round); None: no translation
+    translation: dict[str, Any] | None = None
 
     @abstractmethod
     def begin(self, prompt: Sequence[int]) -> None:
@@ -65,6 +119,16 @@ class Drafter(ABC):
     def propose(self, budget: int, gate: DraftGate | None = None) -> Draft:
         """Guess up to `budget` tokens that continue the sequence; an empty Draft means no guess.
         A drafter that `asks_per_token` stops where `gate` says a token is not worth it."""
+
+    def hear(self, target_pass: TargetPass) -> None:  # noqa: B027 - optional hook
+        """One target pass's rows, for a drafter that `hears` layers (called for every prefill
+        chunk and verify pass, in order)."""
+
+    def resume(self, kept: int) -> int:
+        """The target kept `kept` prompt positions from an earlier sequence (prefix reuse):
+        the position from which this drafter must hear the target again (<= kept). A drafter
+        that hears keeps state per position; it says how much of it is still good."""
+        return kept
 
     def peek(self, budget: int) -> Draft:
         """What `propose` would return now, without changing any state (a shadow draft: the

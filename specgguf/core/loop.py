@@ -13,10 +13,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 
+import numpy as np
+
 from specgguf.core.acceptance import verify
 from specgguf.core.constraint import Constraint, RoundStates
-from specgguf.core.context import KVContext
-from specgguf.core.draft import Draft, Drafter
+from specgguf.core.context import KVContext, Outputs
+from specgguf.core.draft import Draft, Drafter, TargetPass
 from specgguf.core.rounds import BudgetPolicy, GenerationConfig, Round
 from specgguf.core.sampling import PositionRandom, SparseDist, distribution
 from specgguf.core.stats import RunStats
@@ -58,6 +60,24 @@ class SpeculativeDecoder:
         self.policy = budget_policy
         self.stats = RunStats(n_max=config.n_max)
         self.stop_reason = ""
+        #: the drafters that read the target's hidden states, and the layers they read: the
+        #: target captures those on every pass and each pass is handed to them (`_hear`)
+        self.listeners = [d for d in self.drafters if d.hears]
+        layers = sorted({layer for d in self.listeners for layer in d.hears})
+        if layers:
+            target.capture(layers)
+        self._hear = self._tell_listeners if self.listeners else None
+
+    def _tell_listeners(self, target_pass: TargetPass) -> None:
+        for d in self.listeners:
+            d.hear(target_pass)
+
+    def _decode(self, tokens: Sequence[int], pos0: int, outputs: Outputs) -> np.ndarray | None:
+        """A target pass, heard by the drafters that read hidden states (a context is only
+        asked to capture when one does: a token-only context need not know the word)."""
+        if self._hear is None:
+            return self.target.decode(tokens, pos0, outputs=outputs)
+        return self.target.decode(tokens, pos0, outputs=outputs, hear=self._hear)
 
     # -- setup ----------------------------------------------------------------------------
 
@@ -68,16 +88,19 @@ class SpeculativeDecoder:
         With `reuse_prefix` (the default) the part of the prompt the target's KV cache already
         holds from an earlier sequence is kept, not evaluated again (llama-server's
         cache_prompt); `stats.cache_n` counts those tokens and `prompt_n` the evaluated rest.
+        A drafter that hears the target may need some of the kept positions heard again
+        (`Drafter.resume`): those are evaluated again too.
         """
         if not prompt:
             raise ValueError("empty prompt")
         t0 = time.perf_counter()
+        for d in self.drafters:  # first: a hearing drafter hears the prefill's passes
+            d.begin(prompt)
         head = list(prompt[:-1])
         keep = self.target.keep_prefix(head) if self.reuse_prefix else 0
+        keep = min([keep, *(d.resume(keep) for d in self.listeners)])
         self.target.truncate(keep)
-        self.target.decode(head[keep:], keep, outputs="none")
-        for d in self.drafters:
-            d.begin(prompt)
+        self._decode(head[keep:], keep, "none")
         self.stats.cache_n = keep
         self.stats.prompt_n = len(prompt) - keep
         self.stats.prompt_ms = (time.perf_counter() - t0) * 1e3
@@ -122,11 +145,9 @@ class SpeculativeDecoder:
         t0 = time.perf_counter()
         drafter, draft = self._draft(limit)
         t1 = time.perf_counter()
-        translation = next(
-            (x for d in self.drafters if (x := getattr(d, "translation", None))), None
-        )
+        translation = next((x for d in self.drafters if (x := d.translation)), None)
 
-        logits = self.target.decode([self._last, *draft.tokens], n_past, outputs="all")
+        logits = self._decode([self._last, *draft.tokens], n_past, "all")
         assert logits is not None
         sampler = self.config.sampler
         cache: dict[int, SparseDist] = {}

@@ -33,9 +33,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from specgguf.core.context import KVContext, Outputs
-from specgguf.core.draft import Draft, Drafter, DraftGate
+from specgguf.core.draft import Draft, Drafter, DraftGate, DraftTiming
 from specgguf.core.sampling import top_k_confidence
-from specgguf.drafters.draft_model import DraftTiming
 from specgguf.drafters.retokenize import (
     MAX_WINDOW_EXTEND,
     TARGET_WINDOW,

@@ -20,33 +20,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from specgguf.core.context import KVContext, Outputs
-from specgguf.core.draft import Draft, Drafter, DraftGate
-from specgguf.core.sampling import (
-    DRAFT,
-    PositionRandom,
-    SamplerParams,
-    SparseDist,
-    distribution,
-    top_k_confidence,
-)
+from specgguf.core.draft import Draft, Drafter, DraftGate, DraftTiming
+from specgguf.core.sampling import PositionRandom, SamplerParams
+from specgguf.drafters.draft_steps import draft_steps
 
-
-@dataclass
-class DraftTiming:
-    """Where the last `propose` spent its time, so a cost model can tell a draft step from a
-    catch-up batch (after rounds without drafting the draft must first read everything it
-    missed, which says nothing about what one more draft token costs)."""
-
-    catch_up_ms: float = 0.0
-    catch_up_tokens: int = 0  # tokens decoded by the first (catch-up) batch
-    steps_ms: float = 0.0  # single-token decodes of proposals
-    steps: int = 0
-    proposed: int = 0  # tokens returned (0: stopped before the first, or under n_min)
+__all__ = ["DraftModelDrafter", "DraftTiming"]
 
 
 class DraftModelDrafter(Drafter):
@@ -117,37 +99,23 @@ class DraftModelDrafter(Drafter):
         logits = self._catch_up(len(self.history), outputs="last")
         assert logits is not None
         timing = self.timing = DraftTiming((time.perf_counter() - t0) * 1e3, n_pending)
-        tokens: list[int] = []
-        probs: list[SparseDist] = []
-        while True:
-            row = logits[0]
-            q: SparseDist | None = None
-            # One meaning of "confidence" in both modes (what --spec-draft-p-min and auto
-            # compare): the draft's top probability among its 10 best logits at temperature
-            # 1, as llama.cpp's draft sampler measures it, not the user's sampler chain's.
-            if self.p_min > 0.0 or gate is not None:
-                tok, confidence = top_k_confidence(row)
-            else:  # no threshold to test: a plain argmax, 20x cheaper than a partition
-                tok, confidence = int(np.argmax(row)), 1.0
-            if self.probabilistic:
-                q = distribution(row, self.sampler)
-            if confidence < self.p_min:
-                break  # llama.cpp: a low-confidence token is not added
-            if gate is not None and not gate(len(tokens), confidence):
-                break  # auto: a token at this confidence is not worth its cost here
-            if q is not None:
-                # keyed by the position the token would take, like the target's samples
-                tok = q.sample_at(self.random.uniform(len(self.history) + len(tokens), DRAFT))
-                probs.append(q)
-            tokens.append(tok)
-            if len(tokens) >= budget:
-                break
-            t0 = time.perf_counter()
+
+        def step(tok: int) -> np.ndarray:
             logits = self.ctx.decode([tok], len(self.kv), outputs="last")
-            timing.steps_ms += (time.perf_counter() - t0) * 1e3
-            timing.steps += 1
+            assert logits is not None
             self.kv.append(tok)
-        if len(tokens) < self.n_min:
-            return Draft()
-        timing.proposed = len(tokens)
-        return Draft(tokens, probs if self.probabilistic else None)
+            return logits[0]
+
+        return draft_steps(
+            logits[0],
+            step,
+            budget,
+            gate,
+            sampler=self.sampler,
+            p_min=self.p_min,
+            n_min=self.n_min,
+            probabilistic=self.probabilistic,
+            random=self.random,
+            pos_first=len(self.history),
+            timing=timing,
+        )

@@ -1,0 +1,83 @@
+"""Drafting token by token from a model's logits: the rule every model drafter shares.
+
+A draft model (draft-simple), an EAGLE-3 head and an MTP layer differ in how they get the next
+row of logits; what they do with it is the same, llama.cpp's draft-simple rule: take the row's
+best token, stop where its confidence (top probability among the 10 best logits at temperature
+1) is below --spec-draft-p-min (that token is not added) or where the auto policy's gate says it
+is not worth its cost, stop at the budget, and throw a draft shorter than --spec-draft-n-min
+away. Probabilistic drafting samples the token from q, the user's sampler chain over the row,
+and keeps q for rejection sampling.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from specgguf.core.draft import Draft, DraftGate, DraftTiming
+from specgguf.core.sampling import (
+    DRAFT,
+    PositionRandom,
+    SamplerParams,
+    SparseDist,
+    distribution,
+    top_k_confidence,
+)
+
+
+def draft_steps(
+    first: np.ndarray,
+    step: Callable[[int], np.ndarray],
+    budget: int,
+    gate: DraftGate | None,
+    *,
+    sampler: SamplerParams,
+    p_min: float,
+    n_min: int,
+    probabilistic: bool,
+    random: PositionRandom,
+    pos_first: int,
+    timing: DraftTiming,
+) -> Draft:
+    """Up to `budget` tokens, from `first` (the logits row of the first draft token) and
+    `step(token)` (feeds the chosen token, returns the next row; timed into `timing`).
+
+    `pos_first` is the sequence position the first token would take: a sampled draft token's
+    uniform is keyed by its position, like the target's samples, so a seeded run draws the
+    same whatever was drafted before. `probabilistic` is ignored under greedy sampling.
+    """
+    probabilistic = probabilistic and not sampler.greedy
+    tokens: list[int] = []
+    probs: list[SparseDist] = []
+    row = first
+    while True:
+        q: SparseDist | None = None
+        # One meaning of "confidence" in both modes (what --spec-draft-p-min and auto
+        # compare): the draft's top probability among its 10 best logits at temperature 1,
+        # as llama.cpp's draft sampler measures it, not the user's sampler chain's.
+        if p_min > 0.0 or gate is not None:
+            tok, confidence = top_k_confidence(row)
+        else:  # no threshold to test: a plain argmax, 20x cheaper than a partition
+            tok, confidence = int(np.argmax(row)), 1.0
+        if probabilistic:
+            q = distribution(row, sampler)
+        if confidence < p_min:
+            break  # llama.cpp: a low-confidence token is not added
+        if gate is not None and not gate(len(tokens), confidence):
+            break  # auto: a token at this confidence is not worth its cost here
+        if q is not None:
+            tok = q.sample_at(random.uniform(pos_first + len(tokens), DRAFT))
+            probs.append(q)
+        tokens.append(tok)
+        if len(tokens) >= budget:
+            break
+        t0 = time.perf_counter()
+        row = step(tok)
+        timing.steps_ms += (time.perf_counter() - t0) * 1e3
+        timing.steps += 1
+    if len(tokens) < n_min:
+        return Draft()
+    timing.proposed = len(tokens)
+    return Draft(tokens, probs if probabilistic else None)
