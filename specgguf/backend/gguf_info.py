@@ -199,6 +199,9 @@ class GGUFInfo:
     alignment: int
     data_offset: int
     metadata: dict[str, object] = field(default_factory=dict)
+    #: every tensor's name: what a header check needs to find a model's optional layers
+    #: (its NextN layers: specgguf.backend.mtp_info) without reading any weight
+    tensor_names: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -746,4 +749,5 @@ def _build_info(
         alignment=alignment,
         data_offset=data_offset,
         metadata={k: _display(v) for k, v in kvs.items()},
+        tensor_names=frozenset(t.raw_name.decode("utf-8", "replace") for t in tensors),
     )

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from specgguf.core.sampling import PositionRandom, SamplerParams
     from specgguf.drafters.cross_vocab import Vocabulary
     from specgguf.drafters.grammar_draft import GrammarDraftSource
+    from specgguf.drafters.mtp import HeadState
 
 
 @runtime_checkable
@@ -64,6 +65,20 @@ class BuildContext:
     cross_vocab: tuple[Vocabulary, Vocabulary] | None = None
     #: the generation's grammar, for the grammar drafter (None: the generation has none)
     grammar: GrammarDraftSource | None = None
+    #: the slot's MTP head over the target's own NextN layer, with what it keeps across
+    #: generations, for draft-mtp (None: the session was not started with draft-mtp)
+    mtp: HeadState | None = None
+
+    def draft_rules(self) -> dict[str, Any]:
+        """The --spec-draft-* rules a drafter that samples token by token takes (draft-simple,
+        draft-mtp) as keyword arguments."""
+        return {
+            "n_max": self.n_max,
+            "p_min": self.p_min,
+            "n_min": self.n_min,
+            "probabilistic": self.probabilistic,
+            "random": self.random,
+        }
 
 
 #: (the type's params object, or None for types without one; the build context) -> drafter
@@ -90,6 +105,13 @@ class SpecType:
     free: bool = False
     #: what the type needs that llama-cpp-python does not hand to Python (None: supported)
     unsupported: str | None = None
+    #: --spec-draft-n-max bounds its drafts (a model drafting token by token; the n-gram
+    #: types have their own sizes); every type that needs a model does
+    drafts_to_n_max: bool = False
+
+    @property
+    def bounded_by_n_max(self) -> bool:
+        return self.drafts_to_n_max or self.needs_model
 
     @property
     def built_per_sequence(self) -> bool:
@@ -190,15 +212,20 @@ def _draft_simple(_: None, ctx: BuildContext) -> Drafter:
     from specgguf.drafters.draft_model import DraftModelDrafter
 
     return DraftModelDrafter(
-        ctx.draft_ctx,
-        ctx.sampler,
-        n_max=ctx.n_max,
-        p_min=ctx.p_min,
-        n_min=ctx.n_min,
-        probabilistic=ctx.probabilistic,
-        random=ctx.random,
-        reuse_prefix=ctx.reuse_prefix,
+        ctx.draft_ctx, ctx.sampler, reuse_prefix=ctx.reuse_prefix, **ctx.draft_rules()
     )
+
+
+def _draft_mtp(_: None, ctx: BuildContext) -> Drafter:
+    """Over the target's own NextN layer (an MTP context over the loaded target)."""
+    if ctx.mtp is None or ctx.sampler is None:
+        raise UsageError(
+            "--spec-type draft-mtp drafts with the MTP head the session makes when it is "
+            "started with that type"
+        )
+    from specgguf.drafters.mtp import MtpDrafter
+
+    return MtpDrafter(ctx.mtp, ctx.sampler, **ctx.draft_rules())
 
 
 def _grammar(_: None, ctx: BuildContext) -> Drafter:
@@ -211,8 +238,9 @@ def _grammar(_: None, ctx: BuildContext) -> Drafter:
 # -- the table --------------------------------------------------------------------------------
 
 #: specgguf's grammar type, then every name llama.cpp accepts, in the order a round tries them
-#: (first non-empty draft wins); the last four need model files and hidden states
-#: llama-cpp-python 0.3.36 does not hand over
+#: (first non-empty draft wins); draft-mtp drafts with the target's own NextN layer (an MTP
+#: context over the loaded target, no -md); the rows marked `unsupported` need model files and
+#: hidden states llama-cpp-python 0.3.36 does not hand over
 REGISTRY: tuple[SpecType, ...] = (
     SpecType("grammar", _grammar, free=True, per_sequence=True),
     SpecType("ngram-simple", _ngram_simple, NgramSimpleParams, free=True),
@@ -227,12 +255,7 @@ REGISTRY: tuple[SpecType, ...] = (
         needs_model=True,
         unsupported="an EAGLE-3 draft GGUF fed with 3 of the target's hidden layers",
     ),
-    SpecType(
-        "draft-mtp",
-        None,
-        needs_model=True,
-        unsupported="a target GGUF with MTP heads and llama.cpp's MTP context",
-    ),
+    SpecType("draft-mtp", _draft_mtp, per_sequence=True, drafts_to_n_max=True),
     SpecType(
         "draft-dflash",
         None,
@@ -262,6 +285,11 @@ PRIORITY: tuple[str, ...] = tuple(SPEC_TYPES)
 def needs_draft_model(types: Iterable[str]) -> bool:
     """Whether any of `types` drafts with a draft model (so -md must be loaded)."""
     return any(SPEC_TYPES[t].needs_model for t in types)
+
+
+def bounded_by_n_max(types: Iterable[str]) -> bool:
+    """Whether --spec-draft-n-max bounds any of `types` (draft-simple, draft-mtp)."""
+    return any(SPEC_TYPES[t].bounded_by_n_max for t in types)
 
 
 def ngram_drafter(spec_type: str, params: ParamsArg = None) -> Drafter:
