@@ -23,14 +23,11 @@ of the model's width): a bad call raises instead of aborting the process.
 from __future__ import annotations
 
 import ctypes
-import weakref
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 
 import numpy as np
 
 from specgguf.backend import engine
-from specgguf.backend.ggml_types import FLASH_ATTN, KV_CACHE_TYPES
 from specgguf.backend.llama_ext import require_ext
 from specgguf.errors import ExitCode, SpecggufError
 
@@ -40,37 +37,10 @@ _FLOAT_P = ctypes.POINTER(ctypes.c_float)
 PURPOSE = "--spec-type draft-mtp"
 
 
-#: the models loaded by load_with_mtp_layers: an MTP context over any other model would
-#: meet NextN layers whose tensors were skipped, and llama.cpp's MTP graph aborts on that
-_WITH_MTP_LAYERS: weakref.WeakSet[engine.Model] = weakref.WeakSet()
-
-
-@contextmanager
-def _loading_mtp_layers() -> Iterator[None]:
-    """Models loaded inside this block load their NextN layers too (llama_model_params'
-    load_mtp, off by default). engine.Model builds its own parameters, so this wraps the
-    default it starts from, for as long as the load takes."""
-    original = ll.llama_model_default_params
-
-    def with_mtp():  # noqa: ANN202 - llama_model_params
-        params = original()
-        params.load_mtp = True
-        return params
-
-    engine.ll.llama_model_default_params = with_mtp
-    try:
-        yield
-    finally:
-        engine.ll.llama_model_default_params = original
-
-
 def load_with_mtp_layers(path, **kwargs) -> engine.Model:  # noqa: ANN001 - as engine.Model
     """engine.Model(path, **kwargs) with its NextN layers loaded, so that an MtpHead can run
     them (the trunk's own passes are the same either way)."""
-    with _loading_mtp_layers():
-        model = engine.Model(path, **kwargs)
-    _WITH_MTP_LAYERS.add(model)
-    return model
+    return engine.Model(path, load_mtp=True, **kwargs)
 
 
 class MtpHead:
@@ -86,7 +56,7 @@ class MtpHead:
     def __init__(self, model: engine.Model, target_ptr: int, params: engine.ContextParams) -> None:
         self.x = require_ext(PURPOSE)
         # the MTP graph asserts that the layers exist and that their tensors were loaded
-        if model not in _WITH_MTP_LAYERS:
+        if not model.mtp_loaded:
             raise ValueError(f"{model.path}: not loaded with its MTP layers (load_with_mtp_layers)")
         #: the model's NextN layers: with several, each draft step runs the next one
         self.n_heads = int(ll.llama_model_n_layer_nextn(model.ptr))
@@ -104,17 +74,7 @@ class MtpHead:
             )
         self.hidden_layer = model.n_layer  # the trunk's layer count: its last output's id
         self.n_vocab = model.n_vocab
-        cp = ll.llama_context_default_params()
-        cp.n_ctx = params.n_ctx
-        cp.n_batch = params.n_batch
-        cp.n_ubatch = min(params.n_ubatch, params.n_batch)
-        threads = params.n_threads if params.n_threads > 0 else engine.default_threads()
-        cp.n_threads = threads
-        cp.n_threads_batch = threads
-        cp.flash_attn_type = FLASH_ATTN[params.flash_attn]
-        cp.type_k = KV_CACHE_TYPES[params.type_k]
-        cp.type_v = KV_CACHE_TYPES[params.type_v]
-        cp.no_perf = True
+        cp = engine.llama_params(params)
         cp.ctx_type = ll.LLAMA_CONTEXT_TYPE_MTP
         cp.ctx_other = target_ptr  # as llama.cpp's driver does (only some archs read it)
         cp.n_rs_seq = 0  # no recurrent state: the NextN layer is attention only
