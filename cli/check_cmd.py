@@ -19,6 +19,7 @@ from specgguf.backend.compat import check_compatible
 from specgguf.backend.eagle3_info import check_eagle3_pair, is_eagle3
 from specgguf.backend.gguf_info import GGUFInfo, MemoryEstimate, estimate_memory, read_gguf_info
 from specgguf.backend.memory_caps import describe, expected_removal
+from specgguf.backend.mtp_info import mtp_layers, mtp_problem
 from specgguf.backend.preflight import resolve_n_ctx
 from specgguf.backend.vocab_overlap import vocab_overlap
 from specgguf.errors import ExitCode, SpecggufError, UsageError
@@ -69,6 +70,21 @@ def _model_dict(info: GGUFInfo, mem: MemoryEstimate) -> dict[str, object]:
         "memory": _memory_dict(mem),
         # what a rollback will be, from the architecture (run --json says what the probe found)
         "kv_rollback": describe(expected_removal(info.architecture), info.architecture),
+        "mtp": _mtp_dict(info),
+    }
+
+
+def _mtp_dict(info: GGUFInfo) -> dict[str, object] | None:
+    """The model's own MTP (NextN) layers, and why draft-mtp cannot use them if it cannot;
+    None when it declares none."""
+    layers = mtp_layers(info)
+    if layers is None:
+        return None
+    return {
+        "layers": layers.count,
+        "first_block": layers.first_block,
+        "summary": layers.describe(),
+        "problem": mtp_problem(info),
     }
 
 
@@ -262,7 +278,16 @@ def _model_rows(m: dict) -> list[tuple[str, str]]:
         ("EOT", _opt(v["eot_id"])),
         ("chat template", _template_row(m)),
         ("memory", f"{m['kv_rollback']['kind']}, rollback {m['kv_rollback']['rollback']}"),
+        ("MTP layers", _mtp_row(m["mtp"])),
     ]
+
+
+def _mtp_row(mtp: dict | None) -> str:
+    if mtp is None:
+        return "none"
+    if mtp["problem"] is None:
+        return f"{mtp['summary']}: --spec-type draft-mtp can draft with them"
+    return f"{mtp['summary']}: draft-mtp cannot use them ({mtp['problem'].split(': ', 1)[-1]})"
 
 
 def _template_row(m: dict) -> str:

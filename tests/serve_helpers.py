@@ -131,12 +131,29 @@ class Server:
             raise AssertionError("server did not exit after the signal") from None
         return self.proc.returncode, (self.err + err).decode("utf-8", "replace")
 
-
     def stop_cleanly(self) -> None:
         """SIGTERM, and assert the server exited 0 without a traceback."""
         code, err = self.stop()
         assert code == 0, err
         assert "Traceback" not in err, err
+
+
+def post_together(server: Server, path: str, bodies: list[Any]) -> list[Any]:
+    """POST each of `bodies` to `path` from its own thread, all at once (concurrent requests
+    for a server's slots); the answers in the order of `bodies`."""
+    import threading
+
+    answers: list[Any] = [None] * len(bodies)
+
+    def ask(i: int) -> None:
+        answers[i] = server.post(path, bodies[i])
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(bodies))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return answers
 
 
 def sse_events(resp) -> Any:

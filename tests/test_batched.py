@@ -384,3 +384,46 @@ def test_a_failed_step_fails_its_waiters_and_the_sequence_recovers(sessions, mon
     again = view.decode(tokens, 0, outputs="last")
     assert np.array_equal(again, ref)
     view.truncate(0)
+
+
+def test_a_long_prompt_yields_to_a_newcomer_until_its_first_round(tiny_target):
+    """The step plan: a long prompt takes PROMPT_CHUNK rows a step, NEWCOMER_CHUNK while a
+    short prompt waits (pending, or evaluated and its first round not yet come), and the
+    full chunk again once that round was decoded or NEWCOMER_STEPS passed without it."""
+    from specgguf.backend import engine
+    from specgguf.backend.batched import (
+        NEWCOMER_CHUNK,
+        NEWCOMER_STEPS,
+        PROMPT_CHUNK,
+        BatchedContext,
+        _Request,
+    )
+
+    model = engine.Model(tiny_target)
+    params = engine.ContextParams(n_ctx=1024, n_threads=1, flash_attn="off")
+    ctx = BatchedContext(model, params, 3, Rendezvous())
+    try:
+        long, short, other = ctx.views
+        ctx._pending.append(_Request(long, [7] * 900, 0, "none"))
+        ctx.step()
+        assert ctx.stats.last_rows == PROMPT_CHUNK  # alone: the full chunk
+        ctx._pending.append(_Request(short, [5, 6, 7], 0, "none"))
+        ctx.step()  # the newcomer's prompt and a small chunk of the long one
+        assert ctx.stats.last_rows == 3 + NEWCOMER_CHUNK
+        ctx.step()  # its first round has not come yet: still yielding
+        assert ctx.stats.last_rows == NEWCOMER_CHUNK
+        ctx._pending.append(_Request(short, [8], 3, "last"))
+        ctx.step()  # the first round
+        assert ctx.stats.last_rows == 1 + NEWCOMER_CHUNK
+        ctx.step()  # answered: the long prompt has the full chunk again
+        assert ctx.stats.last_rows == PROMPT_CHUNK
+        ctx._pending.append(_Request(other, [5, 6], 0, "none"))
+        ctx.step()
+        for _ in range(NEWCOMER_STEPS):  # a newcomer that never comes back...
+            ctx.step()
+            assert ctx.stats.last_rows == NEWCOMER_CHUNK
+        ctx.step()  # ...is waited for NEWCOMER_STEPS steps only
+        assert ctx.stats.last_rows == PROMPT_CHUNK
+    finally:
+        ctx.close()
+        model.close()

@@ -17,9 +17,9 @@ from specgguf.backend import engine, llama_ext
 from specgguf.backend.session import LoadOptions, Session, SpecOptions
 from specgguf.core.sampling import SamplerParams
 from specgguf.errors import ExitCode, SpecggufError
-from tests.conversation_check import check_conversation_turns
+from tests.conversation import check_two_turns
 from tests.gguf_factory import SMOLLM, need_models
-from tests.serve_helpers import FAST, Server
+from tests.serve_helpers import FAST, Server, post_together
 from tests.tiny_eagle3 import build_eagle3_head, build_eagle3_target, write_qwen2_target_header
 from tests.tiny_models import TARGET_SEED
 
@@ -215,7 +215,7 @@ def test_prefix_reuse_drafts_as_a_fresh_evaluation(models):
 def test_conversation_turns(models, monkeypatch, capsys):
     args = ["-m", str(models["target"]), "-md", str(models["d2t"]), "-t", "1", "-c", "512",
             "-fa", "off", "--spec-draft-n-max", "4"]  # fmt: skip
-    check_conversation_turns(args, monkeypatch, capsys, replay=["--spec-type", "none"])
+    check_two_turns(args, monkeypatch, capsys, replay=[*args, "--spec-type", "none"])
 
 
 def test_the_end_of_the_context(models):
@@ -237,18 +237,8 @@ def test_server_slots_each_hear_their_own_target(models, plain):
     s = Server(["-m", str(models["target"]), "-md", str(models["d2t"]), *FAST, "-c", "1024",
                 "-np", "2", "--spec-draft-n-max", "4"])  # fmt: skip
     try:
-        import threading
-
-        answers: dict[int, dict] = {}
-
-        def ask(i):
-            answers[i] = s.post("/completion", {"prompt": PROMPTS[i], "n_predict": 24})
-
-        threads = [threading.Thread(target=ask, args=(i,)) for i in range(2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        bodies = [{"prompt": p, "n_predict": 24} for p in PROMPTS]
+        answers = post_together(s, "/completion", bodies)
         again = s.post("/completion", {"prompt": PROMPTS[0], "n_predict": 24})
     finally:
         code, err = s.stop()

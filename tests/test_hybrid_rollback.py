@@ -16,8 +16,8 @@ from specgguf.backend.checkpoints import CheckpointedContext
 from specgguf.backend.session import LoadOptions, Session, SpecOptions
 from specgguf.core.sampling import SamplerParams
 from specgguf.errors import SpecggufError
-from tests.conversation_check import check_conversation_turns
-from tests.serve_helpers import FAST, Server
+from tests.conversation import check_two_turns
+from tests.serve_helpers import FAST, Server, post_together
 from tests.tiny_hybrid import LOOPY_SSM_A, build_tiny_mamba, build_tiny_qwen35
 from tests.tiny_models import DRAFT_PERTURB, TARGET_SEED
 
@@ -294,26 +294,16 @@ def test_prefix_reuse_across_turns_and_from_a_prompt_checkpoint(hybrid, hybrid_d
 def test_conversation_turns(hybrid, hybrid_drafts, monkeypatch, capsys):
     models = ["-m", str(hybrid), "-md", str(hybrid_drafts["some"]), "-t", "1", "-c", "512",
               "-fa", "off", "--spec-type", "draft-simple", "--spec-draft-n-max", "4"]  # fmt: skip
-    check_conversation_turns(models, monkeypatch, capsys)
+    check_two_turns(models, monkeypatch, capsys)
 
 
 def test_server_with_two_slots(hybrid, hybrid_drafts):
     s = Server(["-m", str(hybrid), "-md", str(hybrid_drafts["some"]), *FAST, "-c", "1024",
                 "-np", "2", "--spec-type", "draft-simple", "--spec-draft-n-max", "4"])  # fmt: skip
+    prompts = [PROMPT, "once upon a time there was"]
     try:
-        import threading
-
-        prompts = [PROMPT, "once upon a time there was"]
-        answers: dict[int, dict] = {}
-
-        def ask(i):
-            answers[i] = s.post("/completion", {"prompt": prompts[i], "n_predict": 24})
-
-        threads = [threading.Thread(target=ask, args=(i,)) for i in range(2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        bodies = [{"prompt": p, "n_predict": 24} for p in prompts]
+        answers = post_together(s, "/completion", bodies)
         again = s.post("/completion", {"prompt": prompts[0], "n_predict": 24})
         cold = s.post("/completion", {"prompt": prompts[0], "n_predict": 24, "cache_prompt": False})
     finally:

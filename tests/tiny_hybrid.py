@@ -4,7 +4,13 @@ gated-delta-net layer, one attention layer) and a purely recurrent `mamba` (two 
 
 Layer 0 is a gated delta net (a recurrent state per sequence: its memory cannot drop its last
 positions), layer 1 full attention with gated queries and q/k norms, as Qwen3.5's
-(`general.architecture = qwen35`, `full_attention_interval = 2`). Tokenizer, bias channel and
+(`general.architecture = qwen35`, `full_attention_interval = 2`). With `nextn=1` the file also
+carries one multi-token-prediction (NextN) layer after them, as Qwen3.5's own GGUFs do: the
+block count counts it, `qwen35.nextn_predict_layers` says how many of the last blocks are such
+layers, and block 2 holds an attention block plus `blk.2.nextn.{eh_proj,enorm,hnorm}` (the
+projection of [norm(token embedding); norm(target hidden state)] back to the model width).
+llama.cpp runs it only in a context of type MTP, never in the target's own pass; only one such
+layer is allowed for this architecture (its MTP graph asserts it). Tokenizer, bias channel and
 suppressed rows are tests.tiny_models' (same vocab: a tiny llama model drafts for it, and the
 other way round); weights are Gaussian, about 0.5 MB of F32.
 """
@@ -48,7 +54,47 @@ LOOPY_SSM_A = -20.0
 ROPE_SECTIONS = (3, 3, 2, 0)
 
 
-def _weights(rng: np.random.Generator, ssm_a: float) -> dict[str, np.ndarray]:
+def _attention_block(g, i: int) -> dict[str, np.ndarray]:
+    """Block i's gated-query attention and its FFN (the trunk's layer 1, or an MTP layer)."""
+    se = 1.0 / np.sqrt(N_EMBD)
+    ones = np.ones
+    p = f"blk.{i}."
+    return {
+        p + "attn_norm.weight": ones(N_EMBD, dtype=np.float32),
+        p + "post_attention_norm.weight": ones(N_EMBD, dtype=np.float32),
+        p + "attn_q.weight": g((2 * HEAD_DIM * N_HEAD, N_EMBD), QK_GAIN * se),
+        p + "attn_k.weight": g((HEAD_DIM * N_HEAD_KV, N_EMBD), QK_GAIN * se),
+        p + "attn_v.weight": g((HEAD_DIM * N_HEAD_KV, N_EMBD), V_GAIN * se),
+        p + "attn_output.weight": g((N_EMBD, HEAD_DIM * N_HEAD), se),
+        p + "attn_q_norm.weight": ones(HEAD_DIM, dtype=np.float32),
+        p + "attn_k_norm.weight": ones(HEAD_DIM, dtype=np.float32),
+    }
+
+
+def _ffn(g, i: int) -> dict[str, np.ndarray]:
+    se = 1.0 / np.sqrt(N_EMBD)
+    return {
+        f"blk.{i}.ffn_gate.weight": g((N_FF, N_EMBD), FFN_GAIN * se),
+        f"blk.{i}.ffn_up.weight": g((N_FF, N_EMBD), FFN_GAIN * se),
+        f"blk.{i}.ffn_down.weight": g((N_EMBD, N_FF), 1.0 / np.sqrt(N_FF)),
+    }
+
+
+def _nextn_block(g, i: int) -> dict[str, np.ndarray]:
+    """An MTP layer at block i: an attention block whose input is eh_proj([enorm(embedding of
+    the token); hnorm(the target's hidden state)])."""
+    return (
+        _attention_block(g, i)
+        | _ffn(g, i)
+        | {
+            f"blk.{i}.nextn.eh_proj.weight": g((N_EMBD, 2 * N_EMBD), 1.0 / np.sqrt(2 * N_EMBD)),
+            f"blk.{i}.nextn.enorm.weight": np.ones(N_EMBD, dtype=np.float32),
+            f"blk.{i}.nextn.hnorm.weight": np.ones(N_EMBD, dtype=np.float32),
+        }
+    )
+
+
+def _weights(rng: np.random.Generator, ssm_a: float, nextn: int = 0) -> dict[str, np.ndarray]:
     def g(shape: tuple[int, ...], std: float) -> np.ndarray:
         return (rng.standard_normal(shape) * std).astype(np.float32)
 
@@ -77,26 +123,19 @@ def _weights(rng: np.random.Generator, ssm_a: float) -> dict[str, np.ndarray]:
         "blk.0.ssm_out.weight": g((N_EMBD, SSM_INNER), 1.0 / np.sqrt(SSM_INNER)),
     }
     # layer 1: attention (the query projection also yields the output gate: 2x wide)
-    w |= {
-        "blk.1.attn_norm.weight": ones(N_EMBD),
-        "blk.1.post_attention_norm.weight": ones(N_EMBD),
-        "blk.1.attn_q.weight": g((2 * HEAD_DIM * N_HEAD, N_EMBD), QK_GAIN * se),
-        "blk.1.attn_k.weight": g((HEAD_DIM * N_HEAD_KV, N_EMBD), QK_GAIN * se),
-        "blk.1.attn_v.weight": g((HEAD_DIM * N_HEAD_KV, N_EMBD), V_GAIN * se),
-        "blk.1.attn_output.weight": g((N_EMBD, HEAD_DIM * N_HEAD), se),
-        "blk.1.attn_q_norm.weight": ones(HEAD_DIM),
-        "blk.1.attn_k_norm.weight": ones(HEAD_DIM),
-    }
+    w |= _attention_block(g, 1)
     for i in range(2):
-        w[f"blk.{i}.ffn_gate.weight"] = g((N_FF, N_EMBD), FFN_GAIN * se)
-        w[f"blk.{i}.ffn_up.weight"] = g((N_FF, N_EMBD), FFN_GAIN * se)
-        w[f"blk.{i}.ffn_down.weight"] = g((N_EMBD, N_FF), 1.0 / np.sqrt(N_FF))
+        w |= _ffn(g, i)
+    for i in range(2, 2 + nextn):  # the MTP layers, drawn after the trunk's
+        w |= _nextn_block(g, i)
     return w
 
 
-def _write(path: str | Path, arch: str, w: dict[str, np.ndarray], hparams) -> Path:
-    """A 2-layer model of `arch` with the tiny tokenizer: the keys every architecture reads,
-    then `hparams(writer)` for its own, then the tensors `w`."""
+def _write(
+    path: str | Path, arch: str, w: dict[str, np.ndarray], hparams, n_blocks: int = 2
+) -> Path:
+    """A model of `arch` (2 trunk layers, `n_blocks` blocks in all) with the tiny tokenizer:
+    the keys every architecture reads, then `hparams(writer)` for its own, then the tensors."""
     import gguf  # deferred: only the tests that build models need it
 
     path = Path(path)
@@ -106,7 +145,7 @@ def _write(path: str | Path, arch: str, w: dict[str, np.ndarray], hparams) -> Pa
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
     writer.add_context_length(2048)
     writer.add_embedding_length(N_EMBD)
-    writer.add_block_count(2)
+    writer.add_block_count(n_blocks)
     writer.add_ssm_conv_kernel(SSM_CONV)
     hparams(writer)
     writer.add_vocab_size(N_VOCAB)
@@ -130,9 +169,12 @@ def build_tiny_qwen35(
     perturb_scale: float = 0.0,
     eos_logit_bias: float = -40.0,
     ssm_a: float = SSM_A,
+    nextn: int = 0,
+    drop: tuple[str, ...] = (),
 ) -> Path:
     """Write the tiny qwen35 model to ``path`` and return it (the arguments as
-    tests.tiny_models.build_tiny_model's; `ssm_a` the recurrent state's decay)."""
+    tests.tiny_models.build_tiny_model's; `ssm_a` the recurrent state's decay; `nextn` the
+    MTP layers it carries after its two trunk layers; `drop` tensors left out: a broken file)."""
 
     def hparams(writer) -> None:
         writer.add_feed_forward_length(N_FF)
@@ -147,10 +189,13 @@ def build_tiny_qwen35(
         writer.add_ssm_time_step_rank(SSM_V_HEADS)
         writer.add_ssm_group_count(SSM_GROUPS)
         writer.add_full_attention_interval(2)  # layer 0 recurrent, layer 1 attention
+        if nextn:
+            writer.add_nextn_predict_layers(nextn)
 
-    make = partial(_weights, ssm_a=ssm_a)
+    make = partial(_weights, ssm_a=ssm_a, nextn=nextn)
     w = _prepared(make, seed, perturb_from_seed, perturb_scale, eos_logit_bias)
-    return _write(path, "qwen35", w, hparams)
+    w = {k: v for k, v in w.items() if k not in drop}
+    return _write(path, "qwen35", w, hparams, n_blocks=2 + nextn)
 
 
 # the tiny mamba: two selective-scan layers of 2 x N_EMBD channels (llama.cpp's only expansion)

@@ -9,7 +9,10 @@ batch from the pending rows of every sequence (each at its own positions, logits
 that sequence asked), decodes it once and gives each waiter a copy of its own logit rows.
 
 A long prompt is evaluated `prompt_chunk` rows per step, after the short decodes of the
-others, so it does not stall their streams; the rows of one step are at most n_batch.
+others, so it does not stall their streams; the rows of one step are at most n_batch. While a
+newcomer waits for its first token (its short prompt pending, or just evaluated and its first
+round still to come), the long prompt yields further: `NEWCOMER_CHUNK` rows per step, so a
+short request that arrives behind a long prompt is answered at about its idle speed.
 """
 
 from __future__ import annotations
@@ -27,6 +30,12 @@ from specgguf.core.draft import Hear
 #: rows of one prompt evaluated per step while other sequences are decoding: small enough that
 #: a step with a prompt chunk costs a few plain steps, large enough to use a wide pass well
 PROMPT_CHUNK = 128
+#: rows of a long prompt per step while another sequence waits for its first token
+NEWCOMER_CHUNK = 16
+#: steps after a short prompt was evaluated during which its sequence counts as a newcomer (its
+#: first round comes in the next step or so; a client that went away must not slow a long
+#: prompt for longer)
+NEWCOMER_STEPS = 2
 
 
 @dataclass
@@ -111,12 +120,13 @@ class BatchedContext:
         a verification), then prompt chunks, at most n_batch rows. Returns how many requests
         it finished."""
         budget = self.ctx.n_batch
+        chunk = NEWCOMER_CHUNK if self._newcomer_waits() else self.prompt_chunk
         plan: list[tuple[_Request, int, int]] = []
         for r in sorted(self._pending, key=lambda r: len(r.tokens) - r.done):
             if budget <= 0:
                 break
             left = len(r.tokens) - r.done
-            take = min(left, budget, left if left <= self.prompt_chunk else self.prompt_chunk)
+            take = min(left, budget, left if left <= self.prompt_chunk else chunk)
             plan.append((r, r.done, r.done + take))
             budget -= take
         tokens: list[int] = []
@@ -157,7 +167,21 @@ class BatchedContext:
                 r.finished = True
                 self._pending.remove(r)
                 finished += 1
+                # a prompt (no logits) is followed by the sequence's first round
+                r.view.prefilled_at = s.steps if r.outputs == "none" else None
         return finished
+
+    def _newcomer_waits(self) -> bool:
+        """Whether a sequence with a short prompt waits for its first token: its prompt is
+        pending, or was evaluated in the last NEWCOMER_STEPS steps and no round followed."""
+        short = self.prompt_chunk
+        if any(r.outputs == "none" and len(r.tokens) - r.done <= short for r in self._pending):
+            return True
+        now = self.stats.steps
+        return any(
+            v.prefilled_at is not None and now - v.prefilled_at < NEWCOMER_STEPS
+            for v in self.views
+        )
 
     def close(self) -> None:
         if self.rendezvous is not None and self in self.rendezvous.steppers:
@@ -184,6 +208,9 @@ class SequenceView:
         #: auto.policy.SharedPass)
         self.others = 0
         self.peers = 0
+        #: the step that finished this sequence's last prompt, until a round follows it (a
+        #: newcomer waiting for its first token: BatchedContext._newcomer_waits)
+        self.prefilled_at: int | None = None
 
     def decode(
         self,

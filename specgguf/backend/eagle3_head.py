@@ -28,14 +28,13 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from specgguf.backend import engine
 from specgguf.backend.eagle3_info import Eagle3Head
 from specgguf.backend.engine import ll
-from specgguf.backend.ggml_types import FLASH_ATTN, KV_CACHE_TYPES
 from specgguf.backend.llama_ext import require_ext
 from specgguf.errors import ExitCode, SpecggufError
 
@@ -49,11 +48,6 @@ def _embd(row: np.ndarray) -> ll.llama_embd:
     return ll.llama_embd(row.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), 1, row.shape[0])
 
 
-def require_calls() -> None:
-    """The staging calls the head needs, or one line and exit 10 (before any model loads)."""
-    require_ext(FEATURE)
-
-
 @dataclass
 class Boundary:
     """The deferred row: g at `pos`, waiting for the token at pos+1."""
@@ -65,16 +59,7 @@ class Boundary:
 def _head_context(model: engine.Model, params: engine.ContextParams, target: engine.Context):
     """A plain context over the head with the target's as `ctx_other` (what its graph
     borrows the target's token embeddings and lm_head through), of the target's size."""
-    cp = ll.llama_context_default_params()
-    cp.n_ctx = target.n_ctx
-    cp.n_batch = params.n_batch
-    cp.n_ubatch = min(params.n_ubatch, params.n_batch)
-    threads = params.n_threads if params.n_threads > 0 else engine.default_threads()
-    cp.n_threads = cp.n_threads_batch = threads
-    cp.flash_attn_type = FLASH_ATTN[params.flash_attn]
-    cp.type_k = KV_CACHE_TYPES[params.type_k]
-    cp.type_v = KV_CACHE_TYPES[params.type_v]
-    cp.no_perf = True
+    cp = engine.llama_params(replace(params, n_ctx=target.n_ctx, n_seq_max=1))
     cp.ctx_other = target.ptr
     ptr = ll.llama_init_from_model(model.ptr, cp)
     if not ptr:

@@ -234,11 +234,17 @@ class Model:
         n_gpu_layers: int = 0,
         repack: bool = True,
         devices: Sequence[int] | None = None,
+        load_mtp: bool = False,
     ) -> None:
+        """`load_mtp`: load the model's NextN (MTP) layers too, which llama.cpp skips by
+        default; an MTP context over a model loaded without them aborts in llama.cpp."""
         init_backend(_verbose)
         self.path = Path(path)
         params = ll.llama_model_default_params()
         params.n_gpu_layers = n_gpu_layers
+        params.load_mtp = load_mtp
+        #: whether the NextN layers were loaded (what an MTP context checks first)
+        self.mtp_loaded = load_mtp
         if devices is not None:  # -dev: ggml_backend_dev_t list, NULL-terminated (none: empty)
             dev_array = (ctypes.c_void_p * (len(devices) + 1))(*devices, None)
             params.devices = ctypes.cast(dev_array, ctypes.c_void_p)
@@ -339,6 +345,25 @@ class ContextParams:
     n_seq_max: int = 1
 
 
+def llama_params(params: ContextParams):  # noqa: ANN201 - llama_cpp.llama_context_params
+    """llama.cpp's context parameters for `params` (every context specgguf makes starts here:
+    a target's, a draft's, an EAGLE-3 head's, an MTP context)."""
+    cp = ll.llama_context_default_params()
+    cp.n_ctx = params.n_ctx
+    cp.n_batch = params.n_batch
+    cp.n_ubatch = min(params.n_ubatch, params.n_batch)
+    threads = params.n_threads if params.n_threads > 0 else default_threads()
+    cp.n_threads = threads
+    cp.n_threads_batch = threads
+    cp.flash_attn_type = FLASH_ATTN[params.flash_attn]
+    cp.type_k = KV_CACHE_TYPES[params.type_k]
+    cp.type_v = KV_CACHE_TYPES[params.type_v]
+    cp.no_perf = True
+    cp.n_seq_max = params.n_seq_max
+    cp.kv_unified = params.n_seq_max > 1
+    return cp
+
+
 def default_threads() -> int:
     try:
         return max(1, len(os.sched_getaffinity(0)))
@@ -374,20 +399,7 @@ class Context:
 
     def __init__(self, model: Model, params: ContextParams) -> None:
         self.model = model
-        cp = ll.llama_context_default_params()
-        cp.n_ctx = params.n_ctx
-        cp.n_batch = params.n_batch
-        cp.n_ubatch = min(params.n_ubatch, params.n_batch)
-        threads = params.n_threads if params.n_threads > 0 else default_threads()
-        cp.n_threads = threads
-        cp.n_threads_batch = threads
-        cp.flash_attn_type = FLASH_ATTN[params.flash_attn]
-        cp.type_k = KV_CACHE_TYPES[params.type_k]
-        cp.type_v = KV_CACHE_TYPES[params.type_v]
-        cp.no_perf = True
-        cp.n_seq_max = params.n_seq_max
-        cp.kv_unified = params.n_seq_max > 1
-        ptr = ll.llama_init_from_model(model.ptr, cp)
+        ptr = ll.llama_init_from_model(model.ptr, llama_params(params))
         if interrupts.pending():  # a signal that came while llama.cpp was logging
             if ptr:
                 ll.llama_free(ptr)
@@ -421,9 +433,9 @@ class Context:
     def capture(self, layers: Sequence[int]) -> None:
         """Capture these layers' hidden states on every decode from now on (what a drafter
         that hears the target reads; see `decode`'s `hear`): an id below the model's layer
-        count is that layer's input, the layer count itself the last layer's output before
-        the output norm. Refused, before llama.cpp could abort on it, where this model's graph
-        does not record what is asked."""
+        count is that layer's input, the layer count itself the state the architecture hands
+        its NextN layers (core.draft.Drafter.hears). Refused, before llama.cpp could abort on
+        it, where this model's graph does not record what is asked."""
         api = llama_ext.require_ext("a drafter that reads the target's hidden states")
         model = self.model
         for layer in layers:

@@ -219,6 +219,12 @@ class GGUFInfo:
     #: target layers
     arrays: dict[str, tuple[int | float, ...]] = field(default_factory=dict)
 
+    @property
+    def tensor_names(self) -> frozenset[str]:
+        """Every tensor's name: what a header check needs to find a model's optional layers
+        (its NextN layers: specgguf.backend.mtp_info) without reading any weight."""
+        return frozenset(self.tensors)
+
 
 @dataclass(frozen=True)
 class MemoryEstimate:

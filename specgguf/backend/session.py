@@ -17,6 +17,10 @@ from specgguf.backend.batched import BatchedContext, SequenceView
 from specgguf.backend.checkpoints import ModelContext, with_rollback
 from specgguf.backend.eagle3_info import check_draft_role
 from specgguf.backend.grammar import draft_source
+from specgguf.backend.llama_ext import require_ext
+from specgguf.backend.mtp_head import PURPOSE as MTP_PURPOSE
+from specgguf.backend.mtp_head import MtpHead, load_with_mtp_layers
+from specgguf.backend.mtp_info import require_mtp
 from specgguf.backend.preflight import preflight, resolve_n_ctx
 from specgguf.backend.rendezvous import Rendezvous
 from specgguf.core.constraint import Constraint
@@ -24,6 +28,7 @@ from specgguf.core.draft import Drafter
 from specgguf.core.loop import SpeculativeDecoder
 from specgguf.core.rounds import BudgetPolicy, GenerationConfig
 from specgguf.core.sampling import PositionRandom, SamplerParams
+from specgguf.drafters.mtp import HeadState
 from specgguf.drafters.registry import SPEC_TYPES, BuildContext, needs_draft_model
 from specgguf.errors import ExitCode, PromptError, SpecggufError
 
@@ -89,11 +94,14 @@ class Slot:
     target: ModelContext | SequenceView
     draft_ctx: ModelContext | SequenceView | None = None
     ngram: dict[str, Drafter] = field(default_factory=dict)
+    #: draft-mtp: the MTP context beside this slot's target context (its own KV cache) and
+    #: the target's hidden states kept for it
+    mtp: HeadState | None = None
 
     def close(self) -> None:
         for d in self.ngram.values():
             d.close()
-        for ctx in (self.draft_ctx, self.target):
+        for ctx in (self.mtp, self.draft_ctx, self.target):
             if ctx is not None:
                 ctx.close()
 
@@ -116,12 +124,18 @@ class Session:
         engine.init_backend(load.verbose)
         engine.require_gpu_if_built_for_one()  # a CUDA build without a GPU: one line, exit 7
         need_draft = needs_draft_model(spec.types)
+        #: draft-mtp: each slot gets an MTP context over the target's own NextN layer
+        self.uses_mtp = "draft-mtp" in spec.types
+        if self.uses_mtp:
+            require_ext(MTP_PURPOSE)  # a libllama without the calls: exit 10, nothing loaded
         self.info = preflight(
             load.model, load.model_draft if need_draft else None, strict_vocab=load.strict_vocab
         )
+        if self.uses_mtp:
+            require_mtp(self.info.target)  # no usable NextN layer: exit 4, nothing loaded
         check_draft_role(spec.types, self.info.draft)
         if self.info.eagle3 is not None:  # the head's calls, before any weight is read
-            eagle3_head.require_calls()
+            require_ext(eagle3_head.FEATURE)
         #: the draft drafts through text (another vocabulary); the caller prints the notice
         self.cross_vocab = self.info.cross_vocab
         self.load = load
@@ -139,8 +153,9 @@ class Session:
         )
         #: where each model's layers went, read from llama.cpp's load log (--rpc, -dev)
         self.placement: dict[str, devices.Placement] = {}
+        load_target = load_with_mtp_layers if self.uses_mtp else engine.Model
         with devices.recording(self.placement, "target", placed.record):
-            self.target_model = engine.Model(
+            self.target_model = load_target(
                 load.model, n_gpu_layers=self.ngl, repack=load.repack, devices=placed.target
             )
         self.draft_model: engine.Model | None = None
@@ -161,17 +176,22 @@ class Session:
         self._batched: list[BatchedContext] = []
         self._ngram_drafters: dict[str, Drafter] = {}
         self.extra_slots: list[Slot] = []
+        self.mtp: HeadState | None = None
         if parallel == 1:
             self.target, self.draft_ctx = self._contexts(n_ctx)
+            self.mtp = self._mtp_head(self.target)
             return
         n_ctx = (n_ctx or self.target_model.n_ctx_train) // parallel
-        if not self._sequences_roll_back():
-            # a recurrent or hybrid model: each slot its own contexts, rolled back from
-            # checkpoints, decoded one slot at a time (no shared passes)
+        if not self._sequences_roll_back() or self.uses_mtp:
+            # a recurrent or hybrid model, or MTP heads (a head hears its own slot's target
+            # passes): each slot its own contexts, decoded one slot at a time (no shared passes)
             self.target, self.draft_ctx = self._contexts(n_ctx)
+            self.mtp = self._mtp_head(self.target)
             try:
                 for i in range(1, parallel):
-                    self.extra_slots.append(Slot(i, *self._contexts(self.target.n_ctx)))
+                    target, draft_ctx = self._contexts(self.target.n_ctx)
+                    self.extra_slots.append(Slot(i, target, draft_ctx))
+                    self.extra_slots[-1].mtp = self._mtp_head(target)
             except BaseException:
                 self.close()
                 raise
@@ -231,6 +251,14 @@ class Session:
             raise
         return target, draft_ctx
 
+    def _mtp_head(self, target: ModelContext) -> HeadState | None:
+        """draft-mtp's MTP context beside `target` (its size; the draft's threads and KV cache
+        types, as llama.cpp makes it); None without draft-mtp."""
+        if not self.uses_mtp:
+            return None
+        params = self._params(target.n_ctx, draft=True)
+        return HeadState(MtpHead(self.target_model, target.ptr, params))
+
     def _rollback_capable(self, ctx: engine.Context, role: str) -> ModelContext:
         """`ctx` probed and, where needed, wrapped; a memory that cannot forget anything
         refuses speculation in one line. An EAGLE-3 head rolls itself back with the target
@@ -289,7 +317,8 @@ class Session:
     @property
     def slots(self) -> list[Slot]:
         """Every slot, slot 0 (a view of the session's own contexts and drafters) first."""
-        return [Slot(0, self.target, self.draft_ctx, self._ngram_drafters), *self.extra_slots]
+        own = Slot(0, self.target, self.draft_ctx, self._ngram_drafters, self.mtp)
+        return [own, *self.extra_slots]
 
     def offload(self) -> str:
         """Where -ngl / -ngld put each model's layers: "target: 28/29 layers on CUDA0
@@ -359,6 +388,7 @@ class Session:
             grammar=draft_source(self.target_model, constraint)
             if constraint is not None and "grammar" in spec.types
             else None,
+            mtp=slot.mtp,
             head=draft_ctx if self.info.eagle3 is not None else None,
         )
         out: list[Drafter] = []
@@ -429,7 +459,7 @@ class Session:
             slot.close()
         for d in getattr(self, "_ngram_drafters", {}).values():
             d.close()
-        for name in ("draft_ctx", "target"):
+        for name in ("mtp", "draft_ctx", "target"):
             obj = getattr(self, name, None)
             if obj is not None:
                 obj.close()

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 
 from specgguf.bench.axes import AXES, parse_n_max_list
 from specgguf.drafters.ngram_options import SIZE_M_TYPES
-from specgguf.drafters.registry import needs_draft_model
+from specgguf.drafters.registry import bounded_by_n_max
 from specgguf.drafters.spec_types import default_spec_types, parse_spec_types
 
 
@@ -39,10 +39,10 @@ class BenchConfig:
 
     @property
     def uses_n_max(self) -> bool:
-        """--spec-draft-n-max only bounds the types that draft over a model (draft-simple,
-        draft-eagle3; n-gram types have their own size_m), except in auto mode, where the
-        policy's cap bounds every drafter."""
-        return self.auto or needs_draft_model(self.types)
+        """--spec-draft-n-max only bounds the model drafters (draft-simple, draft-mtp; n-gram
+        types have their own size_m), except in auto mode, where the policy's cap bounds every
+        drafter."""
+        return self.auto or bounded_by_n_max(self.types)
 
     @property
     def label(self) -> str:
@@ -126,7 +126,7 @@ def parse_configs(
                 continue
             if lengths:
                 ns = parse_n_max_list(lengths, what=f"--spec-type {item}")
-            elif needs_draft_model(types):
+            elif bounded_by_n_max(types):
                 ns = list(n_max_values)
             else:
                 ns = [3]  # n-gram only: --spec-draft-n-max does not apply

@@ -96,9 +96,10 @@ class Drafter(ABC):
     #: loop then passes one to `propose`
     asks_per_token: bool = False
     #: the target layers whose hidden states this drafter reads: an id below the target's
-    #: layer count is the INPUT of that layer, the layer count itself is the last layer's
-    #: output before the output norm. Empty (every token-only drafter): it hears nothing and
-    #: the target captures nothing for it.
+    #: layer count is the INPUT of that layer, the layer count itself is the state the
+    #: architecture hands its NextN (MTP) layers (the last layer's output, before or after
+    #: the output norm as the architecture defines it). Empty (every token-only drafter): it
+    #: hears nothing and the target captures nothing for it.
     hears: tuple[int, ...] = ()
     #: where the last `propose` that decoded anything spent its time (model drafters; read
     #: by the auto policy's cost model); None: nothing measured

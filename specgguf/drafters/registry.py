@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from specgguf.drafters.cross_vocab import Vocabulary
     from specgguf.drafters.eagle3 import HiddenStateHead
     from specgguf.drafters.grammar_draft import GrammarDraftSource
+    from specgguf.drafters.mtp import HeadState
 
 
 @runtime_checkable
@@ -65,8 +66,22 @@ class BuildContext:
     cross_vocab: tuple[Vocabulary, Vocabulary] | None = None
     #: the generation's grammar, for the grammar drafter (None: the generation has none)
     grammar: GrammarDraftSource | None = None
+    #: the slot's MTP head over the target's own NextN layer, with what it keeps across
+    #: generations, for draft-mtp (None: the session was not started with draft-mtp)
+    mtp: HeadState | None = None
     #: the slot's EAGLE-3 head over its target context, for draft-eagle3
     head: HiddenStateHead | None = None
+
+    def draft_rules(self) -> dict[str, Any]:
+        """The --spec-draft-* rules a drafter that samples token by token takes (draft-simple,
+        draft-eagle3, draft-mtp) as keyword arguments."""
+        return {
+            "n_max": self.n_max,
+            "p_min": self.p_min,
+            "n_min": self.n_min,
+            "probabilistic": self.probabilistic,
+            "random": self.random,
+        }
 
 
 #: (the type's params object, or None for types without one; the build context) -> drafter
@@ -93,6 +108,13 @@ class SpecType:
     free: bool = False
     #: what the type needs that llama-cpp-python does not hand to Python (None: supported)
     unsupported: str | None = None
+    #: --spec-draft-n-max bounds its drafts (a model drafting token by token; the n-gram
+    #: types have their own sizes); every type that needs a model does
+    drafts_to_n_max: bool = False
+
+    @property
+    def bounded_by_n_max(self) -> bool:
+        return self.drafts_to_n_max or self.needs_model
 
     @property
     def built_per_sequence(self) -> bool:
@@ -192,18 +214,8 @@ def _draft_simple(_: None, ctx: BuildContext) -> Drafter:
         raise ValueError("draft-simple drafts with the generation's sampler (BuildContext.sampler)")
     from specgguf.drafters.draft_model import DraftModelDrafter
 
-    return DraftModelDrafter(ctx.draft_ctx, ctx.sampler, **_draft_rules(ctx))
-
-
-def _draft_rules(ctx: BuildContext) -> dict[str, Any]:
-    """The --spec-draft-* rules every drafter that drafts token by token over a model takes."""
-    return dict(
-        n_max=ctx.n_max,
-        p_min=ctx.p_min,
-        n_min=ctx.n_min,
-        probabilistic=ctx.probabilistic,
-        random=ctx.random,
-        reuse_prefix=ctx.reuse_prefix,
+    return DraftModelDrafter(
+        ctx.draft_ctx, ctx.sampler, reuse_prefix=ctx.reuse_prefix, **ctx.draft_rules()
     )
 
 
@@ -213,7 +225,21 @@ def _draft_eagle3(_: None, ctx: BuildContext) -> Drafter:
         raise ValueError("draft-eagle3 is built over a loaded head (BuildContext.head, sampler)")
     from specgguf.drafters.eagle3 import Eagle3Drafter
 
-    return Eagle3Drafter(ctx.head, ctx.sampler, **_draft_rules(ctx))
+    return Eagle3Drafter(
+        ctx.head, ctx.sampler, reuse_prefix=ctx.reuse_prefix, **ctx.draft_rules()
+    )
+
+
+def _draft_mtp(_: None, ctx: BuildContext) -> Drafter:
+    """Over the target's own NextN layer (an MTP context over the loaded target)."""
+    if ctx.mtp is None or ctx.sampler is None:
+        raise UsageError(
+            "--spec-type draft-mtp drafts with the MTP head the session makes when it is "
+            "started with that type"
+        )
+    from specgguf.drafters.mtp import MtpDrafter
+
+    return MtpDrafter(ctx.mtp, ctx.sampler, **ctx.draft_rules())
 
 
 def _grammar(_: None, ctx: BuildContext) -> Drafter:
@@ -226,8 +252,10 @@ def _grammar(_: None, ctx: BuildContext) -> Drafter:
 # -- the table --------------------------------------------------------------------------------
 
 #: specgguf's grammar type, then every name llama.cpp accepts, in the order a round tries them
-#: (first non-empty draft wins); the last four draft from the target's hidden states, which
-#: draft-eagle3 hears through libllama's staging calls (the other three are not done here)
+#: (first non-empty draft wins); draft-eagle3 drafts with an EAGLE-3 head (-md) that hears
+#: three of the target's layers, draft-mtp with the target's own NextN layer (an MTP context
+#: over the loaded target, no -md); the rows marked `unsupported` need model files and hidden
+#: states llama-cpp-python 0.3.36 does not hand over
 REGISTRY: tuple[SpecType, ...] = (
     SpecType("grammar", _grammar, free=True, per_sequence=True),
     SpecType("ngram-simple", _ngram_simple, NgramSimpleParams, free=True),
@@ -237,12 +265,7 @@ REGISTRY: tuple[SpecType, ...] = (
     SpecType("ngram-cache", _ngram_cache, NgramCacheParams, free=True),
     SpecType("draft-simple", _draft_simple, needs_model=True),
     SpecType("draft-eagle3", _draft_eagle3, needs_model=True),
-    SpecType(
-        "draft-mtp",
-        None,
-        needs_model=True,
-        unsupported="a target GGUF with MTP heads and llama.cpp's MTP context",
-    ),
+    SpecType("draft-mtp", _draft_mtp, per_sequence=True, drafts_to_n_max=True),
     SpecType(
         "draft-dflash",
         None,
@@ -272,6 +295,12 @@ PRIORITY: tuple[str, ...] = tuple(SPEC_TYPES)
 def needs_draft_model(types: Iterable[str]) -> bool:
     """Whether any of `types` drafts with a draft model (so -md must be loaded)."""
     return any(SPEC_TYPES[t].needs_model for t in types)
+
+
+def bounded_by_n_max(types: Iterable[str]) -> bool:
+    """Whether --spec-draft-n-max bounds any of `types` (draft-simple, draft-eagle3,
+    draft-mtp)."""
+    return any(SPEC_TYPES[t].bounded_by_n_max for t in types)
 
 
 def ngram_drafter(spec_type: str, params: ParamsArg = None) -> Drafter:

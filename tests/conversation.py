@@ -1,24 +1,22 @@
-"""The -cnv check several drafters share: two turns read from stdin, the second reusing the
-first's cache, and the second answer equal to what one -p run of the whole conversation
-prints (the tiny models' ChatML template)."""
+"""A two-turn `run -cnv` conversation checked against its replay as one prompt: the check the
+tests of each drafter over a conversation share (the second turn reuses the first's cache, and
+prints what a fresh run of the whole conversation prints)."""
 
 from __future__ import annotations
 
 import io
 import json
 import re
-from collections.abc import Sequence
 
 from specgguf_cli.app import run_cli
 
 
-def check_conversation_turns(
-    args: Sequence[str], monkeypatch, capsys, *, replay: Sequence[str] = ()
-) -> None:
-    """`args`: the run flags (models, threads, spec types) of both runs; `replay`: flags the
-    one-shot replay adds (e.g. `--spec-type none`, to compare with plain decoding)."""
+def check_two_turns(models: list[str], monkeypatch, capsys, replay: list[str] | None = None):
+    """`run *models -cnv` with two user turns (12 greedy tokens each), then turn 2 replayed
+    as one ChatML prompt with `replay` (default: the same flags), whose text must be turn 2's
+    answer."""
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"hi\nwhat next\n")))
-    assert run_cli(["run", *args, "-cnv", "-sys", "S", "-n", "12", "--temp", "0"]) == 0
+    assert run_cli(["run", *models, "-cnv", "-sys", "S", "-n", "12", "--temp", "0"]) == 0
     out, err = capsys.readouterr()
     answers = [a for a in out.split("\n") if a][:2]
     assert len(answers) == 2
@@ -29,6 +27,6 @@ def check_conversation_turns(
         f"<|im_start|>assistant\n{answers[0]}<|im_end|>\n<|im_start|>user\nwhat next<|im_end|>\n"
         "<|im_start|>assistant\n"
     )
-    argv = ["run", *args, *replay, "-p", convo, "-n", "12", "--temp", "0", "--json", "-q"]
+    argv = ["run", *(replay or models), "-p", convo, "-n", "12", "--temp", "0", "--json", "-q"]
     assert run_cli(argv) == 0
     assert json.loads(capsys.readouterr().out)["text"] == answers[1]

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""draft-mtp's plumbing, checked against llama.cpp's own driver: on a tiny target with NextN
+layers of random weights (qwen35 with one, tests.tiny_hybrid; mimo2 with two, chained,
+tests.tiny_mimo2), the tokens specgguf's MTP head proposes in each round equal those
+llama.cpp's `llama-speculative-simple --spec-type draft-mtp` proposes for the same prompt,
+greedy.
+
+A random head is almost never accepted, so matching output text says nothing about the head;
+matching drafts round after round does: every round's draft depends on what the head was fed
+(the pairing of tokens with the target's hidden states one position later, the state carried
+across passes, the KV cache cut back after each rejection). Not part of the test suite: it
+needs a llama-speculative-simple built from the vendored llama.cpp (its path as --llama-bin).
+
+    PYTHONPATH=. python scripts/mtp_vs_llama.py --llama-bin PATH [--arch mimo2] [-n 64] [--n-max 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.tiny_hybrid import build_tiny_qwen35  # noqa: E402
+from tests.tiny_mimo2 import build_tiny_mimo2  # noqa: E402
+from tests.tiny_models import TARGET_SEED  # noqa: E402
+
+#: the tiny targets, by architecture: (builder, its arguments)
+TARGETS = {
+    "qwen35": (build_tiny_qwen35, {"nextn": 1}),
+    "mimo2": (build_tiny_mimo2, {"nextn": 2}),
+}
+
+PROMPT = "the cat sat on the mat and"
+#: llama.cpp's debug line for each draft step's best candidate, and its end-of-round line
+_CANDIDATE = re.compile(rb"draft candidate\s+0, pos\s+(\d+):\s+(\d+)")
+_ROUND_END = re.compile(rb"accepted \d+/\d+ draft tokens")
+
+
+def llama_rounds(binary: str, model: Path, n: int, n_max: int) -> list[list[int]]:
+    """Each round's draft, read from llama-speculative-simple's debug log."""
+    argv = [binary, "-m", str(model), "--spec-type", "draft-mtp", "-p", PROMPT, "-n", str(n),
+            "--temp", "0", "-c", "512", "-t", "1", "--spec-draft-n-max", str(n_max),
+            "-lv", "5"]  # fmt: skip
+    log = subprocess.run(argv, capture_output=True, check=True).stderr
+    rounds: list[list[int]] = []
+    current: dict[int, int] = {}
+    for m in re.finditer(_CANDIDATE.pattern + rb"|" + _ROUND_END.pattern, log):
+        if m.group(1) is None:
+            rounds.append([current[k] for k in sorted(current)])
+            current = {}
+        else:
+            current[int(m.group(1))] = int(m.group(2))
+    return rounds
+
+
+def specgguf_rounds(model: Path, n: int, n_max: int, trace: Path) -> list[list[int]]:
+    """Each round's draft, from `specgguf run --trace`."""
+    argv = [sys.executable, "-m", "specgguf_cli.app", "run", "-m", str(model), "--spec-type",
+            "draft-mtp", "-p", PROMPT, "-n", str(n), "--temp", "0", "-c", "512", "-t", "1",
+            "--spec-draft-n-max", str(n_max), "--trace", str(trace), "-q"]  # fmt: skip
+    subprocess.run(argv, capture_output=True, check=True)
+    return [json.loads(line)["proposed"] for line in trace.read_text().splitlines()]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--llama-bin", required=True, help="llama-speculative-simple")
+    ap.add_argument("--arch", choices=sorted(TARGETS), default="qwen35")
+    ap.add_argument("-n", type=int, default=64)
+    ap.add_argument("--n-max", type=int, default=4)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        build, kwargs = TARGETS[args.arch]
+        model = build(Path(tmp) / f"{args.arch}-mtp.gguf", seed=TARGET_SEED, **kwargs)
+        theirs = llama_rounds(args.llama_bin, model, args.n, args.n_max)
+        ours = specgguf_rounds(model, args.n, args.n_max, Path(tmp) / "trace.jsonl")
+    # near -n both cap the budget, llama.cpp one token later: compare what specgguf drafted
+    pairs = list(zip(theirs, ours, strict=False))  # llama.cpp may run one round more
+    bad = [i for i, (a, b) in enumerate(pairs) if a[: len(b)] != b]
+    full = sum(a == b for a, b in pairs)
+    print(f"{len(pairs)} rounds compared: {full} identical drafts, "
+          f"{len(bad)} that differ")  # fmt: skip
+    for i in bad[:5]:
+        print(f"  round {i}: llama.cpp {theirs[i]}, specgguf {ours[i]}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
