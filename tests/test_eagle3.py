@@ -257,6 +257,10 @@ def test_bench_rows_and_the_heads_step_cost(models, capfd):
     report = json.loads(capfd.readouterr().out)
     assert [c["label"] for c in report["configs"]][1:] == ["draft-eagle3 n_max=2"]
     assert report["cost_curve"]["draft_step_ms"] > 0  # the head's own step, timed
+    # without --spec-type the head's file makes its type, in the default rows too
+    assert run_cli(argv[: argv.index("--spec-type")] + ["--json"]) == 0
+    labels = [c["label"] for c in json.loads(capfd.readouterr().out)["configs"]]
+    assert "draft-eagle3 n_max=3" in labels and "default (ngram-map-k,draft-eagle3 auto)" in labels
 
 
 @pytest.mark.real
