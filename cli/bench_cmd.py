@@ -177,6 +177,7 @@ def bench(
         n_max_values,
         have_draft_model=model_draft is not None,
         size_m_values=size_m_values,
+        draft_type=o.draft_type_for(model_draft),
     )
     classes = [c for v in (prompt_class or []) for c in v.split(",")]
     prompts = load_prompts(prompt, file, classes, per_class)

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from specgguf.backend.compat import check_compatible
+from specgguf.backend.eagle3_info import check_eagle3_pair, is_eagle3
 from specgguf.backend.gguf_info import GGUFInfo, MemoryEstimate, estimate_memory, read_gguf_info
 from specgguf.backend.memory_caps import describe, expected_removal
 from specgguf.backend.mtp_info import mtp_layers, mtp_problem
@@ -120,6 +121,7 @@ def check_report(
         "compatibility": None,
         "mode": None,
         "vocab_overlap": None,
+        "draft_kind": None,
         "memory": {
             "n_ctx": n_ctx,
             "target": _memory_dict(t_mem),
@@ -128,6 +130,10 @@ def check_report(
         },
     }
     if draft is not None:
+        # an EAGLE-3 head is checked against the target as `run` checks it (exit 3 or 4)
+        report["draft_kind"] = (
+            check_eagle3_pair(draft, target).describe() if is_eagle3(draft) else "draft model"
+        )
         d_mem = estimate_memory(draft, n_ctx)
         compat = check_compatible(target.vocab, draft.vocab)
         report["draft"] = _model_dict(draft, d_mem)
@@ -306,6 +312,8 @@ def render_report(report: dict, console: Console) -> None:
     for i, (label, value) in enumerate(t_rows):
         table.add_row(label, value, *([d_rows[i][1]] if d_rows else []))
     console.print(table)
+    if report.get("draft_kind") not in (None, "draft model"):
+        console.print(f"draft: {report['draft_kind']}", markup=False, highlight=False)
 
     compat = report["compatibility"]
     if compat is not None:

@@ -393,6 +393,17 @@ def check_lookup_caches(types, ngram) -> None:
     check_cache_paths(ngram.cache.lookup_cache_static, ngram.cache.lookup_cache_dynamic)
 
 
+def draft_type_for(model_draft: Path | None) -> str:
+    """The --spec-type a -md file makes when none is given (read from its header: an EAGLE-3
+    head drafts as draft-eagle3, any other model as draft-simple)."""
+    if model_draft is None:
+        return "draft-simple"
+    from specgguf.backend.eagle3_info import draft_type_of
+    from specgguf.backend.gguf_info import read_gguf_info
+
+    return draft_type_of(read_gguf_info(model_draft))
+
+
 def resolve_models(model: Path | None, model_draft: Path | None) -> tuple[Path, Path | None]:
     """No -m: the pulled default pair, draft included (exit 6 with a hint when not pulled)."""
     if model is not None:
@@ -547,7 +558,10 @@ class SessionFlags:
 
         model, model_draft = resolve_models(self.model, self.model_draft)
         types = parse_spec_types(
-            spec_type, have_draft_model=model_draft is not None, auto=n_max is None
+            spec_type,
+            have_draft_model=model_draft is not None,
+            auto=n_max is None,
+            draft_type=draft_type_for(model_draft) if spec_type is None else "draft-simple",
         )
         check_lookup_caches(types, self.ngram)
         return model, model_draft, types

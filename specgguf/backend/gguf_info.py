@@ -32,6 +32,7 @@ from specgguf.errors import ModelFileError
 __all__ = [
     "GGUFInfo",
     "MemoryEstimate",
+    "TensorMeta",
     "SUPPORTED_ARCHITECTURES",
     "VocabInfo",
     "estimate_memory",
@@ -170,6 +171,18 @@ class VocabInfo:
         return vocab_type(self.model)
 
 
+@dataclass(frozen=True)
+class TensorMeta:
+    """One tensor as the header describes it: what a loader would check its shape and type
+    against (a drafter head's tensors), and where its data lies, for the few small tensors
+    whose values must be checked before llama.cpp reads them (an EAGLE-3 head's d2t)."""
+
+    shape: tuple[int, ...]  # ggml's ne order: shape[0] is the row length
+    type: str  # the GGML type name, e.g. "F32", "I64", "Q4_K"
+    offset: int  # absolute byte offset of the data in the file
+    n_bytes: int
+
+
 @dataclass
 class GGUFInfo:
     """What a GGUF header says about a model; no tensor data was read to build it."""
@@ -199,9 +212,18 @@ class GGUFInfo:
     alignment: int
     data_offset: int
     metadata: dict[str, object] = field(default_factory=dict)
-    #: every tensor's name: what a header check needs to find a model's optional layers
-    #: (its NextN layers: specgguf.backend.mtp_info) without reading any weight
-    tensor_names: frozenset[str] = frozenset()
+    #: every tensor by name (the header's description; no data read)
+    tensors: dict[str, TensorMeta] = field(default_factory=dict)
+    #: the numeric arrays the reader decoded (those of at most MAX_DECODED_NUMBERS values,
+    #: the tokenizer's left out), which `metadata` only summarises: e.g. an EAGLE-3 head's
+    #: target layers
+    arrays: dict[str, tuple[int | float, ...]] = field(default_factory=dict)
+
+    @property
+    def tensor_names(self) -> frozenset[str]:
+        """Every tensor's name: what a header check needs to find a model's optional layers
+        (its NextN layers: specgguf.backend.mtp_info) without reading any weight."""
+        return frozenset(self.tensors)
 
 
 @dataclass(frozen=True)
@@ -749,5 +771,18 @@ def _build_info(
         alignment=alignment,
         data_offset=data_offset,
         metadata={k: _display(v) for k, v in kvs.items()},
-        tensor_names=frozenset(t.raw_name.decode("utf-8", "replace") for t in tensors),
+        tensors={
+            t.raw_name.decode("utf-8", "surrogateescape"): TensorMeta(
+                t.shape, t.type.name, data_offset + t.offset, t.n_bytes
+            )
+            for t in tensors
+        },
+        arrays={
+            k: tuple(v.values)
+            for k, v in kvs.items()
+            if isinstance(v, _Array)
+            and v.elem_type != GGUFValueType.STRING
+            and not k.startswith("tokenizer.")
+            and v.values is not None
+        },
     )

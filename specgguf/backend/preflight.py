@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specgguf.backend.compat import check_compatible, require_compatible
+from specgguf.backend.eagle3_info import Eagle3Head, check_eagle3_pair, is_eagle3
 from specgguf.backend.gguf_info import GGUFInfo, read_gguf_info
 
 #: The context size when -c is not given, capped at the model's training context. llama.cpp
@@ -24,14 +25,20 @@ class Preflight:
     draft: GGUFInfo | None
     #: the draft's vocabulary differs from the target's: it drafts through text
     cross_vocab: bool = False
+    #: the draft is an EAGLE-3 head, checked against the target (specgguf.backend.eagle3_info)
+    eagle3: Eagle3Head | None = None
 
 
 def preflight(target: Path, draft: Path | None, *, strict_vocab: bool = False) -> Preflight:
     """Read both headers; an incompatible pair is refused (exit 4) only with `strict_vocab`
-    (--spec-vocab-strict, llama.cpp's rule), else it is marked for cross-vocabulary drafting."""
+    (--spec-vocab-strict, llama.cpp's rule), else it is marked for cross-vocabulary drafting.
+    A draft that is an EAGLE-3 head is checked against the target instead (exit 3 or 4, see
+    specgguf.backend.eagle3_info): it drafts in the target's own vocabulary."""
     t = read_gguf_info(target)
     d = read_gguf_info(draft) if draft is not None else None
     cross = False
+    if d is not None and is_eagle3(d):
+        return Preflight(t, d, eagle3=check_eagle3_pair(d, t))
     if d is not None:
         if strict_vocab:
             require_compatible(t.vocab, d.vocab)

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from specgguf.backend import devices, engine, memory_budget, memory_caps
+from specgguf.backend import devices, eagle3_head, engine, memory_budget, memory_caps
 from specgguf.backend.batched import BatchedContext, SequenceView
 from specgguf.backend.checkpoints import ModelContext, with_rollback
+from specgguf.backend.eagle3_info import check_draft_role
 from specgguf.backend.grammar import draft_source
 from specgguf.backend.llama_ext import require_ext
 from specgguf.backend.mtp_head import PURPOSE as MTP_PURPOSE
@@ -132,6 +133,9 @@ class Session:
         )
         if self.uses_mtp:
             require_mtp(self.info.target)  # no usable NextN layer: exit 4, nothing loaded
+        check_draft_role(spec.types, self.info.draft)
+        if self.info.eagle3 is not None:  # the head's calls, before any weight is read
+            require_ext(eagle3_head.FEATURE)
         #: the draft drafts through text (another vocabulary); the caller prints the notice
         self.cross_vocab = self.info.cross_vocab
         self.load = load
@@ -257,7 +261,10 @@ class Session:
 
     def _rollback_capable(self, ctx: engine.Context, role: str) -> ModelContext:
         """`ctx` probed and, where needed, wrapped; a memory that cannot forget anything
-        refuses speculation in one line."""
+        refuses speculation in one line. An EAGLE-3 head rolls itself back with the target
+        (specgguf.backend.eagle3_head) and is returned as it is."""
+        if isinstance(ctx, eagle3_head.Eagle3Context):
+            return ctx  # type: ignore[return-value]
         draft = role == "draft"
         out, removal = with_rollback(ctx, draft=draft, keep=self.spec.n_max + 1 if draft else 1)
         self.memory.setdefault(role, removal)
@@ -273,7 +280,10 @@ class Session:
         """Whether every loaded model can drop the tail of one sequence of a shared context
         (an attention KV cache can; a recurrent or hybrid memory cannot), read from the
         architecture as `check` reads it: what -np > 1 needs to decode the slots as sequences
-        of one context, in shared passes."""
+        of one context, in shared passes. An EAGLE-3 head hears its own slot's target
+        passes, so its slots get contexts of their own too."""
+        if self.info.eagle3 is not None:
+            return False
         infos = [self.info.target] + ([self.info.draft] if self.draft_model is not None else [])
         removal = memory_caps.expected_removal
         return all(i is not None and removal(i.architecture) == memory_caps.PARTIAL for i in infos)
@@ -292,8 +302,12 @@ class Session:
         draft_ctx = None
         if self.draft_model is not None:
             try:
-                draft_ctx = engine.Context(
-                    self.draft_model, self._params(target.n_ctx, draft=True)
+                params = self._params(target.n_ctx, draft=True)
+                head = self.info.eagle3
+                draft_ctx = (
+                    engine.Context(self.draft_model, params)
+                    if head is None
+                    else eagle3_head.Eagle3Context(self.draft_model, target, params, head)
                 )
             except BaseException:
                 target.close()
@@ -375,6 +389,7 @@ class Session:
             if constraint is not None and "grammar" in spec.types
             else None,
             mtp=slot.mtp,
+            head=draft_ctx if self.info.eagle3 is not None else None,
         )
         out: list[Drafter] = []
         for t in spec.types:

@@ -78,6 +78,7 @@ def parse_configs(
     *,
     have_draft_model: bool,
     size_m_values: Sequence[int] = (),
+    draft_type: str = "draft-simple",
 ) -> list[BenchConfig]:
     """Configurations to compare, plain decoding first.
 
@@ -89,12 +90,13 @@ def parse_configs(
     `run` does with neither --spec-type nor --spec-draft-n-max (the free n-gram drafters, and
     draft-simple with a draft model, under auto). With `size_m_values` (--sweep-size-m), each
     configuration with ngram-simple/map-k/map-k4v runs once per size_m.
-    With no --spec-type: ngram-simple and ngram-map-k as llama.cpp runs them, draft-simple
-    with a fixed length when a draft model is there, and the default.
+    With no --spec-type: ngram-simple and ngram-map-k as llama.cpp runs them, the draft
+    model's type (`draft_type`: draft-simple, or draft-eagle3 for an EAGLE-3 head) with a
+    fixed length when a draft model is there, and the default.
     """
     if not values:
         values = (
-            ["draft-simple;ngram-simple;ngram-map-k;default"]
+            [f"{draft_type};ngram-simple;ngram-map-k;default"]
             if have_draft_model
             else ["ngram-simple;ngram-map-k;default"]
         )
@@ -114,7 +116,9 @@ def parse_configs(
             if not item:
                 continue
             if item.lower() == "default":
-                types = default_spec_types(have_draft_model=have_draft_model, auto=True)
+                types = default_spec_types(
+                    have_draft_model=have_draft_model, auto=True, draft_type=draft_type
+                )
                 add(BenchConfig(tuple(types), None, default=True))
                 continue
             spec, _, lengths = item.partition(":")

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from specgguf.core.draft import Drafter
     from specgguf.core.sampling import PositionRandom, SamplerParams
     from specgguf.drafters.cross_vocab import Vocabulary
+    from specgguf.drafters.eagle3 import HiddenStateHead
     from specgguf.drafters.grammar_draft import GrammarDraftSource
     from specgguf.drafters.mtp import HeadState
 
@@ -68,10 +69,12 @@ class BuildContext:
     #: the slot's MTP head over the target's own NextN layer, with what it keeps across
     #: generations, for draft-mtp (None: the session was not started with draft-mtp)
     mtp: HeadState | None = None
+    #: the slot's EAGLE-3 head over its target context, for draft-eagle3
+    head: HiddenStateHead | None = None
 
     def draft_rules(self) -> dict[str, Any]:
         """The --spec-draft-* rules a drafter that samples token by token takes (draft-simple,
-        draft-mtp) as keyword arguments."""
+        draft-eagle3, draft-mtp) as keyword arguments."""
         return {
             "n_max": self.n_max,
             "p_min": self.p_min,
@@ -216,6 +219,17 @@ def _draft_simple(_: None, ctx: BuildContext) -> Drafter:
     )
 
 
+def _draft_eagle3(_: None, ctx: BuildContext) -> Drafter:
+    """Over the slot's EAGLE-3 head, with the generation's sampler and draft lengths."""
+    if ctx.head is None or ctx.sampler is None:
+        raise ValueError("draft-eagle3 is built over a loaded head (BuildContext.head, sampler)")
+    from specgguf.drafters.eagle3 import Eagle3Drafter
+
+    return Eagle3Drafter(
+        ctx.head, ctx.sampler, reuse_prefix=ctx.reuse_prefix, **ctx.draft_rules()
+    )
+
+
 def _draft_mtp(_: None, ctx: BuildContext) -> Drafter:
     """Over the target's own NextN layer (an MTP context over the loaded target)."""
     if ctx.mtp is None or ctx.sampler is None:
@@ -238,9 +252,10 @@ def _grammar(_: None, ctx: BuildContext) -> Drafter:
 # -- the table --------------------------------------------------------------------------------
 
 #: specgguf's grammar type, then every name llama.cpp accepts, in the order a round tries them
-#: (first non-empty draft wins); draft-mtp drafts with the target's own NextN layer (an MTP
-#: context over the loaded target, no -md); the rows marked `unsupported` need model files and
-#: hidden states llama-cpp-python 0.3.36 does not hand over
+#: (first non-empty draft wins); draft-eagle3 drafts with an EAGLE-3 head (-md) that hears
+#: three of the target's layers, draft-mtp with the target's own NextN layer (an MTP context
+#: over the loaded target, no -md); the rows marked `unsupported` need model files and hidden
+#: states llama-cpp-python 0.3.36 does not hand over
 REGISTRY: tuple[SpecType, ...] = (
     SpecType("grammar", _grammar, free=True, per_sequence=True),
     SpecType("ngram-simple", _ngram_simple, NgramSimpleParams, free=True),
@@ -249,12 +264,7 @@ REGISTRY: tuple[SpecType, ...] = (
     SpecType("ngram-mod", _ngram_mod, NgramModParams, free=True),
     SpecType("ngram-cache", _ngram_cache, NgramCacheParams, free=True),
     SpecType("draft-simple", _draft_simple, needs_model=True),
-    SpecType(
-        "draft-eagle3",
-        None,
-        needs_model=True,
-        unsupported="an EAGLE-3 draft GGUF fed with 3 of the target's hidden layers",
-    ),
+    SpecType("draft-eagle3", _draft_eagle3, needs_model=True),
     SpecType("draft-mtp", _draft_mtp, per_sequence=True, drafts_to_n_max=True),
     SpecType(
         "draft-dflash",
@@ -288,7 +298,8 @@ def needs_draft_model(types: Iterable[str]) -> bool:
 
 
 def bounded_by_n_max(types: Iterable[str]) -> bool:
-    """Whether --spec-draft-n-max bounds any of `types` (draft-simple, draft-mtp)."""
+    """Whether --spec-draft-n-max bounds any of `types` (draft-simple, draft-eagle3,
+    draft-mtp)."""
     return any(SPEC_TYPES[t].bounded_by_n_max for t in types)
 
 

@@ -15,24 +15,34 @@ from specgguf.errors import UsageError
 AUTO_DEFAULT_NGRAM = ("ngram-map-k",)
 
 
-def default_spec_types(*, have_draft_model: bool, auto: bool) -> list[str]:
+def default_spec_types(
+    *, have_draft_model: bool, auto: bool, draft_type: str = "draft-simple"
+) -> list[str]:
     """What no --spec-type means. With a fixed draft length: llama.cpp's meaning (nothing),
-    except that a draft model (-md) selects draft-simple (llama.cpp would ignore -md and print
-    a failure; we take the friendlier default and say so in --help). Under auto the free
-    n-gram drafters join, in priority order, since auto only uses them where they pay."""
+    except that a draft model (-md) selects the type its file makes it (`draft_type`:
+    draft-simple for a model, draft-eagle3 for an EAGLE-3 head; llama.cpp would ignore a plain
+    -md and print a failure; we take the friendlier default and say so in --help). Under auto
+    the free n-gram drafters join, in priority order, since auto only uses them where they
+    pay."""
     chosen = list(AUTO_DEFAULT_NGRAM) if auto else []
     if have_draft_model:
-        chosen.append("draft-simple")
+        chosen.append(draft_type)
     return sorted(chosen, key=PRIORITY.index)
 
 
 def parse_spec_types(
-    value: str | None, *, have_draft_model: bool, auto: bool = False
+    value: str | None,
+    *,
+    have_draft_model: bool,
+    auto: bool = False,
+    draft_type: str = "draft-simple",
 ) -> list[str]:
     """Comma list -> types in priority order. `none` anywhere resets what came before it.
-    No list at all: `default_spec_types`."""
+    No list at all: `default_spec_types` (with the type the -md file makes, `draft_type`)."""
     if value is None:
-        return default_spec_types(have_draft_model=have_draft_model, auto=auto)
+        return default_spec_types(
+            have_draft_model=have_draft_model, auto=auto, draft_type=draft_type
+        )
     chosen: list[str] = []
     for raw in value.split(","):
         name = raw.strip()

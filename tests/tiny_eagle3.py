@@ -1,0 +1,164 @@
+"""Tiny EAGLE-3 head GGUFs (architecture "eagle3") over the tiny llama targets of tiny_models.
+
+An EAGLE-3 head is one decoder layer that reads three of the target's hidden layers: an
+encoder (`fc`) fuses the three layer inputs of a target row into one row of the head's width,
+and the decoder layer takes, at position P, the (normed) embedding of the token at P+1 next to
+the (normed) fused row of P, i.e. an attention input twice the head's width. Its output norm
+and lm_head give the draft logits; without its own `output` (or `token_embd`) it borrows the
+target's through the target's context. `d2t` maps a smaller draft vocabulary to absolute
+target ids (I64).
+
+Shapes below are numpy's (n_out, n_in), the reverse of ggml's ne order that llama.cpp's loader
+names; keys and tensor names are those llama.cpp's eagle3 loader reads. Weights are random
+(seeded): such a head rarely agrees with the target, which is what the plumbing tests want
+(every rejection path is exercised); equality with plain decoding never depends on agreement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from tests.tiny_models import N_VOCAB, build_tiny_model, write_tokenizer
+
+#: the tiny target the heads are built for: the tiny llama model with three layers, so three
+#: distinct layer inputs can be heard (llama's graph records every layer's input)
+TARGET_LAYERS_N = 3
+HEAD_TARGET_LAYERS = (0, 1, 2)
+TARGET_EMBD = 64
+
+
+def build_eagle3_target(path: str | Path, *, seed: int, arch: str = "llama") -> Path:
+    """The tiny llama target with TARGET_LAYERS_N layers (tiny_models' weights)."""
+    return build_tiny_model(path, seed=seed, n_layer=TARGET_LAYERS_N, n_embd=TARGET_EMBD)
+
+
+def build_eagle3_head(
+    path: str | Path,
+    *,
+    seed: int = 7,
+    target_layers: Sequence[int] = HEAD_TARGET_LAYERS,
+    target_hidden_size: int = TARGET_EMBD,
+    n_embd: int = TARGET_EMBD,
+    n_head: int = 4,
+    n_head_kv: int = 2,
+    n_ff: int = 128,
+    own_output: bool = True,
+    own_token_embd: bool = False,
+    d2t: Sequence[int] | None = None,
+    omit: Sequence[str] = (),
+    block_count: int = 1,
+    fc_in: int | None = None,
+    gain: float = 1.0,
+    tokenizer_from: str | Path | None = None,
+) -> Path:
+    """Write an EAGLE-3 head GGUF and return its path.
+
+    `d2t`: a draft vocabulary of len(d2t) tokens mapped to these target ids (the head's own
+    `output` then has len(d2t) rows). `omit`: tensor names left out (a head lacking tensors).
+    `fc_in` overrides fc's input width (a head whose shapes disagree with its own keys).
+    `block_count` other than 1 makes a head llama.cpp's graph would abort on.
+    `tokenizer_from`: a real target GGUF whose tokenizer the head carries (as llama.cpp's
+    converter copies the target's), instead of the tiny targets'.
+    """
+    import gguf
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    head_dim = n_embd // n_head
+    n_kv = n_head_kv * head_dim
+    n_vocab = N_VOCAB
+    reader = None
+    if tokenizer_from is not None:
+        reader = gguf.GGUFReader(str(tokenizer_from))
+        n_vocab = len(reader.fields["tokenizer.ggml.tokens"].contents())
+    n_draft_vocab = len(d2t) if d2t is not None else n_vocab
+
+    def g(shape: tuple[int, ...], fan_in: int) -> np.ndarray:
+        return (rng.standard_normal(shape) * gain / np.sqrt(fan_in)).astype(np.float32)
+
+    ones = np.ones(n_embd, dtype=np.float32)
+    enc_in = fc_in if fc_in is not None else len(target_layers) * target_hidden_size
+    w: dict[str, np.ndarray] = {
+        "fc.weight": g((n_embd, enc_in), enc_in),
+        "output_norm.weight": ones.copy(),
+        "blk.0.attn_norm.weight": ones.copy(),
+        "blk.0.attn_norm_2.weight": ones.copy(),
+        "blk.0.attn_q.weight": g((n_head * head_dim, 2 * n_embd), 2 * n_embd),
+        "blk.0.attn_k.weight": g((n_kv, 2 * n_embd), 2 * n_embd),
+        "blk.0.attn_v.weight": g((n_kv, 2 * n_embd), 2 * n_embd),
+        "blk.0.attn_output.weight": g((n_embd, n_head * head_dim), n_head * head_dim),
+        "blk.0.ffn_norm.weight": ones.copy(),
+        "blk.0.ffn_gate.weight": g((n_ff, n_embd), n_embd),
+        "blk.0.ffn_up.weight": g((n_ff, n_embd), n_embd),
+        "blk.0.ffn_down.weight": g((n_embd, n_ff), n_ff),
+    }
+    if own_output:
+        w["output.weight"] = g((n_draft_vocab, n_embd), n_embd) * 4.0
+    if own_token_embd:
+        w["token_embd.weight"] = (rng.standard_normal((n_vocab, n_embd))).astype(np.float32)
+
+    writer = gguf.GGUFWriter(path, arch="eagle3")
+    writer.add_name(f"tiny-eagle3-seed{seed}")
+    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    writer.add_context_length(2048)
+    writer.add_embedding_length(n_embd)
+    writer.add_block_count(block_count)
+    writer.add_feed_forward_length(n_ff)
+    writer.add_head_count(n_head)
+    writer.add_head_count_kv(n_head_kv)
+    writer.add_rope_dimension_count(head_dim)
+    writer.add_rope_freq_base(10000.0)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_vocab_size(n_vocab)
+    writer.add_array("eagle3.target_layers", [int(x) for x in target_layers])
+    writer.add_uint32("eagle3.target_hidden_size", target_hidden_size)
+    if reader is None:
+        write_tokenizer(writer, "bytes", None)
+    else:
+        copy_tokenizer(reader, writer)
+    for name, value in w.items():
+        if name not in omit:
+            writer.add_tensor(name, np.ascontiguousarray(value, dtype=np.float32))
+    if d2t is not None and "d2t" not in omit:
+        writer.add_tensor("d2t", np.asarray(d2t, dtype=np.int64))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def copy_tokenizer(reader, writer) -> None:
+    """Every tokenizer.* key of a GGUFReader's file into a GGUFWriter."""
+    for key, field in reader.fields.items():
+        if not key.startswith("tokenizer."):
+            continue
+        vtype = field.types[0]
+        sub = field.types[1] if len(field.types) > 1 else None
+        writer.add_key_value(key, field.contents(), vtype, sub_type=sub)
+
+
+def write_qwen2_target_header(path: str | Path) -> Path:
+    """A qwen2 GGUF of the tiny target's shapes and tokenizer, without weights: its graph
+    records no layer inputs in this libllama, so a head over it is refused from the header
+    alone, before anything is loaded (the file could not be loaded anyway)."""
+    import gguf
+
+    path = Path(path)
+    writer = gguf.GGUFWriter(path, arch="qwen2")
+    writer.add_context_length(2048)
+    writer.add_embedding_length(TARGET_EMBD)
+    writer.add_block_count(TARGET_LAYERS_N)
+    writer.add_head_count(4)
+    writer.add_head_count_kv(2)
+    write_tokenizer(writer, "bytes", None)
+    writer.add_tensor("token_embd.weight", np.zeros((N_VOCAB, TARGET_EMBD), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
