@@ -75,6 +75,9 @@ def test_a_target_whose_graph_records_no_layer_inputs_is_refused_before_llama_cp
 ):
     ctx = context(model)
     try:
+        with pytest.raises(SpecggufError) as err:  # llama's graph never writes that state
+            ctx.capture([model.n_layer])
+        assert err.value.code == ExitCode.INCOMPATIBLE and "last layer" in str(err.value)
         monkeypatch.setattr(model, "architecture", "qwen2")
         with pytest.raises(SpecggufError) as err:
             ctx.capture([0])

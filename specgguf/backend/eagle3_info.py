@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specgguf.backend.gguf_info import GGUFInfo, TensorMeta
-from specgguf.backend.llama_ext import require_layer_inputs
+from specgguf.backend.llama_ext import LAST_STATE_ARCHS, require_layer_inputs
 from specgguf.errors import IncompatibleModelsError, ModelFileError, UsageError
 
 #: the architecture name of an EAGLE-3 head GGUF
@@ -27,16 +27,6 @@ EAGLE3_ARCH = "eagle3"
 #: how many target layers an EAGLE-3 head fuses (llama.cpp refuses any other count)
 N_TARGET_LAYERS = 3
 
-#: target architectures whose main graph in this libllama outputs its last layer's state (the
-#: "nextn" embeddings: src/models/*.cpp that set t_h_nextn outside an MTP graph), the only
-#: ones over which a head may read layer id == n_layer; for any other (llama among them)
-#: libllama hands back a buffer nothing wrote
-LAST_STATE_ARCHS: frozenset[str] = frozenset(
-    (
-        "bailingmoe3", "deepseek4", "gemma4", "gpt-oss", "mimo2", "nemotron_h", "qwen35",
-        "qwen35moe", "qwen3next",
-    )
-)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -447,6 +447,12 @@ class Context:
                 )
             if layer < model.n_layer:
                 llama_ext.require_layer_inputs(model.architecture, model.path.name)
+            elif not llama_ext.outputs_last_state(model.architecture, model.mtp_loaded):
+                raise SpecggufError(
+                    f"{model.path.name}: this libllama does not hand over the last layer's "
+                    f"state of a {model.architecture!r} model",
+                    ExitCode.INCOMPATIBLE,
+                )
         for layer in layers:
             if layer < model.n_layer:
                 api.set_embeddings_layer_inp(self.ptr, layer, True)

@@ -112,6 +112,25 @@ LAYER_INPUT_ARCHS = frozenset(
 )
 
 
+#: target architectures whose main graph in this libllama outputs its last layer's state (the
+#: "nextn" embeddings, set by their main graph and not only by an MTP one), the only ones over
+#: which a drafter may read layer id == n_layer; for any other (llama among them)
+#: libllama hands back a buffer nothing wrote
+LAST_STATE_ARCHS: frozenset[str] = frozenset(
+    (
+        "bailingmoe3", "deepseek4", "gemma4", "gpt-oss", "mimo2", "nemotron_h", "qwen35",
+        "qwen35moe", "qwen3next",
+    )
+)  # fmt: skip
+
+
+def outputs_last_state(architecture: str, mtp_loaded: bool) -> bool:
+    """Whether a model of this architecture hands over its last layer's state (layer id ==
+    n_layer): its main graph outputs it, or it was loaded with NextN layers its MTP graph
+    reads it for (specgguf.backend.mtp_info checks those before loading)."""
+    return architecture in LAST_STATE_ARCHS or mtp_loaded
+
+
 def require_layer_inputs(architecture: str, what: str) -> None:
     """One line (exit 4) for a target whose graph does not record its layers' inputs."""
     if architecture not in LAYER_INPUT_ARCHS:
