@@ -9,6 +9,8 @@ are accepted (the boundary moved forward). Either way the output must be the tar
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 from specgguf_cli.app import run_cli
@@ -257,6 +259,10 @@ def test_bench_rows_and_the_heads_step_cost(models, capfd):
     report = json.loads(capfd.readouterr().out)
     assert [c["label"] for c in report["configs"]][1:] == ["draft-eagle3 n_max=2"]
     assert report["cost_curve"]["draft_step_ms"] > 0  # the head's own step, timed
+    stored = Path(os.environ["SPECGGUF_PROFILES"]).rglob("*.json")
+    profiles = [json.loads(f.read_text()) for f in stored]
+    assert any("draft-eagle3" in p["draft"] for p in profiles)  # stored as the head's step
+    assert not any("draft-simple" in p["draft"] for p in profiles)
     # without --spec-type the head's file makes its type, in the default rows too
     assert run_cli(argv[: argv.index("--spec-type")] + ["--json"]) == 0
     labels = [c["label"] for c in json.loads(capfd.readouterr().out)["configs"]]

@@ -92,7 +92,7 @@ def test_probabilistic_drafts_carry_the_heads_distribution(mtp):
     spec = SpecOptions(types=["draft-mtp"], n_max=4, draft_sampling="probabilistic")
     dec = mtp.decoder(HOT, 24, 7, spec=spec, reuse_prefix=False)
     drafter = dec.drafters[0]
-    assert drafter.probabilistic
+    assert drafter.rules.probabilistic
     seen = []
     real_propose = drafter.propose
 

@@ -8,6 +8,7 @@ import numpy as np
 
 from specgguf.core.draft import TargetPass
 from specgguf.core.sampling import SamplerParams
+from specgguf.drafters.draft_steps import DraftRules
 from specgguf.drafters.mtp import ANCHOR_EVERY, HeadState, MtpDrafter
 
 N_EMBD, N_VOCAB, LAYER = 4, 16, 2
@@ -53,7 +54,7 @@ def rows(pos0: int, n: int) -> np.ndarray:
 
 
 def drafter(state: HeadState) -> MtpDrafter:
-    return MtpDrafter(state, SamplerParams(temp=0.0), n_max=3)
+    return MtpDrafter(state, DraftRules(SamplerParams(temp=0.0), n_max=3))
 
 
 def prefill(d: MtpDrafter, prompt: list[int], chunk: int) -> None:

@@ -81,7 +81,7 @@ def test_draft_simple_is_built_over_the_build_context() -> None:
         BuildContext(draft_ctx=ctx, sampler=SamplerParams(temp=0.0), n_max=5, n_min=2, p_min=0.5)
     )
     assert isinstance(d, DraftModelDrafter) and not d.free
-    assert (d.ctx, d.max_draft, d.n_min, d.p_min) == (ctx, 5, 2, 0.5)
+    assert (d.ctx, d.max_draft, d.rules.n_min, d.rules.p_min) == (ctx, 5, 2, 0.5)
     draft, target = _Vocab(), _Vocab()
     d = row.build(BuildContext(draft_ctx=ctx, cross_vocab=(draft, target), n_max=4))
     assert isinstance(d, CrossVocabDrafter) and d.target_model is target and d.max_draft == 4

@@ -113,6 +113,8 @@ class TimingContexts(NamedTuple):
     draft: ModelContext | None
     #: the prompt in the draft's tokens when its vocabulary differs (None: the target's ids)
     draft_tokens: list[int] | None
+    #: the --spec-type the draft context drafts for (what its measured step is stored as)
+    draft_type: str = "draft-simple"
 
 
 class Session:
@@ -451,7 +453,10 @@ class Session:
         next generation then evaluates its prompt in full, as after any other sequence."""
         cross = self.cross_vocab and self.draft_ctx is not None
         return TimingContexts(
-            self.target, self.draft_ctx, self.draft_tokens(list(tokens)) if cross else None
+            self.target,
+            self.draft_ctx,
+            self.draft_tokens(list(tokens)) if cross else None,
+            "draft-eagle3" if self.info.eagle3 is not None else "draft-simple",
         )
 
     def close(self) -> None:

@@ -24,6 +24,8 @@ class CostCurve:
     target_ms: dict[int, float]  # median ms of a target pass over n tokens (n = 1..)
     draft_ms: float | None  # median ms of one draft-model step (1 token), None: no draft
     samples: int = 0  # timings behind each median
+    #: the --spec-type whose draft step `draft_ms` is (what the profile stores it as)
+    draft_type: str = "draft-simple"
 
     @property
     def step_ms(self) -> float:
@@ -50,13 +52,13 @@ class CostCurve:
     def draft_rel(self) -> float | None:
         return self.draft_ms / self.step_ms if self.draft_ms is not None else None
 
-    def to_profile(self, draft_name: str = "draft-simple") -> CostProfile:
+    def to_profile(self) -> CostProfile:
         """These medians as a machine profile (specgguf.auto.profile) that seeds `auto`."""
         w = float(max(1, self.samples))
         verify = {
             n - 1: Estimate(ms / self.step_ms, w) for n, ms in self.target_ms.items() if n > 1
         }
-        draft = {draft_name: Estimate(self.draft_rel, w)} if self.draft_rel is not None else {}
+        draft = {self.draft_type: Estimate(self.draft_rel, w)} if self.draft_rel is not None else {}
         return CostProfile(verify, draft, round(self.step_ms, 3))
 
     def as_dict(self) -> dict[str, Any]:
@@ -90,7 +92,8 @@ def measure_cost_curve(
     on a shared machine cannot skew the whole curve). `source`: a Generator or a Session (its
     `timing_contexts`)."""
     pool = pool if pool is not None else CostSamples()
-    target, dctx, draft_tokens = source.timing_contexts(tokens)
+    target, dctx, draft_tokens, draft_type = source.timing_contexts(tokens)
+    pool.draft_type = draft_type
     n0 = max(0, len(tokens) - 1)
     room = target.n_ctx - n0
     widest = max(1, min(max_k + 1, room))
@@ -128,12 +131,14 @@ class CostSamples:
 
     target: dict[int, list[float]] = field(default_factory=dict)
     draft: list[float] = field(default_factory=list)
+    draft_type: str = "draft-simple"
 
     def curve(self) -> CostCurve:
         return CostCurve(
             target_ms={n: statistics.median(v) for n, v in sorted(self.target.items())},
             draft_ms=statistics.median(self.draft) if self.draft else None,
             samples=min((len(v) for v in self.target.values()), default=0),
+            draft_type=self.draft_type,
         )
 
 def machine_profile(load: Any) -> tuple[Path, CostProfile | None]:

@@ -51,3 +51,13 @@ class KVContext(Protocol):
     def truncate(self, n_keep: int) -> None: ...
 
     def keep_prefix(self, tokens: Sequence[int]) -> int: ...
+
+
+def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the longest common prefix of two token sequences (once per prompt, not per
+    token; numpy keeps a 32k-token comparison well under a millisecond)."""
+    n = min(len(a), len(b))
+    if n == 0:
+        return 0
+    diff = np.flatnonzero(np.asarray(a[:n], dtype=np.int64) != np.asarray(b[:n], dtype=np.int64))
+    return int(diff[0]) if diff.size else n

@@ -25,8 +25,7 @@ import numpy as np
 
 from specgguf.core.context import KVContext, Outputs
 from specgguf.core.draft import Draft, Drafter, DraftGate, DraftTiming
-from specgguf.core.sampling import PositionRandom, SamplerParams
-from specgguf.drafters.draft_steps import draft_steps
+from specgguf.drafters.draft_steps import DraftRules, draft_steps
 
 __all__ = ["DraftModelDrafter", "DraftTiming"]
 
@@ -37,23 +36,14 @@ class DraftModelDrafter(Drafter):
     def __init__(
         self,
         ctx: KVContext,
-        sampler: SamplerParams,
+        rules: DraftRules,
         *,
-        n_max: int = 3,
-        p_min: float = 0.0,
-        n_min: int = 0,
-        probabilistic: bool = False,
-        random: PositionRandom | None = None,
         reuse_prefix: bool = True,
     ) -> None:
         self.ctx = ctx
         self.reuse_prefix = reuse_prefix
-        self.sampler = sampler
-        self.max_draft = n_max  # --spec-draft-n-max
-        self.p_min = p_min
-        self.n_min = n_min
-        self.probabilistic = probabilistic and not sampler.greedy
-        self.random = random or PositionRandom(0)
+        self.rules = rules
+        self.max_draft = rules.n_max  # --spec-draft-n-max
         self.timing: DraftTiming | None = None  # of the last propose that decoded anything
         self.history: list[int] = []
         # Tokens whose KV the draft context holds, position by position: always a prefix of
@@ -111,11 +101,7 @@ class DraftModelDrafter(Drafter):
             step,
             budget,
             gate,
-            sampler=self.sampler,
-            p_min=self.p_min,
-            n_min=self.n_min,
-            probabilistic=self.probabilistic,
-            random=self.random,
+            self.rules,
             pos_first=len(self.history),
             timing=timing,
         )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -27,28 +28,44 @@ from specgguf.core.sampling import (
 )
 
 
+@dataclass(frozen=True)
+class DraftRules:
+    """How a drafter over a model's logits drafts (--spec-draft-n-max/-n-min/-p-min and
+    --spec-draft-sampling, the generation's sampler and seed): one object for every model
+    drafter, built by the registry (BuildContext.draft_rules)."""
+
+    sampler: SamplerParams
+    n_max: int = 3
+    p_min: float = 0.0
+    n_min: int = 0
+    #: sample from q and keep it for rejection sampling (never under greedy sampling)
+    probabilistic: bool = False
+    random: PositionRandom = field(default_factory=lambda: PositionRandom(0))
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "probabilistic", self.probabilistic and not self.sampler.greedy)
+
+
 def draft_steps(
     first: np.ndarray,
     step: Callable[[int], np.ndarray],
     budget: int,
     gate: DraftGate | None,
+    rules: DraftRules,
     *,
-    sampler: SamplerParams,
-    p_min: float,
-    n_min: int,
-    probabilistic: bool,
-    random: PositionRandom,
     pos_first: int,
     timing: DraftTiming,
 ) -> Draft:
-    """Up to `budget` tokens, from `first` (the logits row of the first draft token) and
-    `step(token)` (feeds the chosen token, returns the next row; timed into `timing`).
+    """Up to `budget` tokens under `rules`, from `first` (the logits row of the first draft
+    token) and `step(token)` (feeds the chosen token, returns the next row; timed into
+    `timing`).
 
     `pos_first` is the sequence position the first token would take: a sampled draft token's
     uniform is keyed by its position, like the target's samples, so a seeded run draws the
-    same whatever was drafted before. `probabilistic` is ignored under greedy sampling.
+    same whatever was drafted before.
     """
-    probabilistic = probabilistic and not sampler.greedy
+    sampler, p_min, n_min, random = rules.sampler, rules.p_min, rules.n_min, rules.random
+    probabilistic = rules.probabilistic
     tokens: list[int] = []
     probs: list[SparseDist] = []
     row = first

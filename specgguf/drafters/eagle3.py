@@ -23,9 +23,9 @@ from typing import Protocol
 
 import numpy as np
 
+from specgguf.core.context import common_prefix_len
 from specgguf.core.draft import Draft, Drafter, DraftGate, DraftTiming, TargetPass
-from specgguf.core.sampling import PositionRandom, SamplerParams
-from specgguf.drafters.draft_steps import draft_steps
+from specgguf.drafters.draft_steps import DraftRules, draft_steps
 
 
 class HiddenStateHead(Protocol):
@@ -53,38 +53,20 @@ class HiddenStateHead(Protocol):
     def step(self, token: int) -> np.ndarray: ...
 
 
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 class Eagle3Drafter(Drafter):
     asks_per_token = True  # auto asks before each further token (a DraftGate)
 
     def __init__(
         self,
         head: HiddenStateHead,
-        sampler: SamplerParams,
+        rules: DraftRules,
         *,
-        n_max: int = 3,
-        p_min: float = 0.0,
-        n_min: int = 0,
-        probabilistic: bool = False,
-        random: PositionRandom | None = None,
         reuse_prefix: bool = True,
     ) -> None:
         self.head = head
         self.hears = tuple(sorted(set(head.target_layers)))
-        self.sampler = sampler
-        self.max_draft = n_max
-        self.p_min = p_min
-        self.n_min = n_min
-        self.probabilistic = probabilistic and not sampler.greedy
-        self.random = random or PositionRandom(0)
+        self.rules = rules
+        self.max_draft = rules.n_max  # --spec-draft-n-max
         self.reuse_prefix = reuse_prefix
         self.timing: DraftTiming | None = None
         #: every token of the sequence the loop has emitted or prompted, in order
@@ -97,7 +79,8 @@ class Eagle3Drafter(Drafter):
         self.history = list(prompt)
         keep = 0
         if self.reuse_prefix and len(prompt) >= 2:
-            keep = max(0, min(common_prefix(old, prompt) - 1, self.head.settled, len(prompt) - 2))
+            agree = common_prefix_len(old, prompt)
+            keep = max(0, min(agree - 1, self.head.settled, len(prompt) - 2))
         self.head.restart(keep)
         self._resume = keep
         self.head.heard = self.history  # the same list: it grows as tokens are observed
@@ -131,11 +114,7 @@ class Eagle3Drafter(Drafter):
             self.head.step,
             budget,
             gate,
-            sampler=self.sampler,
-            p_min=self.p_min,
-            n_min=self.n_min,
-            probabilistic=self.probabilistic,
-            random=self.random,
+            self.rules,
             pos_first=len(self.history),
             timing=timing,
         )

@@ -28,8 +28,7 @@ from typing import Protocol
 import numpy as np
 
 from specgguf.core.draft import Draft, Drafter, DraftGate, DraftTiming, TargetPass
-from specgguf.core.sampling import PositionRandom, SamplerParams
-from specgguf.drafters.draft_steps import draft_steps
+from specgguf.drafters.draft_steps import DraftRules, draft_steps
 
 #: the head's KV cache can resume at a multiple of this (a kept hidden state per span)
 ANCHOR_EVERY = 64
@@ -86,25 +85,16 @@ class MtpDrafter(Drafter):
     def __init__(
         self,
         state: HeadState,
-        sampler: SamplerParams,
-        *,
-        n_max: int = 3,
-        p_min: float = 0.0,
-        n_min: int = 0,
-        probabilistic: bool = False,
-        random: PositionRandom | None = None,
+        rules: DraftRules,
     ) -> None:
         self.state = state
         self.head = head = state.head
         self.layer = head.hidden_layer
         self.hears = (self.layer,)  # the trunk's last output: the target's nextn embeddings
-        self.sampler = sampler
+        self.rules = rules
         # chained heads: one draft step per NextN layer, so no longer a draft (llama.cpp)
+        n_max = rules.n_max
         self.max_draft = n_max if head.n_heads == 1 else min(n_max, head.n_heads)
-        self.p_min = p_min
-        self.n_min = n_min
-        self.probabilistic = probabilistic and not sampler.greedy
-        self.random = random or PositionRandom(0)
         self.timing: DraftTiming | None = None
         self.history: list[int] = []
         #: the last heard pass, not yet judged: (pos0, its rows' hidden states)
@@ -206,11 +196,7 @@ class MtpDrafter(Drafter):
             step,
             budget,
             gate,
-            sampler=self.sampler,
-            p_min=self.p_min,
-            n_min=self.n_min,
-            probabilistic=self.probabilistic,
-            random=self.random,
+            self.rules,
             pos_first=len(self.history),
             timing=timing,
         )

@@ -17,7 +17,7 @@ loaded, so that a typo costs nothing) must not pull in numpy and every drafter.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
 
 from specgguf.drafters.ngram_params import (
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from specgguf.core.draft import Drafter
     from specgguf.core.sampling import PositionRandom, SamplerParams
     from specgguf.drafters.cross_vocab import Vocabulary
+    from specgguf.drafters.draft_steps import DraftRules
     from specgguf.drafters.eagle3 import HiddenStateHead
     from specgguf.drafters.grammar_draft import GrammarDraftSource
     from specgguf.drafters.mtp import HeadState
@@ -72,16 +73,15 @@ class BuildContext:
     #: the slot's EAGLE-3 head over its target context, for draft-eagle3
     head: HiddenStateHead | None = None
 
-    def draft_rules(self) -> dict[str, Any]:
-        """The --spec-draft-* rules a drafter that samples token by token takes (draft-simple,
-        draft-eagle3, draft-mtp) as keyword arguments."""
-        return {
-            "n_max": self.n_max,
-            "p_min": self.p_min,
-            "n_min": self.n_min,
-            "probabilistic": self.probabilistic,
-            "random": self.random,
-        }
+    def draft_rules(self) -> DraftRules:
+        """The rules a drafter that drafts token by token from a model's logits follows
+        (draft-simple, draft-eagle3, draft-mtp)."""
+        from specgguf.drafters.draft_steps import DraftRules
+
+        if self.sampler is None:
+            raise ValueError("a model drafter drafts with the generation's sampler")
+        rules = DraftRules(self.sampler, self.n_max, self.p_min, self.n_min, self.probabilistic)
+        return rules if self.random is None else replace(rules, random=self.random)
 
 
 #: (the type's params object, or None for types without one; the build context) -> drafter
@@ -214,9 +214,7 @@ def _draft_simple(_: None, ctx: BuildContext) -> Drafter:
         raise ValueError("draft-simple drafts with the generation's sampler (BuildContext.sampler)")
     from specgguf.drafters.draft_model import DraftModelDrafter
 
-    return DraftModelDrafter(
-        ctx.draft_ctx, ctx.sampler, reuse_prefix=ctx.reuse_prefix, **ctx.draft_rules()
-    )
+    return DraftModelDrafter(ctx.draft_ctx, ctx.draft_rules(), reuse_prefix=ctx.reuse_prefix)
 
 
 def _draft_eagle3(_: None, ctx: BuildContext) -> Drafter:
@@ -225,9 +223,7 @@ def _draft_eagle3(_: None, ctx: BuildContext) -> Drafter:
         raise ValueError("draft-eagle3 is built over a loaded head (BuildContext.head, sampler)")
     from specgguf.drafters.eagle3 import Eagle3Drafter
 
-    return Eagle3Drafter(
-        ctx.head, ctx.sampler, reuse_prefix=ctx.reuse_prefix, **ctx.draft_rules()
-    )
+    return Eagle3Drafter(ctx.head, ctx.draft_rules(), reuse_prefix=ctx.reuse_prefix)
 
 
 def _draft_mtp(_: None, ctx: BuildContext) -> Drafter:
@@ -239,7 +235,7 @@ def _draft_mtp(_: None, ctx: BuildContext) -> Drafter:
         )
     from specgguf.drafters.mtp import MtpDrafter
 
-    return MtpDrafter(ctx.mtp, ctx.sampler, **ctx.draft_rules())
+    return MtpDrafter(ctx.mtp, ctx.draft_rules())
 
 
 def _grammar(_: None, ctx: BuildContext) -> Drafter:
