@@ -6,8 +6,9 @@ On a GPU a 7B target step takes a few milliseconds, so what specgguf does in Pyt
 lookups, the auto policy, bookkeeping) has to stay small against it. The budget: at most
 0.3 ms per round plus 0.1 ms per draft token at --temp 0, twice that when sampling.
 
-How it measures: for this process only, llama_decode and llama_get_logits (which waits for a
-GPU's results) are wrapped with a timer; nothing in specgguf is instrumented, so nothing costs
+How it measures: for this process only, llama_decode, llama_process (an EAGLE-3 head's and an
+MTP layer's passes) and llama_get_logits (which waits for a GPU's results) are wrapped with a
+timer; nothing in specgguf is instrumented, so nothing costs
 anything when this script is not running. A round's overhead is the wall time between two
 rounds handed out by the decoder minus the time spent inside those calls (the target's verify
 pass and the draft model's steps alike). The first round, which includes the prompt, is left
@@ -16,6 +17,8 @@ out. Both the target's and the draft's decodes count as llama.cpp's time.
     python scripts/bench_overhead.py                          # the pulled pair, temp 0 and 0.8
     python scripts/bench_overhead.py -m t.gguf -md d.gguf -ngl all -ngld all --json
     python scripts/bench_overhead.py --profile                # + where the Python time goes
+    python scripts/bench_overhead.py -m llama.gguf -md eagle3-head.gguf --mode in-place \
+        --configs "draft-eagle3:4;none"                      # a head (draft-mtp: no -md)
 
 On a small CPU, llama.cpp's worker threads keep spinning for a while after a decode returns
 and compete with Python for the cores: `-t` below the core count gives a cleaner figure.
@@ -35,6 +38,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # runnable from a checkout without installing specgguf
     sys.path.insert(0, str(ROOT))
 
+#: the --spec-type names that draft with a model (one of them is loaded per run of this script)
+MODEL_TYPES = ("draft-simple", "draft-eagle3", "draft-mtp")
 BUDGET_ROUND_MS = 0.3
 BUDGET_TOKEN_MS = 0.1
 DEFAULT_PROMPT = (
@@ -51,7 +56,9 @@ class DecodeTimer:
     around llama_decode, where the CPU work is; llama_get_logits, which on a GPU waits for
     the results, costs the CPU nothing to speak of and is timed on the wall clock only."""
 
-    NAMES = ("llama_decode", "llama_get_logits", "llama_get_logits_ith")
+    NAMES = ("llama_decode", "llama_process", "llama_get_logits", "llama_get_logits_ith")
+    #: the calls that compute (an EAGLE-3 head's and an MTP layer's passes are llama_process)
+    COMPUTE = ("llama_decode", "llama_process")
 
     def __init__(self, cpu: bool = True) -> None:
         self.total = 0.0  # wall seconds
@@ -66,7 +73,7 @@ class DecodeTimer:
             if orig is None or name in self.originals:
                 continue
             self.originals[name] = orig
-            if name == "llama_decode" and self.with_cpu:
+            if name in self.COMPUTE and self.with_cpu:
 
                 def timed(*args, _orig=orig):
                     t0, c0 = time.perf_counter(), time.thread_time()
@@ -330,13 +337,17 @@ def main(argv: list[str] | None = None) -> int:
             n_ctx=args.ctx_size,
             threads=args.threads,
         )
-        session = Session(load, SpecOptions(types=["draft-simple"] if args.model_draft else []))
+        configs = [c.strip() for c in args.configs.split(";") if c.strip()]
+        # the model drafter the session loads: the one the configurations name (one of
+        # draft-simple, draft-eagle3 with a head as -md, draft-mtp over the target's layers)
+        model_types = sorted({c.split(":")[0] for c in configs} & set(MODEL_TYPES))
+        types = model_types[:1] or (["draft-simple"] if args.model_draft else [])
+        session = Session(load, SpecOptions(types=types))
     except SpecggufError as err:
         print(f"error: {err}", file=sys.stderr)
         return int(err.code)
-    configs = [c.strip() for c in args.configs.split(";") if c.strip()]
-    if session.draft_model is None:
-        configs = [c for c in configs if not c.startswith("draft-simple")]
+    loaded = set(types) if session.draft_model is not None or "draft-mtp" in types else set()
+    configs = [c for c in configs if c.split(":")[0] not in set(MODEL_TYPES) - loaded]
     temps = [float(t) for t in args.temp.split(",")]
     tokens = session.tokenize(args.prompt)
     in_place: list[Measure] = []

@@ -53,6 +53,7 @@ def build_eagle3_head(
     fc_in: int | None = None,
     gain: float = 1.0,
     tokenizer_from: str | Path | None = None,
+    f16: bool = False,
 ) -> Path:
     """Write an EAGLE-3 head GGUF and return its path.
 
@@ -61,7 +62,8 @@ def build_eagle3_head(
     `fc_in` overrides fc's input width (a head whose shapes disagree with its own keys).
     `block_count` other than 1 makes a head llama.cpp's graph would abort on.
     `tokenizer_from`: a real target GGUF whose tokenizer the head carries (as llama.cpp's
-    converter copies the target's), instead of the tiny targets'.
+    converter copies the target's), instead of the tiny targets'. `f16`: matrices in F16 (as
+    a converted head's are), norms in F32.
     """
     import gguf
 
@@ -103,7 +105,7 @@ def build_eagle3_head(
 
     writer = gguf.GGUFWriter(path, arch="eagle3")
     writer.add_name(f"tiny-eagle3-seed{seed}")
-    writer.add_file_type(gguf.LlamaFileType.ALL_F32)
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if f16 else gguf.LlamaFileType.ALL_F32)
     writer.add_context_length(2048)
     writer.add_embedding_length(n_embd)
     writer.add_block_count(block_count)
@@ -122,7 +124,8 @@ def build_eagle3_head(
         copy_tokenizer(reader, writer)
     for name, value in w.items():
         if name not in omit:
-            writer.add_tensor(name, np.ascontiguousarray(value, dtype=np.float32))
+            dtype = np.float16 if f16 and value.ndim == 2 else np.float32
+            writer.add_tensor(name, np.ascontiguousarray(value, dtype=dtype))
     if d2t is not None and "d2t" not in omit:
         writer.add_tensor("d2t", np.asarray(d2t, dtype=np.int64))
     writer.write_header_to_file()

@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""What one EAGLE-3 head step costs next to one target step and one draft-model step.
+
+An EAGLE-3 head is one decoder layer plus an lm_head; sized for the default 1.5B target
+(hidden 1536, 12 heads, FFN 8960, a 32k-token draft vocabulary through d2t, F16 weights as a
+converted head has) its step reads about 0.2 GB of weights against the target's ~1 GB (Q4)
+or ~3.4 GB (F16). This script builds such a head with random weights (its step costs the
+same whatever it holds), times single-token steps of it, of the target and of the default
+draft model, interleaved, and prints medians and ratios from this one run. The head is timed
+through the same context specgguf drafts with (backend.eagle3_head), made over a target
+context for the embeddings it borrows; the qwen2 target cannot feed it hidden states in this
+libllama, which a step's cost does not depend on.
+
+    python scripts/bench_head_step.py                      # the pulled Q4 pair
+    python scripts/bench_head_step.py -m target-f16.gguf   # the F16 target
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-m", "--model", type=Path, help="target GGUF (default: the pulled target)")
+    ap.add_argument("-md", "--model-draft", type=Path, help="draft GGUF (default: pulled draft)")
+    ap.add_argument("-t", "--threads", type=int, default=0)
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--draft-vocab", type=int, default=32000)
+    args = ap.parse_args(argv)
+
+    from specgguf.backend import engine
+    from specgguf.backend.eagle3_head import Eagle3Context
+    from specgguf.backend.eagle3_info import read_eagle3_head
+    from specgguf.backend.gguf_info import read_gguf_info
+    from specgguf.backend.models import require_default_pair
+    from tests.tiny_eagle3 import build_eagle3_head
+
+    target_path, draft_path = require_default_pair()
+    target_path = args.model or target_path
+    draft_path = args.model_draft or draft_path
+    info = read_gguf_info(target_path)
+    n_embd, n_layer = info.embedding_length, info.block_count
+    arch = info.architecture
+    with tempfile.TemporaryDirectory() as tmp:
+        head_path = build_eagle3_head(
+            Path(tmp) / "head.gguf", target_layers=(2, n_layer // 2, n_layer - 3),
+            target_hidden_size=n_embd, n_embd=n_embd, n_head=info.head_count,
+            n_head_kv=info.head_count_kv or info.head_count,
+            n_ff=int(info.metadata.get(f"{arch}.feed_forward_length", 4 * n_embd)),
+            own_output=True, d2t=list(range(args.draft_vocab)), tokenizer_from=target_path,
+            f16=True,
+        )  # fmt: skip
+        params = engine.ContextParams(n_ctx=512, n_threads=args.threads)
+        target_m, draft_m = engine.Model(target_path), engine.Model(draft_path)
+        head_m = engine.Model(head_path)
+        target, draft = engine.Context(target_m, params), engine.Context(draft_m, params)
+        head = Eagle3Context(head_m, target, params, read_eagle3_head(read_gguf_info(head_path)))
+        prompt = list(range(100, 164))
+        target.decode(prompt, 0, outputs="none")
+        draft.decode(prompt, 0, outputs="none")
+        head.decode(prompt, 0, outputs="none")
+        n0 = len(prompt)
+        steps: dict[str, tuple[object, list[float]]] = {
+            "target": (target, []), "draft model": (draft, []), "EAGLE-3 head": (head, []),
+        }  # fmt: skip
+        for _ in range(args.reps):
+            for ctx, times in steps.values():
+                t0 = time.perf_counter()
+                ctx.decode([7], n0, outputs="last")
+                times.append((time.perf_counter() - t0) * 1e3)
+                ctx.truncate(n0)
+        med = {name: statistics.median(times) for name, (_, times) in steps.items()}
+        for ctx, _ in steps.values():
+            ctx.close()
+        for m in (head_m, draft_m, target_m):
+            m.close()
+    print(
+        f"target {target_path.name}, draft {draft_path.name}, head {n_embd} wide, "
+        f"{args.draft_vocab}-token draft vocabulary, F16; {args.reps} steps each, interleaved"
+    )
+    for name, ms in med.items():
+        print(f"{name:14s} {ms:8.2f} ms   x{ms / med['target']:.3f} of a target step")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
