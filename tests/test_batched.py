@@ -387,9 +387,10 @@ def test_a_failed_step_fails_its_waiters_and_the_sequence_recovers(sessions, mon
 
 
 def test_a_long_prompt_yields_to_a_newcomer_until_its_first_round(tiny_target):
-    """The step plan: a long prompt takes PROMPT_CHUNK rows a step, NEWCOMER_CHUNK while a
-    short prompt waits (pending, or evaluated and its first round not yet come), and the
-    full chunk again once that round was decoded or NEWCOMER_STEPS passed without it."""
+    """The step plan: a long prompt takes PROMPT_CHUNK rows a step, NEWCOMER_CHUNK (none)
+    while a short prompt waits (pending, or evaluated and its first round not yet come), but
+    never stalls a step that would otherwise be empty, and takes the full chunk again once
+    the newcomer's round was decoded or NEWCOMER_STEPS passed without it."""
     from specgguf.backend import engine
     from specgguf.backend.batched import (
         NEWCOMER_CHUNK,
@@ -402,28 +403,38 @@ def test_a_long_prompt_yields_to_a_newcomer_until_its_first_round(tiny_target):
     model = engine.Model(tiny_target)
     params = engine.ContextParams(n_ctx=1024, n_threads=1, flash_attn="off")
     ctx = BatchedContext(model, params, 3, Rendezvous())
+    pos = {}
+
+    def stream(view) -> None:  # a sequence decoding one token a step
+        pos[view.seq] = pos.get(view.seq, 40)
+        ctx._pending.append(_Request(view, [9], pos[view.seq], "last"))
+        pos[view.seq] += 1
+
     try:
-        long, short, other = ctx.views
+        long, new, other = ctx.views
+        ctx._pending.append(_Request(other, [5] * 40, 0, "none"))
         ctx._pending.append(_Request(long, [7] * 900, 0, "none"))
-        ctx.step()
-        assert ctx.stats.last_rows == PROMPT_CHUNK  # alone: the full chunk
-        ctx._pending.append(_Request(short, [5, 6, 7], 0, "none"))
-        ctx.step()  # the newcomer's prompt and a small chunk of the long one
-        assert ctx.stats.last_rows == 3 + NEWCOMER_CHUNK
-        ctx.step()  # its first round has not come yet: still yielding
-        assert ctx.stats.last_rows == NEWCOMER_CHUNK
-        ctx._pending.append(_Request(short, [8], 3, "last"))
-        ctx.step()  # the first round
+        ctx.step()  # a short prompt beside the long one: the long one waits
+        assert ctx.stats.last_rows == 40 + NEWCOMER_CHUNK
+        ctx.step()  # alone, the long prompt is never stalled
+        assert ctx.stats.last_rows == PROMPT_CHUNK
+        stream(other)
+        ctx.step()  # other's first round: the long prompt still yields
         assert ctx.stats.last_rows == 1 + NEWCOMER_CHUNK
-        ctx.step()  # answered: the long prompt has the full chunk again
-        assert ctx.stats.last_rows == PROMPT_CHUNK
-        ctx._pending.append(_Request(other, [5, 6], 0, "none"))
+        stream(other)
+        ctx.step()  # other is answered: the long prompt has the full chunk again
+        assert ctx.stats.last_rows == 1 + PROMPT_CHUNK
+        ctx._pending.append(_Request(new, [5, 6, 7], 0, "none"))
+        stream(other)
         ctx.step()
+        assert ctx.stats.last_rows == 3 + 1 + NEWCOMER_CHUNK
         for _ in range(NEWCOMER_STEPS):  # a newcomer that never comes back...
+            stream(other)
             ctx.step()
-            assert ctx.stats.last_rows == NEWCOMER_CHUNK
+            assert ctx.stats.last_rows == 1 + NEWCOMER_CHUNK
+        stream(other)
         ctx.step()  # ...is waited for NEWCOMER_STEPS steps only
-        assert ctx.stats.last_rows == PROMPT_CHUNK
+        assert ctx.stats.last_rows == 1 + PROMPT_CHUNK
     finally:
         ctx.close()
         model.close()
