@@ -575,3 +575,18 @@ def test_draft_cost_comes_from_the_drafters_own_timing():
     # the long catch-up round's own decodes (20 ms each) count as steps; its batch does not
     assert 70.0 / 3 > policy.cost.draft_ms["draft-simple"].mean > 20.0
     assert policy.catch_up_cost("draft-simple") == pytest.approx(10.0 / 70.0)
+
+
+def test_slots_in_one_pass_share_one_exploration_budget():
+    """A probe of one slot holds every slot of the shared pass: with four slots, each may
+    spend a quarter of what a sequence alone may."""
+    from specgguf.auto.probes import ProbeScheduler
+
+    sched = ProbeScheduler(8, budget=0.05, allowance=2.0)
+    sched.elapsed = 100  # 0.05 * 100 + 2 = 7 target steps for a sequence alone
+    sched.explore_spent = 3.0
+    assert sched.may_explore()
+    sched.share = 4  # 7 / 4 = 1.75 each
+    assert not sched.may_explore()
+    sched.explore_spent = 1.5
+    assert sched.may_explore() and not sched.may_explore(liability=0.5)

@@ -505,6 +505,7 @@ class AdaptivePolicy:
     def _budget(self, limit: int) -> int:
         default = 0
         charged = False
+        self.schedule.share = 1 + self._peers()  # the server explores within one budget
         ladder = self.schedule.next_ladder_width(
             self._known_well,
             lambda: bool(self._drafters) and all(self.hopeless(n) for n in self._drafters),

@@ -66,6 +66,10 @@ class ProbeScheduler:
         self._charged = False  # the round in flight is a charged probe
         self._in_probe = False  # ... any probe
         self._ladder_now: int | None = None  # the initial probe width in flight
+        #: the sequences that decode in one pass with this one (a server's slots in lockstep:
+        #: a probe's draft steps hold every one of them), set by the policy each round; each
+        #: gets that share of the budget, so the server as a whole explores within it
+        self.share = 1
 
     # -- what the next round is -----------------------------------------------------------
 
@@ -134,8 +138,8 @@ class ProbeScheduler:
 
     def may_explore(self, liability: float = 0.0) -> bool:
         """A probe now, with `liability` target steps of catch-up it would need, stays within
-        the exploration budget."""
-        allowed = self.budget * self.elapsed + self.allowance
+        the exploration budget (this sequence's `share` of it)."""
+        allowed = (self.budget * self.elapsed + self.allowance) / max(1, self.share)
         return self.explore_spent + liability <= allowed
 
     def start_round(self, *, probe: bool, charged: bool) -> None:
