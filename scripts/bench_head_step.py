@@ -18,6 +18,7 @@ libllama, which a step's cost does not depend on.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import tempfile
@@ -36,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-t", "--threads", type=int, default=0)
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--draft-vocab", type=int, default=32000)
+    ap.add_argument("-ngl", "--n-gpu-layers", default="0", help="for all three models")
+    ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = ap.parse_args(argv)
 
     from specgguf.backend import engine
@@ -57,12 +60,15 @@ def main(argv: list[str] | None = None) -> int:
             target_hidden_size=n_embd, n_embd=n_embd, n_head=info.head_count,
             n_head_kv=info.head_count_kv or info.head_count,
             n_ff=int(info.metadata.get(f"{arch}.feed_forward_length", 4 * n_embd)),
-            own_output=True, d2t=list(range(args.draft_vocab)), tokenizer_from=target_path,
+            own_output=True, d2t=list(range(min(args.draft_vocab, info.vocab.n_vocab))),
+            tokenizer_from=target_path,
             f16=True,
         )  # fmt: skip
         params = engine.ContextParams(n_ctx=512, n_threads=args.threads)
-        target_m, draft_m = engine.Model(target_path), engine.Model(draft_path)
-        head_m = engine.Model(head_path)
+        ngl = engine.parse_gpu_layers(args.n_gpu_layers)
+        target_m = engine.Model(target_path, n_gpu_layers=ngl)
+        draft_m = engine.Model(draft_path, n_gpu_layers=ngl)
+        head_m = engine.Model(head_path, n_gpu_layers=ngl)
         target, draft = engine.Context(target_m, params), engine.Context(draft_m, params)
         head = Eagle3Context(head_m, target, params, read_eagle3_head(read_gguf_info(head_path)))
         prompt = list(range(100, 164))
@@ -84,6 +90,10 @@ def main(argv: list[str] | None = None) -> int:
             ctx.close()
         for m in (head_m, draft_m, target_m):
             m.close()
+    if args.json:
+        rel = {name: round(ms / med["target"], 4) for name, ms in med.items()}
+        print(json.dumps({"step_ms": {k: round(v, 3) for k, v in med.items()}, "rel": rel}))
+        return 0
     print(
         f"target {target_path.name}, draft {draft_path.name}, head {n_embd} wide, "
         f"{args.draft_vocab}-token draft vocabulary, F16; {args.reps} steps each, interleaved"

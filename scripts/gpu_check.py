@@ -254,6 +254,20 @@ def measure(a: argparse.Namespace) -> dict:
         raise SystemExit(f"specgguf bench failed ({p.returncode}): {p.stderr.strip()[-400:]}")
     res["bench"] = json.loads(p.stdout)
     res["seconds_bench"] = round(time.perf_counter() - t0, 1)
+
+    # 5. an EAGLE-3 head sized for the target (random weights): its step next to the target's
+    # and the draft model's (no trained head is installable, so its acceptance is not measured)
+    t0 = step("EAGLE-3 head step (scripts/bench_head_step.py)")
+    p = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bench_head_step.py"), "-m", a.target,
+         "-md", a.draft, "-ngl", a.ngl, "--reps", str(max(5, a.reps * 4)), "--json",
+         *(["-t", str(a.threads)] if a.threads else [])],
+        capture_output=True, text=True, env=env, timeout=600, check=False,
+    )  # fmt: skip
+    if p.returncode != 0:
+        raise SystemExit(f"bench_head_step failed ({p.returncode}): {p.stderr.strip()[-400:]}")
+    res["head_step"] = json.loads(p.stdout)
+    res["seconds_head_step"] = round(time.perf_counter() - t0, 1)
     (out / "results.json").write_text(json.dumps(res, indent=1))
     return res
 
@@ -305,6 +319,10 @@ def summary(res: dict, phases: dict | None = None) -> str:
         rec = b.get("recommendation") or {}
         if rec:
             add(f"  recommendation: {rec.get('command')}")
+    hs = res.get("head_step")
+    if hs:
+        steps = [f"{k} x{v} ({hs['step_ms'][k]} ms)" for k, v in hs["rel"].items()]
+        add("one-token step / target step: " + ", ".join(steps))
     ov = res.get("overhead")
     if ov:
         add("Python overhead per round outside llama_decode (ms; wall in place / CPU warm; "

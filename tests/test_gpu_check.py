@@ -151,4 +151,6 @@ def test_cpu_smoke_runs_the_whole_check(tmp_path) -> None:
     # the draft shares the target's first layers: it agrees far more often than chance
     assert res["run"]["accept_rate"] > 0.3
     assert {o["in_place"]["temp"] for o in res["overhead"]} == {0.0, 0.8}
+    assert res["head_step"]["rel"]["EAGLE-3 head"] > 0
+    assert "EAGLE-3 head x" in out
     assert (tmp_path / "results/summary.txt").read_text().strip() == out.strip()
