@@ -251,3 +251,21 @@ def test_a_library_without_the_calls_is_refused(mtp_target, monkeypatch, capsys)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "draft-mtp" in err[0]
     assert loaded == []  # refused before any model loads
+
+
+def test_bench_times_the_mtp_heads_step_and_stores_it_as_draft_mtps(mtp_target, capfd):
+    import json
+    import os
+    from pathlib import Path
+
+    argv = ["bench", "-m", str(mtp_target), "-t", "1", "-c", "512", "-n", "8", "-p", "abc abc",
+            "--spec-type", "draft-mtp:2", "--json"]  # fmt: skip
+    assert run_cli(argv) == 0
+    report = json.loads(capfd.readouterr().out)
+    assert report["cost_curve"]["draft_step_ms"] > 0  # the head's own step, timed
+    for row in report["configs"]:  # timing between prompts left every head as it must be
+        same = row["same_text_as_plain"]
+        assert same is None or same["identical"] == same["runs"], row["label"]
+    stored = Path(os.environ["SPECGGUF_PROFILES"]).rglob("*.json")
+    profiles = [json.loads(f.read_text()) for f in stored]
+    assert any("draft-mtp" in p["draft"] for p in profiles)

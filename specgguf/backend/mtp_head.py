@@ -200,6 +200,19 @@ class MtpHead:
         self._process([token], pos, h, last=True)
         return self._outputs(0)
 
+    def decode(self, tokens: Sequence[int], pos0: int, *, outputs: str = "last"):
+        """Rows of `tokens` with zero hidden states at pos0..: what bench's cost curve times
+        as a draft step (a step costs the same whatever the states hold). Whoever times
+        leaves the head empty (truncate(0)): the next generation then starts afresh."""
+        self.truncate(pos0)
+        zeros = np.zeros((len(tokens), self.n_embd), dtype=np.float32)
+        if outputs == "none" or not tokens:
+            self.feed(tokens, pos0, zeros)
+            return None
+        self.feed(tokens[:-1], pos0, zeros[:-1])
+        logits, _ = self.step(tokens[-1], pos0 + len(tokens) - 1, zeros[-1])
+        return logits[None, :]
+
     # -- rollback ---------------------------------------------------------------------------
 
     def _forget_from(self, p0: int) -> None:

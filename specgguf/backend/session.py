@@ -452,6 +452,8 @@ class Session:
         draft reads them. Whoever times on them leaves both KV caches empty afterwards: the
         next generation then evaluates its prompt in full, as after any other sequence."""
         cross = self.cross_vocab and self.draft_ctx is not None
+        if self.draft_ctx is None and self.mtp is not None:  # the MTP head's own step
+            return TimingContexts(self.target, self.mtp.head, None, "draft-mtp")
         return TimingContexts(
             self.target,
             self.draft_ctx,

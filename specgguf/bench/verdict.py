@@ -11,7 +11,7 @@ from specgguf.auto.cost_model import Costs, best_k
 from specgguf.bench.configs import PLAIN, BenchConfig
 from specgguf.bench.costs import CostCurve
 from specgguf.bench.summary import ConfigSummary
-from specgguf.drafters.registry import needs_draft_model
+from specgguf.drafters.registry import bounded_by_n_max
 
 #: a speculative configuration is recommended only if its median ratio beats plain by this
 MARGIN = 0.03
@@ -66,7 +66,8 @@ def model_view(rows: Sequence[ConfigSummary], costs: CostCurve) -> list[str]:
         cfg = row.config
         if cfg.plain or cfg.auto or not row.per_position_acceptance:
             continue
-        draft = costs.draft_rel if needs_draft_model(cfg.types) and costs.draft_rel else 0.0
+        # a type that drafts over a model's logits (a draft model, a head) pays its step
+        draft = costs.draft_rel if bounded_by_n_max(cfg.types) and costs.draft_rel else 0.0
         acc = conditional_acceptance(row.per_position_acceptance)
         n = len(verify) - 1
         k, s = best_k(Costs(verify=verify, draft=draft), acc, n)
