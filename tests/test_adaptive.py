@@ -590,3 +590,39 @@ def test_slots_in_one_pass_share_one_exploration_budget():
     assert not sched.may_explore()
     sched.explore_spent = 1.5
     assert sched.may_explore() and not sched.may_explore(liability=0.5)
+
+
+def test_a_draft_model_starts_only_where_the_rest_of_the_answer_repays_its_catch_up():
+    """Starting a draft model that is behind (a prompt it has not read, tokens emitted while
+    it sat out) costs its catch-up first: at the plan's speedup the rest of the sequence
+    must win that back, which a short answer behind a long prompt does not."""
+    from specgguf.auto.policy import AdaptivePolicy, _Plan
+    from specgguf.core.draft import Draft, Drafter
+
+    class Behind(Drafter):
+        name, asks_per_token, lag = "draft-simple", True, 1
+
+        @property
+        def behind(self) -> int:
+            return self.lag
+
+        def begin(self, prompt): ...
+
+        def observe(self, tokens): ...
+
+        def propose(self, budget, gate=None):
+            return Draft()
+
+    d = Behind()
+    policy = AdaptivePolicy(n_max_cap=8)
+    policy.attach([d])
+    policy.catch_up_cost = lambda name: 0.05  # target steps per token read
+    plan = _Plan(4, 1.3, probe=False)  # saves (1 - 1/1.3) = 0.23 of a step per token
+    d.lag = 1  # nothing to read: always worth it
+    assert policy._repays_catch_up(d.name, plan, 2)
+    d.lag = 201  # 10 steps of catch-up
+    assert policy._repays_catch_up(d.name, plan, 48)  # 11.1 saved
+    assert not policy._repays_catch_up(d.name, plan, 40)  # 9.2 saved
+    assert policy._repays_catch_up(d.name, plan, 1 << 30)  # an open-ended answer
+    d.lag = 401
+    assert not policy._repays_catch_up(d.name, plan, 48)

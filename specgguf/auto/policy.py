@@ -231,7 +231,7 @@ class AdaptivePolicy:
         --jsonl batches and conversations, where one policy can serve every decoder. The
         initial probes are not repeated; call `attach` with the new decoder's drafters."""
         for m in self._drafters.values():
-            m.pending = 1  # a model drafter's begin() catches up on the prompt itself
+            m.pending = 1  # what the drafter itself is behind by is its own `behind`
         self._observed = 0
         self._round = {}
         self._plans = {}
@@ -339,13 +339,33 @@ class AdaptivePolicy:
         measured = self.cost.catch_up_rel(name)
         return measured if measured is not None else 0.5 * self.costs(name).draft
 
+    def _behind(self, name: str) -> int:
+        """Tokens drafter `name` must read before its next draft: the drafter's own count
+        (a draft model that has not read the prompt yet is behind by all of it), else the
+        policy's (tokens emitted while it sat out)."""
+        m = self._drafters[name]
+        own = m.source.behind if isinstance(m.source, Drafter) else 0
+        return max(own, m.pending)
+
+    def _catch_up_liability(self, name: str) -> float:
+        """What starting to draft with `name` now costs before its first draft step, in
+        target steps (its catch-up; the token emitted last round is part of any draft)."""
+        return self.catch_up_cost(name) * max(0, self._behind(name) - 1)
+
     def _may_explore(self, name: str | None = None) -> bool:
         """Within the exploration budget, counting what probing `name` would cost right now:
         resuming a skipped draft model means catching it up on everything emitted meanwhile."""
-        liability = 0.0
-        if name is not None:
-            liability = self.catch_up_cost(name) * max(0, self._drafters[name].pending - 1)
+        liability = self._catch_up_liability(name) if name is not None else 0.0
         return self.schedule.may_explore(liability)
+
+    def _repays_catch_up(self, name: str, plan: _Plan, limit: int) -> bool:
+        """Whether starting to draft with model drafter `name` can win back its catch-up in
+        the `limit` tokens this sequence may still emit: at the plan's speedup s, a token
+        costs 1/s of a step instead of 1, so the rest of the sequence saves at most
+        (1 - 1/s) * limit steps (a 48-token answer does not repay reading a long prompt on
+        the draft model; an open-ended one always does)."""
+        cost = self._catch_up_liability(name)
+        return cost <= 0.0 or (1.0 - 1.0 / max(plan.speedup, 1.0)) * limit > cost
 
     def _hoped_acceptance(self, name: str) -> list[float]:
         """The acceptance a probe of `name` hopes for: `optimism` above the estimate, and not
@@ -516,6 +536,10 @@ class AdaptivePolicy:
             self.schedule.probes += default > 0
         else:
             plans = self._plan_model()
+            for name, plan in plans.items():
+                m = self._drafters[name]
+                if plan.k and m.gated and not self._repays_catch_up(name, plan, limit):
+                    plans[name] = _Plan(0, 1.0, probe=False)
             if all(p.k == 0 for p in plans.values()):
                 names = self.schedule.idle_round(
                     lambda: [n for n in self._drafters if self._worth_probing(n)],

@@ -121,6 +121,13 @@ class Drafter(ABC):
         """Guess up to `budget` tokens that continue the sequence; an empty Draft means no guess.
         A drafter that `asks_per_token` stops where `gate` says a token is not worth it."""
 
+    @property
+    def behind(self) -> int:
+        """Tokens of the sequence this drafter must read before it can draft (a draft model
+        that was skipped, or that has not read the prompt yet): what starting to draft costs
+        on top of the draft steps. 0 for a drafter that reads every token as it comes."""
+        return 0
+
     def hear(self, target_pass: TargetPass) -> None:  # noqa: B027 - optional hook
         """One target pass's rows, for a drafter that `hears` layers (called for every prefill
         chunk and verify pass, in order)."""

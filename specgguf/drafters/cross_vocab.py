@@ -131,6 +131,10 @@ class CrossVocabDrafter(Drafter):
             self._catch_up(len(hist) - 1, outputs="none")
         self._sync_ms = 0.0
 
+    @property
+    def behind(self) -> int:
+        return 0 if self._full else len(self.text.tokens) - len(self.kv)
+
     def observe(self, tokens: Sequence[int]) -> None:
         t0 = time.perf_counter()
         self.translation = None  # the loop has read it for this round

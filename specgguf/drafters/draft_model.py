@@ -61,6 +61,10 @@ class DraftModelDrafter(Drafter):
         self.ctx.truncate(keep)
         self.kv = self.history[:keep]
 
+    @property
+    def behind(self) -> int:
+        return len(self.history) - len(self.kv)
+
     def observe(self, tokens: Sequence[int]) -> None:
         base = len(self.history)
         self.history.extend(tokens)
