@@ -24,15 +24,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from specgguf.core.context import KVContext, Outputs
-from specgguf.core.draft import Draft, Drafter, DraftGate, DraftTiming
-from specgguf.drafters.draft_steps import DraftRules, draft_steps
+from specgguf.core.draft import Draft, DraftGate, DraftTiming
+from specgguf.drafters.draft_steps import DraftRules, ModelDrafter
 
 __all__ = ["DraftModelDrafter", "DraftTiming"]
 
 
-class DraftModelDrafter(Drafter):
-    asks_per_token = True  # auto asks before each further token (a DraftGate)
-
+class DraftModelDrafter(ModelDrafter):
     def __init__(
         self,
         ctx: KVContext,
@@ -40,12 +38,9 @@ class DraftModelDrafter(Drafter):
         *,
         reuse_prefix: bool = True,
     ) -> None:
+        super().__init__(rules)
         self.ctx = ctx
         self.reuse_prefix = reuse_prefix
-        self.rules = rules
-        self.max_draft = rules.n_max  # --spec-draft-n-max
-        self.timing: DraftTiming | None = None  # of the last propose that decoded anything
-        self.history: list[int] = []
         # Tokens whose KV the draft context holds, position by position: always a prefix of
         # history, possibly followed by drafted tokens that verification has not judged yet.
         self.kv: list[int] = []
@@ -92,7 +87,7 @@ class DraftModelDrafter(Drafter):
         n_pending = len(self.history) - len(self.kv)
         logits = self._catch_up(len(self.history), outputs="last")
         assert logits is not None
-        timing = self.timing = DraftTiming((time.perf_counter() - t0) * 1e3, n_pending)
+        timing = DraftTiming((time.perf_counter() - t0) * 1e3, n_pending)
 
         def step(tok: int) -> np.ndarray:
             logits = self.ctx.decode([tok], len(self.kv), outputs="last")
@@ -100,12 +95,4 @@ class DraftModelDrafter(Drafter):
             self.kv.append(tok)
             return logits[0]
 
-        return draft_steps(
-            logits[0],
-            step,
-            budget,
-            gate,
-            self.rules,
-            pos_first=len(self.history),
-            timing=timing,
-        )
+        return self.draft(logits[0], step, budget, gate, timing)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from specgguf.core.draft import Draft, DraftGate, DraftTiming
+from specgguf.core.draft import Draft, Drafter, DraftGate, DraftTiming
 from specgguf.core.sampling import (
     DRAFT,
     PositionRandom,
@@ -98,3 +98,33 @@ def draft_steps(
         return Draft()
     timing.proposed = len(tokens)
     return Draft(tokens, probs if probabilistic else None)
+
+
+class ModelDrafter(Drafter):
+    """What every drafter over a model's logits shares (draft-simple, draft-eagle3,
+    draft-mtp): it drafts token by token under `rules`, at most --spec-draft-n-max, asks
+    auto's gate before each token, and times each proposal for auto's cost model."""
+
+    asks_per_token = True  # auto asks before each further token (a DraftGate)
+
+    def __init__(self, rules: DraftRules) -> None:
+        self.rules = rules
+        self.max_draft = rules.n_max  # --spec-draft-n-max
+        self.timing: DraftTiming | None = None  # of the last propose that decoded anything
+        #: every token of the sequence, prompted or emitted, in order
+        self.history: list[int] = []
+
+    def draft(
+        self,
+        first: np.ndarray,
+        step: Callable[[int], np.ndarray],
+        budget: int,
+        gate: DraftGate | None,
+        timing: DraftTiming,
+    ) -> Draft:
+        """draft_steps under this drafter's rules, from the position after its history;
+        `timing` (this proposal's, already holding its first decode) becomes `self.timing`."""
+        self.timing = timing
+        return draft_steps(
+            first, step, budget, gate, self.rules, pos_first=len(self.history), timing=timing
+        )

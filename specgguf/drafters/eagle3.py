@@ -24,8 +24,8 @@ from typing import Protocol
 import numpy as np
 
 from specgguf.core.context import common_prefix_len
-from specgguf.core.draft import Draft, Drafter, DraftGate, DraftTiming, TargetPass
-from specgguf.drafters.draft_steps import DraftRules, draft_steps
+from specgguf.core.draft import Draft, DraftGate, DraftTiming, TargetPass
+from specgguf.drafters.draft_steps import DraftRules, ModelDrafter
 
 
 class HiddenStateHead(Protocol):
@@ -53,9 +53,7 @@ class HiddenStateHead(Protocol):
     def step(self, token: int) -> np.ndarray: ...
 
 
-class Eagle3Drafter(Drafter):
-    asks_per_token = True  # auto asks before each further token (a DraftGate)
-
+class Eagle3Drafter(ModelDrafter):
     def __init__(
         self,
         head: HiddenStateHead,
@@ -63,14 +61,10 @@ class Eagle3Drafter(Drafter):
         *,
         reuse_prefix: bool = True,
     ) -> None:
+        super().__init__(rules)
         self.head = head
         self.hears = tuple(sorted(set(head.target_layers)))
-        self.rules = rules
-        self.max_draft = rules.n_max  # --spec-draft-n-max
         self.reuse_prefix = reuse_prefix
-        self.timing: DraftTiming | None = None
-        #: every token of the sequence the loop has emitted or prompted, in order
-        self.history: list[int] = []
         self._resume = 0
         self._verifying = False  # a verify pass was heard and its verdict not yet observed
 
@@ -108,13 +102,5 @@ class Eagle3Drafter(Drafter):
         first = self.head.seed(self.history[-1])
         if first is None:
             return Draft()
-        timing = self.timing = DraftTiming((time.perf_counter() - t0) * 1e3, 1)
-        return draft_steps(
-            first,
-            self.head.step,
-            budget,
-            gate,
-            self.rules,
-            pos_first=len(self.history),
-            timing=timing,
-        )
+        timing = DraftTiming((time.perf_counter() - t0) * 1e3, 1)
+        return self.draft(first, self.head.step, budget, gate, timing)

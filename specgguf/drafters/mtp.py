@@ -27,8 +27,8 @@ from typing import Protocol
 
 import numpy as np
 
-from specgguf.core.draft import Draft, Drafter, DraftGate, DraftTiming, TargetPass
-from specgguf.drafters.draft_steps import DraftRules, draft_steps
+from specgguf.core.draft import Draft, DraftGate, DraftTiming, TargetPass
+from specgguf.drafters.draft_steps import DraftRules, ModelDrafter
 
 #: the head's KV cache can resume at a multiple of this (a kept hidden state per span)
 ANCHOR_EVERY = 64
@@ -79,24 +79,20 @@ class HeadState:
         self.head.close()
 
 
-class MtpDrafter(Drafter):
-    asks_per_token = True  # auto asks before each further token (a DraftGate)
-
+class MtpDrafter(ModelDrafter):
     def __init__(
         self,
         state: HeadState,
         rules: DraftRules,
     ) -> None:
+        super().__init__(rules)
         self.state = state
         self.head = head = state.head
         self.layer = head.hidden_layer
         self.hears = (self.layer,)  # the trunk's last output: the target's nextn embeddings
-        self.rules = rules
         # chained heads: one draft step per NextN layer, so no longer a draft (llama.cpp)
-        n_max = rules.n_max
-        self.max_draft = n_max if head.n_heads == 1 else min(n_max, head.n_heads)
-        self.timing: DraftTiming | None = None
-        self.history: list[int] = []
+        if head.n_heads > 1:
+            self.max_draft = min(rules.n_max, head.n_heads)
         #: the last heard pass, not yet judged: (pos0, its rows' hidden states)
         self._heard: tuple[int, np.ndarray] | None = None
         #: False when a pass was missed: the head cannot follow until the next sequence
@@ -177,7 +173,7 @@ class MtpDrafter(Drafter):
         else:
             first, state = head.chain(drafted, pos, np.stack(states), 0)
         first_ms = (time.perf_counter() - t0) * 1e3
-        timing = self.timing = DraftTiming(self._fed_ms, self._fed, first_ms, 1)
+        timing = DraftTiming(self._fed_ms, self._fed, first_ms, 1)
         self._fed_ms, self._fed = 0.0, 0
 
         def step(token: int) -> np.ndarray:
@@ -191,15 +187,7 @@ class MtpDrafter(Drafter):
                 logits, state = head.chain(drafted, pos, np.stack(states), len(drafted) - 1)
             return logits
 
-        return draft_steps(
-            first,
-            step,
-            budget,
-            gate,
-            self.rules,
-            pos_first=len(self.history),
-            timing=timing,
-        )
+        return self.draft(first, step, budget, gate, timing)
 
     # -- the hidden states kept --------------------------------------------------------------
 
