@@ -12,6 +12,7 @@ never leave the others waiting.
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import numpy as np
@@ -110,14 +111,18 @@ def assert_same_or_near_tie(one, prompt_tokens, ref, got, label, near_tie=NEAR_T
 
 
 def concurrently(gen, prompts: list[list[int]], params) -> list[list[int]]:
-    """Each prompt generated on slot i by a thread of its own, all at once."""
+    """Each prompt generated on slot i by a thread of its own, all at once (every thread a
+    member before any decodes: a thread started late on a busy machine would otherwise find
+    the others' short generations over)."""
     rv = gen.rendezvous
     got: list[list[int] | None] = [None] * len(prompts)
     errors: list[BaseException] = []
+    everyone = threading.Barrier(len(prompts))
 
     def work(i: int) -> None:
         try:
             with rv.member():
+                everyone.wait(60)
                 got[i] = tokens_of(gen.generate(prompts[i], params, slot=i))
         except BaseException as e:  # noqa: BLE001 - reported by the test
             errors.append(e)
@@ -438,3 +443,92 @@ def test_a_long_prompt_yields_to_a_newcomer_until_its_first_round(tiny_target):
     finally:
         ctx.close()
         model.close()
+
+
+def test_decode_rows_that_gives_way_keeps_nothing_of_its_batch(tiny_target):
+    """An abandoned batch leaves no cell behind, in any of its sequences (the rows of its
+    earlier micro-batches included): the next decode's logits equal those of a context that
+    never saw it, and another sequence's cells are untouched."""
+    from specgguf.backend import engine
+
+    model = engine.Model(tiny_target)
+    params = engine.ContextParams(n_ctx=1024, n_threads=1, flash_attn="off", n_seq_max=2)
+    params_small = engine.ContextParams(
+        n_ctx=1024, n_threads=1, flash_attn="off", n_seq_max=2, n_ubatch=16
+    )
+    try:
+        for p in (params, params_small):
+            ctx = engine.Context(model, p)
+            toks = [(7 * i + 3) % 200 + 5 for i in range(200)]
+            ctx.decode_rows(toks[:40], list(range(40)), [0] * 40, [False] * 40)
+            ctx.decode_rows(toks[:10], list(range(10)), [1] * 10, [False] * 10)
+            ref = ctx.decode_rows([toks[40], toks[10]], [40, 10], [0, 1], [True, True]).copy()
+            ctx.seq_rm(0, 40)
+            ctx.seq_rm(1, 10)
+            calls = itertools.count()
+
+            def late(calls=calls) -> bool:  # say "give way" well into the graph
+                return next(calls) > 40
+
+            rows = 64
+            with pytest.raises(engine.GaveWay):
+                ctx.decode_rows(
+                    toks[40 : 40 + rows] + [toks[10]],
+                    [*range(40, 40 + rows), 10],
+                    [0] * rows + [1],
+                    [False] * rows + [True],
+                    give_way=late,
+                )
+            again = ctx.decode_rows([toks[40], toks[10]], [40, 10], [0, 1], [True, True])
+            assert np.array_equal(again, ref)
+            ctx.close()
+    finally:
+        model.close()
+
+
+def test_a_long_prompt_step_gives_way_to_a_request_that_joins(sessions, monkeypatch):
+    """A request that joins while a long prompt's chunk is being evaluated does not wait for
+    that chunk: the step is abandoned, the newcomer's rows (its prompt, or its first round
+    where its prompt is cached) go in the next step without the long prompt's, and both
+    texts are what each gets alone."""
+    from specgguf.core.sampling import SamplerParams
+
+    one, many = sessions
+    gen1, gen = _gen(one, SamplerParams(temp=0.0)), _gen(many, SamplerParams(temp=0.0))
+    model = one.target_model
+    long_tokens = model.tokenize(" ".join(WORDS[j % len(WORDS)] for j in range(300)))
+    short_tokens = model.tokenize(prompt(1))
+    assert len(long_tokens) > 4 * 64 and len(short_tokens) < 64
+    ref_long = tokens_of(gen1.generate(long_tokens, None, slot=0))
+    ref_short = tokens_of(gen1.generate(short_tokens, None, slot=0))
+
+    target = many._batched[0]
+    rv = many.rendezvous
+    real = target.ctx.decode_rows
+    steps: list[list[tuple[int, int]]] = []  # each step tried: (sequence, rows) per request
+    got: dict[str, list[int]] = {}
+    newcomer: list[threading.Thread] = []
+
+    def short_request() -> None:
+        with rv.member():
+            got["short"] = tokens_of(gen.generate(short_tokens, None, slot=1))
+
+    def decode_rows(tokens, pos, seq, logits, *, give_way=None):
+        steps.append([(s, seq.count(s)) for s in dict.fromkeys(seq)])
+        if give_way is not None and not newcomer:  # the first long-prompt step
+            joins = rv.joins
+            newcomer.append(threading.Thread(target=short_request))
+            newcomer[0].start()
+            while rv.joins == joins:  # it joins while this step is running
+                threading.Event().wait(0.001)
+        return real(tokens, pos, seq, logits, give_way=give_way)
+
+    monkeypatch.setattr(target.ctx, "decode_rows", decode_rows)
+    gave_way = target.stats.gave_way
+    with rv.member():
+        got["long"] = tokens_of(gen.generate(long_tokens, None, slot=0))
+    newcomer[0].join(60)
+    assert target.stats.gave_way == gave_way + 1
+    i = next(i for i, s in enumerate(steps) if (0, 64) in s)  # the abandoned step
+    assert [s for s, _ in steps[i + 1]] == [1], steps[: i + 3]
+    assert got["short"] == ref_short and got["long"] == ref_long

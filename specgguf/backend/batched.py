@@ -12,13 +12,15 @@ A long prompt is evaluated `prompt_chunk` rows per step, after the short decodes
 others, so it does not stall their streams; the rows of one step are at most n_batch. While a
 newcomer waits for its first token (its short prompt pending, or just evaluated and its first
 round still to come), the long prompt pauses (`NEWCOMER_CHUNK` rows) in every step that has
-other rows, so a short request that arrives behind a long prompt waits for at most the one
-chunk in flight.
+other rows; and a step that holds a long prompt's rows gives way when a request joins while it
+runs (llama.cpp's abort check: the step is abandoned part-way, nothing of it kept, and its rows
+are evaluated again in a later step), so a short request that arrives behind a long prompt
+waits for neither the chunk in flight nor the rest of the prompt.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -52,6 +54,8 @@ class StepStats:
     seqs: int = 0
     last_rows: int = 0
     last_seqs: int = 0
+    #: steps abandoned part-way for a request that joined (their rows evaluated again later)
+    gave_way: int = 0
 
 
 @dataclass
@@ -136,19 +140,22 @@ class BatchedContext:
             seq.extend([r.view.seq] * (b - a))
             logits.extend(r.wants(j) for j in range(a, b))
         s = self.stats
-        s.steps += 1
-        s.rows += len(tokens)
-        s.seqs += len(plan)
-        s.last_rows, s.last_seqs = len(tokens), len(plan)
         finished = 0
         try:
-            out = self.ctx.decode_rows(tokens, pos, seq, logits)
+            out = self.ctx.decode_rows(tokens, pos, seq, logits, give_way=self._give_way(plan))
+        except engine.GaveWay:
+            s.gave_way += 1
+            return 0
         except Exception as e:  # noqa: BLE001 - each waiter gets it; the batcher lives on
             for r, _, _ in plan:
                 r.error, r.finished = e, True
                 r.view._dirty = True
                 self._pending.remove(r)
             return len(plan)
+        s.steps += 1
+        s.rows += len(tokens)
+        s.seqs += len(plan)
+        s.last_rows, s.last_seqs = len(tokens), len(plan)
         k = 0
         for r, a, b in plan:
             r.view.others = len(tokens) - (b - a)
@@ -165,7 +172,7 @@ class BatchedContext:
                 self._pending.remove(r)
                 finished += 1
                 # a prompt (no logits) is followed by the sequence's first round
-                r.view.prefilled_at = s.steps if r.outputs == "none" else None
+                r.view.newcomer_since = s.steps if r.outputs == "none" else None
         return finished
 
     def _plan(self, chunk: int) -> list[tuple[_Request, int, int]]:
@@ -183,15 +190,25 @@ class BatchedContext:
                 budget -= take
         return plan
 
+    def _give_way(self, plan: list[tuple[_Request, int, int]]) -> Callable[[], bool] | None:
+        """The check of a step that holds rows of a long prompt: True once a request has
+        joined since the step began (None for other steps: the check costs a Python call per
+        graph node, worth it only where a step is long and can wait)."""
+        if not any(len(r.tokens) > self.prompt_chunk for r, _, _ in plan):
+            return None
+        rendezvous, joins = self.rendezvous, self.rendezvous.joins
+        return lambda: rendezvous.joins != joins
+
     def _newcomer_waits(self) -> bool:
         """Whether a sequence with a short prompt waits for its first token: its prompt is
-        pending, or was evaluated in the last NEWCOMER_STEPS steps and no round followed."""
+        pending, or its request began or its prompt was evaluated in the last NEWCOMER_STEPS
+        steps and no round followed."""
         short = self.prompt_chunk
         if any(r.outputs == "none" and len(r.tokens) - r.done <= short for r in self._pending):
             return True
         now = self.stats.steps
         return any(
-            v.prefilled_at is not None and now - v.prefilled_at < NEWCOMER_STEPS
+            v.newcomer_since is not None and now - v.newcomer_since < NEWCOMER_STEPS
             for v in self.views
         )
 
@@ -220,9 +237,10 @@ class SequenceView:
         #: auto.policy.SharedPass)
         self.others = 0
         self.peers = 0
-        #: the step that finished this sequence's last prompt, until a round follows it (a
-        #: newcomer waiting for its first token: BatchedContext._newcomer_waits)
-        self.prefilled_at: int | None = None
+        #: while this sequence's request waits for its first token (BatchedContext.
+        #: _newcomer_waits), the step it began at or that finished its prompt; None once a
+        #: round follows
+        self.newcomer_since: int | None = None
 
     def decode(
         self,
@@ -263,7 +281,10 @@ class SequenceView:
         del self.tokens[self.n_past :]
 
     def keep_prefix(self, tokens: Sequence[int]) -> int:
-        """Keep the longest cached prefix equal to the start of `tokens` (prompt reuse)."""
+        """Keep the longest cached prefix equal to the start of `tokens` (prompt reuse): a
+        request begins here, a newcomer until its first round (even if its whole prompt is
+        cached and no prompt step comes)."""
+        self.newcomer_since = self.owner.stats.steps
         n = engine.common_prefix_len(self.tokens, tokens)
         self.truncate(n)
         return n

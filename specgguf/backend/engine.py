@@ -14,7 +14,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,6 +94,11 @@ def _log(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
 def _keep_going(_progress: float, _user: ctypes.c_void_p) -> bool:
     """Model-load progress: returning False makes llama.cpp abandon the load at once."""
     return not interrupts.pending()
+
+
+class GaveWay(Exception):
+    """A `decode_rows` batch was abandoned part-way because its `give_way` check said so;
+    nothing of it is in the cache."""
 
 
 @interrupts.callback
@@ -419,6 +424,9 @@ class Context:
         self._dirty = False
         #: the layers whose hidden states every decode captures (`capture`)
         self.captured: tuple[int, ...] = ()
+        #: what the abort check asks during a decode_rows(..., give_way=) batch
+        self._give_way: Callable[[], bool] | None = None
+        self._give_way_check = ll.ggml_abort_callback(self._gives_way)  # alive with self
 
     def capture(self, layers: Sequence[int]) -> None:
         """Capture these layers' hidden states on every decode from now on (what a drafter
@@ -535,6 +543,8 @@ class Context:
         pos: Sequence[int],
         seq: Sequence[int],
         logits: Sequence[bool],
+        *,
+        give_way: Callable[[], bool] | None = None,
     ) -> np.ndarray:
         """One llama_decode of rows that may belong to several sequences (a context made with
         n_seq_max > 1): row j is `tokens[j]` at `pos[j]` of sequence `seq[j]`, with its
@@ -542,6 +552,11 @@ class Context:
         rows in batch order, valid until the next decode. At most n_batch rows; the caller
         keeps each sequence's positions and bookkeeping (specgguf.backend.batched), so a
         context decoded this way is not decoded through `decode` (whose rows are sequence 0).
+
+        `give_way`, when given, is asked between the graph's nodes (llama.cpp's abort check: a
+        Python call per node, worth it for wide batches only); once it says True the batch is
+        abandoned: every sequence in it loses its positions from its first row here on (the
+        rows of a batch split in several micro-batches included) and this raises GaveWay.
         """
         n = len(tokens)
         if not 0 < n <= self.n_batch:
@@ -553,7 +568,23 @@ class Context:
             b.seq_id[j][0] = seq[j]
             b.logits[j] = logits[j]
         b.n_tokens = n
-        rc = ll.llama_decode(self.ptr, b)
+        if give_way is None:
+            rc = ll.llama_decode(self.ptr, b)
+        else:
+            self._give_way = give_way
+            ll.llama_set_abort_callback(self.ptr, self._give_way_check, None)
+            try:
+                rc = ll.llama_decode(self.ptr, b)
+            finally:
+                ll.llama_set_abort_callback(self.ptr, _NO_ABORT, None)
+                self._give_way = None
+            if rc == 2:
+                first: dict[int, int] = {}
+                for s_, p_ in zip(seq, pos, strict=True):
+                    first[s_] = min(p_, first.get(s_, p_))
+                for s_, p_ in first.items():
+                    self.seq_rm(s_, p_)
+                raise GaveWay
         if rc != 0:
             raise SpecggufError(f"llama_decode failed with status {rc}", ExitCode.RUNTIME)
         n_out = sum(map(bool, logits))
@@ -561,6 +592,14 @@ class Context:
             return np.empty((0, self.n_vocab), dtype=np.float32)
         ptr = ll.llama_get_logits(self.ptr)
         return np.ctypeslib.as_array(ptr, shape=(n_out, self.n_vocab))
+
+    @interrupts.callback
+    def _gives_way(self, _user: ctypes.c_void_p) -> bool:
+        """The abort check of a decode_rows batch with `give_way` (never raises into C)."""
+        try:
+            return self._give_way is not None and bool(self._give_way())
+        except Exception:  # noqa: BLE001 - a broken check must not stop the batch
+            return False
 
     def seq_rm(self, seq: int, p0: int) -> None:
         """Forget every cell of sequence `seq` at position >= p0 (one sequence's rollback in a

@@ -62,6 +62,9 @@ class Rendezvous:
         # for the newcomer's rows instead (its own lock, never held across a step).
         self._count = threading.Lock()
         self._members = 0
+        #: members that ever joined: a step in flight that sees it change gives way to the
+        #: newcomer (BatchedContext abandons a prompt chunk; the step's other contexts wait)
+        self.joins = 0
         self._unfinished = 0
         self._local = threading.local()
         self.steppers: list[Stepper] = []
@@ -72,6 +75,7 @@ class Rendezvous:
         asked while it waits (True: it stops waiting, its decode raises Cancelled)."""
         with self._count:
             self._members += 1
+            self.joins += 1
         self._local.cancelled = cancelled
         try:
             yield
@@ -119,6 +123,9 @@ class Rendezvous:
                     self._cond.wait()
 
     def _step(self) -> None:
+        joins = self.joins
         ready = [s for s in self.steppers if s.has_pending()]
         for s in [s for s in ready if s.holds()] or ready:
             self._unfinished -= s.step()
+            if self.joins != joins:  # a newcomer: the other contexts' rows wait for its own
+                break

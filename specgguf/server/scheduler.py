@@ -124,6 +124,8 @@ BATCH_METRICS = (
     ("seqs", "counter", "Sequences in those passes of the {} model, summed over passes."),
     ("tokens_per_step", "gauge", "Average tokens per pass of the {} model."),
     ("seqs_per_step", "gauge", "Average sequences per pass of the {} model."),
+    ("gave_way", "counter",
+     "Passes of the {} model abandoned part-way for a request that joined (evaluated again)."),
 )
 
 
@@ -227,6 +229,7 @@ class Scheduler:
                 "seqs": st.seqs,
                 "tokens_per_step": st.rows / st.steps if st.steps else 0.0,
                 "seqs_per_step": st.seqs / st.steps if st.steps else 0.0,
+                "gave_way": st.gave_way,
             }
         return out
 
