@@ -532,3 +532,57 @@ def test_a_long_prompt_step_gives_way_to_a_request_that_joins(sessions, monkeypa
     i = next(i for i, s in enumerate(steps) if (0, 64) in s)  # the abandoned step
     assert [s for s, _ in steps[i + 1]] == [1], steps[: i + 3]
     assert got["short"] == ref_short and got["long"] == ref_long
+
+
+def test_a_step_that_raises_fails_its_waiters_and_the_steps_go_on():
+    """The step thread outlives a step that raises: each member waiting in it gets the
+    exception, its rows withdrawn, and the next decode steps as usual."""
+    rv = Rendezvous()
+
+    class Broken(_Stepper):
+        fail = True
+
+        def step(self) -> int:
+            if self.fail:
+                self.fail = False
+                raise RuntimeError("a bug in a step")
+            return super().step()
+
+    s = Broken()
+    rv.steppers.append(s)
+    with pytest.raises(RuntimeError, match="a bug in a step"):
+        _decode(rv, s)
+    assert s.pending == []
+    _decode(rv, s)
+    assert s.widths == [1]
+
+
+def test_every_step_runs_on_one_thread():
+    """Steps run on the rendezvous' own thread whichever member came last (llama.cpp's CPU
+    backend keeps a worker team per calling thread)."""
+    rv = Rendezvous()
+    threads_seen: set[int] = set()
+
+    class Where(_Stepper):
+        def step(self) -> int:
+            threads_seen.add(threading.get_ident())
+            return super().step()
+
+    s = Where()
+    rv.steppers.append(s)
+    ready = threading.Barrier(3)
+    members: set[int] = set()
+
+    def member():
+        with rv.member():
+            members.add(threading.get_ident())
+            ready.wait()
+            for _ in range(5):
+                _decode(rv, s)
+
+    threads = [threading.Thread(target=member) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert len(threads_seen) == 1 and not threads_seen & members

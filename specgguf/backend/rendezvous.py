@@ -2,15 +2,20 @@
 
 Each active request runs its Generation on a thread of its own and is a *member* here. When a
 member needs a decode it hands its rows over (`submit`) and waits; when every member is
-waiting, the thread that arrived last runs one step: one llama_decode per context with rows
-pending (the target's, the draft model's), each batch mixing the rows of all the sequences.
-The members therefore advance together, one target pass per step for all of them, whatever
-each one is doing (a prompt chunk, a verification, a draft token).
+waiting, one step runs: one llama_decode per context with rows pending (the target's, the
+draft model's), each batch mixing the rows of all the sequences. The members therefore
+advance together, one target pass per step for all of them, whatever each one is doing (a
+prompt chunk, a verification, a draft token).
 
 Why a rendezvous and not a batching thread with a timer: a step should start as soon as the
 last sequence is ready and never wait for one that is not coming; waiting for "everyone who is
 a member" is exactly that, and a member that ends, fails or is cancelled simply leaves (a
 cancelled member that is waiting leaves at once, its rows unevaluated).
+
+Every step runs on one thread of the rendezvous' own, never on a member's: llama.cpp's CPU
+backend keeps a team of worker threads per calling thread (OpenMP), whose workers spin for a
+while after each pass; steps called from whichever member came last would leave the previous
+caller's workers spinning on the cores the next caller's team needs.
 
 This module knows nothing of llama.cpp: what a step does is each context's `step()`.
 """
@@ -35,9 +40,10 @@ class Pending(Protocol):
 
 class Stepper(Protocol):
     """A context with pending decodes: `step()` evaluates one batch of them and returns how
-    many requests it finished; `withdraw(req)` forgets a request not yet finished; `holds()`:
-the other steppers wait while this one has such work (the draft model's steps). `role`
-    ("target", "draft") and `stats` (steps, rows, sequences) are what /metrics reports."""
+    many requests it finished (one that raises has finished none); `withdraw(req)` forgets
+    a request not yet finished; `holds()`: the other steppers wait while this one has such
+    work (the draft model's steps). `role` ("target", "draft") and `stats` (steps, rows,
+    sequences) are what /metrics reports."""
 
     role: str
     stats: Any
@@ -56,7 +62,15 @@ class Rendezvous:
     overlap a decode of the same context)."""
 
     def __init__(self) -> None:
+        #: members wait on `_cond` for their rows; the step thread waits on `_due` (one lock)
         self._cond = threading.Condition()
+        self._due = threading.Condition(self._cond._lock)  # type: ignore[attr-defined]
+        self._stepping: threading.Thread | None = None
+        #: steps that raised so far, and the last one's exception: the members waiting in such
+        #: a step get it (their rows withdrawn), and the steps go on for the others
+        self._failures = 0
+        self._failure: BaseException | None = None
+        self._owed = 0  # members still to see the last failure (no step runs until they have)
         # Joining must not wait for the step lock: a member that steps a long prompt on its
         # own keeps that lock from step to step, and a newcomer counted here makes it wait
         # for the newcomer's rows instead (its own lock, never held across a step).
@@ -84,7 +98,7 @@ class Rendezvous:
             with self._count:
                 self._members -= 1
             with self._cond:
-                self._cond.notify_all()  # the others may all be waiting now
+                self._kick()  # the others may all be waiting now
 
     def wake(self) -> None:
         """Make waiting members look at their cancellation again (a request was cancelled).
@@ -105,22 +119,50 @@ class Rendezvous:
     def submit(self, stepper: Stepper, req: Pending, enqueue: Callable[[], None]) -> None:
         """Queue `req` on `stepper` (through `enqueue`, under the lock) and return once it is
         finished. A thread that is not a member (a single caller, a test) is never waited for:
-        its decode runs at once."""
+        its decode runs in the next step."""
         cancelled = getattr(self._local, "cancelled", None)
         with self._cond:
             enqueue()
             self._unfinished += 1
+            failures = self._failures
+            self._kick()
             while not req.finished:
-                if cancelled is not None and cancelled():
+                failed = self._failures != failures
+                if failed or cancelled is not None and cancelled():
                     stepper.withdraw(req)
                     self._unfinished -= 1
-                    self._cond.notify_all()
+                    if failed:
+                        self._owed -= 1
+                    self._kick()
+                    if failed:
+                        raise self._failure  # type: ignore[misc]
                     raise Cancelled
-                if self._unfinished >= self._members:
+                self._cond.wait()
+
+    def _kick(self) -> None:
+        """(Under the lock.) Start a step if every member is waiting (and wake the waiting
+        members, which may have to look at their cancellation)."""
+        if self._unfinished and self._unfinished >= self._members and not self._owed:
+            if self._stepping is None:
+                self._stepping = threading.Thread(
+                    target=self._step_forever, name="specgguf-steps", daemon=True
+                )
+                self._stepping.start()
+            self._due.notify()
+
+    def _step_forever(self) -> None:
+        """The step thread: a step whenever every member waits (it never ends: a daemon,
+        idle on its condition while nobody decodes)."""
+        with self._cond:
+            while True:
+                while self._owed or not self._unfinished or self._unfinished < self._members:
+                    self._due.wait()
+                try:
                     self._step()
-                    self._cond.notify_all()
-                else:
-                    self._cond.wait()
+                except Exception as e:  # noqa: BLE001 - its waiters raise it; steps go on
+                    self._failures += 1
+                    self._failure, self._owed = e, self._unfinished
+                self._cond.notify_all()
 
     def _step(self) -> None:
         joins = self.joins
