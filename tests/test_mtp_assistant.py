@@ -11,6 +11,8 @@ fresh session given the same text)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from specgguf_cli.app import run_cli
 
@@ -169,6 +171,10 @@ def test_the_md_header_selects_draft_mtp_and_check_names_it(target, echo, capsys
     assert run_cli(["check", "-m", str(target), "-md", str(echo)]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "gemma4-assistant MTP drafter: 2 layers" in out
+    assert run_cli(["check", "-m", str(target), "-md", str(echo), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["draft_kind"].startswith("gemma4-assistant MTP drafter")
+    assert report["memory"]["draft"]["kv_bytes"] == 0  # it reads the target's cache
 
 
 def refused(argv, capsys, monkeypatch) -> tuple[int, str]:
@@ -260,8 +266,6 @@ def test_a_target_whose_last_layers_reuse_earlier_caches(tiny_models_dir):
 
 
 def test_bench_measures_draft_mtp_with_the_assistant(target, echo, capfd):
-    import json
-
     argv = ["bench", "-m", str(target), "-md", str(echo), "-t", "1", "-c", "512", "-n", "8",
             "-p", "abc abc", "--json"]  # fmt: skip
     assert run_cli(argv) == 0

@@ -1,5 +1,7 @@
-"""What a target GGUF's header says about its own multi-token-prediction (NextN) layers, read
-before any weight is loaded, for `--spec-type draft-mtp` and `check`.
+"""What a target GGUF's header says about its own multi-token-prediction (NextN) layers, and
+what a separate MTP drafter file's header says about the target it can draft for (the second
+half of this module), read before any weight is loaded, for `--spec-type draft-mtp` and
+`check`.
 
 A model with MTP layers (Qwen3.5 and Qwen3-Next, the GLM-4.5 family, DeepSeek V3 and later,
 MiMo and others) stores them as its last blocks: `{arch}.block_count` counts them,
