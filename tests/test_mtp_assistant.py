@@ -238,6 +238,11 @@ def test_an_assistant_as_a_draft_model_or_a_model_as_an_assistant(
     code, line = refused(["run", "-m", str(target), "-md", str(tiny_draft), "--spec-type",
                           "draft-mtp", "-p", "hi"], capsys, monkeypatch)  # fmt: skip
     assert code == ExitCode.USAGE and "not an MTP drafter" in line
+    # with draft-simple beside it, a plain -md is its draft model: no refusal for that
+    from specgguf.backend.eagle3_info import check_draft_role
+    from specgguf.backend.gguf_info import read_gguf_info
+
+    check_draft_role(["draft-simple", "draft-mtp"], read_gguf_info(tiny_draft))
 
 
 def test_a_library_without_the_calls_is_refused(target, echo, capsys, monkeypatch):

@@ -83,8 +83,9 @@ def draft_type_of(info: GGUFInfo) -> str:
 
 def check_draft_role(types: list[str], draft: GGUFInfo | None) -> None:
     """A head asked to draft as a model, or a model asked to draft as a head: one line (a
-    head cannot decode without the target's hidden states; a model has no encoder). A plain
-    model given as -md for draft-mtp alone would be ignored: refused instead."""
+    head cannot decode without the target's hidden states; a model has no encoder). A -md
+    that no type uses beside draft-mtp (a plain model or an EAGLE-3 head with draft-mtp alone)
+    would be ignored: refused instead."""
     if draft is None:
         return
     kind = DRAFTER_TYPES.get(draft.architecture)
@@ -95,7 +96,7 @@ def check_draft_role(types: list[str], draft: GGUFInfo | None) -> None:
             "leave --spec-type out)"
         )
     head = kind == "draft-eagle3"
-    if kind is None and "draft-mtp" in types and "draft-simple" not in types:
+    if "draft-mtp" in types and (kind or "draft-simple") not in types:  # no type would use it
         raise UsageError(
             f"-md {draft.path} is a {draft.architecture} model, not an MTP drafter: draft-mtp "
             "drafts with the target's own NextN layers (leave -md out) or with a "
