@@ -10,17 +10,17 @@ lives in `check_report` so a default model pair can be filled in before it is ca
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from specgguf.backend.compat import check_compatible
-from specgguf.backend.eagle3_info import check_eagle3_pair, is_eagle3
 from specgguf.backend.gguf_info import GGUFInfo, MemoryEstimate, estimate_memory, read_gguf_info
 from specgguf.backend.memory_caps import describe, expected_removal
-from specgguf.backend.mtp_info import mtp_layers, mtp_problem
-from specgguf.backend.preflight import resolve_n_ctx
+from specgguf.backend.mtp_info import is_mtp_drafter, mtp_layers, mtp_problem
+from specgguf.backend.preflight import draft_kind, resolve_n_ctx
 from specgguf.backend.vocab_overlap import vocab_overlap
 from specgguf.errors import ExitCode, SpecggufError, UsageError
 
@@ -130,11 +130,11 @@ def check_report(
         },
     }
     if draft is not None:
-        # an EAGLE-3 head is checked against the target as `run` checks it (exit 3 or 4)
-        report["draft_kind"] = (
-            check_eagle3_pair(draft, target).describe() if is_eagle3(draft) else "draft model"
-        )
+        # a head or an MTP drafter is checked against the target as `run` checks it
+        report["draft_kind"] = draft_kind(draft, target)
         d_mem = estimate_memory(draft, n_ctx)
+        if is_mtp_drafter(draft):  # it reads the target's cache: none of its own
+            d_mem = replace(d_mem, kv_bytes=0)
         compat = check_compatible(target.vocab, draft.vocab)
         report["draft"] = _model_dict(draft, d_mem)
         report["compatible"] = compat.ok

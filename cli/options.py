@@ -395,7 +395,8 @@ def check_lookup_caches(types, ngram) -> None:
 
 def draft_type_for(model_draft: Path | None) -> str:
     """The --spec-type a -md file makes when none is given (read from its header: an EAGLE-3
-    head drafts as draft-eagle3, any other model as draft-simple)."""
+    head drafts as draft-eagle3, a separate MTP drafter such as a Gemma-4 assistant as
+    draft-mtp, any other model as draft-simple)."""
     if model_draft is None:
         return "draft-simple"
     from specgguf.backend.eagle3_info import draft_type_of

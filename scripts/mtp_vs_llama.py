@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """draft-mtp's plumbing, checked against llama.cpp's own driver: on a tiny target with NextN
 layers of random weights (qwen35 with one, tests.tiny_hybrid; mimo2 with two, chained,
-tests.tiny_mimo2), the tokens specgguf's MTP head proposes in each round equal those
-llama.cpp's `llama-speculative-simple --spec-type draft-mtp` proposes for the same prompt,
-greedy.
+tests.tiny_mimo2), or a tiny gemma4 target with a separate assistant file as -md
+(tests.tiny_gemma4, an "echo" assistant that is accepted now and then), the tokens specgguf's
+MTP head proposes in each round equal those llama.cpp's `llama-speculative-simple --spec-type
+draft-mtp` proposes for the same prompt, greedy.
 
 A random head is almost never accepted, so matching output text says nothing about the head;
 matching drafts round after round does: every round's draft depends on what the head was fed
@@ -11,7 +12,10 @@ matching drafts round after round does: every round's draft depends on what the 
 across passes, the KV cache cut back after each rejection). Not part of the test suite: it
 needs a llama-speculative-simple built from the vendored llama.cpp (its path as --llama-bin).
 
-    PYTHONPATH=. python scripts/mtp_vs_llama.py --llama-bin PATH [--arch mimo2] [-n 64] [--n-max 4]
+    PYTHONPATH=. python scripts/mtp_vs_llama.py --llama-bin PATH [--arch ARCH] [-n 64] [--n-max 4]
+
+ARCH: qwen35 (the default), mimo2, gemma4, gemma4-shared-kv (a target whose last layers reuse
+earlier layers' caches, as Gemma-4's small models do).
 """
 
 from __future__ import annotations
@@ -26,14 +30,23 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tests.tiny_gemma4 import build_tiny_assistant, build_tiny_gemma4  # noqa: E402
 from tests.tiny_hybrid import build_tiny_qwen35  # noqa: E402
 from tests.tiny_mimo2 import build_tiny_mimo2  # noqa: E402
-from tests.tiny_models import TARGET_SEED  # noqa: E402
+from tests.tiny_models import DRAFT_SEED, TARGET_SEED  # noqa: E402
 
-#: the tiny targets, by architecture: (builder, its arguments)
+
+def _with_assistant(tmp: Path, shared_kv: int = 0) -> tuple[Path, Path]:
+    target = build_tiny_gemma4(tmp / "gemma4.gguf", seed=TARGET_SEED, shared_kv=shared_kv)
+    return target, build_tiny_assistant(tmp / "assistant.gguf", seed=DRAFT_SEED, echo=target)
+
+
+#: the tiny pairs, by architecture: each builds (the target, its -md drafter file or None)
 TARGETS = {
-    "qwen35": (build_tiny_qwen35, {"nextn": 1}),
-    "mimo2": (build_tiny_mimo2, {"nextn": 2}),
+    "qwen35": lambda tmp: (build_tiny_qwen35(tmp / "q.gguf", seed=TARGET_SEED, nextn=1), None),
+    "mimo2": lambda tmp: (build_tiny_mimo2(tmp / "m.gguf", seed=TARGET_SEED, nextn=2), None),
+    "gemma4": _with_assistant,
+    "gemma4-shared-kv": lambda tmp: _with_assistant(tmp, shared_kv=2),
 }
 
 PROMPT = "the cat sat on the mat and"
@@ -42,11 +55,17 @@ _CANDIDATE = re.compile(rb"draft candidate\s+0, pos\s+(\d+):\s+(\d+)")
 _ROUND_END = re.compile(rb"accepted \d+/\d+ draft tokens")
 
 
-def llama_rounds(binary: str, model: Path, n: int, n_max: int) -> list[list[int]]:
+def _md(draft: Path | None) -> list[str]:
+    return ["-md", str(draft)] if draft is not None else []
+
+
+def llama_rounds(
+    binary: str, model: Path, draft: Path | None, n: int, n_max: int
+) -> list[list[int]]:
     """Each round's draft, read from llama-speculative-simple's debug log."""
-    argv = [binary, "-m", str(model), "--spec-type", "draft-mtp", "-p", PROMPT, "-n", str(n),
-            "--temp", "0", "-c", "512", "-t", "1", "--spec-draft-n-max", str(n_max),
-            "-lv", "5"]  # fmt: skip
+    argv = [binary, "-m", str(model), *_md(draft), "--spec-type", "draft-mtp", "-p", PROMPT,
+            "-n", str(n), "--temp", "0", "-c", "512", "-t", "1", "--spec-draft-n-max",
+            str(n_max), "-lv", "5"]  # fmt: skip
     log = subprocess.run(argv, capture_output=True, check=True).stderr
     rounds: list[list[int]] = []
     current: dict[int, int] = {}
@@ -59,11 +78,13 @@ def llama_rounds(binary: str, model: Path, n: int, n_max: int) -> list[list[int]
     return rounds
 
 
-def specgguf_rounds(model: Path, n: int, n_max: int, trace: Path) -> list[list[int]]:
+def specgguf_rounds(
+    model: Path, draft: Path | None, n: int, n_max: int, trace: Path
+) -> list[list[int]]:
     """Each round's draft, from `specgguf run --trace`."""
-    argv = [sys.executable, "-m", "specgguf_cli.app", "run", "-m", str(model), "--spec-type",
-            "draft-mtp", "-p", PROMPT, "-n", str(n), "--temp", "0", "-c", "512", "-t", "1",
-            "--spec-draft-n-max", str(n_max), "--trace", str(trace), "-q"]  # fmt: skip
+    argv = [sys.executable, "-m", "specgguf_cli.app", "run", "-m", str(model), *_md(draft),
+            "--spec-type", "draft-mtp", "-p", PROMPT, "-n", str(n), "--temp", "0", "-c", "512",
+            "-t", "1", "--spec-draft-n-max", str(n_max), "--trace", str(trace), "-q"]  # fmt: skip
     subprocess.run(argv, capture_output=True, check=True)
     return [json.loads(line)["proposed"] for line in trace.read_text().splitlines()]
 
@@ -76,16 +97,15 @@ def main() -> int:
     ap.add_argument("--n-max", type=int, default=4)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        build, kwargs = TARGETS[args.arch]
-        model = build(Path(tmp) / f"{args.arch}-mtp.gguf", seed=TARGET_SEED, **kwargs)
-        theirs = llama_rounds(args.llama_bin, model, args.n, args.n_max)
-        ours = specgguf_rounds(model, args.n, args.n_max, Path(tmp) / "trace.jsonl")
+        model, draft = TARGETS[args.arch](Path(tmp))
+        theirs = llama_rounds(args.llama_bin, model, draft, args.n, args.n_max)
+        ours = specgguf_rounds(model, draft, args.n, args.n_max, Path(tmp) / "trace.jsonl")
     # near -n both cap the budget, llama.cpp one token later: compare what specgguf drafted
     pairs = list(zip(theirs, ours, strict=False))  # llama.cpp may run one round more
     bad = [i for i, (a, b) in enumerate(pairs) if a[: len(b)] != b]
     full = sum(a == b for a, b in pairs)
     print(f"{len(pairs)} rounds compared: {full} identical drafts, "
-          f"{len(bad)} that differ")  # fmt: skip
+          f"{len(bad)} that differ; {sum(map(len, ours))} tokens drafted")  # fmt: skip
     for i in bad[:5]:
         print(f"  round {i}: llama.cpp {theirs[i]}, specgguf {ours[i]}")
     return 1 if bad else 0

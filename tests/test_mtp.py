@@ -11,19 +11,23 @@ import pytest
 from specgguf_cli.app import run_cli
 
 from specgguf.backend.session import LoadOptions, Session, SpecOptions
-from specgguf.core.sampling import SamplerParams
-from specgguf.drafters.mtp import MtpDrafter
 from specgguf.errors import ExitCode
 from tests.conversation import check_two_turns
-from tests.serve_helpers import FAST, Server, post_together
+from tests.mtp_checks import (
+    HOT,
+    PROMPT,
+    check_a_prompt_longer_than_one_batch,
+    check_greedy_equals_plain,
+    check_prefix_reuse,
+    check_rounds_match_a_fresh_session,
+    check_seeded_sampling,
+    check_server_two_slots,
+    check_the_context_end,
+    check_two_slots,
+)
+from tests.serve_helpers import FAST
 from tests.tiny_hybrid import build_tiny_qwen35
 from tests.tiny_models import TARGET_SEED
-
-GREEDY = SamplerParams(temp=0.0)
-WARM = SamplerParams(temp=0.8)
-HOT = SamplerParams(temp=5.0, top_k=0, top_p=1.0, min_p=0.0)
-PROMPT = "the cat sat on the mat and the cat sat on"
-N = 32
 
 
 @pytest.fixture(scope="module")
@@ -44,13 +48,6 @@ def session(target, types=("draft-mtp",), n_max=4, *, n_ctx=512, n_batch=2048, *
     return Session(load, SpecOptions(types=list(types), n_max=n_max, **spec))
 
 
-def generate(s, tokens, sampler=GREEDY, n=N, seed=5, **kw):
-    """(emitted tokens, each round's proposals, the decoder) of one generation."""
-    dec = s.decoder(sampler, n, seed, **kw)
-    dec.rounds = list(dec.generate(tokens))
-    return [t for r in dec.rounds for t in r.emitted], [r.proposed for r in dec.rounds], dec
-
-
 @pytest.fixture(scope="module")
 def plain(mtp_target):
     s = session(mtp_target, types=())
@@ -65,27 +62,15 @@ def mtp(mtp_target):
     s.close()
 
 
-def reference(plain, prompt=PROMPT, sampler=GREEDY, n=N):
-    return generate(plain, plain.tokenize(prompt), sampler, n, reuse_prefix=False)[0]
-
-
 @pytest.mark.parametrize("k", range(1, 9))
 def test_greedy_equals_plain_decoding_for_every_draft_length(mtp, plain, k):
-    spec = SpecOptions(types=["draft-mtp"], n_max=k)
-    got, proposed, dec = generate(mtp, mtp.tokenize(PROMPT), spec=spec, reuse_prefix=False)
-    assert got == reference(plain)
-    assert isinstance(dec.drafters[0], MtpDrafter)
-    assert max(map(len, proposed)) == k  # it drafted, up to the budget
+    dec = check_greedy_equals_plain(mtp, plain, k)
     # random weights: the very first round's draft is rejected, and still the text is plain's
-    assert proposed[0] and dec.rounds[0].n_accepted < len(proposed[0])
+    assert dec.rounds[0].proposed and dec.rounds[0].n_accepted < len(dec.rounds[0].proposed)
 
 
 def test_seeded_sampling_equals_plain_decoding_token_for_token(mtp, plain):
-    spec = SpecOptions(types=["draft-mtp"], n_max=4, draft_sampling="greedy")
-    for seed in (1, 2, 3):
-        got = generate(mtp, mtp.tokenize(PROMPT), WARM, seed=seed, spec=spec, reuse_prefix=False)
-        ref = generate(plain, plain.tokenize(PROMPT), WARM, seed=seed, reuse_prefix=False)
-        assert got[0] == ref[0]
+    check_seeded_sampling(mtp, plain)
 
 
 def test_probabilistic_drafts_carry_the_heads_distribution(mtp):
@@ -113,63 +98,26 @@ def test_probabilistic_drafts_carry_the_heads_distribution(mtp):
 
 
 def test_every_round_drafts_what_a_fresh_head_drafts_there(mtp, mtp_target):
-    """The head's state after accepted and rejected rounds alike: round r's draft equals the
-    first draft of a fresh session given everything emitted before round r as its prompt
-    (sampled at a high temperature, so that drafts are accepted; randomness is keyed by
-    position, so both draw the same samples)."""
-    spec = SpecOptions(types=["draft-mtp"], n_max=4, draft_sampling="probabilistic")
-    prompt = mtp.tokenize(PROMPT)
-    dec = mtp.decoder(HOT, 40, 11, spec=spec, reuse_prefix=False)
-    history, checked = list(prompt), 0
     fresh = session(mtp_target)
     try:
-        after_accept = False
-        for rnd in dec.generate(prompt):
-            if after_accept or checked < 3:
-                first = fresh.decoder(HOT, 40, 11, spec=spec, reuse_prefix=False)
-                theirs = next(iter(first.generate(history))).proposed
-                assert theirs[: len(rnd.proposed)] == rnd.proposed  # near -n: a smaller budget
-                checked += 1
-            after_accept = rnd.n_accepted > 0
-            history += rnd.emitted
+        check_rounds_match_a_fresh_session(mtp, fresh)
     finally:
         fresh.close()
-    assert dec.stats.n_accept > 0 and checked > 3
 
 
 def test_a_prompt_longer_than_one_batch(mtp_target, plain):
-    long_prompt = " ".join([PROMPT] * 4)
-    s = session(mtp_target, n_batch=16)
-    fresh = session(mtp_target)
+    s, fresh = session(mtp_target, n_batch=16), session(mtp_target)
     try:
-        tokens = s.tokenize(long_prompt)
-        assert len(tokens) > 3 * 16
-        got, proposed, _ = generate(s, tokens)
-        assert got == reference(plain, long_prompt)
-        # the head read the prompt in chunks and drafts what a head that read it at once does
-        assert proposed == generate(fresh, fresh.tokenize(long_prompt))[1]
+        check_a_prompt_longer_than_one_batch(s, fresh, plain)
     finally:
         s.close()
         fresh.close()
 
 
-def test_prefix_reuse_resumes_the_head_where_the_target_resumes(mtp_target, plain):
-    warm = session(mtp_target)
-    fresh = session(mtp_target)
+def test_prefix_reuse_resumes_the_head_where_the_target_resumes(mtp_target):
+    warm, fresh = session(mtp_target), session(mtp_target)
     try:
-        turn1 = warm.tokenize(PROMPT)
-        out1, _, _ = generate(warm, turn1)
-        turn2 = turn1 + out1 + warm.tokenize(" then the dog ran")
-        got, proposed, dec = generate(warm, turn2)
-        ref, ref_proposed, _ = generate(fresh, turn2, reuse_prefix=False)
-        assert got == ref
-        assert dec.stats.cache_n > 0  # the target (and with it the head) kept turn 1
-        assert proposed == ref_proposed  # the resumed head drafts as a fresh one
-        # a prompt that shares only its start: both resume there and still agree
-        other = warm.tokenize("the cat sat on a hat")
-        got3, proposed3, _ = generate(warm, other)
-        ref3, ref_proposed3, _ = generate(fresh, other, reuse_prefix=False)
-        assert (got3, proposed3) == (ref3, ref_proposed3)
+        check_prefix_reuse(warm, fresh)
     finally:
         warm.close()
         fresh.close()
@@ -183,16 +131,10 @@ def test_conversation_turns(mtp_target, monkeypatch, capsys):
 
 
 def test_the_context_end(mtp_target):
-    small = session(mtp_target, n_ctx=256, n_max=8)  # llama.cpp's smallest context
+    small = session(mtp_target, n_ctx=256, n_max=8)
     plain_small = session(mtp_target, types=(), n_ctx=256)
     try:
-        tokens = small.tokenize(PROMPT)
-        got, proposed, dec = generate(small, tokens, n=400)
-        ref, _, ref_dec = generate(plain_small, tokens, n=400)
-        assert got == ref and dec.stop_reason == ref_dec.stop_reason == "context"
-        assert len(tokens) + len(got) == 257  # the cache's 256 positions and the last token
-        # it drafted up to the end, each draft within the cells left
-        assert proposed[-2] and len(proposed[-2]) <= 2
+        check_the_context_end(small, plain_small)
     finally:
         small.close()
         plain_small.close()
@@ -202,32 +144,15 @@ def test_two_slots_have_their_own_heads(mtp_target, plain):
     load = LoadOptions(model=mtp_target, n_ctx=1024, threads=1, flash_attn="off")
     s = Session(load, SpecOptions(types=["draft-mtp"], n_max=4), parallel=2)
     try:
-        a, b = s.slots
-        assert a.mtp is not None and b.mtp is not None and a.mtp.head is not b.mtp.head
-        other = "once upon a time there was"
-        got_b = generate(s, s.tokenize(other), slot=b)[0]
-        got_a = generate(s, s.tokenize(PROMPT), slot=a)[0]
-        assert got_a == reference(plain) and got_b == reference(plain, other)
+        check_two_slots(s, plain)
     finally:
         s.close()
 
 
 def test_server_with_two_slots(mtp_target, plain):
-    s = Server(["-m", str(mtp_target), *FAST, "-c", "1024", "-np", "2",
-                "--spec-type", "draft-mtp", "--spec-draft-n-max", "4"])  # fmt: skip
-    prompts = [PROMPT, "once upon a time there was"]
-    try:
-        bodies = [{"prompt": p, "n_predict": 24} for p in prompts]
-        answers = post_together(s, "/completion", bodies)
-        again = s.post("/completion", bodies[0])
-    finally:
-        code, err = s.stop()
-    assert code == 0 and "Traceback" not in err, err
-    piece = plain.target_model.piece
-    for i, p in enumerate(prompts):
-        want = b"".join(piece(t) for t in reference(plain, p, n=24)).decode()
-        assert answers[i]["content"] == want
-    assert again["content"] == answers[0]["content"] and again["tokens_cached"] > 0
+    argv = ["-m", str(mtp_target), *FAST, "-c", "1024", "-np", "2", "--spec-type", "draft-mtp",
+            "--spec-draft-n-max", "4"]  # fmt: skip
+    check_server_two_slots(argv, plain)
 
 
 # -- refusals, before anything is loaded -------------------------------------------------------

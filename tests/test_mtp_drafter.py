@@ -18,6 +18,7 @@ class FakeHead:
     """Records what it is fed; its logits favour (token + 1) % N_VOCAB."""
 
     n_embd, n_ctx, hidden_layer, n_heads = N_EMBD, 4096, LAYER, 1
+    shares_cache = False
 
     def __init__(self) -> None:
         self.tokens: list[int] = []

@@ -20,6 +20,7 @@ import numpy as np
 
 from specgguf.backend.gguf_info import GGUFInfo, TensorMeta
 from specgguf.backend.llama_ext import LAST_STATE_ARCHS, require_layer_inputs
+from specgguf.backend.mtp_info import MTP_DRAFTERS
 from specgguf.errors import IncompatibleModelsError, ModelFileError, UsageError
 
 #: the architecture name of an EAGLE-3 head GGUF
@@ -67,22 +68,39 @@ def is_eagle3(info: GGUFInfo) -> bool:
     return info.architecture == EAGLE3_ARCH
 
 
+#: the --spec-type a -md file of each drafter architecture makes (any other: draft-simple)
+DRAFTER_TYPES: dict[str, str] = {
+    EAGLE3_ARCH: "draft-eagle3",
+    **dict.fromkeys(MTP_DRAFTERS, "draft-mtp"),
+}
+
+
 def draft_type_of(info: GGUFInfo) -> str:
     """The --spec-type a -md file makes when none is given: an EAGLE-3 head drafts as
-    draft-eagle3, any other model as draft-simple."""
-    return "draft-eagle3" if is_eagle3(info) else "draft-simple"
+    draft-eagle3, a separate MTP drafter as draft-mtp, any other model as draft-simple."""
+    return DRAFTER_TYPES.get(info.architecture, "draft-simple")
 
 
 def check_draft_role(types: list[str], draft: GGUFInfo | None) -> None:
     """A head asked to draft as a model, or a model asked to draft as a head: one line (a
-    head cannot decode without the target's hidden states; a model has no encoder)."""
+    head cannot decode without the target's hidden states; a model has no encoder). A -md
+    that no type uses beside draft-mtp (a plain model or an EAGLE-3 head with draft-mtp alone)
+    would be ignored: refused instead."""
     if draft is None:
         return
-    head = is_eagle3(draft)
-    if head and "draft-simple" in types:
+    kind = DRAFTER_TYPES.get(draft.architecture)
+    if kind is not None and "draft-simple" in types:
+        what = "an EAGLE-3 head" if kind == "draft-eagle3" else "an MTP drafter"
         raise UsageError(
-            f"-md {draft.path} is an EAGLE-3 head, not a draft model: use --spec-type "
-            "draft-eagle3 (or leave --spec-type out)"
+            f"-md {draft.path} is {what}, not a draft model: use --spec-type {kind} (or "
+            "leave --spec-type out)"
+        )
+    head = kind == "draft-eagle3"
+    if "draft-mtp" in types and (kind or "draft-simple") not in types:  # no type would use it
+        raise UsageError(
+            f"-md {draft.path} is a {draft.architecture} model, not an MTP drafter: draft-mtp "
+            "drafts with the target's own NextN layers (leave -md out) or with a "
+            f"{' or '.join(MTP_DRAFTERS)} file"
         )
     if not head and "draft-eagle3" in types:
         raise ModelFileError(

@@ -207,7 +207,7 @@ def check_session(pre, n_ctx: int, parallel: int, load, *, offload: bool) -> Non
             "target", pre.target, per_slot, parallel, load.cache_type_k, load.cache_type_v
         )
     ]
-    if pre.draft is not None:
+    if pre.draft is not None and pre.mtp_drafter is None:  # (an MTP drafter has no cache)
         plans.append(
             ContextPlan(
                 "draft",

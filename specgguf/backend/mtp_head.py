@@ -18,6 +18,12 @@ at earlier positions), so it rolls back by dropping positions, even over a hybri
 own memory needs checkpoints. Everything llama.cpp would assert on is checked here first
 (positions in order, rows within the batch and the context, token ids in the vocabulary, rows
 of the model's width): a bad call raises instead of aborting the process.
+
+A separate MTP drafter file (a Gemma-4 assistant, specgguf.backend.mtp_info) runs in the same
+kind of context, over ITS model, with `target` given: it has no KV cache of its own (its layers
+attend over the target's last two layers' cache, which llama.cpp shares through ctx_other), so
+`feed` only records what the target's cache holds, every draft step of a round is a row at the
+same position (the one after that cache), and all its layers run in each step (no chaining).
 """
 
 from __future__ import annotations
@@ -53,30 +59,45 @@ class MtpHead:
     chained layers, `truncate` drops positions.
     """
 
-    def __init__(self, model: engine.Model, target_ptr: int, params: engine.ContextParams) -> None:
+    def __init__(
+        self,
+        model: engine.Model,
+        target_ptr: int,
+        params: engine.ContextParams,
+        *,
+        target: engine.Model | None = None,
+    ) -> None:
         self.x = require_ext(PURPOSE)
+        #: a separate drafter file over `target`'s cache (the module docstring)
+        self.shares_cache = target is not None
+        trunk = target if target is not None else model
         # the MTP graph asserts that the layers exist and that their tensors were loaded
-        if not model.mtp_loaded:
+        if target is None and not model.mtp_loaded:
             raise ValueError(f"{model.path}: not loaded with its MTP layers (load_with_mtp_layers)")
-        #: the model's NextN layers: with several, each draft step runs the next one
-        self.n_heads = int(ll.llama_model_n_layer_nextn(model.ptr))
-        if self.n_heads <= 0:
+        #: the model's NextN layers: with several, each draft step runs the next one (a
+        #: drafter file runs all of its layers in every step)
+        n_nextn = int(ll.llama_model_n_layer_nextn(model.ptr))
+        if n_nextn <= 0:
             raise SpecggufError(
                 f"{model.path}: the loaded model has no MTP layers", ExitCode.INCOMPATIBLE
             )
+        self.n_heads = 1 if self.shares_cache else n_nextn
         self.model = model
         self.n_embd = int(ll.llama_model_n_embd_out(model.ptr))
-        if self.n_embd != model.n_embd:  # the head's input rows are the target's output rows
+        if self.n_embd != trunk.n_embd:  # the head's input rows are the target's output rows
             raise SpecggufError(
                 f"{model.path}: its MTP layers read rows of {self.n_embd}, the trunk writes "
-                f"{model.n_embd}",
+                f"{trunk.n_embd}",
                 ExitCode.INCOMPATIBLE,
             )
-        self.hidden_layer = model.n_layer  # the trunk's layer count: its last output's id
+        self.hidden_layer = trunk.n_layer  # the trunk's layer count: its last output's id
         self.n_vocab = model.n_vocab
         cp = engine.llama_params(params)
         cp.ctx_type = ll.LLAMA_CONTEXT_TYPE_MTP
-        cp.ctx_other = target_ptr  # as llama.cpp's driver does (only some archs read it)
+        # as llama.cpp's driver does; a drafter file's context cannot exist without it
+        cp.ctx_other = target_ptr
+        if self.shares_cache and not target_ptr:
+            raise ValueError("a separate MTP drafter needs the target's context")
         cp.n_rs_seq = 0  # no recurrent state: the NextN layer is attention only
         ptr = ll.llama_init_from_model(model.ptr, cp)
         if not ptr:
@@ -125,9 +146,11 @@ class MtpHead:
             self.x.set_nextn_layer_offset(self.ptr, head)
             self._head = head
 
-    def _process(self, tokens: Sequence[int], pos0: int, hidden: np.ndarray, last: bool) -> None:
+    def _process(
+        self, tokens: Sequence[int], pos0: int, hidden: np.ndarray, last: bool, *, kept: bool = True
+    ) -> None:
         """One llama_process of rows (tokens[j] at pos0+j, paired with hidden[j]); only the
-        last row outputs, and only when `last`."""
+        last row outputs, and only when `last`; `kept`: the rows stay in the head's cache."""
         b = self._batch
         ll.llama_batch_ext_clear(b)
         base = hidden.ctypes.data
@@ -146,9 +169,11 @@ class MtpHead:
                 raise SpecggufError(f"the MTP batch refused row {j} (status {i})", ExitCode.RUNTIME)
         rc = ll.llama_process(self.ptr, ll.LLAMA_PROCESS_TYPE_DECODE, b)
         if rc != 0:
-            ll.llama_memory_seq_rm(self.memory, 0, pos0, -1)  # it may leave cells behind
+            if not self.shares_cache:  # (a shared cache is the target's: nothing was written)
+                ll.llama_memory_seq_rm(self.memory, 0, pos0, -1)  # it may leave cells behind
             raise SpecggufError(f"the MTP head's decode failed with status {rc}", ExitCode.RUNTIME)
-        self.tokens.extend(tokens)
+        if kept:
+            self.tokens.extend(tokens)
 
     def feed(self, tokens: Sequence[int], pos0: int, hidden: np.ndarray) -> None:
         """Read rows the target evaluated: tokens[j] at pos0+j with the target's hidden
@@ -157,6 +182,9 @@ class MtpHead:
         positions are dropped and read again under the next layer, as llama.cpp does)."""
         hidden = np.ascontiguousarray(hidden, dtype=np.float32)
         self._check(tokens, pos0, hidden)
+        if self.shares_cache:  # the target's own pass filled the cache this head reads
+            self.tokens.extend(tokens)
+            return
         for s in range(0, len(tokens), self.n_batch):
             e = min(len(tokens), s + self.n_batch)
             for head in range(self.n_heads):
@@ -194,10 +222,11 @@ class MtpHead:
     def step(self, token: int, pos: int, hidden: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """One draft step: `token` at `pos` with `hidden` (the target's state at pos-1, or the
         head's own from the step before); returns the head's logits row (a view valid until
-        the next call) and its output hidden state (a copy)."""
+        the next call) and its output hidden state (a copy). Over a shared cache every step
+        of a round is at the same `pos` (n_past), and nothing of it is kept."""
         h = np.ascontiguousarray(hidden, dtype=np.float32).reshape(1, -1)
         self._check([token], pos, h)
-        self._process([token], pos, h, last=True)
+        self._process([token], pos, h, last=True, kept=not self.shares_cache)
         return self._outputs(0)
 
     def decode(self, tokens: Sequence[int], pos0: int, *, outputs: str = "last"):
@@ -217,7 +246,8 @@ class MtpHead:
 
     def _forget_from(self, p0: int) -> None:
         if p0 < self.n_past:
-            ll.llama_memory_seq_rm(self.memory, 0, p0, -1)
+            if not self.shares_cache:  # a shared cache is the target's to roll back
+                ll.llama_memory_seq_rm(self.memory, 0, p0, -1)
             del self.tokens[p0:]
 
     def truncate(self, n_keep: int) -> None:

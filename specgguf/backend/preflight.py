@@ -12,6 +12,7 @@ from pathlib import Path
 from specgguf.backend.compat import check_compatible, require_compatible
 from specgguf.backend.eagle3_info import Eagle3Head, check_eagle3_pair, is_eagle3
 from specgguf.backend.gguf_info import GGUFInfo, read_gguf_info
+from specgguf.backend.mtp_info import MtpDrafterFile, check_mtp_drafter_pair, is_mtp_drafter
 
 #: The context size when -c is not given, capped at the model's training context. llama.cpp
 #: long defaulted to 4096: enough for a prompt and a long answer, while -c 0 (the training
@@ -27,24 +28,39 @@ class Preflight:
     cross_vocab: bool = False
     #: the draft is an EAGLE-3 head, checked against the target (specgguf.backend.eagle3_info)
     eagle3: Eagle3Head | None = None
+    #: the draft is a separate MTP drafter, checked against the target (mtp_info)
+    mtp_drafter: MtpDrafterFile | None = None
 
 
 def preflight(target: Path, draft: Path | None, *, strict_vocab: bool = False) -> Preflight:
     """Read both headers; an incompatible pair is refused (exit 4) only with `strict_vocab`
     (--spec-vocab-strict, llama.cpp's rule), else it is marked for cross-vocabulary drafting.
     A draft that is an EAGLE-3 head is checked against the target instead (exit 3 or 4, see
-    specgguf.backend.eagle3_info): it drafts in the target's own vocabulary."""
+    specgguf.backend.eagle3_info): it drafts in the target's own vocabulary; so is a separate
+    MTP drafter (exit 4, specgguf.backend.mtp_info)."""
     t = read_gguf_info(target)
     d = read_gguf_info(draft) if draft is not None else None
     cross = False
     if d is not None and is_eagle3(d):
         return Preflight(t, d, eagle3=check_eagle3_pair(d, t))
+    if d is not None and is_mtp_drafter(d):
+        return Preflight(t, d, mtp_drafter=check_mtp_drafter_pair(d, t))
     if d is not None:
         if strict_vocab:
             require_compatible(t.vocab, d.vocab)
         else:
             cross = not check_compatible(t.vocab, d.vocab).ok
     return Preflight(t, d, cross)
+
+
+def draft_kind(draft: GGUFInfo, target: GGUFInfo) -> str:
+    """What `check` says a -md file is: an EAGLE-3 head or a separate MTP drafter described
+    once checked against the target as `run` checks it (exit 3 or 4), else "draft model"."""
+    if is_eagle3(draft):
+        return check_eagle3_pair(draft, target).describe()
+    if is_mtp_drafter(draft):
+        return check_mtp_drafter_pair(draft, target).describe()
+    return "draft model"
 
 
 def resolve_n_ctx(requested: int | None, n_ctx_train: int | None) -> tuple[int, str | None]:

@@ -126,16 +126,18 @@ class Session:
         engine.init_backend(load.verbose)
         engine.require_gpu_if_built_for_one()  # a CUDA build without a GPU: one line, exit 7
         need_draft = needs_draft_model(spec.types)
-        #: draft-mtp: each slot gets an MTP context over the target's own NextN layer
+        #: draft-mtp: each slot gets an MTP context over the target's own NextN layer, or over
+        #: a separate MTP drafter file (-md, a Gemma-4 assistant) sharing the target's cache
         self.uses_mtp = "draft-mtp" in spec.types
         if self.uses_mtp:
             require_ext(MTP_PURPOSE)  # a libllama without the calls: exit 10, nothing loaded
+        read_draft = need_draft or self.uses_mtp  # (-md may be draft-mtp's drafter file)
         self.info = preflight(
-            load.model, load.model_draft if need_draft else None, strict_vocab=load.strict_vocab
+            load.model, load.model_draft if read_draft else None, strict_vocab=load.strict_vocab
         )
-        if self.uses_mtp:
-            require_mtp(self.info.target)  # no usable NextN layer: exit 4, nothing loaded
         check_draft_role(spec.types, self.info.draft)
+        if self.uses_mtp and self.info.mtp_drafter is None:
+            require_mtp(self.info.target)  # no usable NextN layer: exit 4, nothing loaded
         if self.info.eagle3 is not None:  # the head's calls, before any weight is read
             require_ext(eagle3_head.FEATURE)
         #: the draft drafts through text (another vocabulary); the caller prints the notice
@@ -155,20 +157,26 @@ class Session:
         )
         #: where each model's layers went, read from llama.cpp's load log (--rpc, -dev)
         self.placement: dict[str, devices.Placement] = {}
-        load_target = load_with_mtp_layers if self.uses_mtp else engine.Model
+        own_layers = self.uses_mtp and self.info.mtp_drafter is None
+        load_target = load_with_mtp_layers if own_layers else engine.Model
         with devices.recording(self.placement, "target", placed.record):
             self.target_model = load_target(
                 load.model, n_gpu_layers=self.ngl, repack=load.repack, devices=placed.target
             )
-        self.draft_model: engine.Model | None = None
-        if need_draft and load.model_draft is not None:
+        md: engine.Model | None = None  # the -md file, when a type uses it
+        assistant = self.info.mtp_drafter is not None
+        if (need_draft or assistant) and load.model_draft is not None:
             with devices.recording(self.placement, "draft", placed.record):
-                self.draft_model = engine.Model(
+                md = engine.Model(
                     load.model_draft,
                     n_gpu_layers=self.ngl_draft,
                     repack=load.repack,
                     devices=placed.draft,
                 )
+        #: the draft model (draft-simple) or EAGLE-3 head (draft-eagle3) of -md
+        self.draft_model: engine.Model | None = None if assistant else md
+        #: a separate MTP drafter's model (-md for draft-mtp; None: the target's own layers)
+        self.mtp_model: engine.Model | None = md if assistant else None
         #: what each model's memory can forget ("target", "draft": memory_caps.PARTIAL, FULL
         #: or NONE), probed on the first slot's contexts; FULL ones roll back by checkpoints
         self.memory: dict[str, str] = {}
@@ -255,11 +263,16 @@ class Session:
 
     def _mtp_head(self, target: ModelContext) -> HeadState | None:
         """draft-mtp's MTP context beside `target` (its size; the draft's threads and KV cache
-        types, as llama.cpp makes it); None without draft-mtp."""
+        types, as llama.cpp makes it), over the target's own NextN layers or over the drafter
+        file's model reading `target`'s cache; None without draft-mtp."""
         if not self.uses_mtp:
             return None
         params = self._params(target.n_ctx, draft=True)
-        return HeadState(MtpHead(self.target_model, target.ptr, params))
+        if self.mtp_model is not None:
+            head = MtpHead(self.mtp_model, target.ptr, params, target=self.target_model)
+        else:
+            head = MtpHead(self.target_model, target.ptr, params)
+        return HeadState(head)
 
     def _rollback_capable(self, ctx: engine.Context, role: str) -> ModelContext:
         """`ctx` probed and, where needed, wrapped; a memory that cannot forget anything
@@ -326,8 +339,9 @@ class Session:
         """Where -ngl / -ngld put each model's layers: "target: 28/29 layers on CUDA0
         (1 on CPU), draft: all 25 layers on CPU"."""
         line = "target: " + engine.offload_summary(self.target_model, self.ngl)
-        if self.draft_model is not None:
-            line += ", draft: " + engine.offload_summary(self.draft_model, self.ngl_draft)
+        draft = self.draft_model or self.mtp_model
+        if draft is not None:
+            line += ", draft: " + engine.offload_summary(draft, self.ngl_draft)
         return line
 
     # -- prompts ------------------------------------------------------------------------------
@@ -472,7 +486,7 @@ class Session:
                 obj.close()
         for batched in getattr(self, "_batched", []):
             batched.close()
-        for name in ("draft_model", "target_model"):
+        for name in ("mtp_model", "draft_model", "target_model"):
             obj = getattr(self, name, None)
             if obj is not None:
                 obj.close()

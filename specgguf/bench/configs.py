@@ -91,8 +91,8 @@ def parse_configs(
     draft-simple with a draft model, under auto). With `size_m_values` (--sweep-size-m), each
     configuration with ngram-simple/map-k/map-k4v runs once per size_m.
     With no --spec-type: ngram-simple and ngram-map-k as llama.cpp runs them, the draft
-    model's type (`draft_type`: draft-simple, or draft-eagle3 for an EAGLE-3 head) with a
-    fixed length when a draft model is there, and the default.
+    model's type (`draft_type`: draft-simple, draft-eagle3 for an EAGLE-3 head, draft-mtp for
+    a separate MTP drafter) with a fixed length when a draft model is there, and the default.
     """
     if not values:
         values = (

@@ -12,7 +12,10 @@ in step with the target, in llama.cpp's convention (common/speculative.cpp, draf
   target's, and the state carried to the next pass is that of the last kept row, the one
   whose output the target's own token came from;
 * a draft starts from the last emitted token at the next position with that carried state;
-  each further step feeds the token just proposed with the head's own output state.
+  each further step feeds the token just proposed with the head's own output state, at the
+  position after it, or, for a head over the target's own cache (a separate drafter file such
+  as a Gemma-4 assistant, `shares_cache`), at the same position again: such a head keeps
+  nothing of a draft, and what it is fed only tracks what the target's cache holds.
 
 The hidden states it keeps are few: the carried one, and one every ANCHOR_EVERY positions (and
 at the end of the last prompts) so that a later prompt sharing a prefix (-cnv, a server slot)
@@ -46,6 +49,8 @@ class Head(Protocol):
     #: the id of the target's hidden state the head reads (the trunk's layer count: its last
     #: output, in TargetPass.hidden)
     hidden_layer: int
+    #: it attends over the target's cache: every draft step of a round at the same position
+    shares_cache: bool
     tokens: list[int]
 
     @property
@@ -182,7 +187,8 @@ class MtpDrafter(ModelDrafter):
             drafted.append(token)
             states.append(state)
             if head.n_heads == 1:
-                logits, state = head.step(token, pos + len(drafted) - 1, states[-1])
+                at = pos if head.shares_cache else pos + len(drafted) - 1
+                logits, state = head.step(token, at, states[-1])
             else:  # layer i over the whole draft so far
                 logits, state = head.chain(drafted, pos, np.stack(states), len(drafted) - 1)
             return logits

@@ -250,7 +250,8 @@ def _grammar(_: None, ctx: BuildContext) -> Drafter:
 #: specgguf's grammar type, then every name llama.cpp accepts, in the order a round tries them
 #: (first non-empty draft wins); draft-eagle3 drafts with an EAGLE-3 head (-md) that hears
 #: three of the target's layers, draft-mtp with the target's own NextN layer (an MTP context
-#: over the loaded target, no -md); the rows marked `unsupported` need model files and hidden
+#: over the loaded target, no -md) or a separate MTP drafter file (-md, an MTP context over
+#: it that reads the target's cache); the rows marked `unsupported` need model files and hidden
 #: states llama-cpp-python 0.3.36 does not hand over
 REGISTRY: tuple[SpecType, ...] = (
     SpecType("grammar", _grammar, free=True, per_sequence=True),
