@@ -55,6 +55,10 @@ def test_a_cpu_curve_drafts_less_and_less_as_the_batch_grows():
 @dataclass
 class _Pass:
     peers: int = 0
+    draft_cost: float | None = None  # what the server measured (None: not yet)
+
+    def draft_pass_cost(self) -> float | None:
+        return self.draft_cost
 
 
 def test_the_policy_prices_by_the_pass_it_shares():
@@ -80,3 +84,43 @@ def test_a_shared_round_is_no_cost_sample():
     policy.shared_pass.peers = 0
     policy.observe(Round(None, [], 0, [7], 0.0, 10.0))
     assert 0 in policy.cost.known_curve()  # alone: learned
+
+
+def test_a_measured_draft_pass_replaces_the_solo_draft_cost():
+    """Where the server has timed a draft pass over the shared width, that is the draft's
+    cost in the shared pass; until then the draft is assumed to widen as the target does."""
+    c = Costs(verify=F16, draft=0.21)
+    assert in_shared_pass(c, 3).draft == 0.21
+    assert in_shared_pass(c, 3, draft=0.55).draft == 0.55
+    assert in_shared_pass(c, 3, draft=0.55).verify == in_shared_pass(c, 3).verify
+
+
+def test_a_compute_bound_draft_beside_a_weight_bound_target_stops_in_a_batch():
+    """The F16 target's pass over four rows costs about one over one row, the 0.5B Q4 draft's
+    about 2.7 of its own: at 0.21 alone it pays for two slots, at the measured 0.55 it does
+    not for four."""
+    c = Costs(verify=F16, draft=0.21)
+    assert best_k(in_shared_pass(c, 1), 0.85, 8, margin=0.05)[0] >= 1
+    assert best_k(in_shared_pass(c, 3, draft=0.55), 0.85, 8, margin=0.05)[0] == 0
+
+
+def test_the_policy_prices_a_model_drafter_by_the_measured_pass_and_an_ngram_not():
+    policy = AdaptivePolicy(n_max_cap=4)
+    for k, ms in enumerate(F16):
+        for _ in range(4):
+            policy.cost.add_verify(k, 100.0 * ms)
+    policy.cost.changed()
+    policy.shared_pass = _Pass(peers=3, draft_cost=0.6)
+    assert policy.costs("draft-simple").draft == 0.6
+    policy.shared_pass.draft_cost = None  # not measured yet: the solo cost
+    assert policy.costs("draft-simple").draft == 1.0  # (unmeasured alone: as dear as the target)
+    policy.attach([_Lookup()])
+    policy.shared_pass.draft_cost = 0.6
+    assert policy.costs("ngram-simple").draft == 0.0  # a lookup is no draft-model pass
+
+
+@dataclass
+class _Lookup:
+    name: str = "ngram-simple"
+    free: bool = True
+    max_draft: int = 16

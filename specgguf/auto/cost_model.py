@@ -56,7 +56,7 @@ class Costs:
         return self.draft * k + self.verify_cost(k) if k > 0 else self.verify_cost(0)
 
 
-def in_shared_pass(costs: Costs, peers: int) -> Costs:
+def in_shared_pass(costs: Costs, peers: int, *, draft: float | None = None) -> Costs:
     """The costs of one sequence's round when its rows share each pass with `peers` other
     sequences (a server's slots decoded together), in units of that shared plain step.
 
@@ -68,7 +68,12 @@ def in_shared_pass(costs: Costs, peers: int) -> Costs:
     priced (then none drafts, then all do again). Where the curve is flat (a GPU below its
     compute bound) drafts stay cheap in a batch; where it is steep (a CPU, or a batch already
     at the knee) speculation stops, as it should: it would lower the server's throughput.
-    peers = 0: the costs unchanged."""
+
+    A draft step is then one draft pass over S rows; `draft`, where measured, is its cost in
+    units of a target pass over S rows (the shared plain step). Without it the draft's pass is
+    assumed to widen as the target's does (its cost alone, unchanged), which holds for two
+    models of one kind on one device but not for a compute-bound draft beside a weight-bound
+    target. peers = 0: the costs unchanged."""
     if peers <= 0:
         return costs
     n = peers + 1
@@ -76,7 +81,7 @@ def in_shared_pass(costs: Costs, peers: int) -> Costs:
     shared = (costs.verify_cost(n * (1 + k) - 1) / base for k in range(len(costs.verify)))
     return Costs(
         verify=tuple(shared),
-        draft=costs.draft,
+        draft=costs.draft if draft is None else draft,
         min_slope=costs.min_slope,
         rollback=costs.rollback,
     )

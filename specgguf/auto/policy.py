@@ -61,9 +61,13 @@ MAX_WIDTH = 64
 
 class SharedPass(Protocol):
     """The last pass that held this sequence's rows along with other sequences' (a server's
-    slots decoded in one batch): `peers` other sequences in it."""
+    slots decoded in one batch): `peers` other sequences in it; `draft_pass_cost()`: a
+    draft-model pass over that many sequences in units of a target pass over as many rows,
+    as measured where they run (None: not measured yet)."""
 
     peers: int
+
+    def draft_pass_cost(self) -> float | None: ...
 
 
 @dataclass
@@ -286,7 +290,15 @@ class AdaptivePolicy:
         return self.shared_pass.peers if self.shared_pass is not None else 0
 
     def costs(self, name: str) -> Costs:
-        key = ("costs", name, self._peers())
+        peers = self._peers()
+        m = self._drafters.get(name)
+        # a model drafter's step in a shared pass, as the server measured that pass's width
+        shared_draft = (
+            self.shared_pass.draft_pass_cost()
+            if peers and self.shared_pass is not None and not (m is not None and m.free)
+            else None
+        )
+        key = ("costs", name, peers, shared_draft)
         if key not in self._cache:
             d = self._draft_rel(name)
             # unmeasured: as dear as the target (probes measure it)
@@ -295,7 +307,7 @@ class AdaptivePolicy:
                 draft=1.0 if d is None else d,
                 rollback=self.cost.rollback_rel(),
             )
-            self._cache[key] = in_shared_pass(costs, key[2])
+            self._cache[key] = in_shared_pass(costs, peers, draft=shared_draft)
         return self._cache[key]
 
     def ceiling(self, name: str) -> float:
