@@ -23,7 +23,9 @@ wall time), per-client tokens/s (first to last streamed token) and time to first
 the time to first token of a short request sent while a ~2,000-token prompt is being
 evaluated, against the same request on the idle server. With `--llama-server PATH` (a binary
 built from the vendored llama.cpp) the same is measured on llama-server started with the
-same flags, each specgguf row followed at once by its llama-server row.
+same flags, each specgguf row followed at once by its llama-server row; `--repeat R` runs
+every client count R times per server, alternating which goes first, and prints the median
+aggregate of each.
 
 CPU-heavy: run it once, on a quiet machine.
 
@@ -112,6 +114,12 @@ def main() -> int:
     ap.add_argument("--conv-chars", type=int, default=5200, help="~1,500 tokens of code")
     ap.add_argument("--clients", help="measure concurrency instead: client counts, e.g. 1,2,4,8")
     ap.add_argument("--llama-server", help="with --clients: a llama-server binary to compare")
+    ap.add_argument(
+        "--repeat", type=int, default=1,
+        help="with --clients: each client count this many times per server, alternating which "
+        "server goes first, with the median aggregate (the first run of a count also warms "
+        "slots not used before)",
+    )  # fmt: skip
     ap.add_argument("--long-chars", type=int, default=7000, help="~2,000 tokens of code")
     ap.add_argument("extra", nargs="*", help="more flags for both run and serve (after --)")
     args = ap.parse_args()
@@ -303,13 +311,21 @@ def concurrency(args, counts: list[int]) -> int:
             for _, server in sides:  # warm up: the first request pays one-time costs
                 stream(server, "/completion", {"prompt": prompts[0], "n_predict": 4})
             for n_clients in counts:
-                for name, server in sides:  # each pair back to back
-                    r = clients_at_once(server, prompts, n_clients, args.n)
-                    print(
-                        f"{mode:4s}  {n_clients:7d}  {name:12s}  {r['aggregate']:13.2f}  "
-                        f"{r['per_client']:14.2f}  {r['ttft']:6.3f}  {r['ttft_max']:10.3f}",
-                        flush=True,
+                seen: dict[str, list[float]] = {name: [] for name, _ in sides}
+                for rep in range(args.repeat):  # each pair back to back, in turn first
+                    for name, server in sides if rep % 2 == 0 else sides[::-1]:
+                        r = clients_at_once(server, prompts, n_clients, args.n)
+                        seen[name].append(r["aggregate"])
+                        print(
+                            f"{mode:4s}  {n_clients:7d}  {name:12s}  {r['aggregate']:13.2f}  "
+                            f"{r['per_client']:14.2f}  {r['ttft']:6.3f}  {r['ttft_max']:10.3f}",
+                            flush=True,
+                        )
+                if args.repeat > 1:
+                    medians = "  ".join(
+                        f"{name} {statistics.median(v):.2f}" for name, v in seen.items()
                     )
+                    print(f"{mode:4s}  {n_clients:7d}  median aggregate: {medians}", flush=True)
             for name, server in sides:
                 idle, busy = ttft_behind_long_prompt(server, long_prompt, prompts[0])
                 behind.append(
