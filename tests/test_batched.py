@@ -586,3 +586,45 @@ def test_every_step_runs_on_one_thread():
     for t in threads:
         t.join(10)
     assert len(threads_seen) == 1 and not threads_seen & members
+
+
+def test_step_times_between_widths_are_interpolated():
+    from specgguf.backend.batched import StepStats
+
+    s = StepStats()
+    s.timed(2, 0.2)
+    s.timed(6, 0.6)
+    assert s.seconds_at(2) == 0.2 and s.seconds_at(4) == pytest.approx(0.4)
+    assert s.seconds_at(1) is None and s.seconds_at(7) is None
+    s.timed(2, 0.4)  # a moving average, not the last sample
+    assert 0.2 < s.seconds_at(2) < 0.4
+
+
+def test_a_batched_session_times_both_models_widths_before_any_step(tiny_target, tiny_draft):
+    """A server with a draft model has timed a pass of each model over 1..N rows before its
+    first request (what auto prices a draft in a shared pass with), and those passes left
+    nothing in the cache and no step in the statistics."""
+    from specgguf.backend.session import LoadOptions, Session, SpecOptions
+
+    load = LoadOptions(model=tiny_target, model_draft=tiny_draft, n_ctx=512 * 5, threads=1)
+    many = Session(load, SpecOptions(types=["draft-simple"], n_max=3), parallel=5)
+    try:
+        target, draft = many._batched
+        for b in (target, draft):
+            assert set(b.stats.seconds) == {1, 2, 3, 4, 5} and b.stats.steps == 0
+            assert b.ctx.n_past == 0 and all(v.n_past == 0 for v in b.views)
+            assert ll_cells(b.ctx) == 0
+        view = target.views[0]
+        view.peers = 3
+        assert view.draft_pass_cost() == pytest.approx(
+            draft.stats.seconds_at(4) / target.stats.seconds_at(4)
+        )
+    finally:
+        many.close()
+
+
+def ll_cells(ctx) -> int:
+    """Positions sequence 0 holds in a context's memory (its last position + 1)."""
+    import llama_cpp
+
+    return int(llama_cpp.llama_memory_seq_pos_max(ctx.memory, 0)) + 1

@@ -69,6 +69,18 @@ class StepStats:
         old = self.seconds.get(rows)
         self.seconds[rows] = seconds if old is None else old + STEP_TIME_WEIGHT * (seconds - old)
 
+    def seconds_at(self, rows: int) -> float | None:
+        """A step of `rows` rows: as timed, or on the line between the nearest widths timed
+        on either side; None outside them."""
+        if rows in self.seconds:
+            return self.seconds[rows]
+        below = max((w for w in self.seconds if w < rows), default=None)
+        above = min((w for w in self.seconds if w > rows), default=None)
+        if below is None or above is None:
+            return None
+        lo, hi = self.seconds[below], self.seconds[above]
+        return lo + (hi - lo) * (rows - below) / (above - below)
+
 
 @dataclass
 class _Request:
@@ -204,6 +216,21 @@ class BatchedContext:
                 budget -= take
         return plan
 
+    def time_widths(self, widths: Sequence[int]) -> None:
+        """Time a pass over each of these widths now (rows of sequence 0 at its first
+        positions, removed afterwards; twice each, the first pass of a width also building
+        its graph), so that auto prices a draft in a shared pass from the server's first
+        step instead of drafting until its own steps have timed that width."""
+        for w in widths:
+            if not 0 < w <= min(self.ctx.n_batch, self.n_ctx_seq):
+                continue
+            for _ in range(2):
+                t0 = time.perf_counter()
+                self.ctx.decode_rows([0] * w, range(w), [0] * w, [False] * (w - 1) + [True])
+                took = time.perf_counter() - t0
+                self.ctx.seq_rm(0, 0)
+            self.stats.seconds[w] = took
+
     def _give_way(self, plan: list[tuple[_Request, int, int]]) -> Callable[[], bool] | None:
         """The check of a step that holds rows of a long prompt: True once a request has
         joined since the step began (None for other steps: the check costs a Python call per
@@ -303,9 +330,9 @@ class SequenceView:
         target's: a draft that costs 0.2 of a step alone costs about 0.5 of one in a pass
         of four."""
         rows = self.peers + 1
-        target = self.owner.stats.seconds.get(rows)
+        target = self.owner.stats.seconds_at(rows)
         draft = next((s for s in self.owner.rendezvous.steppers if s.role == "draft"), None)
-        seconds = None if draft is None else draft.stats.seconds.get(rows)
+        seconds = None if draft is None else draft.stats.seconds_at(rows)
         if not target or seconds is None:
             return None
         return seconds / target

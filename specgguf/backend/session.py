@@ -225,6 +225,11 @@ class Session:
                 )
                 self._batched.append(draft)
                 drafts = list(draft.views)
+                # both models' passes by width, before any request: what a draft costs in a
+                # shared pass (auto.policy.SharedPass.draft_pass_cost)
+                widths = sorted({1, 2, 3, 4, 6, 8, 12, 16, parallel} & set(range(1, parallel + 1)))
+                for batched in self._batched:
+                    batched.time_widths(widths)
         except BaseException:
             self.close()
             raise
