@@ -218,17 +218,26 @@ def test_cpu_smoke_runs_the_whole_check(tmp_path) -> None:
     assert p.returncode == 0, p.stderr[-2000:]
     out = p.stdout
     assert "== specgguf GPU check (CPU smoke: tiny shapes) ==" in out
-    assert "greedy speculative text == plain: True" in out
+    for kind in ("draft-simple", "draft-eagle3"):
+        assert f"run      {kind}: greedy speculative text == plain: True" in out, kind
     assert "offload  target: all 5 layers on CPU, draft: all 3 layers on CPU" in out
     curve = next(ln for ln in out.splitlines() if ln.startswith("  n  "))
     assert curve.split()[1:] == [str(n) for n in range(1, 17)]
-    for label in ["none", *(f"draft-simple n_max={k}" for k in range(2, 9)), "draft-simple auto"]:
-        assert f"  {label} " in out, label
+    for kind in ("draft-simple", "draft-eagle3"):
+        for label in [*(f"{kind} n_max={k}" for k in range(2, 9)), f"{kind} auto"]:
+            assert f"  {label} " in out, label
+    # the plain reference and the control row shown once, though each bench measures plain
+    assert out.count(f"  {'none':<24} ") == 1 and out.count("  none (control) ") == 1
     res = json.loads((tmp_path / "results/results.json").read_text())
     assert len(res["cost_curve"]["pass_cost_rel"]) == 16
-    # the draft shares the target's first layers: it agrees far more often than chance
-    assert res["run"]["accept_rate"] > 0.3
+    # the draft shares the target's first layers: it agrees far more often than chance; the
+    # head names one of the target's two candidates (a random head agrees almost never)
+    assert res["runs"]["draft-simple"]["accept_rate"] > 0.3
+    assert res["runs"]["draft-eagle3"]["accept_rate"] > 0.1
+    assert res["eagle3_check"]["compatible"] is True
+    assert set(res["bench"]) == {"draft-simple", "draft-eagle3"}
     assert {o["in_place"]["temp"] for o in res["overhead"]} == {0.0, 0.8}
     assert res["head_step"]["rel"]["EAGLE-3 head"] > 0
-    assert "EAGLE-3 head x" in out
+    assert res["head_step"]["rel"]["EAGLE-3 head (-md)"] > 0
+    assert "EAGLE-3 head x" in out and "draft-eagle3 next to draft-simple: acceptance" in out
     assert (tmp_path / "results/summary.txt").read_text().strip() == out.strip()
