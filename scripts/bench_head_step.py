@@ -9,10 +9,12 @@ same whatever it holds), times single-token steps of it, of the target and of th
 draft model, interleaved, and prints medians and ratios from this one run. The head is timed
 through the same context specgguf drafts with (backend.eagle3_head), made over a target
 context for the embeddings it borrows; the qwen2 target cannot feed it hidden states in this
-libllama, which a step's cost does not depend on.
+libllama, which a step's cost does not depend on. `--head` times a given head for the
+target too (the GPU check's designed one, whose lm_head is the target's whole vocabulary).
 
     python scripts/bench_head_step.py                      # the pulled Q4 pair
     python scripts/bench_head_step.py -m target-f16.gguf   # the F16 target
+    python scripts/bench_head_step.py -m T -md D --head H  # and the head H for T
 """
 
 from __future__ import annotations

@@ -437,7 +437,7 @@ def write_head(path: Path, w: Weights, name: str) -> None:
 
 
 def build(out: Path, design: Design) -> dict:
-    """Write out/target.gguf and out/draft.gguf (unless this design is already there)."""
+    """Write out/target.gguf, out/draft.gguf and out/head.gguf (unless this design is there)."""
     out.mkdir(parents=True, exist_ok=True)
     stamp = out / "design.json"
     files = {k: out / f"{k}.gguf" for k in ("target", "draft", "head")}
