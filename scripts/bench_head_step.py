@@ -9,10 +9,12 @@ same whatever it holds), times single-token steps of it, of the target and of th
 draft model, interleaved, and prints medians and ratios from this one run. The head is timed
 through the same context specgguf drafts with (backend.eagle3_head), made over a target
 context for the embeddings it borrows; the qwen2 target cannot feed it hidden states in this
-libllama, which a step's cost does not depend on.
+libllama, which a step's cost does not depend on. `--head` times a given head for the
+target too (the GPU check's designed one, whose lm_head is the target's whole vocabulary).
 
     python scripts/bench_head_step.py                      # the pulled Q4 pair
     python scripts/bench_head_step.py -m target-f16.gguf   # the F16 target
+    python scripts/bench_head_step.py -m T -md D --head H  # and the head H for T
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
+#: the name of the head given with --head in the report
+GIVEN_HEAD = "EAGLE-3 head (-md)"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-m", "--model", type=Path, help="target GGUF (default: the pulled target)")
@@ -38,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--draft-vocab", type=int, default=32000)
     ap.add_argument("-ngl", "--n-gpu-layers", default="0", help="for all three models")
+    ap.add_argument("--head", type=Path, help="an EAGLE-3 head for the target, timed too")
     ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = ap.parse_args(argv)
 
@@ -71,14 +78,22 @@ def main(argv: list[str] | None = None) -> int:
         head_m = engine.Model(head_path, n_gpu_layers=ngl)
         target, draft = engine.Context(target_m, params), engine.Context(draft_m, params)
         head = Eagle3Context(head_m, target, params, read_eagle3_head(read_gguf_info(head_path)))
+        heads = [(head_m, head)]
+        if args.head:
+            given_m = engine.Model(args.head, n_gpu_layers=ngl)
+            given = read_eagle3_head(read_gguf_info(args.head))
+            heads.append((given_m, Eagle3Context(given_m, target, params, given)))
         prompt = list(range(100, 164))
         target.decode(prompt, 0, outputs="none")
         draft.decode(prompt, 0, outputs="none")
-        head.decode(prompt, 0, outputs="none")
+        for _, h in heads:
+            h.decode(prompt, 0, outputs="none")
         n0 = len(prompt)
         steps: dict[str, tuple[object, list[float]]] = {
             "target": (target, []), "draft model": (draft, []), "EAGLE-3 head": (head, []),
         }  # fmt: skip
+        if args.head:
+            steps[GIVEN_HEAD] = (heads[1][1], [])
         for _ in range(args.reps):
             for ctx, times in steps.values():
                 t0 = time.perf_counter()
@@ -88,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         med = {name: statistics.median(times) for name, (_, times) in steps.items()}
         for ctx, _ in steps.values():
             ctx.close()
-        for m in (head_m, draft_m, target_m):
+        for m in (*(m for m, _ in reversed(heads)), draft_m, target_m):
             m.close()
     if args.json:
         rel = {name: round(ms / med["target"], 4) for name, ms in med.items()}

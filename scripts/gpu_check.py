@@ -4,7 +4,8 @@ source, installing the wheels that travel with it, the measurements and the summ
 
     python scripts/gpu_check.py trim SDIST.tar.gz DEST
     python scripts/gpu_check.py install-wheels WHEELS_DIR SITE_DIR
-    python scripts/gpu_check.py measure --target T --draft D --out DIR [--smoke] [--ngl all]
+    python scripts/gpu_check.py measure --target T --draft D --head H --out DIR [--smoke]
+                                        [--ngl all]
     python scripts/gpu_check.py summary DIR
 
 Only the standard library at import time: `trim` and `install-wheels` run before anything
@@ -149,6 +150,11 @@ PROMPTS = (
     ("long", "The quick brown fox jumps over the lazy dog. " * 24),
 )
 
+#: the drafters measured side by side: the --spec-type, and which file of measure's is its -md
+DRAFTERS = (("draft-simple", "draft"), ("draft-eagle3", "head"))
+#: the draft lengths each drafter's bench rows run at (and auto beside them)
+BENCH_LENGTHS = "2..8"
+
 # -- measuring -----------------------------------------------------------------------------
 
 
@@ -168,7 +174,6 @@ def measure(a: argparse.Namespace) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     env.setdefault("SPECGGUF_PROFILES", str(out / "profiles"))
-    models = ["-m", a.target, "-md", a.draft]
     gpu = ["-ngl", a.ngl, "-ngld", a.ngl, "-c", str(a.ctx)]
     if a.threads:
         gpu += ["-t", str(a.threads)]
@@ -181,32 +186,43 @@ def measure(a: argparse.Namespace) -> dict:
               flush=True)  # fmt: skip
         return time.perf_counter()
 
-    # 1. check: compatibility and where the layers would go
-    t0 = step("specgguf check")
-    p = _cli(["check", *models, "-ngl", a.ngl, "-ngld", a.ngl, "--json"], env)
-    if p.returncode != 0:
-        raise SystemExit(f"specgguf check failed ({p.returncode}): {p.stderr.strip()}")
-    res["check"] = json.loads(p.stdout).get("offload")
+    # 1. check: compatibility and where the layers would go; the head passes the same checks
+    t0 = step("specgguf check (draft model, EAGLE-3 head)")
+    checks = {}
+    for kind, role in DRAFTERS:
+        p = _cli(["check", "-m", a.target, "-md", getattr(a, role), "-ngl", a.ngl, "-ngld",
+                  a.ngl, "--json"], env)  # fmt: skip
+        if p.returncode != 0:
+            raise SystemExit(f"specgguf check ({kind}) failed ({p.returncode}): {p.stderr.strip()}")
+        checks[kind] = json.loads(p.stdout)
+    res["check"] = checks["draft-simple"].get("offload")
+    head = checks["draft-eagle3"]
+    res["eagle3_check"] = {"compatible": head.get("compatible"), "draft": head.get("draft_kind")}
     res["seconds_check"] = round(time.perf_counter() - t0, 1)
 
-    # 2. one run: the offload line and greedy text equal to plain decoding
-    t0 = step("specgguf run (speculative, then plain)")
+    # 2. one run per drafter: the offload line and greedy text equal to plain decoding
+    t0 = step("specgguf run (plain, then each drafter)")
     prompt = "Once upon a time"
-    base = ["run", *models, *gpu, "-p", prompt, "-n", str(a.n_run), "--temp", "0", "--json"]
-    spec = _cli([*base, "--spec-draft-n-max", "4"], env)
+    base = ["run", "-m", a.target, *gpu, "-p", prompt, "-n", str(a.n_run), "--temp", "0", "--json"]
     plain = _cli([*base, "--spec-type", "none"], env)
-    for name, proc in (("speculative", spec), ("plain", plain)):
-        if proc.returncode != 0:
-            raise SystemExit(f"specgguf run ({name}) failed: {proc.stderr.strip()[-400:]}")
-    js, jp = json.loads(spec.stdout), json.loads(plain.stdout)
-    off = [ln for ln in spec.stderr.splitlines() if ln.startswith("offload:")]
-    res["run"] = {
-        "offload": off[0] if off else None,
-        "same_text": js["text"] == jp["text"],
-        "accept_rate": js["timings"]["accept_rate"],
-        "tokens_per_second": js["timings"]["predicted_per_second"],
-        "plain_tokens_per_second": jp["timings"]["predicted_per_second"],
-    }
+    if plain.returncode != 0:
+        raise SystemExit(f"specgguf run (plain) failed: {plain.stderr.strip()[-400:]}")
+    jp = json.loads(plain.stdout)
+    res["runs"] = {}
+    for kind, role in DRAFTERS:
+        spec = _cli([*base, "-md", getattr(a, role), "--spec-type", kind, "--spec-draft-n-max",
+                     "4"], env)  # fmt: skip
+        if spec.returncode != 0:
+            raise SystemExit(f"specgguf run ({kind}) failed: {spec.stderr.strip()[-400:]}")
+        js = json.loads(spec.stdout)
+        off = [ln for ln in spec.stderr.splitlines() if ln.startswith("offload:")]
+        res["runs"][kind] = {
+            "offload": off[0] if off else None,
+            "same_text": js["text"] == jp["text"],
+            "accept_rate": js["timings"]["accept_rate"],
+            "tokens_per_second": js["timings"]["predicted_per_second"],
+            "plain_tokens_per_second": jp["timings"]["predicted_per_second"],
+        }
     res["seconds_run"] = round(time.perf_counter() - t0, 1)
 
     # 3. in-process: the verify cost curve 1..16, the draft step, the Python overhead
@@ -240,27 +256,35 @@ def measure(a: argparse.Namespace) -> dict:
         session.close()
     res["seconds_inprocess"] = round(time.perf_counter() - t0, 1)
 
-    # 4. specgguf bench: plain, draft-simple at K = 2..8, auto
-    t0 = step("specgguf bench (plain, draft-simple:2..8, auto)")
+    # 4. specgguf bench per drafter: plain, K = 2..8, auto (plain is in each: the reference
+    # its rows' ratios are taken against in that same run); the control row (plain measured
+    # again: the noise floor) in the first
     prompts = out / "prompts.jsonl"
     prompts.write_text("".join(json.dumps({"class": c, "prompt": p}) + "\n" for c, p in PROMPTS))
-    bench = [
-        "bench", *models, *gpu, "-f", str(prompts), "-n", str(a.n_bench),
-        "--repeat", str(a.repeat), "--temp", "0", "--json", "--spec-type", "none",
-        "--spec-type", "draft-simple:2..8", "--spec-type", "draft-simple:auto",
-    ]  # fmt: skip
-    p = _cli(bench, env, timeout=600)
-    if p.returncode != 0:
-        raise SystemExit(f"specgguf bench failed ({p.returncode}): {p.stderr.strip()[-400:]}")
-    res["bench"] = json.loads(p.stdout)
-    res["seconds_bench"] = round(time.perf_counter() - t0, 1)
+    res["bench"] = {}
+    for kind, role in DRAFTERS:
+        t0 = step(f"specgguf bench (plain, {kind}:{BENCH_LENGTHS}, auto)")
+        bench = [
+            "bench", "-m", a.target, "-md", getattr(a, role), *gpu, "-f", str(prompts),
+            "-n", str(a.n_bench), "--repeat", str(a.repeat), "--temp", "0", "--json",
+            *(["--spec-type", "none"] if kind == DRAFTERS[0][0] else []),
+            "--spec-type", f"{kind}:{BENCH_LENGTHS}",
+            "--spec-type", f"{kind}:auto",
+        ]  # fmt: skip
+        p = _cli(bench, env, timeout=600)
+        if p.returncode != 0:
+            raise SystemExit(f"specgguf bench ({kind}) failed ({p.returncode}): "
+                             f"{p.stderr.strip()[-400:]}")  # fmt: skip
+        res["bench"][kind] = json.loads(p.stdout)
+        res[f"seconds_bench_{kind}"] = round(time.perf_counter() - t0, 1)
 
-    # 5. an EAGLE-3 head sized for the target (random weights): its step next to the target's
-    # and the draft model's (no trained head is installable, so its acceptance is not measured)
+    # 5. one step of the designed head (its lm_head the target's whole vocabulary) and of a
+    # converted head's size (a 32k-token d2t vocabulary), next to the target's and the draft's
     t0 = step("EAGLE-3 head step (scripts/bench_head_step.py)")
     p = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "bench_head_step.py"), "-m", a.target,
-         "-md", a.draft, "-ngl", a.ngl, "--reps", str(max(5, a.reps * 4)), "--json",
+         "-md", a.draft, "--head", a.head, "-ngl", a.ngl, "--reps", str(max(5, a.reps * 4)),
+         "--json",
          *(["-t", str(a.threads)] if a.threads else [])],
         capture_output=True, text=True, env=env, timeout=600, check=False,
     )  # fmt: skip
@@ -275,6 +299,17 @@ def measure(a: argparse.Namespace) -> dict:
 # -- summary -------------------------------------------------------------------------------
 
 
+def _bench_row(row: dict) -> str:
+    """One configuration of a `specgguf bench --json` report as a line of the table."""
+    tps = row["tokens_per_second"]["median"] if row["tokens_per_second"] else float("nan")
+    ratio = row["ratio_to_plain"]["median"] if row["ratio_to_plain"] else 1.0
+    same = row["same_text_as_plain"]
+    same_s = f"{same['identical']}/{same['runs']}" if same else "-"
+    extra = f"  mean K {row['auto']['mean_k']}" if row.get("auto") else ""
+    return (f"  {row['label']:<24} {tps:>8.1f} {ratio:>8.3f} {row['accept_rate']:>7.3f} "
+            f"{row['mean_acceptance_length']:>8.3f} {same_s:>9}{extra}")  # fmt: skip
+
+
 def summary(res: dict, phases: dict | None = None) -> str:
     lines = []
     add = lines.append
@@ -286,11 +321,12 @@ def summary(res: dict, phases: dict | None = None) -> str:
     if phases:
         add("phase seconds: " + ", ".join(f"{k} {v}" for k, v in phases.items()))
     add(f"offload  {res.get('offload')}")
-    run = res.get("run") or {}
-    add(
-        f"run      greedy speculative text == plain: {run.get('same_text')}; "
-        f"acceptance {run.get('accept_rate')}"
-    )
+    ec = res.get("eagle3_check") or {}
+    if ec:
+        add(f"head     {ec.get('draft')}; compatible: {ec.get('compatible')}")
+    for kind, run in (res.get("runs") or {}).items():
+        add(f"run      {kind}: greedy speculative text == plain: {run.get('same_text')}; "
+            f"acceptance {run.get('accept_rate')}")  # fmt: skip
     c = res.get("cost_curve")
     if c:
         rel = c["pass_cost_rel"]
@@ -300,29 +336,34 @@ def summary(res: dict, phases: dict | None = None) -> str:
         add("  n  " + " ".join(f"{int(n):>5}" for n in ns))
         add("  x  " + " ".join(f"{rel[n]:>5.2f}" for n in ns))
         add(f"draft step / target step: {c['draft_step_rel']} ({c['draft_step_ms']} ms)")
-    b = res.get("bench")
-    if b:
+    benches = res.get("bench") or {}
+    if benches:
+        b = next(iter(benches.values()))
         add(f"specgguf bench: -n {b['n_predict']}, --repeat {b['repeat']}, greedy, "
-            f"{len(b['prompts'])} prompts")  # fmt: skip
+            f"{len(b['prompts'])} prompts; x plain: to the same bench's plain row")  # fmt: skip
         add(f"  {'config':<24} {'tok/s':>8} {'x plain':>8} {'accept':>7} {'mean len':>8} "
             f"{'same text':>9}")  # fmt: skip
-        for row in b["configs"]:
-            tps = row["tokens_per_second"]["median"] if row["tokens_per_second"] else float("nan")
-            ratio = row["ratio_to_plain"]["median"] if row["ratio_to_plain"] else 1.0
-            same = row["same_text_as_plain"]
-            same_s = f"{same['identical']}/{same['runs']}" if same else "-"
-            extra = ""
-            if row.get("auto"):
-                extra = f"  mean K {row['auto']['mean_k']}"
-            add(f"  {row['label']:<24} {tps:>8.1f} {ratio:>8.3f} {row['accept_rate']:>7.3f} "
-                f"{row['mean_acceptance_length']:>8.3f} {same_s:>9}{extra}")  # fmt: skip
-        rec = b.get("recommendation") or {}
-        if rec:
-            add(f"  recommendation: {rec.get('command')}")
+        for i, b in enumerate(benches.values()):
+            for row in b["configs"]:
+                if i and row["label"] == "none":
+                    continue  # each bench has its plain reference: shown once
+                lines.append(_bench_row(row))
+        for kind, b in benches.items():
+            rec = b.get("recommendation") or {}
+            if rec:
+                add(f"  recommendation ({kind}): {rec.get('command')}")
     hs = res.get("head_step")
     if hs:
         steps = [f"{k} x{v} ({hs['step_ms'][k]} ms)" for k, v in hs["rel"].items()]
         add("one-token step / target step: " + ", ".join(steps))
+    from bench_head_step import GIVEN_HEAD as DESIGNED_HEAD  # the head the check drafts with
+
+    runs = res.get("runs") or {}
+    if hs and {"draft-simple", "draft-eagle3"} <= set(runs) and DESIGNED_HEAD in hs["rel"]:
+        head, model = runs["draft-eagle3"], runs["draft-simple"]
+        add(f"draft-eagle3 next to draft-simple: acceptance {head['accept_rate']} vs "
+            f"{model['accept_rate']} (run, K = 4); step x{hs['rel'][DESIGNED_HEAD]} vs "
+            f"x{hs['rel']['draft model']} of a target step")  # fmt: skip
     ov = res.get("overhead")
     if ov:
         add("Python overhead per round outside llama_decode (ms; wall in place / CPU warm; "
@@ -350,6 +391,7 @@ def main(argv: list[str] | None = None) -> int:
     m = sub.add_parser("measure")
     m.add_argument("--target", required=True)
     m.add_argument("--draft", required=True)
+    m.add_argument("--head", required=True, help="the EAGLE-3 head GGUF for the target")
     m.add_argument("--out", required=True)
     m.add_argument("--ngl", default="all")
     m.add_argument("--ctx", type=int, default=4096)

@@ -11,11 +11,13 @@
 #
 # The GPU run: (1) builds libllama + ggml (CPU and CUDA, -DCMAKE_CUDA_ARCHITECTURES=native) with
 # CMake and Ninja from .gpu/llama-src, only the `llama` target, while (2) scripts/gpu_models.py
-# writes a Qwen2.5-7B-shaped f16 target and a 2-layer draft sharing its embeddings, output head
-# and first layers (agreement set by construction, measured here); then (3) scripts/gpu_check.py
-# runs `specgguf check`, `specgguf run`, the verify cost curve over 1..16 tokens, the Python
-# overhead per round (scripts/bench_overhead.py) and `specgguf bench` (plain, draft-simple with
-# K = 2..8, auto), and prints the summary. Build and models stay in .gpu-work/ (not carried):
+# writes a Qwen2.5-7B-shaped f16 target (architecture llama), a 2-layer draft sharing its
+# embeddings, output head and first layers, and an EAGLE-3 head over it (agreement set by
+# construction, measured here); then (3) scripts/gpu_check.py runs `specgguf check` and
+# `specgguf run` with each drafter, the verify cost curve over 1..16 tokens, the Python
+# overhead per round (scripts/bench_overhead.py), `specgguf bench` for draft-simple and for
+# draft-eagle3 (plain, K = 2..8, auto) and one step of each EAGLE-3 head, model and target
+# (scripts/bench_head_step.py), and prints the summary. Build and models stay in .gpu-work/ (not carried):
 # a second call on the same machine reuses them, and a build cut short resumes where it stopped.
 # Results: .gpu-work/results/ (and $OUT/ when the device tool provides it).
 #
@@ -40,7 +42,7 @@ case "${1:-}" in
   "") ;;
   --prepare) MODE=prepare ;;
   --cpu-smoke) MODE=smoke ;;
-  -h|--help) sed -n '2,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
   *) die "unknown option $1 (--prepare, --cpu-smoke or nothing)" ;;
 esac
 
@@ -177,13 +179,14 @@ if [ "$MODE" = gpu ]; then
 fi
 
 t0=$(date +%s)
-say "writing the $SHAPE target and draft into $WORK/models-$SHAPE"
+say "writing the $SHAPE target, draft and EAGLE-3 head into $WORK/models-$SHAPE"
 models=$("$PY" "$ROOT/scripts/gpu_models.py" --out "$WORK/models-$SHAPE" --shape "$SHAPE" \
   --agreement "${SPECGGUF_GPU_AGREEMENT:-0.8}")
 phase write_models $(( $(date +%s) - t0 ))
 say "models: $models"
 TARGET=$WORK/models-$SHAPE/target.gguf
 DRAFT=$WORK/models-$SHAPE/draft.gguf
+HEAD=$WORK/models-$SHAPE/head.gguf
 
 if [ -n "$build_pid" ]; then
   say "waiting for the build"
@@ -206,14 +209,14 @@ cuda=$([ "$MODE" = gpu ] && "$NVCC" --version | tail -n 1 || echo "-")
 import json, sys
 out, gpu, cuda, cpus, models = sys.argv[1:]
 m = json.loads(models)
-sizes = f"target {m.get('target_bytes', 0) / 2**30:.1f} GiB, draft {m.get('draft_bytes', 0) / 2**30:.1f} GiB"
+sizes = ", ".join(f"{k} {m.get(k + '_bytes', 0) / 2**30:.2f} GiB" for k in ("target", "draft", "head"))
 json.dump({"gpu": gpu, "cuda": cuda, "cpus": cpus, "python": sys.version.split()[0],
            "models": f"{m['shape']}: {sizes}, designed agreement {m['agreement']}"}, open(out, "w"))
 EOF
 
 t0=$(date +%s)
 say "measuring"
-"$PY" "$ROOT/scripts/gpu_check.py" measure --target "$TARGET" --draft "$DRAFT" --out "$RESULTS" \
+"$PY" "$ROOT/scripts/gpu_check.py" measure --target "$TARGET" --draft "$DRAFT" --head "$HEAD" --out "$RESULTS" \
   --ngl "$NGL" "${MEASURE[@]}"
 phase measure $(( $(date +%s) - t0 ))
 phase total $(( $(date +%s) - T_START ))

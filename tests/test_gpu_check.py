@@ -67,6 +67,84 @@ def test_draft_shares_the_targets_tensors_and_files_are_reused(tmp_path) -> None
     assert not gpu_models.build(tmp_path, gpu_models.Design("tiny", 1, 0.8))["reused"]
 
 
+def _tensors(path: str) -> dict[str, np.ndarray]:
+    from gguf import GGUFReader
+
+    return {x.name: np.array(x.data, dtype=np.float32) for x in GGUFReader(path).tensors}
+
+
+def test_the_head_passes_specgguf_eagle3_checks_against_its_target(tmp_path) -> None:
+    from specgguf.backend.eagle3_info import check_eagle3_pair
+    from specgguf.backend.gguf_info import read_gguf_info
+    from specgguf.backend.llama_ext import LAYER_INPUT_ARCHS
+
+    info = gpu_models.build(tmp_path, gpu_models.Design("tiny", 2, 0.8))
+    target = read_gguf_info(info["target"])
+    assert target.architecture in LAYER_INPUT_ARCHS  # its layer inputs can be heard
+    head = check_eagle3_pair(read_gguf_info(info["head"]), target)
+    shape = gpu_models.SHAPES["tiny"]
+    assert head.target_layers == gpu_models.head_layers(shape.n_layer)
+    assert head.n_embd == head.target_hidden_size == shape.n_embd
+    assert head.borrows == ["token embeddings", "lm_head"] and not head.has_d2t
+    # a stale pair without a head is written again
+    Path(info["head"]).unlink()
+    assert not gpu_models.build(tmp_path, gpu_models.Design("tiny", 2, 0.8))["reused"]
+
+
+def _rms_norm(x: np.ndarray) -> np.ndarray:
+    return x / np.sqrt(np.mean(x * x) + gpu_models.RMS_EPS)
+
+
+def test_the_head_names_a_successor_of_its_token_at_every_step(tmp_path) -> None:
+    """The head's graph in numpy, each row attending to itself (as its scores make it): the
+    two best tokens are the two successors of the token it reads, at the first step (from
+    the target's rows) and at the next (from its own state, the previous token taken out)."""
+    info = gpu_models.build(tmp_path, gpu_models.Design("tiny", 2, 0.8))
+    t, h = _tensors(info["target"]), _tensors(info["head"])
+    shape = gpu_models.SHAPES["tiny"]
+    n, hd = shape.n_embd, shape.n_embd // shape.n_head
+    group = shape.n_head // shape.n_head_kv
+    _, _, _, first_word, _ = gpu_models.vocabulary(shape.n_vocab)
+    w = gpu_models.Weights(gpu_models.Design("tiny", 2, 0.8), shape, first_word)
+    emb, out = t["token_embd.weight"], t["output.weight"]
+    rng = np.random.default_rng(3)
+
+    def step(token: int, g: np.ndarray) -> np.ndarray:
+        x = np.concatenate([_rms_norm(emb[token]), _rms_norm(g)])
+        q = (h["blk.0.attn_q.weight"] @ x).reshape(shape.n_head, hd)
+        k = (h["blk.0.attn_k.weight"] @ x).reshape(shape.n_head_kv, hd)
+        v = (h["blk.0.attn_v.weight"] @ x).reshape(shape.n_head_kv, hd)
+        self_score = float(q[0] @ k[0]) / math.sqrt(hd)
+        other = _rms_norm(emb[rng.integers(first_word, shape.n_vocab - 1)])
+        k_other = h["blk.0.attn_k.weight"][:hd, :n] @ other
+        assert self_score - float(q[0] @ k_other) / math.sqrt(hd) > 20  # it sees itself alone
+        heads = np.concatenate([v[i // group] for i in range(shape.n_head)])
+        return g + h["blk.0.attn_output.weight"] @ heads  # the FFN adds nothing
+
+    def best_two(state: np.ndarray) -> set[int]:
+        logits = out @ _rms_norm(state)
+        return set(np.argsort(logits)[-2:].tolist())
+
+    def successors(token: int) -> set[int]:
+        i = token - first_word
+        return {int(w.succ1[i]), int(w.succ2[i])}
+
+    # the target's three layer inputs at P: the token at P in A, what the layers wrote in B
+    b_std = gpu_models.HeadWeights(w).feature_b_std
+    row = emb[first_word + 5].copy()
+    row[n // 2 :] = rng.standard_normal(n - n // 2) * b_std
+    features = np.concatenate([row, row, row])
+    g = h["fc.weight"] @ features
+    assert not g[: n // 2].any()  # the fused row carries no token into A
+    hits = 0
+    for a, b in rng.integers(first_word, shape.n_vocab - 1, size=(20, 2)):
+        s1 = step(int(a), g)
+        s2 = step(int(b), s1)
+        hits += best_two(s1) == successors(int(a))
+        hits += best_two(s2) == successors(int(b))
+    assert hits >= 38, hits
+
+
 # -- trimming and wheels ----------------------------------------------------------------------
 
 
@@ -140,17 +218,26 @@ def test_cpu_smoke_runs_the_whole_check(tmp_path) -> None:
     assert p.returncode == 0, p.stderr[-2000:]
     out = p.stdout
     assert "== specgguf GPU check (CPU smoke: tiny shapes) ==" in out
-    assert "greedy speculative text == plain: True" in out
+    for kind in ("draft-simple", "draft-eagle3"):
+        assert f"run      {kind}: greedy speculative text == plain: True" in out, kind
     assert "offload  target: all 5 layers on CPU, draft: all 3 layers on CPU" in out
     curve = next(ln for ln in out.splitlines() if ln.startswith("  n  "))
     assert curve.split()[1:] == [str(n) for n in range(1, 17)]
-    for label in ["none", *(f"draft-simple n_max={k}" for k in range(2, 9)), "draft-simple auto"]:
-        assert f"  {label} " in out, label
+    for kind in ("draft-simple", "draft-eagle3"):
+        for label in [*(f"{kind} n_max={k}" for k in range(2, 9)), f"{kind} auto"]:
+            assert f"  {label} " in out, label
+    # the plain reference and the control row shown once, though each bench measures plain
+    assert out.count(f"  {'none':<24} ") == 1 and out.count("  none (control) ") == 1
     res = json.loads((tmp_path / "results/results.json").read_text())
     assert len(res["cost_curve"]["pass_cost_rel"]) == 16
-    # the draft shares the target's first layers: it agrees far more often than chance
-    assert res["run"]["accept_rate"] > 0.3
+    # the draft shares the target's first layers: it agrees far more often than chance; the
+    # head names one of the target's two candidates (a random head agrees almost never)
+    assert res["runs"]["draft-simple"]["accept_rate"] > 0.3
+    assert res["runs"]["draft-eagle3"]["accept_rate"] > 0.1
+    assert res["eagle3_check"]["compatible"] is True
+    assert set(res["bench"]) == {"draft-simple", "draft-eagle3"}
     assert {o["in_place"]["temp"] for o in res["overhead"]} == {0.0, 0.8}
     assert res["head_step"]["rel"]["EAGLE-3 head"] > 0
-    assert "EAGLE-3 head x" in out
+    assert res["head_step"]["rel"]["EAGLE-3 head (-md)"] > 0
+    assert "EAGLE-3 head x" in out and "draft-eagle3 next to draft-simple: acceptance" in out
     assert (tmp_path / "results/summary.txt").read_text().strip() == out.strip()
