@@ -14,9 +14,11 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -57,6 +59,8 @@ except (OSError, RuntimeError) as exc:  # pragma: no cover - a GPU build without
         f"llama-cpp-python failed to load ({why}): {hint}", ExitCode.RUNTIME
     ) from exc
 
+
+T = TypeVar("T")
 
 _backend_ready = False
 _verbose = False
@@ -105,6 +109,31 @@ class GaveWay(Exception):
 def _abort(_user: ctypes.c_void_p) -> bool:
     """ggml's abort check between graph nodes: True stops llama_decode (it returns 2)."""
     return interrupts.pending()
+
+
+def on_passing_thread(fn: Callable[[], T]) -> T:
+    """Run `fn` (the few decodes made while loading: the memory probe) on a thread that ends
+    with it, and return what it returns or raise what it raises.
+
+    Why: llama.cpp's CPU backend, built with OpenMP, keeps a team of worker threads for every
+    thread that has decoded, until that thread ends. With a second team alive beside the one
+    of the thread that does the work (a server's worker or step thread), every later decode
+    ran about 35% slower on this 2-core machine (presumably because OpenMP, managing more
+    threads than there are cores, stops letting its workers spin between passes)."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - raised in the caller
+            box["error"] = e
+
+    t = threading.Thread(target=run, name="specgguf-load")
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def init_backend(verbose: bool = False) -> None:

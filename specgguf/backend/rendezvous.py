@@ -66,6 +66,8 @@ class Rendezvous:
         self._cond = threading.Condition()
         self._due = threading.Condition(self._cond._lock)  # type: ignore[attr-defined]
         self._stepping: threading.Thread | None = None
+        #: calls waiting to run on the step thread: (fn, result box, done)
+        self._calls: list[tuple[Callable[[], Any], dict[str, Any], threading.Event]] = []
         #: steps that raised so far, and the last one's exception: the members waiting in such
         #: a step get it (their rows withdrawn), and the steps go on for the others
         self._failures = 0
@@ -143,20 +145,49 @@ class Rendezvous:
         """(Under the lock.) Start a step if every member is waiting (and wake the waiting
         members, which may have to look at their cancellation)."""
         if self._unfinished and self._unfinished >= self._members and not self._owed:
-            if self._stepping is None:
-                self._stepping = threading.Thread(
-                    target=self._step_forever, name="specgguf-steps", daemon=True
-                )
-                self._stepping.start()
-            self._due.notify()
+            self._wake_stepping()
+
+    def _wake_stepping(self) -> None:
+        """(Under the lock.) Wake the step thread, starting it the first time."""
+        if self._stepping is None:
+            self._stepping = threading.Thread(
+                target=self._step_forever, name="specgguf-steps", daemon=True
+            )
+            self._stepping.start()
+        self._due.notify()
+
+    def on_step_thread(self, fn: Callable[[], Any]) -> Any:
+        """Run `fn` on the step thread between steps and return what it returns (or raise
+        what it raises): work on the shared contexts that is not a step, such as timing
+        their passes, must run on the thread every decode runs on, or it leaves a second
+        team of llama.cpp workers behind (decoding measurably slower afterwards)."""
+        done = threading.Event()
+        box: dict[str, Any] = {}
+        with self._cond:
+            self._calls.append((fn, box, done))
+            self._wake_stepping()
+        done.wait()
+        if "error" in box:
+            raise box["error"]
+        return box.get("value")
 
     def _step_forever(self) -> None:
-        """The step thread: a step whenever every member waits (it never ends: a daemon,
-        idle on its condition while nobody decodes)."""
+        """The step thread: a call handed over (`on_step_thread`), or a step whenever every
+        member waits (it never ends: a daemon, idle on its condition while nobody decodes)."""
         with self._cond:
             while True:
-                while self._owed or not self._unfinished or self._unfinished < self._members:
+                while not self._calls and (
+                    self._owed or not self._unfinished or self._unfinished < self._members
+                ):
                     self._due.wait()
+                if self._calls:
+                    fn, box, done = self._calls.pop(0)
+                    try:
+                        box["value"] = fn()
+                    except BaseException as e:  # noqa: BLE001 - raised in the caller
+                        box["error"] = e
+                    done.set()
+                    continue
                 try:
                     self._step()
                 except Exception as e:  # noqa: BLE001 - its waiters raise it; steps go on

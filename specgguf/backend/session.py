@@ -228,8 +228,8 @@ class Session:
                 # both models' passes by width, before any request: what a draft costs in a
                 # shared pass (auto.policy.SharedPass.draft_pass_cost)
                 widths = sorted({1, 2, 3, 4, 6, 8, 12, 16, parallel} & set(range(1, parallel + 1)))
-                for batched in self._batched:
-                    batched.time_widths(widths)
+                for batched in self._batched:  # (where every later decode runs)
+                    self.rendezvous.on_step_thread(lambda b=batched: b.time_widths(widths))
         except BaseException:
             self.close()
             raise
@@ -286,7 +286,10 @@ class Session:
         if isinstance(ctx, eagle3_head.Eagle3Context):
             return ctx  # type: ignore[return-value]
         draft = role == "draft"
-        out, removal = with_rollback(ctx, draft=draft, keep=self.spec.n_max + 1 if draft else 1)
+        keep = self.spec.n_max + 1 if draft else 1
+        # (the probe decodes: on a thread of its own, so that no second team of llama.cpp's
+        # CPU workers outlives it: engine.on_passing_thread)
+        out, removal = engine.on_passing_thread(lambda: with_rollback(ctx, draft=draft, keep=keep))
         self.memory.setdefault(role, removal)
         if removal == memory_caps.NONE and self.spec.types:
             raise SpecggufError(
