@@ -223,22 +223,30 @@ def _decode(rv: Rendezvous, s: _Stepper) -> None:
     rv.submit(s, r, lambda: s.pending.append(r))
 
 
-def test_members_step_together():
-    rv, s = Rendezvous(), _Stepper()
+def _members_decode(rv: Rendezvous, s: _Stepper, n_members: int = 3, rounds: int = 5) -> set:
+    """`n_members` members that join, then each decode `rounds` times; their thread ids."""
     rv.steppers.append(s)
-    ready = threading.Barrier(3)
+    ready = threading.Barrier(n_members)
+    members: set[int] = set()
 
     def member():
         with rv.member():
+            members.add(threading.get_ident())
             ready.wait()
-            for _ in range(5):
+            for _ in range(rounds):
                 _decode(rv, s)
 
-    threads = [threading.Thread(target=member) for _ in range(3)]
+    threads = [threading.Thread(target=member) for _ in range(n_members)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(10)
+    return members
+
+
+def test_members_step_together():
+    s = _Stepper()
+    _members_decode(Rendezvous(), s)
     assert s.widths == [3] * 5  # one step per round, every member in it
 
 
@@ -568,23 +576,7 @@ def test_every_step_runs_on_one_thread():
             threads_seen.add(threading.get_ident())
             return super().step()
 
-    s = Where()
-    rv.steppers.append(s)
-    ready = threading.Barrier(3)
-    members: set[int] = set()
-
-    def member():
-        with rv.member():
-            members.add(threading.get_ident())
-            ready.wait()
-            for _ in range(5):
-                _decode(rv, s)
-
-    threads = [threading.Thread(target=member) for _ in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(10)
+    members = _members_decode(rv, Where())
     assert len(threads_seen) == 1 and not threads_seen & members
 
 

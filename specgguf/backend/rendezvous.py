@@ -12,10 +12,10 @@ last sequence is ready and never wait for one that is not coming; waiting for "e
 a member" is exactly that, and a member that ends, fails or is cancelled simply leaves (a
 cancelled member that is waiting leaves at once, its rows unevaluated).
 
-Every step runs on one thread of the rendezvous' own, never on a member's: llama.cpp's CPU
-backend keeps a team of worker threads per calling thread (OpenMP), whose workers spin for a
-while after each pass; steps called from whichever member came last would leave the previous
-caller's workers spinning on the cores the next caller's team needs.
+Every step runs on one thread of the rendezvous' own, never on a member's: a process's
+decodes must all come from one thread (why: specgguf.backend.engine.on_passing_thread), and
+steps called from whichever member came last would come from a different one almost every
+step.
 
 This module knows nothing of llama.cpp: what a step does is each context's `step()`.
 """
@@ -63,8 +63,9 @@ class Rendezvous:
 
     def __init__(self) -> None:
         #: members wait on `_cond` for their rows; the step thread waits on `_due` (one lock)
-        self._cond = threading.Condition()
-        self._due = threading.Condition(self._cond._lock)  # type: ignore[attr-defined]
+        lock = threading.Lock()
+        self._cond = threading.Condition(lock)
+        self._due = threading.Condition(lock)
         self._stepping: threading.Thread | None = None
         #: calls waiting to run on the step thread: (fn, result box, done)
         self._calls: list[tuple[Callable[[], Any], dict[str, Any], threading.Event]] = []
@@ -73,9 +74,9 @@ class Rendezvous:
         self._failures = 0
         self._failure: BaseException | None = None
         self._owed = 0  # members still to see the last failure (no step runs until they have)
-        # Joining must not wait for the step lock: a member that steps a long prompt on its
-        # own keeps that lock from step to step, and a newcomer counted here makes it wait
-        # for the newcomer's rows instead (its own lock, never held across a step).
+        # Joining must not wait for the step lock: the step thread holds it through every
+        # step, and a newcomer counted here makes the steps wait for its rows (and a step in
+        # flight give way) instead (its own lock, never held across a step).
         self._count = threading.Lock()
         self._members = 0
         #: members that ever joined: a step in flight that sees it change gives way to the
