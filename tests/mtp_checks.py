@@ -50,24 +50,41 @@ def check_seeded_sampling(s: Session, plain: Session) -> None:
         assert got[0] == reference(plain, sampler=WARM, seed=seed)
 
 
+def first_draft_after(fresh: Session, history: list[int], sampler, spec) -> list[int] | None:
+    """The first draft of a `fresh` session that reads history[:-1] as its prompt, when the
+    token it samples from that prompt's pass is history[-1] (so it drafts after `history`);
+    None when it samples another."""
+    dec = fresh.decoder(sampler, 40, 11, spec=spec, reuse_prefix=False)
+    rounds = dec.generate(history[:-1])
+    if next(rounds).emitted != history[-1:]:
+        return None
+    return next(rounds).proposed
+
+
 def check_rounds_match_a_fresh_session(s: Session, fresh: Session) -> None:
     """The head's state after accepted and rejected rounds alike: round r's draft equals the
-    first draft of a `fresh` session given everything emitted before round r as its prompt
-    (sampled at a high temperature, so that drafts are accepted; randomness is keyed by
-    position, so both draw the same samples)."""
-    spec = SpecOptions(types=["draft-mtp"], n_max=4, draft_sampling="probabilistic")
+    first draft of a `fresh` session given everything emitted before round r. Greedy, every
+    round is compared; sampled at a high temperature with probabilistic drafts (accepted now
+    and then even from a random head), the rounds after a token the fresh session samples
+    too (the target's own sample at its position, randomness being keyed by position; not a
+    residual's after a rejection)."""
     prompt = s.tokenize(PROMPT)
-    dec = s.decoder(HOT, 40, 11, spec=spec, reuse_prefix=False)
-    history, checked, after_accept = list(prompt), 0, False
-    for rnd in dec.generate(prompt):
-        if after_accept or checked < 3:
-            first = fresh.decoder(HOT, 40, 11, spec=spec, reuse_prefix=False)
-            theirs = next(iter(first.generate(history))).proposed
-            assert theirs[: len(rnd.proposed)] == rnd.proposed  # near -n: a smaller budget
-            checked += 1
-        after_accept = rnd.n_accepted > 0
-        history += rnd.emitted
-    assert dec.stats.n_accept > 0 and checked > 3
+    checked = after_accepted = 0
+    for sampler, drafts in ((GREEDY, "greedy"), (HOT, "probabilistic")):
+        spec = SpecOptions(types=["draft-mtp"], n_max=4, draft_sampling=drafts)
+        dec = s.decoder(sampler, 40, 11, spec=spec, reuse_prefix=False)
+        history, accepted = list(prompt), False
+        for rnd in dec.generate(prompt):
+            if not rnd.from_prompt:
+                theirs = first_draft_after(fresh, history, sampler, spec)
+                assert theirs is not None or sampler is HOT
+                if theirs is not None:  # near -n: a smaller budget, compared as a prefix
+                    assert theirs[: len(rnd.proposed)] == rnd.proposed
+                    checked += 1
+                    after_accepted += accepted
+            accepted = rnd.n_accepted > 0
+            history += rnd.emitted
+    assert checked > 3 and after_accepted > 0
 
 
 def check_a_prompt_longer_than_one_batch(s: Session, fresh: Session, plain: Session) -> None:

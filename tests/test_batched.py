@@ -399,15 +399,14 @@ def test_a_failed_step_fails_its_waiters_and_the_sequence_recovers(sessions, mon
     view.truncate(0)
 
 
-def test_a_long_prompt_yields_to_a_newcomer_until_its_first_round(tiny_target):
+def test_a_long_prompt_yields_to_a_newcomer_until_its_first_token(tiny_target):
     """The step plan: a long prompt takes PROMPT_CHUNK rows a step, NEWCOMER_CHUNK (none)
-    while a short prompt waits (pending, or evaluated and its first round not yet come), but
-    never stalls a step that would otherwise be empty, and takes the full chunk again once
-    the newcomer's round was decoded or NEWCOMER_STEPS passed without it."""
+    while the short prompt of a request that has had no token yet waits, but never stalls a
+    step that would otherwise be empty, and takes the full chunk again once that prompt's
+    pass (which gives the first token) was decoded."""
     from specgguf.backend import engine
     from specgguf.backend.batched import (
         NEWCOMER_CHUNK,
-        NEWCOMER_STEPS,
         PROMPT_CHUNK,
         BatchedContext,
         _Request,
@@ -423,30 +422,27 @@ def test_a_long_prompt_yields_to_a_newcomer_until_its_first_round(tiny_target):
         ctx._pending.append(_Request(view, [9], pos[view.seq], "last"))
         pos[view.seq] += 1
 
+    def begin(view, prompt: list[int]) -> None:  # a request begins: its prompt's pass
+        view.keep_prefix(prompt[:-1])
+        ctx._pending.append(_Request(view, prompt, 0, "last"))
+
     try:
         long, new, other = ctx.views
-        ctx._pending.append(_Request(other, [5] * 40, 0, "none"))
-        ctx._pending.append(_Request(long, [7] * 900, 0, "none"))
+        begin(other, [5] * 40)
+        begin(long, [7] * 900)
         ctx.step()  # a short prompt beside the long one: the long one waits
         assert ctx.stats.last_rows == 40 + NEWCOMER_CHUNK
         ctx.step()  # alone, the long prompt is never stalled
         assert ctx.stats.last_rows == PROMPT_CHUNK
         stream(other)
-        ctx.step()  # other's first round: the long prompt still yields
-        assert ctx.stats.last_rows == 1 + NEWCOMER_CHUNK
-        stream(other)
-        ctx.step()  # other is answered: the long prompt has the full chunk again
+        ctx.step()  # other has its first token: the long prompt has the full chunk again
         assert ctx.stats.last_rows == 1 + PROMPT_CHUNK
-        ctx._pending.append(_Request(new, [5, 6, 7], 0, "none"))
+        begin(new, [5, 6, 7])
         stream(other)
         ctx.step()
         assert ctx.stats.last_rows == 3 + 1 + NEWCOMER_CHUNK
-        for _ in range(NEWCOMER_STEPS):  # a newcomer that never comes back...
-            stream(other)
-            ctx.step()
-            assert ctx.stats.last_rows == 1 + NEWCOMER_CHUNK
         stream(other)
-        ctx.step()  # ...is waited for NEWCOMER_STEPS steps only
+        ctx.step()  # the newcomer's prompt pass gave its token: no more waiting for it
         assert ctx.stats.last_rows == 1 + PROMPT_CHUNK
     finally:
         ctx.close()

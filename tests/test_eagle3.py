@@ -106,8 +106,11 @@ def test_every_round_drafts_what_a_fresh_head_drafts_there(models, head, others)
         seq = list(prompt)
         for r in rounds:
             if r.drafter == "draft-eagle3":
-                _, _, first = generate(fresh, seq, n=8, reuse_prefix=False)
-                want = first[0].proposed
+                # a fresh head that read seq[:-1] as a prompt: its first token is seq[-1]
+                # (greedy), and its first draft follows seq
+                _, _, first = generate(fresh, seq[:-1], n=8, reuse_prefix=False)
+                assert first[0].from_prompt and first[0].emitted == seq[-1:]
+                want = first[1].proposed
                 n = min(len(want), len(r.proposed))
                 assert n > 0 and r.proposed[:n] == want[:n], len(seq) - len(prompt)
             seq.extend(r.emitted)
@@ -181,11 +184,12 @@ def test_a_prompt_longer_than_one_batch(models, plain):
         one.close()
 
 
-def test_a_rejection_in_the_first_round(models, plain):
+def test_a_rejection_in_the_first_drafting_round(models, plain):
     s = session(models["target"], models["random"], n_max=4)
     try:
         got, _, rounds = generate(s, s.tokenize(PROMPTS[0]))
-        assert rounds[0].proposed and rounds[0].n_accepted == 0
+        assert rounds[0].from_prompt and not rounds[0].proposed
+        assert rounds[1].proposed and rounds[1].n_accepted == 0
         assert got == reference(plain, PROMPTS[0])
     finally:
         s.close()

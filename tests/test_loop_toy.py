@@ -191,6 +191,31 @@ def test_a_second_prompt_reuses_the_cached_prefix():
     assert got == run([], again, 10)[0]
 
 
+def test_the_first_token_comes_from_the_prompts_pass():
+    """No pass of its own: plain decoding of n tokens is n target passes (the prompt's, then
+    one per further token), the first round drafts nothing and its token is the prompt's last
+    row's greedy one; drafting starts with the second token. The same prompt sent again reuses
+    all of it but its last token, whose row is the answer."""
+    out, dec = run([], PROMPT, 12)
+    assert dec.target.decodes == 12
+    target = ToyContext()
+    first_row = target.decode(PROMPT, 0)[0]
+    rounds = list(
+        SpeculativeDecoder(
+            ToyContext(), [NoisyOracle(0.0, 4)], GenerationConfig(12, 4, GREEDY),
+            PositionRandom(3), is_eog=lambda t: t == EOS,
+        ).generate(PROMPT)
+    )  # fmt: skip
+    assert rounds[0].from_prompt and rounds[0].proposed == []
+    assert rounds[0].emitted == [int(np.argmax(first_row))] == out[:1]
+    assert rounds[1].proposed and not any(r.from_prompt for r in rounds[1:])
+    again = SpeculativeDecoder(
+        dec.target, [], dec.config, PositionRandom(3), is_eog=lambda t: t == EOS
+    )
+    assert [t for r in again.generate(PROMPT) for t in r.emitted] == out
+    assert again.stats.cache_n == len(PROMPT) - 1 and again.stats.prompt_n == 1
+
+
 class ToyHead(Drafter):
     """A hidden-state drafter on the toy: it reads the target's state (the hash) from the
     passes it hears, and predicts like the target from the state at the position before the

@@ -65,8 +65,11 @@ def mtp(mtp_target):
 @pytest.mark.parametrize("k", range(1, 9))
 def test_greedy_equals_plain_decoding_for_every_draft_length(mtp, plain, k):
     dec = check_greedy_equals_plain(mtp, plain, k)
-    # random weights: the very first round's draft is rejected, and still the text is plain's
-    assert dec.rounds[0].proposed and dec.rounds[0].n_accepted < len(dec.rounds[0].proposed)
+    # random weights: the first draft (after the prompt's token) is rejected, and still the
+    # text is plain's
+    first = dec.rounds[1]
+    assert dec.rounds[0].from_prompt and first.proposed
+    assert first.n_accepted < len(first.proposed)
 
 
 def test_seeded_sampling_equals_plain_decoding_token_for_token(mtp, plain):

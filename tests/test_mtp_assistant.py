@@ -88,14 +88,15 @@ def test_greedy_equals_plain_decoding_for_every_draft_length(echoing, plain, k):
     assert dec.stats.n_accept > 0  # and some drafts were accepted
 
 
-def test_a_rejection_in_the_first_round(target, random_assistant, plain):
+def test_a_rejection_in_the_first_drafting_round(target, random_assistant, plain):
     s = session(target, random_assistant)
     try:
         got, proposed, dec = generate(s, s.tokenize(PROMPT), reuse_prefix=False)
     finally:
         s.close()
     assert got == reference(plain)
-    assert proposed[0] and dec.rounds[0].n_accepted == 0
+    assert dec.rounds[0].from_prompt and not proposed[0]  # the first token: the prompt's
+    assert proposed[1] and dec.rounds[1].n_accepted == 0
 
 
 def test_seeded_sampling_equals_plain_decoding_token_for_token(echoing, plain):

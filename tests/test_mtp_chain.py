@@ -77,9 +77,10 @@ def test_every_round_drafts_what_a_fresh_head_drafts_there(pair, chained):
         history = list(prompt)
         dec = mtp.decoder(GREEDY, 24, 5, spec=spec, reuse_prefix=False)
         for i, rnd in enumerate(dec.generate(prompt)):
-            if i % 4 == 0:
-                theirs = generate(fresh, history, n=24, reuse_prefix=False)[1][0]
-                assert theirs[: len(rnd.proposed)] == rnd.proposed
+            if i % 4 == 1:  # a fresh head drafts after the first token of history[:-1] (greedy)
+                emitted, proposed = generate(fresh, history[:-1], n=24, reuse_prefix=False)
+                assert emitted[0] == history[-1]
+                assert proposed[1][: len(rnd.proposed)] == rnd.proposed
             history += rnd.emitted
     finally:
         fresh.close()

@@ -87,26 +87,39 @@ def test_each_token_is_paired_with_the_state_one_position_earlier():
     assert d.propose(1).tokens == [6] and head.pairs[11] == 10.0  # 5 at 11 with the state at 10
 
 
+def read_prompt(d: MtpDrafter, prompt: list[int], chunk: int, first: int) -> None:
+    """What the loop does: the whole prompt's passes (marked `prompt`), then the first token,
+    sampled from the last one's row, observed."""
+    d.begin(prompt)
+    start = d.resume(0)
+    for s in range(start, len(prompt), chunk):
+        e = min(len(prompt), s + chunk)
+        d.hear(TargetPass(prompt[s:e], s, {LAYER: rows(s, e - s)}, prompt=True))
+    d.observe([first])
+
+
 def test_a_later_prompt_resumes_after_a_kept_state():
     state = HeadState(FakeHead())
     d = drafter(state)
     prompt = [i % 7 for i in range(3 * ANCHOR_EVERY)]
-    prefill(d, prompt, chunk=50)
+    read_prompt(d, prompt, chunk=50, first=5)
     d.propose(1)
-    kept_states = sorted(state.states)
-    assert kept_states == [ANCHOR_EVERY - 1, 2 * ANCHOR_EVERY - 1, len(prompt) - 2]
+    # the anchors, the state before the prompt's last token (where the same prompt sent again
+    # resumes) and the carried one (the last token's)
+    n = len(prompt)
+    assert sorted(state.states) == [ANCHOR_EVERY - 1, 2 * ANCHOR_EVERY - 1, n - 2, n - 1]
     again = drafter(state)
     again.begin(prompt[:150] + [99, 98])
     # the target keeps 150 positions: the head resumes after the anchor at 127
     assert again.resume(150) == 2 * ANCHOR_EVERY
     assert state.head.n_past == 2 * ANCHOR_EVERY
-    # the whole prompt read again, then once more: all of it is kept (the prompt end's state)
+    # the whole prompt read again, then once more: all but its last token is kept
     third = drafter(state)
-    prefill(third, prompt, chunk=50)
-    third.propose(1)  # the first round: the last chunk was all kept
+    read_prompt(third, prompt, chunk=50, first=5)
+    third.propose(1)
     fourth = drafter(state)
     fourth.begin(prompt)
-    assert fourth.resume(len(prompt) - 1) == len(prompt) - 1
+    assert fourth.resume(n - 1) == n - 1
 
 
 def test_a_missed_pass_stops_drafting_until_the_next_sequence():

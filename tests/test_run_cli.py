@@ -143,7 +143,9 @@ def test_trace_accepted_counts_sum_to_n_accept(run, tmp_path):
     assert sum(r["n_accepted"] for r in recs) == t["draft_n_accepted"] > 0
     assert int(re.search(r"n_accept\s+=\s+(\d+)", err).group(1)) == t["draft_n_accepted"]
     assert sum(len(r["proposed"]) for r in recs) == t["draft_n"]
-    assert len(recs) == t["rounds"] + t["plain_steps"]
+    # the first record is the prompt's round: its token came from the prompt's pass
+    assert recs[0]["from_prompt"] and not any(r["from_prompt"] for r in recs[1:])
+    assert len(recs) == 1 + t["rounds"] + t["plain_steps"]
     assert [r["round"] for r in recs] == list(range(len(recs)))
     assert "".join("".join(r["emitted_text"]) for r in recs) == obj["text"]
     for r in recs:

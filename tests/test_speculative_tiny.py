@@ -98,9 +98,9 @@ def first_token_exact(session: Session, prompt: str, sampler: SamplerParams) -> 
 
 @pytest.mark.slow
 def test_sampled_first_tokens_follow_target_distribution(tiny_target, tiny_draft, plain):
-    """Over many seeds, the first token of speculative sampling (probabilistic draft,
-    rejection sampling) is distributed as the target's own p; the second token's marginal
-    matches plain target sampling."""
+    """Over many seeds, the first token (sampled from the prompt's pass) is distributed as
+    the target's own p, and the second, the first one drafted (probabilistic draft,
+    rejection sampling), has the marginal of plain target sampling."""
     sampler = SamplerParams(temp=1.5, top_k=6, top_p=1.0, min_p=0.0)
     prompt = PROMPTS[0]
     exact = first_token_exact(plain, prompt, sampler)
@@ -112,7 +112,7 @@ def test_sampled_first_tokens_follow_target_distribution(tiny_target, tiny_draft
     rejected = 0
     try:
         for seed in range(n):
-            got, dec = generate(spec, prompt, 2, sampler, seed=seed)
+            got, dec = generate(spec, prompt, 3, sampler, seed=seed)
             first[got[0]] = first.get(got[0], 0) + 1
             second_spec[got[1]] = second_spec.get(got[1], 0) + 1
             rejected += dec.stats.n_drafted - dec.stats.n_accept

@@ -10,12 +10,12 @@ that sequence asked), decodes it once and gives each waiter a copy of its own lo
 
 A long prompt is evaluated `prompt_chunk` rows per step, after the short decodes of the
 others, so it does not stall their streams; the rows of one step are at most n_batch. While a
-newcomer waits for its first token (its short prompt pending, or just evaluated and its first
-round still to come), the long prompt pauses (`NEWCOMER_CHUNK` rows) in every step that has
-other rows; and a step that holds a long prompt's rows gives way when a request joins while it
-runs (llama.cpp's abort check: the step is abandoned part-way, nothing of it kept, and its rows
-are evaluated again in a later step), so a short request that arrives behind a long prompt
-waits for neither the chunk in flight nor the rest of the prompt.
+newcomer's short prompt waits (its first token comes from that prompt's pass), the long prompt
+pauses (`NEWCOMER_CHUNK` rows) in every step that has other rows; and a step that holds a
+long prompt's rows gives way when a request joins while it runs (llama.cpp's abort check: the
+step is abandoned part-way, nothing of it kept, and its rows are evaluated again in a later
+step), so a short request that arrives behind a long prompt waits for neither the chunk in
+flight nor the rest of the prompt.
 """
 
 from __future__ import annotations
@@ -39,10 +39,6 @@ PROMPT_CHUNK = 64
 #: rows of a long prompt per step while another sequence waits for its first token (0: it
 #: pauses, in steps that have other rows)
 NEWCOMER_CHUNK = 0
-#: steps after a short prompt was evaluated during which its sequence counts as a newcomer (its
-#: first round comes in the next step or so; a client that went away must not slow a long
-#: prompt for longer)
-NEWCOMER_STEPS = 2
 
 
 #: weight of a new step's time in the moving average of steps of its width
@@ -197,8 +193,8 @@ class BatchedContext:
                 r.finished = True
                 self._pending.remove(r)
                 finished += 1
-                # a prompt (no logits) is followed by the sequence's first round
-                r.view.newcomer_since = s.steps if r.outputs == "none" else None
+                if r.outputs != "none":  # its first token (if it waited) is sampled now
+                    r.view.awaits_first_token = False
         return finished
 
     def _plan(self, chunk: int) -> list[tuple[_Request, int, int]]:
@@ -241,16 +237,12 @@ class BatchedContext:
         return lambda: rendezvous.joins != joins
 
     def _newcomer_waits(self) -> bool:
-        """Whether a sequence with a short prompt waits for its first token: its prompt is
-        pending, or its request began or its prompt was evaluated in the last NEWCOMER_STEPS
-        steps and no round followed."""
+        """Whether a sequence waits for its first token behind a short prompt (a pending
+        request of no more than a chunk, of a sequence that has had no logits since its
+        request began)."""
         short = self.prompt_chunk
-        if any(r.outputs == "none" and len(r.tokens) - r.done <= short for r in self._pending):
-            return True
-        now = self.stats.steps
         return any(
-            v.newcomer_since is not None and now - v.newcomer_since < NEWCOMER_STEPS
-            for v in self.views
+            r.view.awaits_first_token and len(r.tokens) - r.done <= short for r in self._pending
         )
 
     def close(self) -> None:
@@ -278,10 +270,9 @@ class SequenceView:
         #: auto.policy.SharedPass)
         self.others = 0
         self.peers = 0
-        #: while this sequence's request waits for its first token (BatchedContext.
-        #: _newcomer_waits), the step it began at or that finished its prompt; None once a
-        #: round follows
-        self.newcomer_since: int | None = None
+        #: this sequence's request began and no decode of it has returned logits yet: it
+        #: waits for its first token (BatchedContext._newcomer_waits)
+        self.awaits_first_token = False
 
     def decode(
         self,
@@ -339,9 +330,8 @@ class SequenceView:
 
     def keep_prefix(self, tokens: Sequence[int]) -> int:
         """Keep the longest cached prefix equal to the start of `tokens` (prompt reuse): a
-        request begins here, a newcomer until its first round (even if its whole prompt is
-        cached and no prompt step comes)."""
-        self.newcomer_since = self.owner.stats.steps
+        request begins here, a newcomer until its first logits."""
+        self.awaits_first_token = True
         n = engine.common_prefix_len(self.tokens, tokens)
         self.truncate(n)
         return n

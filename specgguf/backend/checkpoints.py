@@ -12,8 +12,10 @@ scheme llama.cpp's server uses for such models:
   attention KV past it, and evaluates the tokens between that checkpoint and n again. That is
   exact: each layer's state at a position is a function of the tokens before it, whether they
   came in one batch or several, so the result is what plain decoding holds there;
-* at the end of each prompt it keeps a checkpoint too, so that the next prompt (a
-  conversation's next turn, a server request) can reuse a prefix up to that point. A prompt
+* at the end of each prompt (before its last token, evaluated apart: a pass more than on an
+  attention model, as in llama-server) it keeps a checkpoint too, so that the next prompt (a
+  conversation's next turn, a server request, the same prompt again) can reuse a prefix up
+  to that point. A prompt
   that shares less than that with the cache is evaluated afresh: a recurrent state cannot be
   cut back to an arbitrary earlier position without a checkpoint there.
 
@@ -111,12 +113,24 @@ class CheckpointedContext:
         outputs: Outputs = "last",
         hear: Hear | None = None,
     ) -> np.ndarray | None:
+        """A target's decode with logits of every row is a verify pass (saved before, when it
+        has proposals to reject); one with the last row's only is its prompt, whose last
+        token is evaluated apart after a checkpoint (a resent prompt resumes there: its last
+        token is always evaluated again, its row's logits being the answer; llama-server
+        splits a recurrent model's prompt end so too). A draft model's decodes with logits
+        are all steps it may roll back. A decode without logits ends at a prefix to resume
+        from: saved after."""
         if pos0 < self.n_past or self.inner.dirty:
             self.truncate(pos0)
-        if tokens and outputs != "none" and (self.every_decode or len(tokens) > 1):
+        if not self.every_decode and outputs == "last" and len(tokens) > 1:
+            n = len(tokens)
+            self.decode(tokens[: n - 1], pos0, outputs="none", hear=hear)
+            return self.inner.decode(tokens[n - 1 :], pos0 + n - 1, outputs="last", hear=hear)
+        may_roll_back = outputs != "none" if self.every_decode else outputs == "all"
+        if tokens and may_roll_back and (self.every_decode or len(tokens) > 1):
             self._save(prompt=False)
         logits = self.inner.decode(tokens, pos0, outputs=outputs, hear=hear)
-        if tokens and outputs == "none":  # a prompt (or a catch-up): a prefix to resume from
+        if tokens and outputs == "none":
             self._save(prompt=True)
         return logits
 

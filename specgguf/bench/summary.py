@@ -130,8 +130,14 @@ def summarize(result: BenchResult) -> list[ConfigSummary]:
         drafted = sum(r.timings["draft_n"] for r in runs)
         accepted = sum(r.timings["draft_n_accepted"] for r in runs)
         drafting_rounds = sum(r.timings["rounds"] for r in runs)
-        passes = drafting_rounds + sum(r.timings.get("plain_steps", 0) for r in runs)
-        emitted = sum(r.timings.get("predicted_n", len(r.tokens)) for r in runs)
+        emitted_by_run = [r.timings.get("predicted_n", len(r.tokens)) for r in runs]
+        emitted = sum(emitted_by_run)
+        # a run's first token came from its prompt's pass: that pass counts, as one made it
+        passes = (
+            drafting_rounds
+            + sum(r.timings.get("plain_steps", 0) for r in runs)
+            + sum(1 for n in emitted_by_run if n)
+        )
         pos: list[float] = []
         for r in runs:  # weighted by drafting rounds, as RunStats counts them
             for i, a in enumerate(r.timings["per_position_acceptance"]):

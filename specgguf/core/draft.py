@@ -54,6 +54,9 @@ class TargetPass:
     #: layer id -> (len(tokens), n_embd) float32 rows: a VIEW of the backend's buffer, valid
     #: only during `hear` (a drafter copies what it keeps)
     hidden: Mapping[int, np.ndarray]
+    #: a pass of the prompt: every row is the sequence's own and no verdict follows, though
+    #: the last one may be the prompt's last token (whose row predicted the first one emitted)
+    prompt: bool = False
 
 
 #: what the loop passes to a context's decode so that the drafters hear each pass

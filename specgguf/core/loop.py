@@ -6,12 +6,18 @@ logits for those K+1 positions, accepts a prefix of the proposals (specgguf.core
 that prefix plus one token of the target's own, and rolls the KV cache back to the accepted
 prefix. K = 0 is a plain decoding step through the very same path, which is how
 `--spec-type none` gives an honest baseline.
+
+The first token comes from the prompt's own pass (as llama-server's does): the pass that reads
+the prompt's last token also predicts the one after it, so the first round (`from_prompt`) is
+judged on that pass's last row, with no pass and no draft of its own, and leaves the invariant
+as every round does. Drafting starts with the second token.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -72,39 +78,50 @@ class SpeculativeDecoder:
         for d in self.listeners:
             d.hear(target_pass)
 
-    def _decode(self, tokens: Sequence[int], pos0: int, outputs: Outputs) -> np.ndarray | None:
+    def _tell_listeners_prompt(self, target_pass: TargetPass) -> None:
+        self._tell_listeners(replace(target_pass, prompt=True))
+
+    def _decode(
+        self, tokens: Sequence[int], pos0: int, outputs: Outputs, *, prompt: bool = False
+    ) -> np.ndarray | None:
         """A target pass, heard by the drafters that read hidden states (a context is only
-        asked to capture when one does: a token-only context need not know the word)."""
+        asked to capture when one does: a token-only context need not know the word); they
+        are told a pass of the prompt (every row the sequence's own) from a verify pass."""
         if self._hear is None:
             return self.target.decode(tokens, pos0, outputs=outputs)
-        return self.target.decode(tokens, pos0, outputs=outputs, hear=self._hear)
+        hear = self._tell_listeners_prompt if prompt else self._hear
+        return self.target.decode(tokens, pos0, outputs=outputs, hear=hear)
 
     # -- setup ----------------------------------------------------------------------------
 
-    def prefill(self, prompt: Sequence[int]) -> None:
-        """Evaluate the prompt on the target (all but its last token, no logits) and let each
-        drafter index it. Its time is the "encoded" line of the report.
+    def prefill(self, prompt: Sequence[int]) -> np.ndarray:
+        """Evaluate the prompt on the target and let each drafter index it; returns the logits
+        of its last row (what the first token is sampled from). Its time is the "encoded" line
+        of the report.
 
         With `reuse_prefix` (the default) the part of the prompt the target's KV cache already
         holds from an earlier sequence is kept, not evaluated again (llama-server's
         cache_prompt); `stats.cache_n` counts those tokens and `prompt_n` the evaluated rest.
         A drafter that hears the target may need some of the kept positions heard again
-        (`Drafter.resume`): those are evaluated again too.
+        (`Drafter.resume`): those are evaluated again too. The last token is always evaluated
+        (its row's logits are the answer), however much is cached.
         """
         if not prompt:
             raise ValueError("empty prompt")
         t0 = time.perf_counter()
         for d in self.drafters:  # first: a hearing drafter hears the prefill's passes
             d.begin(prompt)
-        head = list(prompt[:-1])
-        keep = self.target.keep_prefix(head) if self.reuse_prefix else 0
+        tokens = list(prompt)
+        keep = self.target.keep_prefix(tokens[:-1]) if self.reuse_prefix else 0
         keep = min([keep, *(d.resume(keep) for d in self.listeners)])
         self.target.truncate(keep)
-        self._decode(head[keep:], keep, "none")
+        logits = self._decode(tokens[keep:], keep, "last", prompt=True)
+        assert logits is not None
         self.stats.cache_n = keep
         self.stats.prompt_n = len(prompt) - keep
         self.stats.prompt_ms = (time.perf_counter() - t0) * 1e3
         self._last = prompt[-1]
+        return logits[-1]
 
     # -- one round --------------------------------------------------------------------------
 
@@ -149,6 +166,30 @@ class SpeculativeDecoder:
 
         logits = self._decode([self._last, *draft.tokens], n_past, "all")
         assert logits is not None
+        return self._judge(logits, n_past, drafter, draft, t0, t1, translation)
+
+    def _prompt_round(self, logits: np.ndarray) -> Round:
+        """The first round: its token sampled from the prompt pass's last row (`prefill`'s
+        logits), under the same rule and the same position's random numbers as any round's
+        own token. No draft, no pass: the policy is told nothing of it."""
+        t0 = time.perf_counter()
+        n_past = self.target.n_past - 1  # the prompt's last token, id_last of this round
+        return self._judge(logits[None, :], n_past, None, Draft(), t0, t0, None, from_prompt=True)
+
+    def _judge(
+        self,
+        logits: np.ndarray,
+        n_past: int,
+        drafter: Drafter | None,
+        draft: Draft,
+        t0: float,
+        t1: float,
+        translation: dict | None,
+        *,
+        from_prompt: bool = False,
+    ) -> Round:
+        """Verify `draft` on the rows `logits` (id_last's at position n_past, then one per
+        proposal), emit, roll back and tell everyone: the second half of a round."""
         sampler = self.config.sampler
         cache: dict[int, SparseDist] = {}
         # under a constraint, row i is masked with the grammar's state after proposals[:i]
@@ -206,8 +247,9 @@ class SpeculativeDecoder:
             target_probs=target_probs,
             translation=translation,
             eos=eos_at is not None,
+            from_prompt=from_prompt,
         )
-        if self.policy is not None:
+        if self.policy is not None and not from_prompt:
             self.policy.observe(rnd)
         return rnd
 
@@ -219,7 +261,7 @@ class SpeculativeDecoder:
         Emitted tokens are yielded as soon as a round is accepted, so a caller that streams
         them loses nothing if the generator is abandoned (Ctrl-C, closed pipe).
         """
-        self.prefill(prompt)
+        first = self.prefill(prompt)
         limit = self.config.n_predict
         produced = 0
         t_start = time.perf_counter()
@@ -229,10 +271,13 @@ class SpeculativeDecoder:
                 if remaining <= 0:
                     self.stop_reason = "limit"
                     return
-                if self.target.n_past + 1 > self.target.n_ctx:
+                if first is not None:  # its token needs no cell: the prompt's pass made it
+                    rnd, first = self._prompt_round(first), None
+                elif self.target.n_past + 1 > self.target.n_ctx:
                     self.stop_reason = "context"
                     return
-                rnd = self.step(remaining)
+                else:
+                    rnd = self.step(remaining)
                 produced += len(rnd.emitted)
                 self.stats.add_round(rnd)
                 self.stats.predicted_ms = (time.perf_counter() - t_start) * 1e3

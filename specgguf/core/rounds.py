@@ -40,6 +40,9 @@ class Round:
     #: restore and a re-decode of the accepted tokens on a recurrent or hybrid model
     #: (specgguf.backend.checkpoints); auto prices rejections with it
     rollback_ms: float = 0.0
+    #: the first round: its token was sampled from the prompt's pass (no pass of its own,
+    #: nothing drafted), so it is no sample of what a step costs
+    from_prompt: bool = False
 
 
 class BudgetPolicy(Protocol):

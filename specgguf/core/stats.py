@@ -96,6 +96,8 @@ class RunStats:
         self.draft_ms += rnd.draft_ms
         self.verify_ms += rnd.verify_ms
         self.rollback_ms += rnd.rollback_ms
+        if rnd.from_prompt:  # the prompt's pass made its token: no step of its own
+            return
         if rnd.translation is not None:
             self.translate_ms += float(rnd.translation.get("translate_ms", 0.0))
             self.translate_rounds += 1

@@ -86,8 +86,8 @@ class Eagle3Drafter(ModelDrafter):
     def hear(self, p: TargetPass) -> None:
         known = len(self.history)
         self.head.hear(p.tokens, p.pos0, p.hidden, known)
-        # a pass reaching past the known tokens is a verify pass: its rows wait for observe
-        self._verifying = p.pos0 + len(p.tokens) > known - 1 and len(p.tokens) > 0
+        # a verify pass's rows wait for observe; a prompt pass's are all the sequence's
+        self._verifying = not p.prompt and len(p.tokens) > 0
 
     def observe(self, tokens: Sequence[int]) -> None:
         self.history.extend(tokens)

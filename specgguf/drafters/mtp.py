@@ -98,8 +98,10 @@ class MtpDrafter(ModelDrafter):
         # chained heads: one draft step per NextN layer, so no longer a draft (llama.cpp)
         if head.n_heads > 1:
             self.max_draft = min(rules.n_max, head.n_heads)
-        #: the last heard pass, not yet judged: (pos0, its rows' hidden states)
+        #: the last heard pass, not yet judged: (pos0, its rows' hidden states), and whether
+        #: it was a pass of the prompt
         self._heard: tuple[int, np.ndarray] | None = None
+        self._heard_prompt = False
         #: False when a pass was missed: the head cannot follow until the next sequence
         self._in_step = True
         # what feeding the target's passes to the head cost since the last propose: the
@@ -148,20 +150,26 @@ class MtpDrafter(ModelDrafter):
         paired[1:] = rows[: n - 1]
         self.head.feed(p.tokens, p.pos0, paired)
         self._heard = (p.pos0, np.array(rows, dtype=np.float32))
+        self._heard_prompt = p.prompt
         self._fed_ms += (time.perf_counter() - t0) * 1e3
         self._fed += n
 
     def observe(self, tokens: Sequence[int]) -> None:
-        """A verify pass was judged: its first len(tokens) rows are what the target kept."""
+        """A round was judged: the first len(tokens) rows of its verify pass are what the
+        target kept; after the prompt's last pass (the first token), all of that pass's rows,
+        the prompt's end."""
         self.history.extend(tokens)
         if self._heard is not None:
             pos0, rows = self._heard
-            self._keep(pos0, rows[: len(tokens)], prompt_end=False)
+            if self._heard_prompt:
+                self._keep(pos0, rows, prompt_end=True)
+            else:
+                self._keep(pos0, rows[: len(tokens)], prompt_end=False)
 
     # -- drafting --------------------------------------------------------------------------
 
     def propose(self, budget: int, gate: DraftGate | None = None) -> Draft:
-        self._settle(prompt_end=True)
+        self._settle(prompt_end=False)  # a pass no verdict followed (the loop leaves none)
         pos = len(self.history) - 1  # id_last's position, not yet in the target's cache
         before = self._state_before(pos)
         budget = min(budget, self.head.n_ctx - pos)
@@ -211,20 +219,28 @@ class MtpDrafter(ModelDrafter):
 
     def _keep(self, pos0: int, rows: np.ndarray, *, prompt_end: bool) -> None:
         """Rows pos0.. were kept by the target: the head keeps as much, and the hidden states
-        kept are the anchors among them and the last one (the carried state)."""
+        kept are the anchors among them and the last one (the carried state). With
+        `prompt_end` (the prompt's pass, ending at its last token) the state before that
+        token is kept besides: the same prompt sent again resumes there, its last token being
+        evaluated again whatever is cached."""
         self._heard = None
         end = pos0 + len(rows)
         self._cut(end)
-        tail = max(self.state.states, default=-1)
+        states = self.state.states
+        tail = max(states, default=-1)
+        at = end - 2
+        if prompt_end and at >= 0:
+            if at >= pos0:
+                states[at] = rows[at - pos0].copy()
+            if at in states:
+                self.state.prompt_ends = [*self.state.prompt_ends, at][-PROMPT_ENDS:]
         if tail >= 0 and (tail + 1) % ANCHOR_EVERY and tail not in self.state.prompt_ends:
-            del self.state.states[tail]  # the previous carried state, no anchor: not needed again
+            del states[tail]  # the previous carried state, no anchor: not needed again
         first_anchor = pos0 + (-(pos0 + 1)) % ANCHOR_EVERY
         for p in range(first_anchor, end - 1, ANCHOR_EVERY):
-            self.state.states[p] = rows[p - pos0].copy()
+            states[p] = rows[p - pos0].copy()
         if rows.shape[0]:
-            self.state.states[end - 1] = rows[-1].copy()
-            if prompt_end:
-                self.state.prompt_ends = [*self.state.prompt_ends, end - 1][-PROMPT_ENDS:]
+            states[end - 1] = rows[-1].copy()
 
     def _cut(self, n_keep: int) -> None:
         """Forget the head's positions >= n_keep, and the hidden states kept for them (the

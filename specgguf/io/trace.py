@@ -80,6 +80,7 @@ class TraceWriter:
             "draft_ms": round(rnd.draft_ms, 3),
             "verify_ms": round(rnd.verify_ms, 3),
             "rollback_ms": round(rnd.rollback_ms, 3),
+            "from_prompt": rnd.from_prompt,
         }
         if self.piece is not None:
             rec["proposed_text"] = self._texts(rnd.proposed)

@@ -434,7 +434,7 @@ class Scheduler:
                 while len(m.accepted_per_pos) <= i:
                     m.accepted_per_pos.append(0)
                 m.accepted_per_pos[i] += a
-            m.n_decode += s.rounds + s.plain_steps + (1 if s.prompt_n > 1 else 0)
+            m.n_decode += s.rounds + s.plain_steps + (1 if s.prompt_n else 0)
             m.n_tokens_max = max(m.n_tokens_max, self.gen.cached_tokens(job.slot))
             del self._active[job.slot]
             job.ended = True
