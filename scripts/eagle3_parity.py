@@ -14,9 +14,8 @@ target's layers 2, 15 and 27, borrowing its token embeddings and lm_head), targe
   `proposed` tokens.
 
 Usage: scripts/eagle3_parity.py [--target GGUF] [--bin DIR] [-n 48] [--k 4]
-Exit 0 when every round both made drafts the same tokens (a round's budget at the end of the
-generation may differ: the shorter draft is compared as a prefix, and specgguf's last round,
-which -n leaves no room to draft in, is not compared).
+Exit 0 when every round both made drafts the same tokens (rounds paired and compared as
+scripts/draft_rounds.py says).
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -34,14 +32,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from scripts.draft_rounds import compare, llama_drafts, trace_drafts  # noqa: E402
 from tests.tiny_eagle3 import build_eagle3_head  # noqa: E402
 
 MODELS = Path(os.environ.get("SPECGGUF_MODELS", Path.home() / ".cache/specgguf/models"))
 DEFAULT_TARGET = MODELS / "smollm2-135m-instruct-q4_1.gguf"
 DEFAULT_BIN = Path("/work/ref/build/bin")
 PROMPT = "The quick brown fox jumps over the lazy dog. Then the dog"
-CANDIDATE = re.compile(r"draft candidate\s+0, pos\s+(\d+):\s+(\d+)")
-ROUND_END = re.compile(r"accepted (\d+)/(\d+) draft tokens")
 
 
 def make_head(target: Path, out: Path, d2t: list[int] | None = None) -> Path:
@@ -69,7 +66,7 @@ def common_flags(target: Path, head: Path, n: int, k: int) -> list[str]:
     ]  # fmt: skip
 
 
-def llama_cpp_drafts(bin_dir: Path, flags: list[str]) -> list[list[int]]:
+def llama_cpp_drafts(bin_dir: Path, flags: list[str]) -> dict[int, list[int]]:
     """Each round's draft tokens from llama-speculative-simple's debug log."""
     res = subprocess.run(
         [str(bin_dir / "llama-speculative-simple"), *flags, "-v"],
@@ -77,17 +74,7 @@ def llama_cpp_drafts(bin_dir: Path, flags: list[str]) -> list[list[int]]:
     )  # fmt: skip
     if res.returncode != 0:
         sys.exit(f"llama-speculative-simple failed ({res.returncode})")
-    rounds: list[list[int]] = []
-    current: list[int] = []
-    for line in res.stderr.decode("utf-8", "replace").splitlines():
-        if m := CANDIDATE.search(line):
-            pos, tok = int(m.group(1)), int(m.group(2))
-            if pos == len(current):
-                current.append(tok)
-        elif ROUND_END.search(line):
-            rounds.append(current)
-            current = []
-    return rounds
+    return llama_drafts(res.stderr.decode("utf-8", "replace"))
 
 
 def specgguf_rounds(flags: list[str], trace: Path) -> list[dict]:
@@ -131,24 +118,18 @@ def main() -> int:
         head = make_head(args.target, Path(tmp) / "eagle3-head.gguf", d2t)
         flags = common_flags(args.target, head, args.n, args.k)
         records = specgguf_rounds(flags, Path(tmp) / "trace.jsonl")
-        ours = [r["proposed"] for r in records]
         theirs = llama_cpp_drafts(args.bin, flags)
-    n = min(len(ours), len(theirs))
-    if n and not ours[n - 1]:  # specgguf's last round has no room left under -n to draft in
-        n -= 1
-    same = 0
+    ours = trace_drafts(records)
+    p = compare(theirs, ours)
     print(f"target {args.target.name}, K={args.k}, n={args.n}: {len(theirs)} llama.cpp rounds, "
-          f"{len(ours)} specgguf rounds")  # fmt: skip
-    for i in range(n):
-        a, b = theirs[i], ours[i]
-        m = min(len(a), len(b))
-        ok = a[:m] == b[:m] and m > 0
-        same += ok
-        print(f"round {i:3d}  llama.cpp {a}  specgguf {b}  {'equal' if ok else 'DIFFERENT'}")
-    print(f"{same}/{n} rounds drafted the same tokens; "
+          f"{len(ours)} specgguf drafting rounds, {len(p.paired)} paired")  # fmt: skip
+    for i in p.paired:
+        ok = i not in p.differ
+        print(f"after {i:3d} tokens  llama.cpp {theirs[i]}  specgguf {ours[i]}  "
+              f"{'equal' if ok else 'DIFFERENT'}")  # fmt: skip
+    print(f"{len(p.paired) - len(p.differ)}/{len(p.paired)} rounds drafted the same tokens; "
           f"{sum(r['n_accepted'] for r in records)} draft tokens accepted")  # fmt: skip
-    return 0 if same == n and n > 0 else 1
-
+    return 0 if p.paired and not p.differ else 1
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -7,9 +7,10 @@ MTP head proposes in each round equal those llama.cpp's `llama-speculative-simpl
 draft-mtp` proposes for the same prompt, greedy.
 
 A random head is almost never accepted, so matching output text says nothing about the head;
-matching drafts round after round does: every round's draft depends on what the head was fed
-(the pairing of tokens with the target's hidden states one position later, the state carried
-across passes, the KV cache cut back after each rejection). Not part of the test suite: it
+matching drafts round after round does (paired as scripts/draft_rounds.py says): every round's
+draft depends on what the head was fed (the pairing of tokens with the target's hidden states
+one position later, the state carried across passes, the KV cache cut back after each
+rejection). Not part of the test suite: it
 needs a llama-speculative-simple built from the vendored llama.cpp (its path as --llama-bin).
 
     PYTHONPATH=. python scripts/mtp_vs_llama.py --llama-bin PATH [--arch ARCH] [-n 64] [--n-max 4]
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import subprocess
 import sys
 import tempfile
@@ -30,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from scripts.draft_rounds import compare, llama_drafts, trace_drafts  # noqa: E402
 from tests.tiny_gemma4 import build_tiny_assistant, build_tiny_gemma4  # noqa: E402
 from tests.tiny_hybrid import build_tiny_qwen35  # noqa: E402
 from tests.tiny_mimo2 import build_tiny_mimo2  # noqa: E402
@@ -50,9 +51,6 @@ TARGETS = {
 }
 
 PROMPT = "the cat sat on the mat and"
-#: llama.cpp's debug line for each draft step's best candidate, and its end-of-round line
-_CANDIDATE = re.compile(rb"draft candidate\s+0, pos\s+(\d+):\s+(\d+)")
-_ROUND_END = re.compile(rb"accepted \d+/\d+ draft tokens")
 
 
 def _md(draft: Path | None) -> list[str]:
@@ -61,32 +59,24 @@ def _md(draft: Path | None) -> list[str]:
 
 def llama_rounds(
     binary: str, model: Path, draft: Path | None, n: int, n_max: int
-) -> list[list[int]]:
-    """Each round's draft, read from llama-speculative-simple's debug log."""
+) -> dict[int, list[int]]:
+    """Each round's draft, from llama-speculative-simple's debug log."""
     argv = [binary, "-m", str(model), *_md(draft), "--spec-type", "draft-mtp", "-p", PROMPT,
             "-n", str(n), "--temp", "0", "-c", "512", "-t", "1", "--spec-draft-n-max",
             str(n_max), "-lv", "5"]  # fmt: skip
     log = subprocess.run(argv, capture_output=True, check=True).stderr
-    rounds: list[list[int]] = []
-    current: dict[int, int] = {}
-    for m in re.finditer(_CANDIDATE.pattern + rb"|" + _ROUND_END.pattern, log):
-        if m.group(1) is None:
-            rounds.append([current[k] for k in sorted(current)])
-            current = {}
-        else:
-            current[int(m.group(1))] = int(m.group(2))
-    return rounds
+    return llama_drafts(log.decode("utf-8", "replace"))
 
 
 def specgguf_rounds(
     model: Path, draft: Path | None, n: int, n_max: int, trace: Path
-) -> list[list[int]]:
-    """Each round's draft, from `specgguf run --trace`."""
+) -> dict[int, list[int]]:
+    """Each drafting round's draft, from `specgguf run --trace`."""
     argv = [sys.executable, "-m", "specgguf_cli.app", "run", "-m", str(model), *_md(draft),
             "--spec-type", "draft-mtp", "-p", PROMPT, "-n", str(n), "--temp", "0", "-c", "512",
             "-t", "1", "--spec-draft-n-max", str(n_max), "--trace", str(trace), "-q"]  # fmt: skip
     subprocess.run(argv, capture_output=True, check=True)
-    return [json.loads(line)["proposed"] for line in trace.read_text().splitlines()]
+    return trace_drafts([json.loads(line) for line in trace.read_text().splitlines()])
 
 
 def main() -> int:
@@ -100,16 +90,13 @@ def main() -> int:
         model, draft = TARGETS[args.arch](Path(tmp))
         theirs = llama_rounds(args.llama_bin, model, draft, args.n, args.n_max)
         ours = specgguf_rounds(model, draft, args.n, args.n_max, Path(tmp) / "trace.jsonl")
-    # near -n both cap the budget, llama.cpp one token later: compare what specgguf drafted
-    pairs = list(zip(theirs, ours, strict=False))  # llama.cpp may run one round more
-    bad = [i for i, (a, b) in enumerate(pairs) if a[: len(b)] != b]
-    full = sum(a == b for a, b in pairs)
-    print(f"{len(pairs)} rounds compared: {full} identical drafts, "
-          f"{len(bad)} that differ; {sum(map(len, ours))} tokens drafted")  # fmt: skip
-    for i in bad[:5]:
-        print(f"  round {i}: llama.cpp {theirs[i]}, specgguf {ours[i]}")
-    return 1 if bad else 0
-
+    p = compare(theirs, ours)
+    drafted = sum(map(len, ours.values()))
+    print(f"{len(p.paired)} rounds compared: {p.identical} identical drafts, "
+          f"{len(p.differ)} that differ; {drafted} tokens drafted")  # fmt: skip
+    for i in p.differ[:5]:
+        print(f"  after {i} tokens: llama.cpp {theirs[i]}, specgguf {ours[i]}")
+    return 1 if p.differ or not p.paired else 0
 
 if __name__ == "__main__":
     sys.exit(main())
