@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
@@ -33,6 +33,7 @@ from specgguf.backend.offload import (
     no_device_message,
     offload_targets,
 )
+from specgguf.backend.outcome import Outcome
 from specgguf.core.context import Outputs, common_prefix_len
 from specgguf.core.draft import Hear, TargetPass
 from specgguf.errors import ExitCode, ModelFileError, SpecggufError
@@ -120,20 +121,11 @@ def on_passing_thread(fn: Callable[[], T]) -> T:
     of the thread that does the work (a server's worker or step thread), every later decode
     ran about 35% slower on this 2-core machine (presumably because OpenMP, managing more
     threads than there are cores, stops letting its workers spin between passes)."""
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as e:  # noqa: BLE001 - raised in the caller
-            box["error"] = e
-
-    t = threading.Thread(target=run, name="specgguf-load")
+    out = Outcome()
+    t = threading.Thread(target=out.run, args=(fn,), name="specgguf-load")
     t.start()
     t.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+    return out.result()
 
 
 def init_backend(verbose: bool = False) -> None:

@@ -27,6 +27,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
+from specgguf.backend.outcome import Outcome
+
 
 class Cancelled(Exception):
     """The member's request was cancelled while its rows waited for a step."""
@@ -67,8 +69,8 @@ class Rendezvous:
         self._cond = threading.Condition(lock)
         self._due = threading.Condition(lock)
         self._stepping: threading.Thread | None = None
-        #: calls waiting to run on the step thread: (fn, result box, done)
-        self._calls: list[tuple[Callable[[], Any], dict[str, Any], threading.Event]] = []
+        #: calls waiting to run on the step thread: (fn, its outcome, done)
+        self._calls: list[tuple[Callable[[], Any], Outcome, threading.Event]] = []
         #: steps that raised so far, and the last one's exception: the members waiting in such
         #: a step get it (their rows withdrawn), and the steps go on for the others
         self._failures = 0
@@ -162,15 +164,12 @@ class Rendezvous:
         what it raises): work on the shared contexts that is not a step, such as timing
         their passes, must run on the thread every decode runs on, or it leaves a second
         team of llama.cpp workers behind (decoding measurably slower afterwards)."""
-        done = threading.Event()
-        box: dict[str, Any] = {}
+        done, out = threading.Event(), Outcome()
         with self._cond:
-            self._calls.append((fn, box, done))
+            self._calls.append((fn, out, done))
             self._wake_stepping()
         done.wait()
-        if "error" in box:
-            raise box["error"]
-        return box.get("value")
+        return out.result()
 
     def _step_forever(self) -> None:
         """The step thread: a call handed over (`on_step_thread`), or a step whenever every
@@ -182,11 +181,8 @@ class Rendezvous:
                 ):
                     self._due.wait()
                 if self._calls:
-                    fn, box, done = self._calls.pop(0)
-                    try:
-                        box["value"] = fn()
-                    except BaseException as e:  # noqa: BLE001 - raised in the caller
-                        box["error"] = e
+                    fn, out, done = self._calls.pop(0)
+                    out.run(fn)
                     done.set()
                     continue
                 try:
