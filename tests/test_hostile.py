@@ -411,3 +411,28 @@ def test_serve_on_loopback_says_nothing_about_keys(tiny_target):
     code, err = srv.stop()
     assert code == 0, err
     assert "--api-key" not in err and "warning" not in err, err
+
+
+# -- the second audit: numbers past a float, schemas and grammars that explode, /dev/zero -----
+
+#: a JSON integer larger than any float (1e400 written out): JSON puts no bound on integers
+HUGE_INT = "1" + "0" * 400
+
+
+@pytest.mark.parametrize("field", ["temperature", "top_p", "min_p", "speculative.p_min"])
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/completion"])
+def test_an_integer_past_a_float_is_400_naming_the_field(server, path, field):
+    chat = '{"messages": [{"role": "user", "content": "hi"}]'
+    body = chat if "chat" in path else '{"prompt": "hi"'
+    raw = f'{body}, "max_tokens": 2, "{field}": {HUGE_INT}}}'.encode()
+    status, _, obj = server.request("POST", path, raw=raw)
+    assert status == 400, obj
+    assert f"'{field}' must be a number" in obj["error"]["message"]
+
+
+def test_is_number_refuses_what_no_float_holds():
+    from specgguf.io.sampling_fields import is_number
+
+    assert not is_number(int(HUGE_INT)) and not is_number(float("inf"))
+    assert is_number(2**80) and is_number(0.5)
+
