@@ -436,3 +436,104 @@ def test_is_number_refuses_what_no_float_holds():
     assert not is_number(int(HUGE_INT)) and not is_number(float("inf"))
     assert is_number(2**80) and is_number(0.5)
 
+
+def _limited(code: str) -> subprocess.CompletedProcess:
+    """`code` in a Python of its own held to 1 GiB of address space: what allocates without
+    bound fails there (MemoryError) instead of taking the machine's memory."""
+    prelude = "import resource; resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
+    return subprocess.run(
+        [sys.executable, "-c", prelude + code], capture_output=True, text=True, cwd=ROOT,
+        timeout=120,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "string", "minLength": 10**9},
+        {"type": "array", "items": {"type": "string"}, "minItems": 10**9},
+        {"type": "object", "properties": {"a": {"type": "string", "maxLength": 2**80}}},
+        {"type": "string", "pattern": "^(ab){999999999}$"},
+        {"anyOf": [{"type": "string", "minLength": 60_000}] * 2},  # each fine, not the sum
+    ],
+    ids=["minLength", "minItems", "maxLength", "pattern", "sum"],
+)
+def test_a_schema_asking_for_too_many_repetitions_is_refused_before_converting(schema):
+    code = (
+        "import json, sys\n"
+        "from specgguf.backend.grammar import GrammarError, schema_to_gbnf\n"
+        f"try:\n    schema_to_gbnf(json.loads({json.dumps(json.dumps(schema))}), 'x')\n"
+        "except GrammarError as e:\n    print(e)\n"
+    )
+    res = _limited(code)
+    assert res.returncode == 0, res.stderr
+    assert "repetitions in all" in res.stdout, res.stdout
+
+
+def test_ordinary_repetition_counts_still_convert():
+    from specgguf.backend.grammar import schema_to_gbnf
+
+    gbnf = schema_to_gbnf({"type": "array", "items": {"type": "string", "maxLength": 50},
+                           "minItems": 2, "maxItems": 500})  # fmt: skip
+    assert "root ::=" in gbnf
+
+
+def _deep_groups(n: int) -> str:
+    return "root ::= " + "(" * n + '"a"' + ")" * n + "\n"
+
+
+def _rule_chain(n: int) -> str:
+    return "root ::= r0\n" + "".join(f"r{i} ::= r{i + 1}\n" for i in range(n)) + f'r{n} ::= "a"\n'
+
+
+@pytest.mark.parametrize(
+    ("flag", "text"),
+    [
+        ("--grammar-file", _deep_groups(60_000)),  # llama.cpp's parser overflowed the C stack
+        ("--grammar-file", _rule_chain(200_000)),  # so did its walk of the rules
+        ("-jf", json.dumps({"type": "string", "maxLength": 30_000})),  # 30,000 nested groups
+        ("-jf", json.dumps({"enum": list(range(100_000))})),  # two minutes before a token
+    ],
+    ids=["groups", "rule-chain", "maxLength", "enum"],
+)
+def test_a_grammar_too_large_for_llama_cpp_is_one_line(tiny_target, tmp_path, flag, text):
+    path = tmp_path / "g"
+    path.write_text(text)
+    code, out, err = specgguf(
+        "run", "-m", tiny_target, "--spec-type", "none", "-p", "hi", "-n", "1", "-t", "1",
+        "-c", "256", flag, path,
+    )  # fmt: skip
+    assert code == ExitCode.USAGE, err  # before: killed by SIGSEGV, or minutes of work
+    line = one_line(err)
+    assert "rules, groups and alternatives (at most" in line, line
+
+
+def test_a_grammar_of_ordinary_size_still_runs(tiny_target, tmp_path):
+    path = tmp_path / "g"
+    path.write_text(json.dumps({"enum": list(range(2000))}))
+    code, out, err = specgguf(
+        "run", "-m", tiny_target, "--spec-type", "none", "-p", "hi", "-n", "2", "-t", "1",
+        "-c", "256", "--temp", "0", "-jf", path,
+    )  # fmt: skip
+    assert code == 0, err
+    assert out.strip().isdigit(), out
+
+
+def test_a_schema_too_large_is_400_and_the_server_lives(server):
+    body = {"prompt": "hi", "n_predict": 2, "json_schema": {"type": "string", "minLength": 10**9}}
+    status, _, obj = server.request("POST", "/completion", body)  # before: the server died
+    assert status == 400, obj
+    assert obj["error"]["code"] == "invalid_schema"
+    grammar = {"prompt": "hi", "n_predict": 2, "grammar": _deep_groups(60_000)}
+    status, _, obj = server.request("POST", "/completion", grammar)
+    assert status == 400 and obj["error"]["code"] == "invalid_grammar", obj
+    assert server.request("GET", "/health")[0] == 200
+
+
+def test_a_deeply_nested_schema_file_is_one_line(tiny_target, tmp_path):
+    path = tmp_path / "s.json"
+    path.write_text('{"type": "array", "items": ' * 100_000 + "{}" + "}" * 100_000)
+    code, out, err = specgguf("run", "-m", tiny_target, "-p", "hi", "-n", "1", "-jf", path)
+    assert code == ExitCode.USAGE, err
+    assert "nested 100001 levels deep" in one_line(err)
+
