@@ -537,3 +537,16 @@ def test_a_deeply_nested_schema_file_is_one_line(tiny_target, tmp_path):
     assert code == ExitCode.USAGE, err
     assert "nested 100001 levels deep" in one_line(err)
 
+
+def test_a_temperature_that_overflows_the_logits_is_greedy():
+    import numpy as np
+
+    from specgguf.core.sampling import SamplerParams, chain_on_sorted
+
+    params = SamplerParams(temp=1e-320, top_p=1.0, min_p=0.0)
+    d = chain_on_sorted(np.arange(3), np.array([-2.0, -3.0, -9.0]), params)
+    assert d.probs.tolist() == [1.0, 0.0, 0.0]  # before: NaN, and a token drawn at random
+    tie = chain_on_sorted(np.arange(3), np.array([4.0, 4.0, 1.0]), params)
+    assert tie.probs.tolist() == [0.5, 0.5, 0.0]
+
+
