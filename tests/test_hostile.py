@@ -8,7 +8,10 @@ bench), lone surrogates and deep nesting in request bodies and --jsonl lines, re
 whose feature is missing, a client that vanishes mid-body, a body that never ends while the
 server is told to stop, out-of-range seeds and non-finite temperatures, a server open to the
 network without a key, the model path in the public model list, and a -lcd that cannot be
-written.
+written. Then a second audit's: integers larger than any float, JSON schemas and grammars
+whose building would exhaust memory, the C stack or minutes of setup, a temperature that
+overflows the logits, and endless input (/dev/zero) as a prompt, grammar, schema or --jsonl
+file and on stdin.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import pytest
 
 from specgguf.backend import memory_budget as mb
 from specgguf.backend.gguf_info import read_gguf_info
-from specgguf.errors import ExitCode
+from specgguf.errors import MAX_TEXT_BYTES, ExitCode
 from specgguf.io import json_input
 from tests.gguf_factory import write_gguf
 from tests.serve_helpers import FAST, Server, env
@@ -550,3 +553,55 @@ def test_a_temperature_that_overflows_the_logits_is_greedy():
     assert tie.probs.tolist() == [0.5, 0.5, 0.0]
 
 
+def _zero_run(*argv: str, stdin=subprocess.DEVNULL) -> tuple[int, str, str]:
+    """`specgguf` held to 4 GiB of address space: reading /dev/zero whole fails there."""
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    res = subprocess.run(
+        [sys.executable, "-m", "specgguf_cli.app", *argv], capture_output=True, text=True,
+        cwd=ROOT, env=env(), timeout=300, stdin=stdin, preexec_fn=limit,
+    )  # fmt: skip
+    return res.returncode, res.stdout, res.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "what"),
+    [
+        (["run", "-f", "/dev/zero"], ExitCode.PROMPT, "-f /dev/zero"),
+        (["run", "-p", "hi", "--grammar-file", "/dev/zero"], ExitCode.USAGE,
+         "--grammar-file /dev/zero"),
+        (["run", "-p", "hi", "-jf", "/dev/zero"], ExitCode.USAGE, "-jf /dev/zero"),
+        (["bench", "-f", "/dev/zero", "--no-warmup"], ExitCode.PROMPT, "-f /dev/zero"),
+    ],
+    ids=["prompt", "grammar", "schema", "bench"],
+)
+def test_an_endless_file_is_one_line(tiny_target, args, code, what):
+    got, out, err = _zero_run(*args, "-m", str(tiny_target), "-n", "1", "-t", "1", "-c", "256")
+    assert got == code, err
+    assert one_line(err) == f"error: {what}: larger than {MAX_TEXT_BYTES} bytes"
+
+
+def test_an_endless_stdin_is_one_line(tiny_target):
+    with open("/dev/zero", "rb") as zero:
+        got, out, err = _zero_run("run", "-m", str(tiny_target), "-n", "1", stdin=zero)
+    assert got == ExitCode.PROMPT, err
+    assert one_line(err) == f"error: stdin: larger than {MAX_TEXT_BYTES} bytes"
+
+
+@pytest.mark.parametrize("source", ["file", "stdin"])
+def test_an_endless_jsonl_line_is_an_error_object(tiny_target, source):
+    argv = ["run", "-m", str(tiny_target), "-n", "1", "-t", "1", "-c", "256", "--jsonl"]
+    with open("/dev/zero", "rb") as zero:
+        if source == "file":
+            got, out, err = _zero_run(*argv, "-f", "/dev/zero")
+        else:
+            got, out, err = _zero_run(*argv, stdin=zero)
+    assert got == ExitCode.BATCH_PARTIAL, err
+    assert "Traceback" not in err
+    obj = json.loads(out)
+    assert obj["line"] == 1 and obj["error"]["code"] == ExitCode.PROMPT
+    message = obj["error"]["message"]
+    assert f"longer than {MAX_TEXT_BYTES} bytes; the rest of the input is not read" in message

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from specgguf.errors import PromptError, UsageError
+from specgguf.errors import PromptError, UsageError, open_user_file, read_bounded
 
 #: the prompt set shipped with specgguf (one JSON object per line: {"class", "prompt"})
 BUILTIN_PROMPTS = Path(__file__).resolve().parents[2] / "scripts" / "bench_prompts.jsonl"
@@ -51,16 +51,12 @@ def load_prompts(
         prompts = [BenchPrompt("custom", text)]
     else:
         path = Path(file) if file is not None else BUILTIN_PROMPTS
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            if file is None:
-                raise UsageError(
-                    f"the built-in prompt set {path} is missing: pass -p TEXT or -f FILE"
-                ) from None
-            raise UsageError(f"-f {file}: no such file") from None
-        except OSError as e:
-            raise UsageError(f"-f {file}: {e.strerror}") from None
+        if file is None and not path.is_file():
+            raise UsageError(
+                f"the built-in prompt set {path} is missing: pass -p TEXT or -f FILE"
+            )
+        with open_user_file(path, "-f") as f:
+            data = read_bounded(f, f"-f {path}", PromptError)
         try:
             decoded = data.decode("utf-8")
         except UnicodeDecodeError as e:
