@@ -769,6 +769,12 @@ def test_check_exit_codes(tree):
     assert run([tree / "clean.sh", tree / "Makefile"], check=True)[0] == 1
     code, _, err = run([tree / "missing.sh"], check=True)
     assert code == 1 and "missing.sh: no such file" in err
+    # a device or a FIFO exists: it is not read (a FIFO would block), and not called missing
+    fifo = tree / "fifo"
+    os.mkfifo(fifo)
+    for special in (fifo, "/dev/zero"):
+        code, _, err = run([special], check=True)
+        assert code == 1 and err == f"error: {special}: not a regular file\n", err
     # unsafe items need a person even without --check
     assert run([tree / "compose.yml"])[0] == 1
 
