@@ -433,6 +433,16 @@ def test_an_integer_past_a_float_is_400_naming_the_field(server, path, field):
     assert f"'{field}' must be a number" in obj["error"]["message"]
 
 
+@pytest.mark.parametrize("prompt", [[1.5], [7, True], [{"a": 1}], [None]])
+def test_a_prompt_list_of_non_ids_is_named_as_such(server, prompt):
+    status, _, obj = server.request("POST", "/v1/completions", {"prompt": prompt})
+    assert status == 400, obj
+    # before: "only one prompt per request is supported", about a list that holds one
+    assert obj["error"]["message"] == "'prompt' must be a string or a list of token ids"
+    status, _, obj = server.request("POST", "/v1/completions", {"prompt": ["a", [1]]})
+    assert status == 400 and obj["error"]["code"] == "unsupported", obj
+
+
 def test_is_number_refuses_what_no_float_holds():
     from specgguf.io.sampling_fields import is_number
 

@@ -423,9 +423,11 @@ def parse_completion(body: Any, *, native: bool) -> Request:
         is_int(t) or (native and isinstance(t, str)) for t in prompt
     ):
         tokens = prompt
-    elif isinstance(prompt, list):
+    elif isinstance(prompt, list) and len(prompt) > 1 and all(
+        isinstance(t, str | list) for t in prompt
+    ):
         raise bad("only one prompt per request is supported", "unsupported")
-    else:
+    else:  # a float, a bool or an object among token ids is no prompt at all
         raise bad("'prompt' must be a string or a list of token ids")
     stream, include_usage = _stream(body)
     keys = ("n_predict", "max_tokens") if native else ("max_tokens", "n_predict")
