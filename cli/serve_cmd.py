@@ -59,7 +59,8 @@ Timeout = typer.Option(
     "-to",
     "--timeout",
     envvar="LLAMA_ARG_TIMEOUT",
-    help="Seconds allowed to receive a request body.",
+    help="Seconds allowed to receive a request body, and for a new connection to send its "
+    "first request.",
 )
 SystemPrompt = typer.Option(
     None, "-sys", "--system-prompt", help="System message for chat requests that have none."

@@ -615,3 +615,25 @@ def test_an_endless_jsonl_line_is_an_error_object(tiny_target, source):
     assert obj["line"] == 1 and obj["error"]["code"] == ExitCode.PROMPT
     message = obj["error"]["message"]
     assert f"longer than {MAX_TEXT_BYTES} bytes; the rest of the input is not read" in message
+
+
+def test_a_connection_that_never_sends_a_request_is_closed_after_the_timeout(tiny_target):
+    srv = Server(["-m", str(tiny_target), *FAST, "-c", "512", "--timeout", "2"])
+    try:
+        silent = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
+        half = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
+        half.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")  # the head never ends
+        # before: both stayed open for ever (the recv below timed out); now the server closes
+        # them, with nothing to say: no request arrived
+        assert silent.recv(100) == b""
+        assert half.recv(100) == b""
+        silent.close()
+        half.close()
+        # a request that does arrive is still answered
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=60) as slow:
+            slow.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert slow.recv(100).startswith(b"HTTP/1.1 200")
+    finally:
+        code, err = srv.stop()
+    assert code == 0, err
+    assert "Traceback" not in err, err
