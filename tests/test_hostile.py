@@ -443,6 +443,20 @@ def test_a_prompt_list_of_non_ids_is_named_as_such(server, prompt):
     assert status == 400 and obj["error"]["code"] == "unsupported", obj
 
 
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/apply-template"])
+def test_deep_json_in_an_earlier_calls_arguments_is_no_500(server, path):
+    deep = "[" * 100_000 + "]" * 100_000  # a string in the body: its nesting is not the body's
+    call = {"id": "1", "type": "function", "function": {"name": "f", "arguments": deep}}
+    body = {
+        "messages": [{"role": "user", "content": "hi"},
+                     {"role": "assistant", "content": None, "tool_calls": [call]},
+                     {"role": "tool", "content": "x", "tool_call_id": "1"}],
+        "tools": [{"type": "function", "function": {"name": "f"}}], "max_tokens": 2,
+    }  # fmt: skip
+    status, _, obj = server.request("POST", path, body)
+    assert status == 200, obj  # before: 500, RecursionError
+
+
 def test_is_number_refuses_what_no_float_holds():
     from specgguf.io.sampling_fields import is_number
 
