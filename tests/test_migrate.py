@@ -446,6 +446,9 @@ def test_a_word_that_cannot_be_written_safely_is_reported():
     assert ShellStyle("yaml-plain").quote('{"model": "D"}') == """'{"model":"D"}'"""
     assert ShellStyle("sq").quote('{"a": 1}') == r'"{\"a\": 1}"'  # inside '...'
     assert ShellStyle("dq").quote('{"a": 1}') == r"""'{\"a\": 1}'"""  # inside "..."
+    # JSON nested past json's recursion stays as it is (before: RecursionError, a traceback)
+    deep = '{"a":' + "[" * 100_000 + "]" * 100_000 + "}"
+    assert ShellStyle("yaml-plain").quote(deep) == f"'{deep}'"
 
 
 def test_crlf_line_endings_are_kept():
