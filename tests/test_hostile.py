@@ -520,8 +520,10 @@ def _rule_chain(n: int) -> str:
         ("--grammar-file", _rule_chain(200_000)),  # so did its walk of the rules
         ("-jf", json.dumps({"type": "string", "maxLength": 30_000})),  # 30,000 nested groups
         ("-jf", json.dumps({"enum": list(range(100_000))})),  # two minutes before a token
+        # 24 KB expanded into 4 million nested rules: over ten minutes, deaf to SIGTERM
+        ("--grammar-file", "root ::= " + '"a"{0,1999} ' * 2000 + "\n"),
     ],
-    ids=["groups", "rule-chain", "maxLength", "enum"],
+    ids=["groups", "rule-chain", "maxLength", "enum", "repetitions"],
 )
 def test_a_grammar_too_large_for_llama_cpp_is_one_line(tiny_target, tmp_path, flag, text):
     path = tmp_path / "g"
@@ -533,6 +535,14 @@ def test_a_grammar_too_large_for_llama_cpp_is_one_line(tiny_target, tmp_path, fl
     assert code == ExitCode.USAGE, err  # before: killed by SIGSEGV, or minutes of work
     line = one_line(err)
     assert "rules, groups and alternatives (at most" in line, line
+
+
+def test_grammar_parts_count_rules_groups_alternatives_and_repetitions():
+    from specgguf.backend.grammar_bounds import grammar_parts
+
+    assert grammar_parts('root ::= ("a" | b)\nb ::= [a-z]{2,5}') == 2 + 1 + 1 + 5
+    # nothing counts inside literals, character classes and comments
+    assert grammar_parts('root ::= "(|{9}::=" [({|]{3} # ( | {99}') == 1 + 3
 
 
 def test_a_grammar_of_ordinary_size_still_runs(tiny_target, tmp_path):

@@ -9,11 +9,14 @@ stopped once it has started:
   are therefore added up first and refused past MAX_SCHEMA_REPEATS.
 - llama.cpp parses GBNF, and later walks its rules, recursively: a grammar nested some
   tens of thousands of groups deep, or a chain of as many rules each naming the next,
-  overflows the C stack and kills the process (a server with it). And setting a grammar up
-  takes time that grows faster than its alternatives do (an `enum` of 100,000 values: about
-  two minutes before the first token, on the one thread every server slot decodes on). Its
-  parts (named rules, parenthesized groups, each of which llama.cpp makes a rule of, and
-  alternatives) are therefore counted on the text first and refused past MAX_GRAMMAR_PARTS.
+  overflows the C stack and kills the process (a server with it). Setting a grammar up takes
+  time that grows faster than its alternatives do (an `enum` of 100,000 values: about two
+  minutes before the first token, on the one thread every server slot decodes on), and each
+  repetition `x{0,1999}` is expanded into that many nested rules (2,000 of them in a 24 KB
+  grammar ran for over ten minutes, deaf to SIGTERM inside llama.cpp). Its parts (named
+  rules, parenthesized groups, each of which llama.cpp makes a rule of, alternatives, and
+  each repetition's count) are therefore counted on the text first and refused past
+  MAX_GRAMMAR_PARTS.
 
 Both bounds are far above what real schemas and grammars use (a schema with a few thousand
 properties converts to about as many rules) and below what breaks or stalls.
@@ -34,10 +37,13 @@ COUNT_KEYWORDS = ("minLength", "maxLength", "minItems", "maxItems")
 
 # a regex quantifier {m}, {m,} or {m,n} in a `pattern`
 _QUANTIFIER = re.compile(r"\{(\d+)(?:,(\d*))?\}")
-# what GBNF text holds that may contain "(", "|" or "::=" without meaning them (string
-# literals, character classes, comments), or one of those three; matching never backtracks
+# what GBNF text holds that may contain "(", "|", "{" or "::=" without meaning them (string
+# literals, character classes, comments), or one of those (a repetition `{m,n}` with its
+# counts); matching never backtracks
 _GBNF_TOKEN = re.compile(
-    r'"(?:[^"\\\n]|\\.)*"|\[(?:[^\]\\\n]|\\.)*\]|#[^\n]*|(::=|\(|\|)', re.DOTALL
+    r'"(?:[^"\\\n]|\\.)*"|\[(?:[^\]\\\n]|\\.)*\]|#[^\n]*|(::=|\(|\|)'
+    r"|\{\s*(\d*)\s*(?:,\s*(\d*)\s*)?\}",
+    re.DOTALL,
 )
 
 
@@ -73,16 +79,27 @@ def _is_count(v: Any) -> bool:
 def _pattern_repeats(pattern: str) -> int:
     total = 0
     for m in _QUANTIFIER.finditer(pattern):
-        for digits in m.groups():
-            if digits:
-                # past nine digits the count is over the bound anyway (and int() of thousands
-                # of digits is itself refused by Python)
-                total += int(digits) if len(digits) <= 9 else MAX_SCHEMA_REPEATS + 1
+        total += sum(_count(digits) for digits in m.groups())
     return total
 
 
 def grammar_parts(gbnf: str) -> int:
     """The parts of `gbnf` that cost llama.cpp a rule or an alternative: its `::=`
-    definitions, parenthesized groups and `|`, outside string literals, character classes and
-    comments."""
-    return sum(1 for m in _GBNF_TOKEN.finditer(gbnf) if m.group(1))
+    definitions, parenthesized groups and `|`, and for a repetition `{m,n}` the larger count
+    (llama.cpp writes the item out that many times, in as many nested rules), all outside
+    string literals, character classes and comments."""
+    parts = 0
+    for m in _GBNF_TOKEN.finditer(gbnf):
+        if m.group(1):
+            parts += 1
+        elif m.group(0).startswith("{"):
+            parts += max(_count(m.group(2)), _count(m.group(3)), 1)
+    return parts
+
+
+def _count(digits: str | None) -> int:
+    if not digits:
+        return 0
+    # past nine digits the count is over any bound (and int() of thousands of digits is itself
+    # refused by Python)
+    return int(digits) if len(digits) <= 9 else MAX_SCHEMA_REPEATS + MAX_GRAMMAR_PARTS
