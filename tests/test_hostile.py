@@ -534,7 +534,7 @@ def test_a_grammar_too_large_for_llama_cpp_is_one_line(tiny_target, tmp_path, fl
     )  # fmt: skip
     assert code == ExitCode.USAGE, err  # before: killed by SIGSEGV, or minutes of work
     line = one_line(err)
-    assert "rules, groups and alternatives (at most" in line, line
+    assert "parts (rules, groups, alternatives and repeated items; at most" in line, line
 
 
 def test_grammar_parts_count_rules_groups_alternatives_and_repetitions():

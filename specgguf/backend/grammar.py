@@ -113,8 +113,8 @@ def compile_grammar(model: engine.Model, gbnf: str, what: str = "--grammar") -> 
         parts = grammar_parts(gbnf)
         if parts > MAX_GRAMMAR_PARTS:
             raise GrammarError(
-                f"{what}: the grammar has {parts} rules, groups and alternatives (at most "
-                f"{MAX_GRAMMAR_PARTS})"
+                f"{what}: the grammar has {parts} parts (rules, groups, alternatives and "
+                f"repeated items; at most {MAX_GRAMMAR_PARTS})"
             )
         ptr, reason = _init(model, gbnf)
         if not ptr:
