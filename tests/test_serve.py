@@ -160,7 +160,7 @@ def test_page_is_self_contained(server):
 
 def _error(server, method, path, body=None, *, key=KEY, raw=None):
     status, _, obj = server.request(method, path, body, key=key, raw=raw)
-    assert set(obj) == {"error"} and set(obj["error"]) == {"message", "type", "code"}, obj
+    assert set(obj) == {"error"} and set(obj["error"]) == {"message", "type", "param", "code"}, obj
     return status, obj["error"]
 
 

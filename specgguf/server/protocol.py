@@ -54,10 +54,13 @@ class ApiError(Exception):
         self.retry_after = retry_after
 
     def body(self) -> dict[str, Any]:
+        """OpenAI's four fields; `param` is null: the message names the field (OpenAI's
+        clients read `param` from every error object, so it is always there)."""
         return {
             "error": {
                 "message": self.message,
                 "type": self.TYPES.get(self.status, "server_error"),
+                "param": None,
                 "code": self.code if self.code is not None else self.status,
             }
         }
