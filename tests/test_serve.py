@@ -423,6 +423,9 @@ def test_system_prompt_reaches_the_model_alike_in_run_cnv_and_the_server(
 def test_serve_usage_errors(tiny_target, capsys):
     assert run_cli(["serve", "-m", str(tiny_target), "-np", "0"]) == 1
     assert "-np/--parallel" in capsys.readouterr().err
+    # before: accepted, a queue as good as unbounded
+    assert run_cli(["serve", "-m", str(tiny_target), "--max-queue", "99999999999999999999"]) == 1
+    assert "--max-queue: 99999999999999999999 (must be 0..4096)" in capsys.readouterr().err
     assert run_cli(["serve", "-m", str(tiny_target), "--draft-max", "4"]) == 1
     assert "corrected: specgguf serve -m" in capsys.readouterr().err
     import socket
