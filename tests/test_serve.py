@@ -17,6 +17,7 @@ import time
 
 import pytest
 from specgguf_cli.app import run_cli
+from specgguf_cli.serve_cmd import MAX_QUEUE
 
 from tests.serve_helpers import FAST, Server, openai_client, serving, sse_events
 
@@ -425,7 +426,7 @@ def test_serve_usage_errors(tiny_target, capsys):
     assert "-np/--parallel" in capsys.readouterr().err
     # before: accepted, a queue as good as unbounded
     assert run_cli(["serve", "-m", str(tiny_target), "--max-queue", "99999999999999999999"]) == 1
-    assert "--max-queue: 99999999999999999999 (must be 0..4096)" in capsys.readouterr().err
+    assert f"--max-queue: 99999999999999999999 (must be 0..{MAX_QUEUE})" in capsys.readouterr().err
     assert run_cli(["serve", "-m", str(tiny_target), "--draft-max", "4"]) == 1
     assert "corrected: specgguf serve -m" in capsys.readouterr().err
     import socket
