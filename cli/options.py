@@ -323,17 +323,17 @@ def read_prompt(prompt: str | None, file: Path | None) -> str:
     """-p, else -f, else stdin (when it is not a terminal)."""
     import sys
 
-    from specgguf.errors import PromptError
+    from specgguf.errors import PromptError, read_bounded
 
     if prompt is not None:
         return prompt
     if file is not None:
         with open_user_file(file, "-f") as f:
-            data = f.read()
+            data = read_bounded(f, f"-f {file}", PromptError)
         return decode_prompt(data, f"-f {file}")
     if sys.stdin is None or sys.stdin.isatty():
         raise PromptError("no prompt: pass -p TEXT, -f FILE, or pipe it on stdin")
-    return decode_prompt(sys.stdin.buffer.read(), "stdin")
+    return decode_prompt(read_bounded(sys.stdin.buffer, "stdin", PromptError), "stdin")
 
 
 def decode_prompt(data: bytes, where: str) -> str:

@@ -318,9 +318,12 @@ def _jsonl_source(file: Path | None):
         raise PromptError("no input: --jsonl reads JSON Lines from -f FILE or stdin")
     stdin = getattr(sys.stdin, "buffer", sys.stdin)
 
-    class _Borrowed:  # iterate stdin without closing it
+    class _Borrowed:  # read stdin without closing it
         def __iter__(self):
             return iter(stdin)
+
+        def readline(self, limit: int = -1) -> bytes:
+            return stdin.readline(limit)
 
         def close(self):
             pass

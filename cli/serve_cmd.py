@@ -33,10 +33,13 @@ Parallel = typer.Option(
     help="Slots: requests generated at once (interleaved round by round); -c is divided "
     "between them, as llama-server does.",
 )
+#: the most requests --max-queue lets wait: each holds a connection and its prompt's tokens,
+#: so "unbounded" (a huge number) would leave memory to the clients
+MAX_QUEUE = 4096
 MaxQueue = typer.Option(
     64,
     "--max-queue",
-    help="Requests that may wait for a slot; more get 503 with Retry-After.",
+    help=f"Requests that may wait for a slot (0..{MAX_QUEUE}); more get 503 with Retry-After.",
 )
 ChatTemplateFile = typer.Option(
     None,
@@ -59,7 +62,8 @@ Timeout = typer.Option(
     "-to",
     "--timeout",
     envvar="LLAMA_ARG_TIMEOUT",
-    help="Seconds allowed to receive a request body.",
+    help="Seconds allowed to receive a request body, and for a new connection to send its "
+    "first request.",
 )
 SystemPrompt = typer.Option(
     None, "-sys", "--system-prompt", help="System message for chat requests that have none."
@@ -111,8 +115,8 @@ def serve(
         raise UsageError(f"invalid value for -np/--parallel: {parallel} (must be 1..64)")
     if not 0 <= port <= 65535:
         raise UsageError(f"invalid value for --port: {port} (must be 0..65535)")
-    if max_queue < 0:
-        raise UsageError(f"invalid value for --max-queue: {max_queue} (must be >= 0)")
+    if not 0 <= max_queue <= MAX_QUEUE:
+        raise UsageError(f"invalid value for --max-queue: {max_queue} (must be 0..{MAX_QUEUE})")
     if timeout <= 0:
         raise UsageError(f"invalid value for --timeout: {timeout} (must be > 0)")
     keys = tuple(k.strip() for k in (api_key or "").split(",") if k.strip())

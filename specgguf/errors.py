@@ -91,11 +91,27 @@ def open_user_file(path: Any, flag: str, mode: str = "rb", **kw: Any) -> IO[Any]
         raise UsageError(f"{what}: {e.strerror}") from None
 
 
+#: the most bytes read as one piece of text: a prompt file or stdin, a grammar or JSON-schema
+#: file, one --jsonl line. Far more than any context holds, and what keeps /dev/zero, a disk
+#: image or a file without newlines from being read into memory whole
+MAX_TEXT_BYTES = 64 << 20
+
+
+def read_bounded(f: IO[bytes], what: str, error: type[SpecggufError] | None = None) -> bytes:
+    """All of `f`, at most MAX_TEXT_BYTES: past that, one line naming `what` (an `error`,
+    UsageError by default) before more than the bound is held."""
+    data = f.read(MAX_TEXT_BYTES + 1)
+    if len(data) > MAX_TEXT_BYTES:
+        raise (error or UsageError)(f"{what}: larger than {MAX_TEXT_BYTES} bytes")
+    return data
+
+
 def read_user_text(path: Any, flag: str) -> str:
     """The UTF-8 text of a file the user named with `flag`; one UsageError line when it
-    cannot be opened (open_user_file's wording) or is not UTF-8."""
+    cannot be opened (open_user_file's wording), is larger than MAX_TEXT_BYTES or is not
+    UTF-8."""
     with open_user_file(path, flag) as f:
-        data = f.read()
+        data = read_bounded(f, f"{flag} {path}")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -156,6 +156,15 @@ def test_load_prompts_sources_and_filters(tmp_path):
     bad.write_text('{"prompt": "x"}\nnot json\n')
     with pytest.raises(PromptError, match="bad.jsonl:2"):
         load_prompts(file=bad)
+    # before: RecursionError, and a prompt with a lone surrogate that failed in tokenization
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text('{"prompt": "x"}\n' + "[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(PromptError, match="deep.jsonl:2: not a JSON object"):
+        load_prompts(file=deep)
+    lone = tmp_path / "lone.jsonl"
+    lone.write_text('{"prompt": "x"}\n{"prompt": "\\ud800"}\n')
+    with pytest.raises(PromptError, match="lone.jsonl:2: 'prompt' holds a lone UTF-16"):
+        load_prompts(file=lone)
 
 
 # -- the recommendation rule -------------------------------------------------------------------

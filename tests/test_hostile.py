@@ -8,7 +8,10 @@ bench), lone surrogates and deep nesting in request bodies and --jsonl lines, re
 whose feature is missing, a client that vanishes mid-body, a body that never ends while the
 server is told to stop, out-of-range seeds and non-finite temperatures, a server open to the
 network without a key, the model path in the public model list, and a -lcd that cannot be
-written.
+written. Then a second audit's: integers larger than any float, JSON schemas and grammars
+whose building would exhaust memory, the C stack or minutes of setup, a temperature that
+overflows the logits, and endless input (/dev/zero) as a prompt, grammar, schema or --jsonl
+file and on stdin.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import pytest
 
 from specgguf.backend import memory_budget as mb
 from specgguf.backend.gguf_info import read_gguf_info
-from specgguf.errors import ExitCode
+from specgguf.errors import MAX_TEXT_BYTES, ExitCode
 from specgguf.io import json_input
 from tests.gguf_factory import write_gguf
 from tests.serve_helpers import FAST, Server, env
@@ -411,3 +414,250 @@ def test_serve_on_loopback_says_nothing_about_keys(tiny_target):
     code, err = srv.stop()
     assert code == 0, err
     assert "--api-key" not in err and "warning" not in err, err
+
+
+# -- the second audit: numbers past a float, schemas and grammars that explode, /dev/zero -----
+
+#: a JSON integer larger than any float (1e400 written out): JSON puts no bound on integers
+HUGE_INT = "1" + "0" * 400
+
+
+@pytest.mark.parametrize("field", ["temperature", "top_p", "min_p", "speculative.p_min"])
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/completion"])
+def test_an_integer_past_a_float_is_400_naming_the_field(server, path, field):
+    chat = '{"messages": [{"role": "user", "content": "hi"}]'
+    body = chat if "chat" in path else '{"prompt": "hi"'
+    raw = f'{body}, "max_tokens": 2, "{field}": {HUGE_INT}}}'.encode()
+    status, _, obj = server.request("POST", path, raw=raw)
+    assert status == 400, obj
+    assert f"'{field}' must be a number" in obj["error"]["message"]
+
+
+@pytest.mark.parametrize("prompt", [[1.5], [7, True], [{"a": 1}], [None]])
+def test_a_prompt_list_of_non_ids_is_named_as_such(server, prompt):
+    status, _, obj = server.request("POST", "/v1/completions", {"prompt": prompt})
+    assert status == 400, obj
+    # before: "only one prompt per request is supported", about a list that holds one
+    assert obj["error"]["message"] == "'prompt' must be a string or a list of token ids"
+    status, _, obj = server.request("POST", "/v1/completions", {"prompt": ["a", [1]]})
+    assert status == 400 and obj["error"]["code"] == "unsupported", obj
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/apply-template"])
+def test_deep_json_in_an_earlier_calls_arguments_is_no_500(server, path):
+    deep = "[" * 100_000 + "]" * 100_000  # a string in the body: its nesting is not the body's
+    call = {"id": "1", "type": "function", "function": {"name": "f", "arguments": deep}}
+    body = {
+        "messages": [{"role": "user", "content": "hi"},
+                     {"role": "assistant", "content": None, "tool_calls": [call]},
+                     {"role": "tool", "content": "x", "tool_call_id": "1"}],
+        "tools": [{"type": "function", "function": {"name": "f"}}], "max_tokens": 2,
+    }  # fmt: skip
+    status, _, obj = server.request("POST", path, body)
+    assert status == 200, obj  # before: 500, RecursionError
+
+
+def test_is_number_refuses_what_no_float_holds():
+    from specgguf.io.sampling_fields import is_number
+
+    assert not is_number(int(HUGE_INT)) and not is_number(float("inf"))
+    assert is_number(2**80) and is_number(0.5)
+
+
+def _limited(code: str) -> subprocess.CompletedProcess:
+    """`code` in a Python of its own held to 1 GiB of address space: what allocates without
+    bound fails there (MemoryError) instead of taking the machine's memory."""
+    prelude = "import resource; resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))\n"
+    return subprocess.run(
+        [sys.executable, "-c", prelude + code], capture_output=True, text=True, cwd=ROOT,
+        timeout=120,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "string", "minLength": 10**9},
+        {"type": "array", "items": {"type": "string"}, "minItems": 10**9},
+        {"type": "object", "properties": {"a": {"type": "string", "maxLength": 2**80}}},
+        {"type": "string", "pattern": "^(ab){999999999}$"},
+        {"anyOf": [{"type": "string", "minLength": 60_000}] * 2},  # each fine, not the sum
+    ],
+    ids=["minLength", "minItems", "maxLength", "pattern", "sum"],
+)
+def test_a_schema_asking_for_too_many_repetitions_is_refused_before_converting(schema):
+    code = (
+        "import json, sys\n"
+        "from specgguf.backend.grammar import GrammarError, schema_to_gbnf\n"
+        f"try:\n    schema_to_gbnf(json.loads({json.dumps(json.dumps(schema))}), 'x')\n"
+        "except GrammarError as e:\n    print(e)\n"
+    )
+    res = _limited(code)
+    assert res.returncode == 0, res.stderr
+    assert "repetitions in all" in res.stdout, res.stdout
+
+
+def test_ordinary_repetition_counts_still_convert():
+    from specgguf.backend.grammar import schema_to_gbnf
+
+    gbnf = schema_to_gbnf({"type": "array", "items": {"type": "string", "maxLength": 50},
+                           "minItems": 2, "maxItems": 500})  # fmt: skip
+    assert "root ::=" in gbnf
+
+
+def _deep_groups(n: int) -> str:
+    return "root ::= " + "(" * n + '"a"' + ")" * n + "\n"
+
+
+def _rule_chain(n: int) -> str:
+    return "root ::= r0\n" + "".join(f"r{i} ::= r{i + 1}\n" for i in range(n)) + f'r{n} ::= "a"\n'
+
+
+@pytest.mark.parametrize(
+    ("flag", "text"),
+    [
+        ("--grammar-file", _deep_groups(60_000)),  # llama.cpp's parser overflowed the C stack
+        ("--grammar-file", _rule_chain(200_000)),  # so did its walk of the rules
+        ("-jf", json.dumps({"type": "string", "maxLength": 30_000})),  # 30,000 nested groups
+        ("-jf", json.dumps({"enum": list(range(100_000))})),  # two minutes before a token
+        # 24 KB expanded into 4 million nested rules: over ten minutes, deaf to SIGTERM
+        ("--grammar-file", "root ::= " + '"a"{0,1999} ' * 2000 + "\n"),
+    ],
+    ids=["groups", "rule-chain", "maxLength", "enum", "repetitions"],
+)
+def test_a_grammar_too_large_for_llama_cpp_is_one_line(tiny_target, tmp_path, flag, text):
+    path = tmp_path / "g"
+    path.write_text(text)
+    code, out, err = specgguf(
+        "run", "-m", tiny_target, "--spec-type", "none", "-p", "hi", "-n", "1", "-t", "1",
+        "-c", "256", flag, path,
+    )  # fmt: skip
+    assert code == ExitCode.USAGE, err  # before: killed by SIGSEGV, or minutes of work
+    line = one_line(err)
+    assert "parts (rules, groups, alternatives and repeated items; at most" in line, line
+
+
+def test_grammar_parts_count_rules_groups_alternatives_and_repetitions():
+    from specgguf.backend.grammar_bounds import grammar_parts
+
+    assert grammar_parts('root ::= ("a" | b)\nb ::= [a-z]{2,5}') == 2 + 1 + 1 + 5
+    # nothing counts inside literals, character classes and comments
+    assert grammar_parts('root ::= "(|{9}::=" [({|]{3} # ( | {99}') == 1 + 3
+
+
+def test_a_grammar_of_ordinary_size_still_runs(tiny_target, tmp_path):
+    path = tmp_path / "g"
+    path.write_text(json.dumps({"enum": list(range(2000))}))
+    code, out, err = specgguf(
+        "run", "-m", tiny_target, "--spec-type", "none", "-p", "hi", "-n", "2", "-t", "1",
+        "-c", "256", "--temp", "0", "-jf", path,
+    )  # fmt: skip
+    assert code == 0, err
+    assert out.strip().isdigit(), out
+
+
+def test_a_schema_too_large_is_400_and_the_server_lives(server):
+    body = {"prompt": "hi", "n_predict": 2, "json_schema": {"type": "string", "minLength": 10**9}}
+    status, _, obj = server.request("POST", "/completion", body)  # before: the server died
+    assert status == 400, obj
+    assert obj["error"]["code"] == "invalid_schema"
+    grammar = {"prompt": "hi", "n_predict": 2, "grammar": _deep_groups(60_000)}
+    status, _, obj = server.request("POST", "/completion", grammar)
+    assert status == 400 and obj["error"]["code"] == "invalid_grammar", obj
+    assert server.request("GET", "/health")[0] == 200
+
+
+def test_a_deeply_nested_schema_file_is_one_line(tiny_target, tmp_path):
+    path = tmp_path / "s.json"
+    path.write_text('{"type": "array", "items": ' * 100_000 + "{}" + "}" * 100_000)
+    code, out, err = specgguf("run", "-m", tiny_target, "-p", "hi", "-n", "1", "-jf", path)
+    assert code == ExitCode.USAGE, err
+    assert "nested 100001 levels deep" in one_line(err)
+
+
+def test_a_temperature_that_overflows_the_logits_is_greedy():
+    import numpy as np
+
+    from specgguf.core.sampling import SamplerParams, chain_on_sorted
+
+    params = SamplerParams(temp=1e-320, top_p=1.0, min_p=0.0)
+    d = chain_on_sorted(np.arange(3), np.array([-2.0, -3.0, -9.0]), params)
+    assert d.probs.tolist() == [1.0, 0.0, 0.0]  # before: NaN, and a token drawn at random
+    tie = chain_on_sorted(np.arange(3), np.array([4.0, 4.0, 1.0]), params)
+    assert tie.probs.tolist() == [0.5, 0.5, 0.0]
+
+
+def _zero_run(*argv: str, stdin=subprocess.DEVNULL) -> tuple[int, str, str]:
+    """`specgguf` held to 4 GiB of address space: reading /dev/zero whole fails there."""
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    res = subprocess.run(
+        [sys.executable, "-m", "specgguf_cli.app", *argv], capture_output=True, text=True,
+        cwd=ROOT, env=env(), timeout=300, stdin=stdin, preexec_fn=limit,
+    )  # fmt: skip
+    return res.returncode, res.stdout, res.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "what"),
+    [
+        (["run", "-f", "/dev/zero"], ExitCode.PROMPT, "-f /dev/zero"),
+        (["run", "-p", "hi", "--grammar-file", "/dev/zero"], ExitCode.USAGE,
+         "--grammar-file /dev/zero"),
+        (["run", "-p", "hi", "-jf", "/dev/zero"], ExitCode.USAGE, "-jf /dev/zero"),
+        (["bench", "-f", "/dev/zero", "--no-warmup"], ExitCode.PROMPT, "-f /dev/zero"),
+    ],
+    ids=["prompt", "grammar", "schema", "bench"],
+)
+def test_an_endless_file_is_one_line(tiny_target, args, code, what):
+    got, out, err = _zero_run(*args, "-m", str(tiny_target), "-n", "1", "-t", "1", "-c", "256")
+    assert got == code, err
+    assert one_line(err) == f"error: {what}: larger than {MAX_TEXT_BYTES} bytes"
+
+
+def test_an_endless_stdin_is_one_line(tiny_target):
+    with open("/dev/zero", "rb") as zero:
+        got, out, err = _zero_run("run", "-m", str(tiny_target), "-n", "1", stdin=zero)
+    assert got == ExitCode.PROMPT, err
+    assert one_line(err) == f"error: stdin: larger than {MAX_TEXT_BYTES} bytes"
+
+
+@pytest.mark.parametrize("source", ["file", "stdin"])
+def test_an_endless_jsonl_line_is_an_error_object(tiny_target, source):
+    argv = ["run", "-m", str(tiny_target), "-n", "1", "-t", "1", "-c", "256", "--jsonl"]
+    with open("/dev/zero", "rb") as zero:
+        if source == "file":
+            got, out, err = _zero_run(*argv, "-f", "/dev/zero")
+        else:
+            got, out, err = _zero_run(*argv, stdin=zero)
+    assert got == ExitCode.BATCH_PARTIAL, err
+    assert "Traceback" not in err
+    obj = json.loads(out)
+    assert obj["line"] == 1 and obj["error"]["code"] == ExitCode.PROMPT
+    message = obj["error"]["message"]
+    assert f"longer than {MAX_TEXT_BYTES} bytes; the rest of the input is not read" in message
+
+
+def test_a_connection_that_never_sends_a_request_is_closed_after_the_timeout(tiny_target):
+    srv = Server(["-m", str(tiny_target), *FAST, "-c", "512", "--timeout", "2"])
+    try:
+        silent = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
+        half = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
+        half.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")  # the head never ends
+        # before: both stayed open for ever (the recv below timed out); now the server closes
+        # them, with nothing to say: no request arrived
+        assert silent.recv(100) == b""
+        assert half.recv(100) == b""
+        silent.close()
+        half.close()
+        # a request that does arrive is still answered
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=60) as slow:
+            slow.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert slow.recv(100).startswith(b"HTTP/1.1 200")
+    finally:
+        code, err = srv.stop()
+    assert code == 0, err
+    assert "Traceback" not in err, err

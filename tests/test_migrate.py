@@ -446,6 +446,9 @@ def test_a_word_that_cannot_be_written_safely_is_reported():
     assert ShellStyle("yaml-plain").quote('{"model": "D"}') == """'{"model":"D"}'"""
     assert ShellStyle("sq").quote('{"a": 1}') == r'"{\"a\": 1}"'  # inside '...'
     assert ShellStyle("dq").quote('{"a": 1}') == r"""'{\"a\": 1}'"""  # inside "..."
+    # JSON nested past json's recursion stays as it is (before: RecursionError, a traceback)
+    deep = '{"a":' + "[" * 100_000 + "]" * 100_000 + "}"
+    assert ShellStyle("yaml-plain").quote(deep) == f"'{deep}'"
 
 
 def test_crlf_line_endings_are_kept():
@@ -769,6 +772,12 @@ def test_check_exit_codes(tree):
     assert run([tree / "clean.sh", tree / "Makefile"], check=True)[0] == 1
     code, _, err = run([tree / "missing.sh"], check=True)
     assert code == 1 and "missing.sh: no such file" in err
+    # a device or a FIFO exists: it is not read (a FIFO would block), and not called missing
+    fifo = tree / "fifo"
+    os.mkfifo(fifo)
+    for special in (fifo, "/dev/zero"):
+        code, _, err = run([special], check=True)
+        assert code == 1 and err == f"error: {special}: not a regular file\n", err
     # unsafe items need a person even without --check
     assert run([tree / "compose.yml"])[0] == 1
 

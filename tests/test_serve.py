@@ -17,6 +17,7 @@ import time
 
 import pytest
 from specgguf_cli.app import run_cli
+from specgguf_cli.serve_cmd import MAX_QUEUE
 
 from tests.serve_helpers import FAST, Server, openai_client, serving, sse_events
 
@@ -160,7 +161,7 @@ def test_page_is_self_contained(server):
 
 def _error(server, method, path, body=None, *, key=KEY, raw=None):
     status, _, obj = server.request(method, path, body, key=key, raw=raw)
-    assert set(obj) == {"error"} and set(obj["error"]) == {"message", "type", "code"}, obj
+    assert set(obj) == {"error"} and set(obj["error"]) == {"message", "type", "param", "code"}, obj
     return status, obj["error"]
 
 
@@ -423,6 +424,9 @@ def test_system_prompt_reaches_the_model_alike_in_run_cnv_and_the_server(
 def test_serve_usage_errors(tiny_target, capsys):
     assert run_cli(["serve", "-m", str(tiny_target), "-np", "0"]) == 1
     assert "-np/--parallel" in capsys.readouterr().err
+    # before: accepted, a queue as good as unbounded
+    assert run_cli(["serve", "-m", str(tiny_target), "--max-queue", "99999999999999999999"]) == 1
+    assert f"--max-queue: 99999999999999999999 (must be 0..{MAX_QUEUE})" in capsys.readouterr().err
     assert run_cli(["serve", "-m", str(tiny_target), "--draft-max", "4"]) == 1
     assert "corrected: specgguf serve -m" in capsys.readouterr().err
     import socket

@@ -130,6 +130,19 @@ def test_earlier_calls_reach_the_template_with_object_arguments():
     assert msgs[0]["tool_calls"][0]["function"]["arguments"] == '{"city": "Paris"}'  # a copy
 
 
+DEEP = "[" * 100_000 + "]" * 100_000  # JSON inside a string: the body's own depth is 1
+
+
+def test_deeply_nested_json_in_a_call_is_not_a_crash():
+    # before: RecursionError out of json.loads (a 500 from the server, with a traceback)
+    msgs = [{"role": "assistant", "content": "", "tool_calls": [
+        {"id": "1", "type": "function",
+         "function": {"name": "get_weather", "arguments": DEEP}}]}]  # fmt: skip
+    assert template_messages(msgs)[0]["tool_calls"][0]["function"]["arguments"] == DEEP
+    text = '<tool_call>\n{"name": "get_weather", "arguments": ' + DEEP + "}\n</tool_call>"
+    assert calls_of(text) == (text, [])  # not a call: the content, untouched
+
+
 def test_call_schema_and_wrapper():
     one = call_schema(TOOLS, "get_weather")
     assert one["properties"]["name"] == {"const": "get_weather"}

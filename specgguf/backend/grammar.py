@@ -31,8 +31,16 @@ import numpy as np
 
 from specgguf.backend import engine
 from specgguf.backend.engine import ll
+from specgguf.backend.grammar_bounds import (
+    COUNT_KEYWORDS,
+    MAX_GRAMMAR_PARTS,
+    MAX_SCHEMA_REPEATS,
+    grammar_parts,
+    schema_repeats,
+)
 from specgguf.drafters.grammar_draft import GrammarDraftSource
 from specgguf.errors import SpecggufError
+from specgguf.io import json_input
 
 #: compiled grammars kept per model for a server that sees the same schema again
 _CACHE_SIZE = 32
@@ -92,7 +100,8 @@ class GrammarConstraint:
 def compile_grammar(model: engine.Model, gbnf: str, what: str = "--grammar") -> GrammarConstraint:
     """A fresh grammar state for `gbnf` (root rule `root`) over `model`'s vocabulary.
 
-    GrammarError (one line, naming `what`) when llama.cpp refuses it."""
+    GrammarError (one line, naming `what`) when llama.cpp refuses it, or when it has more
+    parts than llama.cpp parses safely and soon (grammar_bounds)."""
     cache: OrderedDict[str, _Sampler] | None = getattr(model, "_specgguf_grammars", None)
     if cache is None:
         cache = OrderedDict()
@@ -101,6 +110,12 @@ def compile_grammar(model: engine.Model, gbnf: str, what: str = "--grammar") -> 
     if proto is None:
         if not gbnf.strip():
             raise GrammarError(f"{what}: the grammar is empty")
+        parts = grammar_parts(gbnf)
+        if parts > MAX_GRAMMAR_PARTS:
+            raise GrammarError(
+                f"{what}: the grammar has {parts} parts (rules, groups, alternatives and "
+                f"repeated items; at most {MAX_GRAMMAR_PARTS})"
+            )
         ptr, reason = _init(model, gbnf)
         if not ptr:
             raise GrammarError(f"{what}: {reason}")
@@ -150,18 +165,25 @@ def _init(model: engine.Model, gbnf: str):
 def schema_to_gbnf(schema: object, what: str = "--json-schema") -> str:
     """GBNF for a JSON schema (a dict, or its JSON text), through llama-cpp-python's converter
     (the port of llama.cpp's json-schema-to-grammar). GrammarError naming `what` when the
-    text is not JSON or the converter does not support the schema."""
+    text is not JSON, asks for more repetitions than the converter should write out
+    (grammar_bounds), or the converter does not support the schema."""
     import json
 
     from llama_cpp.llama_grammar import json_schema_to_gbnf
 
     if isinstance(schema, str):
         try:
-            schema = json.loads(schema)
-        except ValueError as e:
+            schema = json_input.loads(schema)
+        except json_input.JsonInputError as e:
             raise GrammarError(f"{what}: not valid JSON: {e}") from None
     if not isinstance(schema, (dict, bool)):
         raise GrammarError(f"{what}: a JSON schema is an object, not {type(schema).__name__}")
+    repeats = schema_repeats(schema)
+    if repeats > MAX_SCHEMA_REPEATS:
+        raise GrammarError(
+            f"{what}: the schema asks for more than {MAX_SCHEMA_REPEATS} repetitions in all "
+            f"({', '.join(COUNT_KEYWORDS)} and pattern counts), each written out in the grammar"
+        )
     try:
         gbnf = json_schema_to_gbnf(json.dumps(schema))
     except RecursionError:

@@ -3,12 +3,12 @@ filtered by class."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from specgguf.errors import PromptError, UsageError
+from specgguf.errors import PromptError, UsageError, open_user_file, read_bounded
+from specgguf.io import json_input
 
 #: the prompt set shipped with specgguf (one JSON object per line: {"class", "prompt"})
 BUILTIN_PROMPTS = Path(__file__).resolve().parents[2] / "scripts" / "bench_prompts.jsonl"
@@ -26,8 +26,10 @@ def parse_prompt_lines(data: str, where: str) -> list[BenchPrompt] | None:
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
+            obj = json_input.loads(line)  # bounded: no RecursionError, no lone surrogate
+        except json_input.JsonInputError as e:
+            if e.code == "invalid_value":
+                raise PromptError(f"{where}:{n}: {e}") from None
             if n == 1 or not prompts:
                 return None  # not JSON Lines: the whole file is one prompt
             raise PromptError(f"{where}:{n}: not a JSON object") from None
@@ -51,16 +53,12 @@ def load_prompts(
         prompts = [BenchPrompt("custom", text)]
     else:
         path = Path(file) if file is not None else BUILTIN_PROMPTS
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            if file is None:
-                raise UsageError(
-                    f"the built-in prompt set {path} is missing: pass -p TEXT or -f FILE"
-                ) from None
-            raise UsageError(f"-f {file}: no such file") from None
-        except OSError as e:
-            raise UsageError(f"-f {file}: {e.strerror}") from None
+        if file is None and not path.is_file():
+            raise UsageError(
+                f"the built-in prompt set {path} is missing: pass -p TEXT or -f FILE"
+            )
+        with open_user_file(path, "-f") as f:
+            data = read_bounded(f, f"-f {path}", PromptError)
         try:
             decoded = data.decode("utf-8")
         except UnicodeDecodeError as e:

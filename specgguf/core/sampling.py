@@ -190,7 +190,14 @@ def chain_on_sorted(ids: np.ndarray, vals: np.ndarray, params: SamplerParams) ->
 
     if keep < ids.size:
         ids, vals = ids[:keep], vals[:keep]
-    return SparseDist(ids.astype(np.int64, copy=False), _softmax_sorted(vals / params.temp))
+    with np.errstate(over="ignore"):
+        scaled = vals / params.temp
+        if not np.isfinite(scaled[0]):
+            # a temperature so small (1e-320) that the logits overflow to inf, and inf - inf
+            # is NaN: scale the distances from the top instead (the top at 0, the rest at
+            # -inf or below it), so that the limit is greedy's one-hot
+            scaled = (vals - vals[0]) / params.temp
+    return SparseDist(ids.astype(np.int64, copy=False), _softmax_sorted(scaled))
 
 
 def top_k_confidence(logits: np.ndarray, k: int = 10) -> tuple[int, float]:

@@ -15,12 +15,12 @@ null); an error object has `error: {type, code, message}` instead of the generat
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TextIO
 
 from specgguf import interrupts
-from specgguf.errors import ExitCode, OutputError, SpecggufError
+from specgguf.errors import MAX_TEXT_BYTES, ExitCode, OutputError, SpecggufError
 from specgguf.io import json_input
 from specgguf.io.output import write_text
 from specgguf.io.sampling_fields import FIELDS, is_int
@@ -178,7 +178,16 @@ def run_batch(
     """
     c = counts if counts is not None else BatchCounts()
     try:
-        for n, raw in enumerate(lines, start=1):
+        for n, raw in enumerate(bounded_lines(lines), start=1):
+            if raw is None:  # longer than the bound: the input is not JSON Lines
+                c.lines += 1
+                c.failed += 1
+                too_long = BatchLineError(
+                    f"line {n}: longer than {MAX_TEXT_BYTES} bytes; the rest of the input "
+                    "is not read"
+                )
+                _write(out, error_object(n, None, too_long))
+                break
             if not raw.strip():
                 continue
             c.lines += 1
@@ -189,6 +198,21 @@ def run_batch(
     if c.interrupted:
         return int(ExitCode.INTERRUPTED)
     return int(ExitCode.BATCH_PARTIAL) if c.failed else int(ExitCode.OK)
+
+
+def bounded_lines(lines: Iterable[str | bytes]) -> Iterator[str | bytes | None]:
+    """The lines of `lines`; a file (anything with readline) is read at most MAX_TEXT_BYTES
+    per line, and a longer line comes out as None, after which nothing more is read (a file
+    without newlines, /dev/zero, would otherwise be one line read into memory whole)."""
+    readline = getattr(lines, "readline", None)
+    if readline is None:
+        yield from lines
+        return
+    while line := readline(MAX_TEXT_BYTES + 1):
+        if len(line) > MAX_TEXT_BYTES:
+            yield None
+            return
+        yield line
 
 
 def _answer_line(

@@ -22,8 +22,15 @@ def is_int(v: Any) -> bool:
 
 
 def is_number(v: Any) -> bool:
-    """A finite int or float (JSON's NaN and Infinity extensions, and --temp inf, are not)."""
-    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+    """A finite int or float (JSON's NaN and Infinity extensions, and --temp inf, are not),
+    and an int only as large as a float holds: JSON integers have no size limit, and one
+    past 1.8e308 (`1e400` written out) would overflow where it is turned into a float."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return False
+    try:
+        return math.isfinite(v)
+    except OverflowError:  # an int too large for a float
+        return False
 
 
 def _probability(v: Any) -> bool:

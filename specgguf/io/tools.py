@@ -26,6 +26,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from specgguf.io import json_input
+
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
 TOOL_CHOICES = ("none", "auto", "required")
 
@@ -87,8 +89,9 @@ def template_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 fn = c.get("function") if isinstance(c, Mapping) else None
                 args = fn.get("arguments") if isinstance(fn, Mapping) else None
                 if isinstance(args, str):
-                    with contextlib.suppress(ValueError):  # not JSON: the string stays
-                        c = {**c, "function": {**fn, "arguments": json.loads(args)}}
+                    # not JSON (or nested past json_input's bound): the string stays
+                    with contextlib.suppress(ValueError):
+                        c = {**c, "function": {**fn, "arguments": json_input.loads(args)}}
                 fixed.append(c)
             m = {**m, "tool_calls": fixed}
         out.append(m)
@@ -160,7 +163,7 @@ def _as_call(text: str, names: set[str]) -> ToolCall | None:
     """A call from its JSON text (`arguments`, or `parameters` as some fine-tunes write), if
     it is one of a known tool."""
     try:
-        obj = json.loads(text)
+        obj = json_input.loads(text)  # bounded: the text may nest as deep as a grammar forced
     except ValueError:
         return None
     if not isinstance(obj, dict) or obj.get("name") not in names:

@@ -57,8 +57,9 @@ def run_migrate(paths: Sequence[str], check: bool = False, write: bool = False,
     files, skipped, missing = mf.expand(paths)
     named = {os.path.normpath(p) for p in paths if os.path.isfile(p)}
     failed = bool(missing)
-    for path in missing:
-        print(f"error: {path}: no such file or directory", file=err)
+    for path in missing:  # not a directory, not a regular file: absent, or a device or FIFO
+        why = "not a regular file" if os.path.exists(path) else "no such file or directory"
+        print(f"error: {path}: {why}", file=err)
     attention = unsafe = False
     for path in files:
         try:

@@ -44,10 +44,11 @@ def shell_word(word: str, prefer_double: bool = False) -> str:
 
 
 def _compact_json(word: str) -> str:
-    """`{"a": 1}` -> `{"a":1}`: a plain YAML scalar cannot contain ": "."""
+    """`{"a": 1}` -> `{"a":1}`: a plain YAML scalar cannot contain ": ". A word that is not
+    JSON, or nests deeper than json's recursion allows, stays as it is."""
     try:
         return json.dumps(json.loads(word), separators=(",", ":"))
-    except ValueError:
+    except (ValueError, RecursionError):
         return word
 
 

@@ -54,10 +54,13 @@ class ApiError(Exception):
         self.retry_after = retry_after
 
     def body(self) -> dict[str, Any]:
+        """OpenAI's four fields; `param` is null: the message names the field (OpenAI's
+        clients read `param` from every error object, so it is always there)."""
         return {
             "error": {
                 "message": self.message,
                 "type": self.TYPES.get(self.status, "server_error"),
+                "param": None,
                 "code": self.code if self.code is not None else self.status,
             }
         }
@@ -423,9 +426,11 @@ def parse_completion(body: Any, *, native: bool) -> Request:
         is_int(t) or (native and isinstance(t, str)) for t in prompt
     ):
         tokens = prompt
-    elif isinstance(prompt, list):
+    elif isinstance(prompt, list) and len(prompt) > 1 and all(
+        isinstance(t, str | list) for t in prompt
+    ):
         raise bad("only one prompt per request is supported", "unsupported")
-    else:
+    else:  # a float, a bool or an object among token ids is no prompt at all
         raise bad("'prompt' must be a string or a list of token ids")
     stream, include_usage = _stream(body)
     keys = ("n_predict", "max_tokens") if native else ("max_tokens", "n_predict")

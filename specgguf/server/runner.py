@@ -10,6 +10,12 @@ exits 0. A second SIGINT exits at once.
 uvicorn re-raises a captured signal after a graceful shutdown (so a SIGTERM'd process would
 die of SIGTERM); specgguf installs its own handlers instead, because a server that shut down
 cleanly on request has succeeded.
+
+uvicorn bounds the time a connection may sit idle between requests, but not the time before
+its first request's head has arrived: a client that connects and sends nothing, or half a
+header line, would hold its socket for ever (enough of them, and no one else can connect).
+Such a connection is closed after --timeout, the bound a request body has too
+(_head_timeout_protocol).
 """
 
 from __future__ import annotations
@@ -70,6 +76,7 @@ def serve(
     app = App(gen, sched, cfg)
     config = uvicorn.Config(
         app,
+        http=_head_timeout_protocol(cfg.read_timeout),
         log_level="info" if verbose else "warning",
         access_log=verbose,
         lifespan="off",
@@ -90,6 +97,28 @@ def serve(
         sched.join(timeout=60)
         sock.close()
     return 0
+
+
+def _head_timeout_protocol(seconds: float):
+    """uvicorn's HTTP/1.1 protocol, closing a connection whose first request head has not
+    arrived `seconds` after it was made (see the module docstring). Once a request has begun
+    its body has App.body's bound, and between requests uvicorn's keep-alive timeout holds."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeadTimeout(H11Protocol):
+        def connection_made(self, transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._head_timer = self.loop.call_later(seconds, self._head_overdue)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._head_timer.cancel()
+            super().connection_lost(exc)
+
+        def _head_overdue(self) -> None:
+            if self.cycle is None and not self.transport.is_closing():
+                self.transport.close()
+
+    return HeadTimeout
 
 
 class _Server:
