@@ -490,12 +490,14 @@ def test_decode_rows_that_gives_way_keeps_nothing_of_its_batch(tiny_target):
         model.close()
 
 
-def test_a_long_prompt_step_gives_way_to_a_request_that_joins(sessions, monkeypatch):
+@pytest.mark.parametrize("cache_prompt", [True, False])
+def test_a_long_prompt_step_gives_way_to_a_request_that_joins(sessions, monkeypatch, cache_prompt):
     """A request that joins while a long prompt's chunk is being evaluated does not wait for
-    that chunk: the step is abandoned, the newcomer's rows (its prompt, or its first round
-    where its prompt is cached) go in the next step without the long prompt's, and both
-    texts are what each gets alone."""
+    that chunk: the step is abandoned, the newcomer's prompt goes in the next step without
+    the long prompt's (whether or not it may reuse a cached prefix), and both texts are what
+    each gets alone."""
     from specgguf.core.sampling import SamplerParams
+    from specgguf.generator import GenParams
 
     one, many = sessions
     gen1, gen = _gen(one, SamplerParams(temp=0.0)), _gen(many, SamplerParams(temp=0.0))
@@ -515,7 +517,8 @@ def test_a_long_prompt_step_gives_way_to_a_request_that_joins(sessions, monkeypa
 
     def short_request() -> None:
         with rv.member():
-            got["short"] = tokens_of(gen.generate(short_tokens, None, slot=1))
+            params = GenParams(cache_prompt=cache_prompt)
+            got["short"] = tokens_of(gen.generate(short_tokens, params, slot=1))
 
     def decode_rows(tokens, pos, seq, logits, *, give_way=None):
         steps.append([(s, seq.count(s)) for s in dict.fromkeys(seq)])
@@ -529,8 +532,8 @@ def test_a_long_prompt_step_gives_way_to_a_request_that_joins(sessions, monkeypa
 
     monkeypatch.setattr(target.ctx, "decode_rows", decode_rows)
     gave_way = target.stats.gave_way
-    with rv.member():
-        got["long"] = tokens_of(gen.generate(long_tokens, None, slot=0))
+    with rv.member():  # evaluated afresh: a cached long prompt would have no chunk to abandon
+        got["long"] = tokens_of(gen.generate(long_tokens, GenParams(cache_prompt=False), slot=0))
     newcomer[0].join(60)
     assert target.stats.gave_way == gave_way + 1
     i = next(i for i, s in enumerate(steps) if (0, 64) in s)  # the abandoned step

@@ -26,7 +26,9 @@ class KVContext(Protocol):
     logits for the rows asked for ("last", "all", "none"), valid until the next decode;
     `truncate(n)` forgets every position >= n (the rollback); `tokens` is what the cache
     holds, position by position; `keep_prefix(tokens)` keeps the longest cached prefix equal
-    to the start of `tokens` and returns its length (prompt reuse).
+    to the start of `tokens` and returns its length (prompt reuse). It is called once as each
+    sequence begins, with nothing to keep (`[]`) where the prefix may not be reused: a
+    server's shared context learns there that a request began (batched.SequenceView).
 
     For drafters that read hidden states (specgguf.core.draft.Drafter.hears), a target context
     also has `capture(layers)` (capture those layers' hidden states on every decode from now

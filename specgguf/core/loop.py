@@ -112,7 +112,7 @@ class SpeculativeDecoder:
         for d in self.drafters:  # first: a hearing drafter hears the prefill's passes
             d.begin(prompt)
         tokens = list(prompt)
-        keep = self.target.keep_prefix(tokens[:-1]) if self.reuse_prefix else 0
+        keep = self.target.keep_prefix(tokens[:-1] if self.reuse_prefix else [])
         keep = min([keep, *(d.resume(keep) for d in self.listeners)])
         self.target.truncate(keep)
         logits = self._decode(tokens[keep:], keep, "last", prompt=True)

@@ -114,7 +114,6 @@ class CrossVocabDrafter(Drafter):
         lead = [dm.bos] if dm.add_bos and dm.bos >= 0 else []
         body = self._draft_tokenize(data.decode("utf-8", "replace"))
         self.text.reset(lead + body, data, lead=len(lead))
-        keep = 0
         hist = self.text.tokens
         # the draft shares the target's context size but may need more tokens for the same
         # text: past its end it stops drafting instead of failing the run
@@ -123,8 +122,7 @@ class CrossVocabDrafter(Drafter):
             self.ctx.truncate(0)
             self.kv = []
             return
-        if self.reuse_prefix and len(hist) > 1:
-            keep = self.ctx.keep_prefix(hist[:-1])
+        keep = self.ctx.keep_prefix(hist[:-1] if self.reuse_prefix else [])
         self.ctx.truncate(keep)
         self.kv = list(hist[:keep])
         if len(hist) > 1:  # everything but the last token, as the target does

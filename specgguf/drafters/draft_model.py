@@ -52,7 +52,7 @@ class DraftModelDrafter(ModelDrafter):
         a server whose batch is too wide for drafts to pay) never pays for the prompt on the
         draft model."""
         self.history = list(prompt)
-        keep = self.ctx.keep_prefix(self.history[:-1]) if self.reuse_prefix else 0
+        keep = self.ctx.keep_prefix(self.history[:-1] if self.reuse_prefix else [])
         self.ctx.truncate(keep)
         self.kv = self.history[:keep]
 
