@@ -98,10 +98,9 @@ class MtpDrafter(ModelDrafter):
         # chained heads: one draft step per NextN layer, so no longer a draft (llama.cpp)
         if head.n_heads > 1:
             self.max_draft = min(rules.n_max, head.n_heads)
-        #: the last heard pass, not yet judged: (pos0, its rows' hidden states), and whether
-        #: it was a pass of the prompt
-        self._heard: tuple[int, np.ndarray] | None = None
-        self._heard_prompt = False
+        #: the last heard pass, not yet judged: (pos0, its rows' hidden states, whether it was
+        #: a pass of the prompt)
+        self._heard: tuple[int, np.ndarray, bool] | None = None
         #: False when a pass was missed: the head cannot follow until the next sequence
         self._in_step = True
         # what feeding the target's passes to the head cost since the last propose: the
@@ -130,7 +129,7 @@ class MtpDrafter(ModelDrafter):
         return start
 
     def hear(self, p: TargetPass) -> None:
-        self._settle(prompt_end=False)  # a pass heard before: a prompt chunk, all kept
+        self._settle()  # a pass heard before: a prompt chunk, all kept
         rows = p.hidden.get(self.layer)
         n = len(p.tokens)
         before = self._state_before(p.pos0)
@@ -149,8 +148,7 @@ class MtpDrafter(ModelDrafter):
         paired[0] = before
         paired[1:] = rows[: n - 1]
         self.head.feed(p.tokens, p.pos0, paired)
-        self._heard = (p.pos0, np.array(rows, dtype=np.float32))
-        self._heard_prompt = p.prompt
+        self._heard = (p.pos0, np.array(rows, dtype=np.float32), p.prompt)
         self._fed_ms += (time.perf_counter() - t0) * 1e3
         self._fed += n
 
@@ -160,8 +158,8 @@ class MtpDrafter(ModelDrafter):
         the prompt's end."""
         self.history.extend(tokens)
         if self._heard is not None:
-            pos0, rows = self._heard
-            if self._heard_prompt:
+            pos0, rows, prompt = self._heard
+            if prompt:
                 self._keep(pos0, rows, prompt_end=True)
             else:
                 self._keep(pos0, rows[: len(tokens)], prompt_end=False)
@@ -169,7 +167,7 @@ class MtpDrafter(ModelDrafter):
     # -- drafting --------------------------------------------------------------------------
 
     def propose(self, budget: int, gate: DraftGate | None = None) -> Draft:
-        self._settle(prompt_end=False)  # a pass no verdict followed (the loop leaves none)
+        self._settle()  # a pass no verdict followed (the loop leaves none)
         pos = len(self.history) - 1  # id_last's position, not yet in the target's cache
         before = self._state_before(pos)
         budget = min(budget, self.head.n_ctx - pos)
@@ -211,11 +209,11 @@ class MtpDrafter(ModelDrafter):
             return np.zeros(self.head.n_embd, dtype=np.float32)
         return self.state.states.get(pos - 1)
 
-    def _settle(self, *, prompt_end: bool) -> None:
+    def _settle(self) -> None:
         """A heard pass that no verdict followed (a prompt chunk) is kept whole."""
         if self._heard is not None:
-            pos0, rows = self._heard
-            self._keep(pos0, rows, prompt_end=prompt_end)
+            pos0, rows, _ = self._heard
+            self._keep(pos0, rows, prompt_end=False)
 
     def _keep(self, pos0: int, rows: np.ndarray, *, prompt_end: bool) -> None:
         """Rows pos0.. were kept by the target: the head keeps as much, and the hidden states
