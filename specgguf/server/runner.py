@@ -93,6 +93,7 @@ def serve(
     try:
         asyncio.run(server.serve(sockets=[sock]))
     finally:
+        app.close()
         sched.shutdown()
         sched.join(timeout=60)
         sock.close()
