@@ -37,8 +37,8 @@ from specgguf.server.scheduler import Event, Job, Scheduler
 from specgguf.server.wire import FORMATS, Answer
 
 #: requests parsed and prepared at once, off the event loop (more wait their turn, each held by
-#: its connection): two keep one huge schema from delaying every small request behind it,
-#: without letting many of them take the CPU from generation
+#: its connection, which --max-connections bounds): two keep one huge schema from delaying
+#: every small request behind it, without letting many of them take the CPU from generation
 PREPARE_THREADS = 2
 
 
