@@ -153,3 +153,41 @@ def test_preparations_run_at_most_prepare_threads_at_once(app, monkeypatch):
 def test_a_body_that_is_not_json_is_still_a_400(app):
     status, answer = asyncio.run(asgi(app, "POST", "/v1/chat/completions", raw=b"{not json"))
     assert status == 400 and answer["error"]["code"] == "invalid_json"
+
+
+class _Tokenizer:
+    """The generator and scheduler /tokenize needs: one token per byte, on the caller."""
+
+    def encode(self, text, add_special=False, parse_special=True):
+        return list(text.encode())
+
+    async def call(self, fn):
+        return fn()
+
+
+def test_health_is_answered_while_a_long_tokenization_is_written_out(monkeypatch):
+    from starlette.responses import JSONResponse
+
+    stub = _Tokenizer()
+    app = App(stub, stub, ServerConfig(model_id="m", model_path="m.gguf"))  # type: ignore[arg-type]
+    gate = Gate()
+    render = JSONResponse.render
+    gated = gate.wrap(render)
+
+    def rendering(self, content):  # only the tokens wait: /health's answer is rendered too
+        return (gated if "tokens" in content else render)(self, content)
+
+    monkeypatch.setattr(JSONResponse, "render", rendering)
+
+    async def scenario() -> tuple[int, Any]:
+        heavy = asyncio.ensure_future(asgi(app, "POST", "/tokenize", {"content": "abc"}))
+        await gate.wait_entered()
+        assert await asgi(app, "GET", "/health") == (200, {"status": "ok"})
+        gate.opened.set()
+        return await heavy
+
+    try:
+        assert asyncio.run(scenario()) == (200, {"tokens": [97, 98, 99]})
+    finally:
+        app.close()
+    assert gate.in_time == [True]

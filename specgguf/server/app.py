@@ -475,7 +475,9 @@ class App:
                 out.append({"id": t, "piece": piece})
             return out
 
-        return JSONResponse({"tokens": await self.sched.call(work)})
+        tokens = await self.sched.call(work)
+        # a body near max_body is millions of tokens: their JSON is written off the loop too
+        return await self.prepare(lambda: JSONResponse({"tokens": tokens}))
 
     async def detokenize(self, request: HttpRequest):
         body = await self.body(request)
