@@ -711,3 +711,25 @@ def test_a_connection_past_max_connections_is_503_with_an_error_object(tiny_targ
         code, err = srv.stop()
     assert code == 0, err
     assert "Traceback" not in err, err
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"GARBAGE\r\n\r\n",
+        b"GET /health HTTP/1.1\r\nHost: x\r\nNo colon here\r\n\r\n",
+        b"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n",
+    ],
+    ids=["not-http", "bad-header", "bad-length"],
+)
+def test_malformed_http_is_a_400_error_object(server, raw):
+    with socket.create_connection(("127.0.0.1", server.port), timeout=60) as s:
+        s.sendall(raw)
+        answer = _recv_all(s)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 "), answer
+    assert b"content-type: application/json" in head.lower(), answer
+    err = json.loads(body)["error"]
+    assert err["code"] == "invalid_http_request" and err["type"] == "invalid_request_error"
+    status, _, _ = server.request("GET", "/health")  # and the server goes on
+    assert status == 200

@@ -20,7 +20,8 @@ Nor does uvicorn bound how many connections are open at once (its limit_concurre
 a request with a text/plain 503, but only once the request's head has arrived, so idle or
 slow connections still pile up, each holding a descriptor and a buffer): a connection made
 while --max-connections are open is answered 503 with an OpenAI error object and closed at
-once. Both are done by the one protocol class (_bounded_protocol).
+once. Both are done by the one protocol class (_bounded_protocol), which also answers a
+request uvicorn cannot parse with OpenAI's error object instead of uvicorn's text/plain 400.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Iterator
+from http import HTTPStatus
 
 from specgguf.errors import ExitCode, SpecggufError
 from specgguf.generator import Generator
@@ -112,20 +114,35 @@ def serve(
     return 0
 
 
-def overloaded_response(max_connections: int) -> bytes:
-    """What a connection past --max-connections is told before it is closed: a complete
-    HTTP/1.1 503 with Retry-After and OpenAI's error object."""
-    err = ApiError(
-        503,
-        f"too many open connections (--max-connections {max_connections}); retry later",
-        "too_many_connections",
-    )
+def closing_response(err: ApiError) -> bytes:
+    """A complete HTTP/1.1 answer carrying `err` as OpenAI's error object, for a connection
+    that is closed after it (Retry-After when `err` has one)."""
     body = json.dumps(err.body()).encode()
+    retry = f"retry-after: {err.retry_after}\r\n" if err.retry_after else ""
     head = (
-        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
-        f"content-length: {len(body)}\r\nretry-after: 1\r\nconnection: close\r\n\r\n"
+        f"HTTP/1.1 {err.status} {HTTPStatus(err.status).phrase}\r\n"
+        f"content-type: application/json\r\ncontent-length: {len(body)}\r\n{retry}"
+        "connection: close\r\n\r\n"
     )
     return head.encode() + body
+
+
+def overloaded_response(max_connections: int) -> bytes:
+    """What a connection past --max-connections is told before it is closed."""
+    return closing_response(
+        ApiError(
+            503,
+            f"too many open connections (--max-connections {max_connections}); retry later",
+            "too_many_connections",
+            retry_after=1,
+        )
+    )
+
+
+#: what a request uvicorn cannot parse as HTTP/1.1 is told (uvicorn's own is text/plain)
+MALFORMED = closing_response(
+    ApiError(400, "the request is not valid HTTP/1.1", "invalid_http_request")
+)
 
 
 def _room_for_descriptors(max_connections: int) -> None:
@@ -149,7 +166,8 @@ def _bounded_protocol(seconds: float, max_connections: int):
     made while `max_connections` others are open is answered 503 and closed; one whose first
     request head has not arrived `seconds` after it was made is closed. Once a request has
     begun its body has App.body's bound, and between requests uvicorn's keep-alive timeout
-    holds."""
+    holds. A request that is not HTTP/1.1 gets OpenAI's error object, as every other error
+    does (uvicorn calls send_400_response for it, then reads nothing more)."""
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     overloaded = overloaded_response(max_connections)
@@ -165,6 +183,11 @@ def _bounded_protocol(seconds: float, max_connections: int):
         def connection_lost(self, exc: Exception | None) -> None:
             self._head_timer.cancel()
             super().connection_lost(exc)
+
+        def send_400_response(self, msg: str) -> None:
+            if self.cycle is None or not self.cycle.response_started:  # else: cut it short
+                self.transport.write(MALFORMED)
+            self.transport.close()
 
         def _head_overdue(self) -> None:
             if self.cycle is None and not self.transport.is_closing():
