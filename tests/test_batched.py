@@ -157,11 +157,14 @@ def test_concurrent_slots_give_each_request_its_text_alone(sessions, temp, spec)
         assert draft.seqs > draft.steps  # draft steps were batched too
 
 
-def test_a_long_prompt_is_evaluated_in_chunks(sessions):
-    """A prompt longer than the chunk takes several steps, and its text is unchanged."""
+def test_a_long_prompt_is_evaluated_in_chunks(sessions, monkeypatch):
+    """A prompt longer than the chunk takes several steps, and its text is unchanged (no
+    time slice: the tiny model is so fast that a slice would take the whole prompt)."""
+    from specgguf.backend import batched
     from specgguf.backend.batched import PROMPT_CHUNK
     from specgguf.core.sampling import SamplerParams
 
+    monkeypatch.setattr(batched, "PROMPT_SLICE_S", 0.0)
     one, many = sessions
     tokens = one.tokenize(" ".join(WORDS * 20))
     assert len(tokens) > 2 * PROMPT_CHUNK
@@ -387,12 +390,51 @@ def test_a_failed_step_fails_its_waiters_and_the_sequence_recovers(sessions, mon
     view.truncate(0)
 
 
-def test_a_long_prompt_yields_to_a_newcomer_until_its_first_token(tiny_target):
+def test_rows_in_a_slice_follow_the_widest_step_timed():
+    """The chunk of a long prompt: the rows the widest step timed (of at least the least
+    chunk) would evaluate in the slice, never fewer than the least chunk."""
+    from specgguf.backend.batched import StepStats
+
+    s = StepStats()
+    assert s.rows_in(0.5, at_least=64) == 64  # nothing wide timed yet
+    s.timed(8, 0.001)  # narrow steps say nothing of a wide pass's rate
+    assert s.rows_in(0.5, at_least=64) == 64
+    s.timed(64, 1.0)  # a slow pass (a CPU): the least chunk
+    assert s.rows_in(0.5, at_least=64) == 64
+    s.timed(256, 0.05)  # the widest timed decides: 256 rows in 0.05 s
+    assert s.rows_in(0.5, at_least=64) == 2560
+
+
+def test_a_long_prompt_takes_what_a_slice_evaluates(tiny_target, monkeypatch):
+    """Where a pass is fast (a GPU), a long prompt alone takes as many rows a step as the
+    target evaluates in PROMPT_SLICE_S by its measured rate, up to n_batch; where it is slow,
+    PROMPT_CHUNK rows. The short request's rows come first in either."""
+    from specgguf.backend import batched, engine
+    from specgguf.backend.batched import PROMPT_CHUNK, BatchedContext, _Request
+
+    monkeypatch.setattr(batched, "PROMPT_SLICE_S", 0.5)
+    model = engine.Model(tiny_target)
+    params = engine.ContextParams(n_ctx=4096, n_threads=1, flash_attn="off", n_batch=512)
+    ctx = BatchedContext(model, params, 2, Rendezvous())
+    try:
+        long, other = ctx.views
+        ctx._pending.append(_Request(long, [7] * 3000, 0, "last"))
+        for seconds, rows in ((2.0, PROMPT_CHUNK), (0.25, 128), (0.01, 512)):
+            ctx.stats.seconds = {PROMPT_CHUNK: seconds}  # as measured
+            ctx._pending.append(_Request(other, [9], other.n_past, "last"))
+            ctx.step()
+            assert ctx.stats.last_rows == 1 + min(rows, 512 - 1), seconds
+    finally:
+        ctx.close()
+        model.close()
+
+
+def test_a_long_prompt_yields_to_a_newcomer_until_its_first_token(tiny_target, monkeypatch):
     """The step plan: a long prompt takes PROMPT_CHUNK rows a step, NEWCOMER_CHUNK (none)
     while the short prompt of a request that has had no token yet waits, but never stalls a
     step that would otherwise be empty, and takes the full chunk again once that prompt's
     pass (which gives the first token) was decoded."""
-    from specgguf.backend import engine
+    from specgguf.backend import batched, engine
     from specgguf.backend.batched import (
         NEWCOMER_CHUNK,
         PROMPT_CHUNK,
@@ -400,6 +442,7 @@ def test_a_long_prompt_yields_to_a_newcomer_until_its_first_token(tiny_target):
         _Request,
     )
 
+    monkeypatch.setattr(batched, "PROMPT_SLICE_S", 0.0)  # chunks of PROMPT_CHUNK
     model = engine.Model(tiny_target)
     params = engine.ContextParams(n_ctx=1024, n_threads=1, flash_attn="off")
     ctx = BatchedContext(model, params, 3, Rendezvous())
@@ -432,6 +475,29 @@ def test_a_long_prompt_yields_to_a_newcomer_until_its_first_token(tiny_target):
         stream(other)
         ctx.step()  # the newcomer's prompt pass gave its token: no more waiting for it
         assert ctx.stats.last_rows == 1 + PROMPT_CHUNK
+    finally:
+        ctx.close()
+        model.close()
+
+
+def test_the_tail_of_a_long_prompt_pauses_no_other(tiny_target, monkeypatch):
+    """Only a request short as a whole makes the long prompts pause for its first token: the
+    last rows of a long one are taken whole beside the others' chunks, in the same step."""
+    from specgguf.backend import batched, engine
+    from specgguf.backend.batched import PROMPT_CHUNK, BatchedContext, _Request
+
+    monkeypatch.setattr(batched, "PROMPT_SLICE_S", 0.0)  # chunks of PROMPT_CHUNK
+    model = engine.Model(tiny_target)
+    params = engine.ContextParams(n_ctx=1024, n_threads=1, flash_attn="off")
+    ctx = BatchedContext(model, params, 2, Rendezvous())
+    try:
+        for view, n in zip(ctx.views, (900, PROMPT_CHUNK + 30), strict=True):
+            view.keep_prefix([])  # each request begins, waiting for its first token
+            ctx._pending.append(_Request(view, [7] * n, 0, "last"))
+        ctx.step()
+        assert ctx.stats.last_rows == 2 * PROMPT_CHUNK
+        ctx.step()  # 30 rows left of the second: taken whole, the first not paused for it
+        assert ctx.stats.last_rows == 30 + PROMPT_CHUNK
     finally:
         ctx.close()
         model.close()
@@ -484,9 +550,11 @@ def test_a_long_prompt_step_gives_way_to_a_request_that_joins(sessions, monkeypa
     that chunk: the step is abandoned, the newcomer's prompt goes in the next step without
     the long prompt's (whether or not it may reuse a cached prefix), and both texts are what
     each gets alone."""
+    from specgguf.backend import batched
     from specgguf.core.sampling import SamplerParams
     from specgguf.generator import GenParams
 
+    monkeypatch.setattr(batched, "PROMPT_SLICE_S", 0.0)  # chunks of 64 rows
     one, many = sessions
     gen1, gen = _gen(one, SamplerParams(temp=0.0)), _gen(many, SamplerParams(temp=0.0))
     model = one.target_model

@@ -27,7 +27,7 @@ import pytest
 
 from specgguf.backend import memory_budget as mb
 from specgguf.backend.gguf_info import read_gguf_info
-from specgguf.errors import MAX_TEXT_BYTES, ExitCode
+from specgguf.errors import MAX_TEXT_BYTES, ExitCode, SpecggufError
 from specgguf.io import json_input
 from tests.gguf_factory import write_gguf
 from tests.serve_helpers import FAST, Server, env
@@ -99,6 +99,43 @@ def test_every_slot_and_the_draft_count(small_info):
     assert mb.total_bytes([one], **kw) == ctx + logits
     assert mb.total_bytes([four], **kw) == 4 * ctx + logits
     assert mb.total_bytes([four, draft], **kw) == 8 * ctx + 2 * logits
+
+
+def test_an_mtp_head_counts_its_own_nextn_layers(tmp_path, monkeypatch):
+    """draft-mtp's context over the target's NextN layers holds those layers' KV: the plan
+    of its context counts them (one layer of the three here, with its own KV head count),
+    and a session that uses it needs that much more memory."""
+    from types import SimpleNamespace
+
+    info = read_gguf_info(
+        write_gguf(
+            tmp_path / "mtp.gguf",
+            block_count=3,
+            embedding_length=16,
+            head_count=4,
+            head_count_kv=[2, 2, 3],
+            extra={"llama.nextn_predict_layers": 1},
+        )
+    )
+    head = mb.nextn_blocks(info)
+    assert head is not None and head.block_count == 1
+    assert head.head_count_kv_per_layer == (3,)
+    plan = mb.ContextPlan("MTP head", head, 1024, 1, "f16", "f16")
+    kw = {"n_ubatch": 512, "flash_attn": "on"}
+    assert mb.context_bytes(plan, **kw) == 1024 * 3 * 4 * 2 * 2 + mb.GRAPH_MARGIN
+    assert mb.nextn_blocks(read_gguf_info(write_gguf(tmp_path / "p.gguf"))) is None
+    # the session's check: a budget that holds the target alone refuses it with the head
+    load = SimpleNamespace(
+        cache_type_k="f16", cache_type_v="f16", cache_type_k_draft="f16",
+        cache_type_v_draft="f16", n_ubatch=512, n_batch=2048, flash_attn="on",
+    )  # fmt: skip
+    pre = SimpleNamespace(target=info, draft=None, mtp_drafter=None)
+    target = [mb.ContextPlan("target", info, 4096, 2, "f16", "f16")]
+    alone = mb.total_bytes(target, **kw)
+    monkeypatch.setenv(mb.AVAILABLE_ENV, str(alone))
+    mb.check_session(pre, 8192, 2, load, offload=False)
+    with pytest.raises(SpecggufError, match="MTP head x2 slots"):
+        mb.check_session(pre, 8192, 2, load, offload=False, mtp_head=True)
 
 
 def test_refusal_names_a_context_that_fits(small_info):

@@ -8,14 +8,15 @@ the Rendezvous instead of calling llama.cpp. A step of a `BatchedContext` then b
 batch from the pending rows of every sequence (each at its own positions, logits only where
 that sequence asked), decodes it once and gives each waiter a copy of its own logit rows.
 
-A long prompt is evaluated `prompt_chunk` rows per step, after the short decodes of the
-others, so it does not stall their streams; the rows of one step are at most n_batch. While a
-newcomer's short prompt waits (its first token comes from that prompt's pass), the long prompt
-pauses (`NEWCOMER_CHUNK` rows) in every step that has other rows; and a step that holds a
-long prompt's rows gives way when a request joins while it runs (llama.cpp's abort check: the
-step is abandoned part-way, nothing of it kept, and its rows are evaluated again in a later
-step), so a short request that arrives behind a long prompt waits for neither the chunk in
-flight nor the rest of the prompt.
+A long prompt is evaluated a chunk per step, after the short decodes of the others, so it
+does not stall their streams: as many rows as the target evaluates in about PROMPT_SLICE_S
+seconds, at the rate this context's own steps measured, and at least `prompt_chunk`; the rows
+of one step are at most n_batch. While a newcomer's short prompt waits (its first token
+comes from that prompt's pass), the long prompt pauses (`NEWCOMER_CHUNK` rows) in every step
+that has other rows; and a step that holds a long prompt's rows gives way when a request
+joins while it runs (llama.cpp's abort check: the step is abandoned part-way, nothing of it
+kept, and its rows are evaluated again in a later step), so a short request that arrives
+behind a long prompt waits for neither the chunk in flight nor the rest of the prompt.
 """
 
 from __future__ import annotations
@@ -31,11 +32,15 @@ from specgguf.backend.rendezvous import Rendezvous
 from specgguf.core.context import Outputs
 from specgguf.core.draft import Hear
 
-#: rows of one prompt evaluated per step while other sequences are decoding: small enough that
-#: a step with a prompt chunk costs a few plain steps (and a newcomer waits for no more than
-#: one), large enough to use a wide pass well (on a 2-core CPU, 64-row chunks evaluate a
-#: prompt at 0.95 of the rate of 512-row ones, 32-row chunks at 0.73)
+#: the fewest rows of a long prompt evaluated in a step (and the most of a request that is
+#: taken whole, a "short" one): enough to use a wide pass well (on a 2-core CPU, 64-row
+#: chunks evaluate a prompt at about the rate of 512-row ones, 32-row chunks at 0.85 of it)
 PROMPT_CHUNK = 64
+#: seconds of a step that a long prompt's chunk may fill (at the target's measured rate): on a
+#: 2-core CPU fewer rows than PROMPT_CHUNK, so the chunk stays that; where a pass over hundreds
+#: of rows costs little more than a pass over a few (a GPU), a whole batch, as llama-server
+#: takes, instead of one small chunk a pass
+PROMPT_SLICE_S = 0.5
 #: rows of a long prompt per step while another sequence waits for its first token (0: it
 #: pauses, in steps that have other rows)
 NEWCOMER_CHUNK = 0
@@ -64,6 +69,16 @@ class StepStats:
     def timed(self, rows: int, seconds: float) -> None:
         old = self.seconds.get(rows)
         self.seconds[rows] = seconds if old is None else old + STEP_TIME_WEIGHT * (seconds - old)
+
+    def rows_in(self, seconds: float, *, at_least: int) -> int:
+        """How many rows a step evaluates in `seconds`, at the rate of the widest step timed
+        of at least `at_least` rows (`at_least` until one is: the rate of a wide pass only
+        grows with its width, so the estimate errs on the small side and grows as wider
+        steps are timed)."""
+        wide = max((w for w in self.seconds if w >= at_least), default=None)
+        if wide is None:
+            return at_least
+        return max(at_least, int(seconds * wide / self.seconds[wide]))
 
     def seconds_at(self, rows: int) -> float | None:
         """A step of `rows` rows: as timed, or on the line between the nearest widths timed
@@ -147,9 +162,12 @@ class BatchedContext:
         """One llama_decode over the pending rows: the shortest requests first (a decode step,
         a verification), then prompt chunks, at most n_batch rows. Returns how many requests
         it finished."""
-        plan = self._plan(NEWCOMER_CHUNK if self._newcomer_waits() else self.prompt_chunk)
+        chunk = min(
+            self.ctx.n_batch, self.stats.rows_in(PROMPT_SLICE_S, at_least=self.prompt_chunk)
+        )
+        plan = self._plan(NEWCOMER_CHUNK if self._newcomer_waits() else chunk)
         if not plan:  # only long prompts: a pause for a newcomer never stalls the step
-            plan = self._plan(self.prompt_chunk)
+            plan = self._plan(chunk)
         tokens: list[int] = []
         pos: list[int] = []
         seq: list[int] = []
@@ -198,8 +216,9 @@ class BatchedContext:
         return finished
 
     def _plan(self, chunk: int) -> list[tuple[_Request, int, int]]:
-        """(request, first row, end row) of this step: the shortest requests first, whole;
-        then rows of longer prompts, `chunk` each (0: paused), within n_batch."""
+        """(request, first row, end row) of this step: the shortest requests first, whole
+        (a request of at most `prompt_chunk` rows, or what is left of a longer one); then
+        rows of longer prompts, `chunk` each (0: paused), within n_batch."""
         budget = self.ctx.n_batch
         plan: list[tuple[_Request, int, int]] = []
         for r in sorted(self._pending, key=lambda r: len(r.tokens) - r.done):
@@ -238,12 +257,12 @@ class BatchedContext:
 
     def _newcomer_waits(self) -> bool:
         """Whether a sequence waits for its first token behind a short prompt (a pending
-        request of no more than a chunk, of a sequence that has had no logits since its
-        request began)."""
+        request of no more than `prompt_chunk` rows, of a sequence that has had no logits
+        since its request began). The last rows of a long prompt do not make it a short one:
+        its first token is as late as the prompt was long, and pausing the other long
+        prompts for it would only cut their chunks into more steps."""
         short = self.prompt_chunk
-        return any(
-            r.view.awaits_first_token and len(r.tokens) - r.done <= short for r in self._pending
-        )
+        return any(r.view.awaits_first_token and len(r.tokens) <= short for r in self._pending)
 
     def close(self) -> None:
         if self.rendezvous is not None and self in self.rendezvous.steppers:

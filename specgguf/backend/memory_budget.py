@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
 from specgguf.backend.ggml_types import KV_CACHE_TYPES
 from specgguf.backend.gguf_info import GGUFInfo, kv_row_elements
+from specgguf.backend.mtp_info import mtp_layers
 from specgguf.errors import ExitCode, SpecggufError
 
 #: bytes of memory the machine may give (overrides /proc/meminfo): for tests, and for a
@@ -195,10 +196,36 @@ def offload_free_bytes() -> int:
     return sum(d.free for d in engine.backend_devices(memory=True) if d.kind in ("gpu", "igpu"))
 
 
-def check_session(pre, n_ctx: int, parallel: int, load, *, offload: bool) -> None:  # noqa: ANN001
+def nextn_blocks(info: GGUFInfo) -> GGUFInfo | None:
+    """The target's header as its MTP head's context holds it: the NextN blocks only (the
+    head's KV cache has those layers and no others, as llama.cpp's MTP context filters
+    them); None when the header declares none. The target's own estimate counts them too
+    (its block count includes them), which keeps both an upper bound."""
+    layers = mtp_layers(info)
+    if layers is None:
+        return None
+    per_layer = info.head_count_kv_per_layer
+    return replace(
+        info,
+        block_count=layers.count,
+        head_count_kv_per_layer=per_layer[layers.first_block :] if per_layer else None,
+    )
+
+
+def check_session(
+    pre,  # noqa: ANN001
+    n_ctx: int,
+    parallel: int,
+    load,  # noqa: ANN001
+    *,
+    offload: bool,
+    mtp_head: bool = False,
+) -> None:
     """Session's check before any weight is read: the target's and (when one is used) the
-    draft's contexts for every slot, of -c divided between the slots as Session divides it.
-    `pre` is a preflight.Preflight, `load` a session.LoadOptions (not imported: no cycle)."""
+    draft's contexts for every slot, of -c divided between the slots as Session divides it,
+    and with `mtp_head` (draft-mtp over the target's own NextN layers) each slot's MTP
+    context. `pre` is a preflight.Preflight, `load` a session.LoadOptions (not imported: no
+    cycle)."""
     if n_ctx <= 0:  # -c 0 and a header without a training context: llama.cpp decides
         return
     per_slot = n_ctx // parallel if parallel > 1 else n_ctx
@@ -212,6 +239,18 @@ def check_session(pre, n_ctx: int, parallel: int, load, *, offload: bool) -> Non
             ContextPlan(
                 "draft",
                 pre.draft,
+                per_slot,
+                parallel,
+                load.cache_type_k_draft,
+                load.cache_type_v_draft,
+            )
+        )
+    head = nextn_blocks(pre.target) if mtp_head else None
+    if head is not None:
+        plans.append(
+            ContextPlan(
+                "MTP head",
+                head,
                 per_slot,
                 parallel,
                 load.cache_type_k_draft,

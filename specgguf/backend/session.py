@@ -152,12 +152,17 @@ class Session:
         # --rpc before -dev/-devd: the workers' devices must exist before they are named.
         placed = devices.prepare(load)
         # -c bounded by memory: refused in one line before llama.cpp commits to the allocation
+        own_layers = self.uses_mtp and self.info.mtp_drafter is None
         memory_budget.check_session(
-            self.info, n_ctx, parallel, load, offload=bool(self.ngl or self.ngl_draft)
+            self.info,
+            n_ctx,
+            parallel,
+            load,
+            offload=bool(self.ngl or self.ngl_draft),
+            mtp_head=own_layers,
         )
         #: where each model's layers went, read from llama.cpp's load log (--rpc, -dev)
         self.placement: dict[str, devices.Placement] = {}
-        own_layers = self.uses_mtp and self.info.mtp_drafter is None
         load_target = load_with_mtp_layers if own_layers else engine.Model
         with devices.recording(self.placement, "target", placed.record):
             self.target_model = load_target(
