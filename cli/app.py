@@ -113,6 +113,9 @@ def _run_cli(argv: list[str]) -> int:
             from specgguf.migrate.refuse import check_run_argv
 
             check_run_argv(argv, os.environ)
+        from specgguf_cli.short_flags import check_short_flags
+
+        check_short_flags(typer.main.get_command(app), argv)
         rv = app(args=argv, prog_name="specgguf", standalone_mode=False)
         return int(rv) if isinstance(rv, int) else 0
     except OutputError as err:

@@ -14,6 +14,8 @@ import typer
 from specgguf_cli import grammar_flags as gf
 from specgguf_cli import options as o
 
+from specgguf.server import connections as cn
+
 Host = typer.Option("127.0.0.1", "--host", envvar="LLAMA_ARG_HOST", help="Address to listen on.")
 Port = typer.Option(
     8080, "--port", envvar="LLAMA_ARG_PORT", help="Port to listen on (0: any free port)."
@@ -40,6 +42,13 @@ MaxQueue = typer.Option(
     64,
     "--max-queue",
     help=f"Requests that may wait for a slot (0..{MAX_QUEUE}); more get 503 with Retry-After.",
+)
+MaxConnections = typer.Option(
+    None,
+    "--max-connections",
+    help="HTTP connections open at once; one more is answered 503 and closed (default: "
+    f"-np + --max-queue + {cn.CONNECTION_HEADROOM}; at least -np + --max-queue).",
+    show_default=False,
 )
 ChatTemplateFile = typer.Option(
     None,
@@ -92,6 +101,7 @@ def serve(
     api_key: str | None = ApiKey,
     parallel: int = Parallel,
     max_queue: int = MaxQueue,
+    max_connections: int | None = MaxConnections,
     chat_template_file: Path | None = ChatTemplateFile,
     jinja: bool = Jinja,
     alias: str | None = Alias,
@@ -119,6 +129,14 @@ def serve(
         raise UsageError(f"invalid value for --max-queue: {max_queue} (must be 0..{MAX_QUEUE})")
     if timeout <= 0:
         raise UsageError(f"invalid value for --timeout: {timeout} (must be > 0)")
+    needed = cn.needed_connections(parallel, max_queue)
+    if max_connections is None:
+        max_connections = cn.default_max_connections(parallel, max_queue)
+    elif not needed <= max_connections <= cn.MAX_CONNECTIONS:
+        raise UsageError(
+            f"invalid value for --max-connections: {max_connections} (must be "
+            f"{needed}..{cn.MAX_CONNECTIONS}: -np + --max-queue requests each hold one)"
+        )
     keys = tuple(k.strip() for k in (api_key or "").split(",") if k.strip())
     if api_key is not None and not keys:
         raise UsageError("--api-key is empty")
@@ -202,6 +220,7 @@ def serve(
             host=host,
             port=port,
             max_queue=max_queue,
+            max_connections=max_connections,
             verbose=flags.verbose,
             announce=None if quiet else say,
         )

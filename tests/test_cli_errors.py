@@ -18,8 +18,10 @@ import time
 from pathlib import Path
 
 import pytest
+import typer.main
 from gguf import GGUFValueType
-from specgguf_cli.app import run_cli
+from specgguf_cli.app import _register, app, run_cli
+from specgguf_cli.short_flags import multi_letter_short_flags
 
 from specgguf.backend.gguf_info import read_gguf_info
 from specgguf.errors import ExitCode
@@ -324,6 +326,52 @@ def test_check_unknown_option(cli, tiny_target):
 
 def test_check_negative_context(cli, tiny_target):
     assert_one_line(cli("check", "-m", tiny_target, "-c", "-5"), ExitCode.USAGE, "-5")
+
+
+def _short_flag_cases() -> tuple[list, list]:
+    """(flag, command) for every multi-letter short flag of the CLI: the commands that lack it
+    (where the parser used to split it into one-letter flags), and those that take a value
+    with it."""
+    _register()
+    group = typer.main.get_command(app)
+    lacking, taking = [], []
+    for flag, takers in multi_letter_short_flags(group).items():
+        for sub, command in group.commands.items():
+            if sub in takers:
+                option = next(p for p in command.params if flag in (*p.opts, *p.secondary_opts))
+                if not option.is_flag:
+                    taking.append((flag, sub))
+            elif not command.context_settings.get("ignore_unknown_options"):
+                lacking.append((flag, sub))
+    return lacking, taking
+
+
+SHORT_LACKING, SHORT_TAKING = _short_flag_cases()
+
+
+def test_the_multi_letter_short_flags_are_found():
+    found = {flag for flag, _ in SHORT_LACKING + SHORT_TAKING}
+    assert {"-np", "-md", "-cnv", "-ngl", "-ngld", "-ctk", "-sys", "-to", "-lcd"} <= found
+    assert ("-np", "run") in SHORT_LACKING and ("-np", "serve") in SHORT_TAKING
+
+
+@pytest.mark.parametrize(("flag", "sub"), SHORT_LACKING)
+def test_a_multi_letter_short_flag_a_command_lacks_names_itself(cli, flag, sub):
+    """`run -np 0` was read as `-n p`: the error was about -n's value."""
+    line = assert_one_line(cli(sub, flag, "0"), ExitCode.USAGE, f"has no option {flag} ")
+    assert line.startswith(f"error: specgguf {sub} has no option {flag} (it is an option of ")
+
+
+@pytest.mark.parametrize(("flag", "sub"), SHORT_TAKING)
+def test_a_multi_letter_short_flag_without_its_value_names_itself(cli, flag, sub):
+    assert_one_line(cli(sub, flag), ExitCode.USAGE, f"'{flag}'")
+
+
+def test_a_multi_letter_short_flag_as_a_value_or_after_the_end_of_options_is_not_a_flag(cli):
+    # the prompt "-np" is -p's value: the run goes on to the (missing) model
+    assert_one_line(cli("run", "-m", NO_MODEL, "-p", "-np"), ExitCode.MODEL, NO_MODEL)
+    assert_one_line(cli("run", "-p=-np", "-m", NO_MODEL), ExitCode.MODEL, NO_MODEL)
+    assert "has no option" not in cli("run", "--", "-np")[2]
 
 
 def test_unknown_subcommand(cli):

@@ -698,3 +698,75 @@ def test_a_connection_that_never_sends_a_request_is_closed_after_the_timeout(tin
         code, err = srv.stop()
     assert code == 0, err
     assert "Traceback" not in err, err
+
+
+# -- 3. open connections are bounded (--max-connections) ----------------------------------------
+
+
+def test_max_connections_below_what_the_requests_hold_is_refused(tiny_target):
+    code, out, err = specgguf(
+        "serve", "-m", tiny_target, "-np", "2", "--max-queue", "8", "--max-connections", "9"
+    )
+    assert code == ExitCode.USAGE, err
+    line = one_line(err)
+    assert "--max-connections: 9 (must be 10..65536" in line, line
+
+
+def _recv_all(sock: socket.socket) -> bytes:
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    return data
+
+
+def test_a_connection_past_max_connections_is_503_with_an_error_object(tiny_target):
+    srv = Server(["-m", str(tiny_target), *FAST, "-c", "512", "-np", "1", "--max-queue", "1",
+                  "--max-connections", "3"])  # fmt: skip
+    idle = []
+    try:
+        # three connections that send nothing (each would hold its socket until --timeout)
+        idle = [socket.create_connection(("127.0.0.1", srv.port), timeout=60) for _ in range(3)]
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=60) as extra:
+            answer = _recv_all(extra)  # answered and closed at once, before any request
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 503 "), answer
+        assert b"retry-after: 1" in head.lower()
+        err = json.loads(body)["error"]
+        assert err["code"] == "too_many_connections" and "--max-connections 3" in err["message"]
+        # one idle connection goes: there is room again (once the server has seen it close)
+        idle.pop().close()
+        for _ in range(600):
+            with socket.create_connection(("127.0.0.1", srv.port), timeout=60) as s:
+                s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                got = _recv_all(s)
+            if not got.startswith(b"HTTP/1.1 503"):
+                break
+        assert got.startswith(b"HTTP/1.1 200"), got
+    finally:
+        for s in idle:
+            s.close()
+        code, err = srv.stop()
+    assert code == 0, err
+    assert "Traceback" not in err, err
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"GARBAGE\r\n\r\n",
+        b"GET /health HTTP/1.1\r\nHost: x\r\nNo colon here\r\n\r\n",
+        b"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n",
+    ],
+    ids=["not-http", "bad-header", "bad-length"],
+)
+def test_malformed_http_is_a_400_error_object(server, raw):
+    with socket.create_connection(("127.0.0.1", server.port), timeout=60) as s:
+        s.sendall(raw)
+        answer = _recv_all(s)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 "), answer
+    assert b"content-type: application/json" in head.lower(), answer
+    err = json.loads(body)["error"]
+    assert err["code"] == "invalid_http_request" and err["type"] == "invalid_request_error"
+    status, _, _ = server.request("GET", "/health")  # and the server goes on
+    assert status == 200

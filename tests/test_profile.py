@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -17,6 +18,7 @@ from specgguf.auto.cost_estimator import CostEstimator
 from specgguf.auto.policy import AdaptivePolicy
 from specgguf.auto.profile import (
     FORMAT,
+    MAX_PROFILE_BYTES,
     MAX_WEIGHT,
     PROFILES_ENV,
     CostProfile,
@@ -168,6 +170,41 @@ def test_load_profile_returns_none_for_missing_invalid_or_wrong_shape(tmp_path):
     good = profile({1: (1.5, 3.0)}, {"draft-simple": (0.5, 3.0)}, 70.0)
     (tmp_path / "good.json").write_text(json.dumps(good.to_json()), encoding="utf-8")
     assert load_profile(tmp_path / "good.json") == good
+
+
+def test_a_profile_past_the_bound_is_ignored_before_it_is_read_whole(tmp_path):
+    good = profile({1: (1.5, 3.0)}, {"draft-simple": (0.5, 3.0)}, 70.0)
+    text = json.dumps(good.to_json())
+    path = tmp_path / "p.json"
+    path.write_text(text + " " * (MAX_PROFILE_BYTES - len(text)), encoding="utf-8")
+    assert load_profile(path) == good  # at the bound: read
+    path.write_text(text + " " * (MAX_PROFILE_BYTES + 1 - len(text)), encoding="utf-8")
+    assert load_profile(path) is None  # one byte past it: ignored
+    # and the next save replaces the damaged file with a profile that loads
+    assert save_profile(path, good) and load_profile(path) == good
+
+
+def test_a_profile_nested_past_the_parser_is_ignored(tmp_path):
+    path = tmp_path / "p.json"
+    path.write_text("[" * 200_000, encoding="utf-8")  # RecursionError in json, not ValueError
+    assert load_profile(path) is None
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_or_a_device_in_place_of_the_profile_neither_blocks_nor_streams(tmp_path):
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    got: list = []
+    reader = threading.Thread(target=lambda: got.append(load_profile(fifo)), daemon=True)
+    reader.start()
+    reader.join(60)  # an open() that waits for a writer would wait for ever
+    blocked = reader.is_alive()
+    if blocked:  # let the stuck open return, so that the thread ends
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    assert not blocked and got == [None]
+    endless = tmp_path / "zero.json"
+    endless.symlink_to("/dev/zero")
+    assert load_profile(endless) is None
 
 
 def test_load_profile_of_a_truncated_estimate_is_none(tmp_path):

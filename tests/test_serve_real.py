@@ -19,8 +19,9 @@ import pytest
 
 from specgguf.backend.models import DRAFT, TARGET, is_present, model_path
 from specgguf.backend.session import LoadOptions, Session, SpecOptions
+from tests.near_tie import REAL_NEAR_TIE, top_two
 from tests.serve_helpers import ROOT, Server, env
-from tests.test_real_pair import NEAR_TIE, greedy
+from tests.test_real_pair import greedy
 
 pytestmark = [
     pytest.mark.real,
@@ -38,8 +39,9 @@ def assert_text_same_or_near_tie(
     plain: Session, prompt: list[int], ref: list[int], text: str, label: str
 ) -> None:
     """`text` is what plain decoding's tokens `ref` spell, or parts from them at a token
-    where the target's best two logits are within NEAR_TIE and `text` goes on with the
-    second one (its bytes: another decoder's tokens may split the same text otherwise)."""
+    where the target's best two logits are within REAL_NEAR_TIE and `text` goes on with the
+    second one (its bytes: another decoder's tokens may split the same text otherwise). The
+    token-level check (tests.near_tie) cannot serve: the server's answer is text, not tokens."""
     piece = plain.target_model.piece
     data = text.encode()
     if data == b"".join(piece(t) for t in ref):
@@ -50,9 +52,8 @@ def assert_text_same_or_near_tie(
     for k, token in enumerate(ref):
         if not data.startswith(done):
             break
-        best, second = (int(t) for t in np.argsort(-rows[k])[:2])
-        gap = float(rows[k][best] - rows[k][second])
-        if best == token and gap < NEAR_TIE and data[len(done) :].startswith(piece(second)):
+        best, second, gap = top_two(rows[k])
+        if best == token and gap < REAL_NEAR_TIE and data[len(done) :].startswith(piece(second)):
             print(f"{label}: parts from plain decoding at token {k}, top-2 logit gap {gap:.3f}")
             return
         done += piece(token)

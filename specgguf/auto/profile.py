@@ -23,7 +23,8 @@ even after a stretch of text where it did not. N-gram drafters are measured for 
 drafts in every run, so their acceptance is not kept.
 
 $SPECGGUF_PROFILES chooses the folder (default ~/.cache/specgguf/profiles);
-`--no-auto-profile` neither reads nor writes it. A damaged file is ignored, never fatal.
+`--no-auto-profile` neither reads nor writes it. A damaged file is ignored, never fatal; so is
+one larger than MAX_PROFILE_BYTES, or anything in its place that is not a regular file.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import json
 import math
 import os
 import platform
+import stat
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +42,9 @@ from typing import Any
 
 PROFILES_ENV = "SPECGGUF_PROFILES"
 FORMAT = 1
+#: the largest profile file read: a real one is a few KB (a few dozen estimates); a larger
+#: file is damaged or was not written by specgguf, and is ignored before more is read
+MAX_PROFILE_BYTES = 1 << 20
 #: a merged estimate never counts more than this many samples, so new measurements still move it
 MAX_WEIGHT = 40.0
 #: a new estimate this far (relative) from the stored one, with at least DRIFT_SAMPLES samples
@@ -321,10 +326,28 @@ def profile_path(load: Any) -> Path:
 
 
 def load_profile(path: Path) -> CostProfile | None:
-    """The profile at `path`, or None if there is none or it cannot be read or parsed."""
+    """The profile at `path`, or None if there is none or it cannot be read or parsed.
+
+    The file is in the user's cache, but nothing vouches for what is there: it is opened
+    without waiting (a FIFO in its place would block the open for ever), read only if it is a
+    regular file, and at most MAX_PROFILE_BYTES of it; JSON nested deeper than Python's
+    parser recurses is a damaged file like any other."""
     try:
-        return CostProfile.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
-    except (OSError, ValueError):
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return None
+            data = f.read(MAX_PROFILE_BYTES + 1)
+    except OSError:
+        return None
+    if len(data) > MAX_PROFILE_BYTES:
+        return None
+    try:
+        return CostProfile.from_json(json.loads(data.decode("utf-8")))
+    except (ValueError, RecursionError):
         return None
 
 

@@ -1,10 +1,13 @@
 """The HTTP side of `specgguf serve`: Starlette routes over the Scheduler, run by uvicorn.
 
-Handlers parse and validate on the event loop, hand everything that touches llama.cpp (chat
-prompt -> tokens, detokenizing, generating) to the scheduler's threads, and stream its
-events out as server-sent events. Shapes follow OpenAI (/v1/...) and llama-server (/completion,
-/tokenize, /detokenize, /apply-template, /props, /slots, /metrics, /health); every error is
-OpenAI's error object with the right status, never a traceback.
+Handlers read the body on the event loop and nothing slower: parsing it and preparing the
+request (a JSON schema or tools turned into a grammar: seconds of pure Python for a schema
+near the body's 8 MiB) run on PREPARE_THREADS threads of their own, everything that touches
+llama.cpp (chat template, prompt -> tokens, grammar compile, detokenizing, generating) on the
+scheduler's thread, so one heavy request never holds up /health or another client's stream.
+Events stream out as server-sent events. Shapes follow OpenAI (/v1/...) and llama-server
+(/completion, /tokenize, /detokenize, /apply-template, /props, /slots, /metrics, /health);
+every error is OpenAI's error object with the right status, never a traceback.
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -31,6 +35,11 @@ from specgguf.server import protocol as p
 from specgguf.server.protocol import ApiError
 from specgguf.server.scheduler import Event, Job, Scheduler
 from specgguf.server.wire import FORMATS, Answer
+
+#: requests parsed and prepared at once, off the event loop (more wait their turn, each held by
+#: its connection, which --max-connections bounds): two keep one huge schema from delaying
+#: every small request behind it, without letting many of them take the CPU from generation
+PREPARE_THREADS = 2
 
 
 @dataclass(frozen=True)
@@ -94,6 +103,7 @@ class App:
         self.started = int(time.time())
         #: set on the event loop by the first SIGTERM/SIGINT (see begin_shutdown)
         self.closing = asyncio.Event()
+        self.preparing = ThreadPoolExecutor(PREPARE_THREADS, thread_name_prefix="specgguf-prep")
         routes = [
             Route(path, getattr(self, e.handler), methods=[e.method])
             for e in ENDPOINTS
@@ -130,6 +140,16 @@ class App:
         """On the event loop, at the first SIGTERM/SIGINT: requests still receiving their
         body are answered 503 at once, so no client can hold the shutdown up."""
         self.closing.set()
+
+    def close(self) -> None:
+        """Once the server has stopped: preparations still waiting are dropped (their
+        clients are gone); one running ends on its own, within the schema bounds."""
+        self.preparing.shutdown(wait=False, cancel_futures=True)
+
+    async def prepare(self, fn: Callable[[], Any]) -> Any:
+        """fn() on a preparation thread (see PREPARE_THREADS): its result, or its exception
+        (an ApiError reaches the client as usual)."""
+        return await asyncio.get_running_loop().run_in_executor(self.preparing, fn)
 
     # -- plumbing ----------------------------------------------------------------------------
 
@@ -181,12 +201,7 @@ class App:
             raise ApiError(
                 413, f"the request body is larger than {limit} bytes", "request_too_large"
             )
-        try:
-            return json_input.loads(bytes(data))
-        except json_input.JsonInputError as e:
-            if e.code == "invalid_json":
-                raise ApiError(400, f"the request body is not valid JSON: {e}", e.code) from None
-            raise ApiError(400, f"the request body: {e}", e.code) from None
+        return await self.prepare(lambda: _decode(bytes(data)))
 
     def prompt_tokens(self, req: p.Request) -> list[int]:
         """On the worker thread: the request's prompt as tokens, within the context."""
@@ -273,17 +288,20 @@ class App:
     # -- generation endpoints ------------------------------------------------------------------
 
     async def chat(self, request: HttpRequest):
-        req = p.parse_chat(await self.body(request))
+        body = await self.body(request)
+        req = await self.prepare(lambda: p.parse_chat(body))
         job = await self.start(req)
         return await self.answer(req, job, request)
 
     async def completions(self, request: HttpRequest):
-        req = p.parse_completion(await self.body(request), native=False)
+        body = await self.body(request)
+        req = await self.prepare(lambda: p.parse_completion(body, native=False))
         job = await self.start(req)
         return await self.answer(req, job, request)
 
     async def native(self, request: HttpRequest):
-        req = p.parse_completion(await self.body(request), native=True)
+        body = await self.body(request)
+        req = await self.prepare(lambda: p.parse_completion(body, native=True))
         job = await self.start(req)
         return await self.answer(req, job, request)
 
@@ -457,7 +475,9 @@ class App:
                 out.append({"id": t, "piece": piece})
             return out
 
-        return JSONResponse({"tokens": await self.sched.call(work)})
+        tokens = await self.sched.call(work)
+        # a body near max_body is millions of tokens: their JSON is written off the loop too
+        return await self.prepare(lambda: JSONResponse({"tokens": tokens}))
 
     async def detokenize(self, request: HttpRequest):
         body = await self.body(request)
@@ -475,7 +495,8 @@ class App:
         return JSONResponse({"content": await self.sched.call(work)})
 
     async def apply_template(self, request: HttpRequest):
-        req = p.parse_chat(await self.body(request))
+        body = await self.body(request)
+        req = await self.prepare(lambda: p.parse_chat(body))
 
         def work():
             try:
@@ -572,6 +593,16 @@ class App:
         from specgguf.server.page import PAGE
 
         return HTMLResponse(PAGE)
+
+
+def _decode(data: bytes) -> Any:
+    """On a preparation thread: the body as JSON, or a 400 saying why not."""
+    try:
+        return json_input.loads(data)
+    except json_input.JsonInputError as e:
+        if e.code == "invalid_json":
+            raise ApiError(400, f"the request body is not valid JSON: {e}", e.code) from None
+        raise ApiError(400, f"the request body: {e}", e.code) from None
 
 
 def _spans(pieces: list[tuple[str, bool]]) -> list[list[int]]:

@@ -14,22 +14,32 @@ cleanly on request has succeeded.
 uvicorn bounds the time a connection may sit idle between requests, but not the time before
 its first request's head has arrived: a client that connects and sends nothing, or half a
 header line, would hold its socket for ever (enough of them, and no one else can connect).
-Such a connection is closed after --timeout, the bound a request body has too
-(_head_timeout_protocol).
+Such a connection is closed after --timeout, the bound a request body has too.
+
+Nor does uvicorn bound how many connections are open at once (its limit_concurrency answers
+a request with a text/plain 503, but only once the request's head has arrived, so idle or
+slow connections still pile up, each holding a descriptor and a buffer): a connection made
+while --max-connections are open is answered 503 with an OpenAI error object and closed at
+once. Both are done by the one protocol class (_bounded_protocol), which also answers a
+request uvicorn cannot parse with OpenAI's error object instead of uvicorn's text/plain 400.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import signal
 import socket
 import sys
 from collections.abc import Callable, Iterator
+from http import HTTPStatus
 
 from specgguf.errors import ExitCode, SpecggufError
 from specgguf.generator import Generator
 from specgguf.server.app import App, ServerConfig
+from specgguf.server.connections import default_max_connections
+from specgguf.server.protocol import ApiError
 from specgguf.server.scheduler import Scheduler
 
 #: after SIGTERM, seconds the responses still being written (a client that reads slowly or
@@ -65,18 +75,22 @@ def serve(
     host: str,
     port: int,
     max_queue: int = 64,
+    max_connections: int | None = None,
     verbose: bool = False,
     announce: Callable[[str], None] | None = None,
 ) -> int:
     import uvicorn
 
+    if max_connections is None:
+        max_connections = default_max_connections(cfg.n_parallel, max_queue)
+    _room_for_descriptors(max_connections)
     sock = bind(host, port)
     real_port = sock.getsockname()[1]
     sched = Scheduler(gen, max_queue=max_queue)
     app = App(gen, sched, cfg)
     config = uvicorn.Config(
         app,
-        http=_head_timeout_protocol(cfg.read_timeout),
+        http=_bounded_protocol(cfg.read_timeout, max_connections),
         log_level="info" if verbose else "warning",
         access_log=verbose,
         lifespan="off",
@@ -93,32 +107,93 @@ def serve(
     try:
         asyncio.run(server.serve(sockets=[sock]))
     finally:
+        app.close()
         sched.shutdown()
         sched.join(timeout=60)
         sock.close()
     return 0
 
 
-def _head_timeout_protocol(seconds: float):
-    """uvicorn's HTTP/1.1 protocol, closing a connection whose first request head has not
-    arrived `seconds` after it was made (see the module docstring). Once a request has begun
-    its body has App.body's bound, and between requests uvicorn's keep-alive timeout holds."""
+def closing_response(err: ApiError) -> bytes:
+    """A complete HTTP/1.1 answer carrying `err` as OpenAI's error object, for a connection
+    that is closed after it (Retry-After when `err` has one)."""
+    body = json.dumps(err.body()).encode()
+    retry = f"retry-after: {err.retry_after}\r\n" if err.retry_after else ""
+    head = (
+        f"HTTP/1.1 {err.status} {HTTPStatus(err.status).phrase}\r\n"
+        f"content-type: application/json\r\ncontent-length: {len(body)}\r\n{retry}"
+        "connection: close\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+def overloaded_response(max_connections: int) -> bytes:
+    """What a connection past --max-connections is told before it is closed."""
+    return closing_response(
+        ApiError(
+            503,
+            f"too many open connections (--max-connections {max_connections}); retry later",
+            "too_many_connections",
+            retry_after=1,
+        )
+    )
+
+
+#: what a request uvicorn cannot parse as HTTP/1.1 is told (uvicorn's own is text/plain)
+MALFORMED = closing_response(
+    ApiError(400, "the request is not valid HTTP/1.1", "invalid_http_request")
+)
+
+
+def _room_for_descriptors(max_connections: int) -> None:
+    """Raise the soft limit on open files to fit --max-connections (and the process's own
+    files), up to the hard limit: else accept() would fail first, with a log line per try."""
+    try:
+        import resource
+    except ImportError:  # not POSIX: the platform's limit stands
+        return
+    with contextlib.suppress(ValueError, OSError):
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = max_connections + 256  # and the files the process itself keeps open
+        if hard != resource.RLIM_INFINITY:
+            want = min(want, hard)
+        if soft != resource.RLIM_INFINITY and soft < want:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+
+
+def _bounded_protocol(seconds: float, max_connections: int):
+    """uvicorn's HTTP/1.1 protocol within two bounds (see the module docstring): a connection
+    made while `max_connections` others are open is answered 503 and closed; one whose first
+    request head has not arrived `seconds` after it was made is closed. Once a request has
+    begun its body has App.body's bound, and between requests uvicorn's keep-alive timeout
+    holds. A request that is not HTTP/1.1 gets OpenAI's error object, as every other error
+    does (uvicorn calls send_400_response for it, then reads nothing more)."""
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    class HeadTimeout(H11Protocol):
+    overloaded = overloaded_response(max_connections)
+
+    class Bounded(H11Protocol):
         def connection_made(self, transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             self._head_timer = self.loop.call_later(seconds, self._head_overdue)
+            if len(self.connections) > max_connections:  # this one included
+                transport.write(overloaded)
+                transport.close()
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._head_timer.cancel()
             super().connection_lost(exc)
 
+        def send_400_response(self, msg: str) -> None:
+            if self.cycle is None or not self.cycle.response_started:  # else: cut it short
+                self.transport.write(MALFORMED)
+            self.transport.close()
+
         def _head_overdue(self) -> None:
             if self.cycle is None and not self.transport.is_closing():
                 self.transport.close()
 
-    return HeadTimeout
+    return Bounded
 
 
 class _Server:
