@@ -11,10 +11,14 @@ Why not Python's defaults:
 
 So `handling()` installs one handler for the three signals. It records the first signal and
 raises `Interrupted` (a KeyboardInterrupt, so every existing `except KeyboardInterrupt` path
-keeps what was generated) only when the main thread is NOT inside a registered ctypes callback.
-When it is, the signal stays pending: the callback answers llama.cpp "stop" where llama.cpp
-asks (model-load progress, the compute abort check) and `check()` raises once the llama.cpp
-call has returned. Later signals never raise: cleanup (saving caches, printing statistics)
+keeps what was generated) only when the main thread is NOT inside a registered ctypes callback
+or an `atomic` section. When it is, the signal stays pending: the callback answers llama.cpp
+"stop" where llama.cpp asks (model-load progress, the compute abort check) and `check()`
+raises once the llama.cpp call has returned. An atomic section is a llama.cpp call together
+with the bookkeeping that records what it did (a context's decode and its list of cached
+tokens): a signal raised between the two, as the call returns, would leave cells in the cache
+that the context does not know of, and the next decode at the position it believes next would
+be refused by llama.cpp. Later signals never raise: cleanup (saving caches, printing statistics)
 runs to its end, with no second traceback. A third signal exits at once, for a cleanup that
 hangs.
 
@@ -50,7 +54,8 @@ _received: int | None = None  # the first signal since the last reset
 _raised = False  # Interrupted was raised for it: later signals only count
 _count = 0
 _deferred = 0  # > 0: inside deferred(), record only
-_callback_codes: set[CodeType] = set()
+#: code of the registered callbacks and atomic sections: a signal landing in them stays pending
+_holding_codes: set[CodeType] = set()
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -115,13 +120,22 @@ def note(signum: int) -> None:
 def callback(fn: F) -> F:
     """Register `fn` as a function C calls back: a signal landing while it runs is held pending
     instead of raised into C (where ctypes would print and drop it)."""
-    _callback_codes.add(fn.__code__)
+    _holding_codes.add(fn.__code__)
+    return fn
+
+
+def atomic(fn: F) -> F:
+    """Register `fn` as a section a signal must not cut in half (a llama.cpp call and the
+    bookkeeping that records it): a signal landing while it runs, or while anything it calls
+    runs, is held pending; `fn` (or the next `check()`) raises it once what it changed is
+    recorded. Costs nothing until a signal arrives."""
+    _holding_codes.add(fn.__code__)
     return fn
 
 
 def _in_callback(frame: FrameType | None) -> bool:
     while frame is not None:
-        if frame.f_code in _callback_codes:
+        if frame.f_code in _holding_codes:
             return True
         frame = frame.f_back
     return False

@@ -106,3 +106,34 @@ def test_exit_codes():
         interrupts.reset()
         interrupts.note(sig)
         assert interrupts.exit_code() == code
+
+
+def test_a_signal_as_llama_decode_returns_waits_for_the_bookkeeping(tiny_target, monkeypatch):
+    """A signal landing just after llama_decode returned, before the context recorded the
+    cells it added, is raised only once they are recorded: the interrupted decode's tokens
+    are the context's, and the next decode follows them. (Raised at once, it left cells the
+    context did not know of, and the next turn's decode at the position the context believed
+    next was refused by llama.cpp, status -1: a -cnv turn after Ctrl-C failed, exit 7.)"""
+    from specgguf.backend import engine
+
+    model = engine.Model(tiny_target)
+    ctx = engine.Context(model, engine.ContextParams(n_ctx=256, n_threads=1, flash_attn="off"))
+    real = engine.ll.llama_decode
+
+    def decode_then_signal(ptr, batch) -> int:
+        rc = real(ptr, batch)
+        os.kill(os.getpid(), signal.SIGINT)  # handled at the next bytecode: here
+        return rc
+
+    try:
+        with interrupts.handling():
+            monkeypatch.setattr(engine.ll, "llama_decode", decode_then_signal)
+            with pytest.raises(Interrupted):
+                ctx.decode([5, 6, 7], 0)
+            monkeypatch.setattr(engine.ll, "llama_decode", real)
+            interrupts.reset()
+            assert ctx.tokens == [5, 6, 7] and ctx.n_past == 3
+            assert ctx.decode([8], 3) is not None  # the next position is free
+    finally:
+        ctx.close()
+        model.close()

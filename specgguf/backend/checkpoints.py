@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specgguf import interrupts
 from specgguf.backend import engine, memory_caps
 from specgguf.core.context import Outputs
 from specgguf.core.draft import Hear
@@ -105,6 +106,7 @@ class CheckpointedContext:
     def __getattr__(self, name: str):  # model, n_batch, n_vocab, close, ...
         return getattr(self.inner, name)
 
+    @interrupts.atomic
     def decode(
         self,
         tokens: Sequence[int],
@@ -134,6 +136,7 @@ class CheckpointedContext:
             self._save(prompt=True)
         return logits
 
+    @interrupts.atomic
     def truncate(self, n_keep: int) -> None:
         """Forget every position >= n_keep: restore the latest checkpoint at or before it and
         evaluate what lies between again (from scratch if there is none)."""
@@ -154,6 +157,7 @@ class CheckpointedContext:
         self.stats.redecoded += len(again)
         self.stats.restore_ms += (time.perf_counter() - t0) * 1e3
 
+    @interrupts.atomic
     def keep_prefix(self, tokens: Sequence[int]) -> int:
         """Keep what the cache holds of `tokens` up to the latest checkpoint inside their
         common prefix (all of it when the cache holds nothing more than that prefix)."""

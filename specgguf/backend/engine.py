@@ -497,6 +497,7 @@ class Context:
             hidden[layer] = np.ctypeslib.as_array(ptr, shape=(n, width))
         return TargetPass(tokens, pos0, hidden)
 
+    @interrupts.atomic
     def decode(
         self,
         tokens: Sequence[int],
@@ -518,7 +519,7 @@ class Context:
         if n == 0:
             return None
         check_room(pos0 + n, self.n_ctx)
-        if pos0 < len(self.tokens):
+        if pos0 < len(self.tokens) or self._dirty:  # (an interrupted decode left cells)
             self.truncate(pos0)
         b = self._batch
         start = 0
@@ -649,6 +650,7 @@ class Context:
         """A decode failed or was interrupted part-way: cells may lie past n_past."""
         return self._dirty
 
+    @interrupts.atomic
     def remove_from(self, p0: int) -> bool:
         """Ask the memory to drop every position >= p0; False (and nothing changed) where
         it cannot, as a recurrent state asked for less than the whole sequence."""
@@ -659,6 +661,7 @@ class Context:
         del self.tokens[self.n_past :]
         return True
 
+    @interrupts.atomic
     def clear(self) -> None:
         """Forget the whole sequence (any memory can)."""
         ll.llama_memory_clear(self.memory, True)
@@ -678,6 +681,7 @@ class Context:
             del view  # releases the export: the bytearray may be resized again
         return buf
 
+    @interrupts.atomic
     def load_state(self, state: bytearray, n_past: int) -> None:
         """Return to a state `save_state` took when the cache held n_past positions: the
         recurrent part is restored, the attention KV past n_past dropped."""
