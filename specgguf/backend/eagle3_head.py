@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from specgguf import interrupts
 from specgguf.backend import engine
 from specgguf.backend.eagle3_info import Eagle3Head
 from specgguf.backend.engine import ll
@@ -117,6 +118,7 @@ class Eagle3Context:
 
     # -- memory ----------------------------------------------------------------------------
 
+    @interrupts.atomic
     def truncate(self, n: int) -> None:
         """Forget every head position >= n (an attention KV cache always can)."""
         n = max(0, n)
@@ -169,6 +171,7 @@ class Eagle3Context:
             out[start : start + m] = np.ctypeslib.as_array(ptr, shape=(m, self.n_embd))
         return out
 
+    @interrupts.atomic
     def decode_pairs(
         self, tokens: Sequence[int], states: np.ndarray, pos0: int, *, output_last: bool
     ) -> np.ndarray | None:

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from specgguf import interrupts
 from specgguf.backend import engine
 from specgguf.backend.llama_ext import require_ext
 from specgguf.errors import ExitCode, SpecggufError
@@ -146,6 +147,7 @@ class MtpHead:
             self.x.set_nextn_layer_offset(self.ptr, head)
             self._head = head
 
+    @interrupts.atomic
     def _process(
         self, tokens: Sequence[int], pos0: int, hidden: np.ndarray, last: bool, *, kept: bool = True
     ) -> None:
@@ -244,6 +246,7 @@ class MtpHead:
 
     # -- rollback ---------------------------------------------------------------------------
 
+    @interrupts.atomic
     def _forget_from(self, p0: int) -> None:
         if p0 < self.n_past:
             if not self.shares_cache:  # a shared cache is the target's to roll back
