@@ -25,7 +25,9 @@ evaluated, against the same request on the idle server. With `--llama-server PAT
 built from the vendored llama.cpp) the same is measured on llama-server started with the
 same flags, each specgguf row followed at once by its llama-server row; `--repeat R` runs
 every client count R times per server, alternating which goes first, and prints the median
-aggregate of each.
+aggregate of each, with their ratio and the ratio of each pair (on a machine whose speed
+drifts, as this 2-core one does by 10-25% within minutes, use R >= 6 to tell a few percent
+apart); `--spec off` or `--spec on` measures one of the two settings only.
 
 CPU-heavy: run it once, on a quiet machine.
 
@@ -119,6 +121,10 @@ def main() -> int:
         help="with --clients: each client count this many times per server, alternating which "
         "server goes first, with the median aggregate (the first run of a count also warms "
         "slots not used before)",
+    )  # fmt: skip
+    ap.add_argument(
+        "--spec", default="off,on", choices=["off", "on", "off,on"],
+        help="with --clients: speculation off (--spec-type none), on (the default flags), or both",
     )  # fmt: skip
     ap.add_argument("--long-chars", type=int, default=7000, help="~2,000 tokens of code")
     ap.add_argument("extra", nargs="*", help="more flags for both run and serve (after --)")
@@ -303,7 +309,10 @@ def concurrency(args, counts: list[int]) -> int:
     long_prompt = conversation_file(args.long_chars)
     print("spec  clients  server        aggregate t/s  per-client t/s  ttft s  ttft max s")
     behind: list[str] = []
+    modes = args.spec.split(",")
     for mode, spec_flags in SPEC_MODES:
+        if mode not in modes:
+            continue
         sides = [("specgguf", Server([*flags, *spec_flags], timeout=3600))]
         if args.llama_server:
             sides.append(("llama-server", LlamaServer(args.llama_server, [*flags, *spec_flags])))
@@ -325,6 +334,11 @@ def concurrency(args, counts: list[int]) -> int:
                     medians = "  ".join(
                         f"{name} {statistics.median(v):.2f}" for name, v in seen.items()
                     )
+                    if "llama-server" in seen:  # the ratio of medians, and run by run
+                        ours, theirs = seen["specgguf"], seen["llama-server"]
+                        pairs = " ".join(f"{a / b:.2f}" for a, b in zip(ours, theirs, strict=True))
+                        ratio = statistics.median(ours) / statistics.median(theirs)
+                        medians += f"  ratio {ratio:.3f} (pairs {pairs})"
                     print(f"{mode:4s}  {n_clients:7d}  median aggregate: {medians}", flush=True)
             for name, server in sides:
                 idle, busy = ttft_behind_long_prompt(server, long_prompt, prompts[0])
