@@ -234,29 +234,19 @@ def check_session(
             "target", pre.target, per_slot, parallel, load.cache_type_k, load.cache_type_v
         )
     ]
-    if pre.draft is not None and pre.mtp_drafter is None:  # (an MTP drafter has no cache)
-        plans.append(
-            ContextPlan(
-                "draft",
-                pre.draft,
-                per_slot,
-                parallel,
-                load.cache_type_k_draft,
-                load.cache_type_v_draft,
+    # the contexts with the draft's cache types: a draft model's, an MTP head's (a separate
+    # MTP drafter file has no cache of its own)
+    drafts = {
+        "draft": pre.draft if pre.mtp_drafter is None else None,
+        "MTP head": nextn_blocks(pre.target) if mtp_head else None,
+    }
+    for role, info in drafts.items():
+        if info is not None:
+            plans.append(
+                ContextPlan(
+                    role, info, per_slot, parallel, load.cache_type_k_draft, load.cache_type_v_draft
+                )
             )
-        )
-    head = nextn_blocks(pre.target) if mtp_head else None
-    if head is not None:
-        plans.append(
-            ContextPlan(
-                "MTP head",
-                head,
-                per_slot,
-                parallel,
-                load.cache_type_k_draft,
-                load.cache_type_v_draft,
-            )
-        )
     kw = {"n_ubatch": min(load.n_ubatch, load.n_batch), "flash_attn": load.flash_attn}
     need = total_bytes(plans, **kw)
     host = available_bytes()
