@@ -153,8 +153,11 @@ class App:
 
     # -- plumbing ----------------------------------------------------------------------------
 
-    async def body(self, request: HttpRequest) -> Any:
-        """The JSON body: 413 past max_body (without keeping more than that in memory), 400
+    async def body(
+        self, request: HttpRequest, parse: Callable[[Any], Any] | None = None
+    ) -> Any:
+        """The JSON body, or what `parse` makes of it (decoded and parsed in one go on a
+        preparation thread): 413 past max_body (without keeping more than that in memory), 400
         when it is not JSON, nests too deep or holds a lone surrogate (io.json_input), 408 past
         --timeout, 503 as soon as the server is stopping; a client gone mid-body gets a 499
         that nobody reads."""
@@ -201,7 +204,8 @@ class App:
             raise ApiError(
                 413, f"the request body is larger than {limit} bytes", "request_too_large"
             )
-        return await self.prepare(lambda: _decode(bytes(data)))
+        raw = bytes(data)
+        return await self.prepare(lambda: _decode(raw) if parse is None else parse(_decode(raw)))
 
     def prompt_tokens(self, req: p.Request) -> list[int]:
         """On the worker thread: the request's prompt as tokens, within the context."""
@@ -288,20 +292,17 @@ class App:
     # -- generation endpoints ------------------------------------------------------------------
 
     async def chat(self, request: HttpRequest):
-        body = await self.body(request)
-        req = await self.prepare(lambda: p.parse_chat(body))
+        req = await self.body(request, p.parse_chat)
         job = await self.start(req)
         return await self.answer(req, job, request)
 
     async def completions(self, request: HttpRequest):
-        body = await self.body(request)
-        req = await self.prepare(lambda: p.parse_completion(body, native=False))
+        req = await self.body(request, lambda b: p.parse_completion(b, native=False))
         job = await self.start(req)
         return await self.answer(req, job, request)
 
     async def native(self, request: HttpRequest):
-        body = await self.body(request)
-        req = await self.prepare(lambda: p.parse_completion(body, native=True))
+        req = await self.body(request, lambda b: p.parse_completion(b, native=True))
         job = await self.start(req)
         return await self.answer(req, job, request)
 
@@ -495,8 +496,7 @@ class App:
         return JSONResponse({"content": await self.sched.call(work)})
 
     async def apply_template(self, request: HttpRequest):
-        body = await self.body(request)
-        req = await self.prepare(lambda: p.parse_chat(body))
+        req = await self.body(request, p.parse_chat)
 
         def work():
             try:
