@@ -71,6 +71,13 @@ SpecVocabStrict = typer.Option(
     help="Refuse a draft model whose vocabulary differs from the target's (llama.cpp's rule, "
     "exit 4) instead of drafting through text.",
 )
+NoTextViews = typer.Option(
+    False,
+    "--no-spec-text-views",
+    help="The n-gram lookups read the prompt only, not also its JSON-escaped and unescaped "
+    "spellings (which let them copy a file from the prompt into a tool call's string "
+    "arguments, and an escaped tool result out as plain text).",
+)
 NoAutoProfile = typer.Option(
     False,
     "--no-auto-profile",
@@ -450,6 +457,7 @@ SESSION_FLAGS: tuple[SharedFlag, ...] = (
     SharedFlag("model", Model, Path | None),  # None: the pulled pair (SessionFlags.resolve)
     SharedFlag("model_draft", ModelDraft, Path | None),
     SharedFlag("spec_vocab_strict", SpecVocabStrict, bool, "strict_vocab"),
+    SharedFlag("no_spec_text_views", NoTextViews, bool),
     SharedFlag("spec_draft_n_min", NMin, int),
     SharedFlag("spec_draft_p_min", PMin, float),
     SharedFlag("spec_draft_p_split", PSplit, float),
@@ -594,6 +602,7 @@ class SessionFlags:
                 p_min=g["spec_draft_p_min"],
                 draft_sampling=g["spec_draft_sampling"],
                 ngram=self.ngram,
+                text_views=not g["no_spec_text_views"],
             ),
             parallel=parallel,
         )

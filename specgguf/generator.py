@@ -96,6 +96,10 @@ class GenParams:
     #: constrained decoding: every token the target emits obeys this grammar (drafts it
     #: forbids are rejected); None: the generator's (the command line's), if any
     grammar: OutputGrammar | None = None
+    #: whose n-gram drafters and earlier outputs (`suffix`) this call drafts from: a server's
+    #: API key, so that nothing one key's requests wrote is drafted into another's; None: the
+    #: plan's (the process's own)
+    namespace: Hashable | None = None
 
 
 @dataclass
@@ -479,6 +483,7 @@ class Generator:
             spec=spec,
             slot=st.slot_for(plan.namespace),
             constraint=constraint,
+            namespace=plan.namespace,
         )
         if policy is not None:
             # per-drafter budgets and the per-token question go through the policy; attach
@@ -513,6 +518,8 @@ class Generator:
         drafter where the options ask for it."""
         plan = params.plan if params.plan is not None else SpecPlan(self.session.spec)
         plan = plan.overridden(params.spec)
+        if params.namespace is not None:
+            plan = replace(plan, namespace=params.namespace)
         return plan.constrained() if constrained else plan
 
     # -- measuring and closing -------------------------------------------------------------

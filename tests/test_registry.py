@@ -34,8 +34,11 @@ LLAMA_CPP_ORDER = (
 
 
 def test_one_row_per_name_in_llama_cpp_order() -> None:
-    # specgguf's own grammar type first, then llama.cpp's
-    assert PRIORITY == ("grammar", *LLAMA_CPP_ORDER) == tuple(t.name for t in REGISTRY)
+    # specgguf's own grammar type first, then llama.cpp's, with vLLM's suffix after the
+    # n-gram types (a lookup too, over earlier requests' outputs as well)
+    ours = list(LLAMA_CPP_ORDER)
+    ours.insert(ours.index("ngram-cache") + 1, "suffix")
+    assert PRIORITY == ("grammar", *ours) == tuple(t.name for t in REGISTRY)
     for row in REGISTRY:
         # a row is either runnable or says what is missing, never both
         assert (row.builder is None) == (row.unsupported is not None), row.name

@@ -6,8 +6,9 @@ refuses bad input before any weight is read, and a fresh speculative decoder per
 
 from __future__ import annotations
 
+import functools
 import random
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -30,6 +31,8 @@ from specgguf.core.rounds import BudgetPolicy, GenerationConfig
 from specgguf.core.sampling import PositionRandom, SamplerParams
 from specgguf.drafters.mtp import HeadState
 from specgguf.drafters.registry import SPEC_TYPES, BuildContext, needs_draft_model
+from specgguf.drafters.suffix import SuffixCorpus
+from specgguf.drafters.text_views import TextViews
 from specgguf.errors import ExitCode, PromptError, SpecggufError
 
 #: the one line `run` prints when the draft drafts through text
@@ -81,6 +84,10 @@ class SpecOptions:
     #: so the command line offers it as `--spec-type grammar` only
     grammar_draft: bool = False
     ngram: Any = None  # specgguf.drafters.ngram_options.NgramOptions
+    #: the n-gram lookups also read each prompt JSON-escaped and unescaped
+    #: (specgguf.drafters.text_views): a file in the prompt is found while the output writes
+    #: it inside a JSON string (a tool call's arguments), and the other way round
+    text_views: bool = True
 
 
 @dataclass
@@ -144,6 +151,8 @@ class Session:
         self.cross_vocab = self.info.cross_vocab
         self.load = load
         self.spec = spec
+        #: namespace -> the earlier outputs `suffix` drafts from (suffix_corpus)
+        self._suffix_corpora: dict[Hashable | None, SuffixCorpus] = {}
         n_ctx, ctx_warning = resolve_n_ctx(load.n_ctx, self.info.target.context_length)
         #: one-line warnings for the caller to print (this module never writes to stderr)
         self.warnings: list[str] = [ctx_warning] if ctx_warning else []
@@ -384,6 +393,31 @@ class Session:
 
     # -- drafters -----------------------------------------------------------------------------
 
+    def suffix_corpus(self, spec: SpecOptions, namespace: Hashable | None) -> SuffixCorpus:
+        """The earlier outputs `suffix` drafts from under `namespace` (a server's API key;
+        None: the process's own): one corpus per namespace, shared by every slot, never
+        read under another one."""
+        corpus = self._suffix_corpora.get(namespace)
+        if corpus is None:  # setdefault: two slots' threads asking at once get one corpus
+            params = SPEC_TYPES["suffix"].params_from(spec.ngram)
+            corpus = self._suffix_corpora.setdefault(namespace, SuffixCorpus(params.cache_tokens))
+        return corpus
+
+    @functools.cached_property
+    def text_views(self) -> TextViews:
+        """The prompts' escape-aware views in the target's tokens, for the n-gram lookups: the
+        text as the target spells it (special tokens as nothing), tokenized as the target
+        tokenizes text it writes (no BOS, no special tokens parsed)."""
+        tm = self.target_model
+
+        def detokenize(tokens: Sequence[int]) -> str:
+            return b"".join(tm.piece(t) for t in tokens).decode("utf-8", "replace")
+
+        def tokenize(text: str) -> list[int]:
+            return tm.tokenize(text, add_special=False, parse_special=False)
+
+        return TextViews(tokenize, detokenize)
+
     def _drafters(
         self,
         sampler: SamplerParams,
@@ -392,6 +426,7 @@ class Session:
         slot: Slot | None,
         reuse_prefix: bool = True,
         constraint: Constraint | None = None,
+        namespace: Hashable | None = None,
     ) -> list[Drafter]:
         """The drafters of spec.types over `slot`, built by the registry. A model-free drafter
         is built once per slot and keeps its indexes across the slot's sequences; a drafter over
@@ -419,6 +454,8 @@ class Session:
             else None,
             mtp=slot.mtp,
             head=draft_ctx if self.info.eagle3 is not None else None,
+            views=self.text_views if spec.text_views else None,
+            suffix_corpus=self.suffix_corpus(spec, namespace) if "suffix" in spec.types else None,
         )
         out: list[Drafter] = []
         for t in spec.types:
@@ -445,6 +482,7 @@ class Session:
         spec: SpecOptions | None = None,
         slot: Slot | None = None,
         constraint: Constraint | None = None,
+        namespace: Hashable | None = None,
     ) -> SpeculativeDecoder:
         """A decoder for one sequence over `slot` (default: the session's own contexts), with
         `spec` replacing the session's speculative options for this one generation. With
@@ -452,7 +490,8 @@ class Session:
         still hold from the previous sequence (same output as a fresh context, fewer tokens
         evaluated). The n-gram drafters are the slot's `ngram` ones: a caller that wants
         separate n-gram state (bench: one per configuration) passes a copy of the slot with
-        its own dict. `constraint` (a grammar's fresh state, specgguf.backend.grammar) masks
+        its own dict. `namespace` chooses the corpus of earlier outputs `suffix` reads (a
+        server's API key). `constraint` (a grammar's fresh state, specgguf.backend.grammar) masks
         every row the target's tokens are drawn from."""
         spec = spec if spec is not None else self.spec
         slot = slot if slot is not None else self.slots[0]
@@ -462,7 +501,7 @@ class Session:
         )
         return SpeculativeDecoder(
             slot.target,
-            self._drafters(sampler, random, spec, slot, reuse_prefix, constraint),
+            self._drafters(sampler, random, spec, slot, reuse_prefix, constraint, namespace),
             config,
             random,
             is_eog=self.target_model.is_eog,

@@ -195,14 +195,18 @@ class SpeculativeDecoder:
         # under a constraint, row i is masked with the grammar's state after proposals[:i]
         states = RoundStates(self.constraint, draft.tokens) if self.constraint is not None else None
 
+        grammar_s = 0.0  # what asking the grammar cost this round (Round.grammar_ms)
+
         def p_at(i: int) -> SparseDist:
+            nonlocal grammar_s
             d = cache.get(i)
             if d is None:
-                d = cache[i] = (
-                    distribution(logits[i], sampler)
-                    if states is None
-                    else states.distribution(i, logits[i], sampler)
-                )
+                if states is None:
+                    d = cache[i] = distribution(logits[i], sampler)
+                else:
+                    g0 = time.perf_counter()
+                    d = cache[i] = states.distribution(i, logits[i], sampler)
+                    grammar_s += time.perf_counter() - g0
             return d
 
         def uniform(i: int, purpose: int) -> float:
@@ -217,7 +221,9 @@ class SpeculativeDecoder:
         n_acc = verdict.n_accepted
         emitted = [*draft.tokens[:n_acc], verdict.token]
         if states is not None:  # the grammar advances over what is emitted, nothing else
+            g0 = time.perf_counter()
             self.constraint = states.advance(n_acc, verdict.token)
+            grammar_s += time.perf_counter() - g0
         # Roll back: keep id_last and the accepted proposals; the new token is not in KV yet.
         # (Timed apart from the verify pass: on a recurrent target this is a checkpoint
         # restore plus a re-decode, a cost only rejections pay.)
@@ -244,6 +250,7 @@ class SpeculativeDecoder:
             draft_ms=(t1 - t0) * 1e3,
             verify_ms=(t2 - t1) * 1e3,
             rollback_ms=(t3 - t2) * 1e3,
+            grammar_ms=grammar_s * 1e3,
             target_probs=target_probs,
             translation=translation,
             eos=eos_at is not None,

@@ -43,6 +43,9 @@ class Round:
     #: the first round: its token was sampled from the prompt's pass (no pass of its own,
     #: nothing drafted), so it is no sample of what a step costs
     from_prompt: bool = False
+    #: of verify_ms, the time the grammar's questions took (which tokens of a row it allows,
+    #: its state after each accepted proposal); 0 without a grammar
+    grammar_ms: float = 0.0
 
 
 class BudgetPolicy(Protocol):

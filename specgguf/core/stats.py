@@ -83,6 +83,7 @@ class RunStats:
     draft_ms: float = 0.0
     verify_ms: float = 0.0
     rollback_ms: float = 0.0  # the target's rollbacks (Round.rollback_ms)
+    grammar_ms: float = 0.0  # of verify_ms, the grammar's questions (Round.grammar_ms)
     position_drafted: list[int] = field(default_factory=list)
     position_accepted: list[int] = field(default_factory=list)
     per_type: dict[str, DrafterStats] = field(default_factory=dict)
@@ -96,6 +97,7 @@ class RunStats:
         self.draft_ms += rnd.draft_ms
         self.verify_ms += rnd.verify_ms
         self.rollback_ms += rnd.rollback_ms
+        self.grammar_ms += rnd.grammar_ms
         if rnd.from_prompt:  # the prompt's pass made its token: no step of its own
             return
         if rnd.translation is not None:
@@ -179,6 +181,11 @@ class RunStats:
             + (" ".join(f"{a:.3f}" for a in self.per_position_acceptance) or "-"),
             f"draft {self.draft_ms / 1e3:.3f} s, verify {self.verify_ms / 1e3:.3f} s",
         ]
+        if self.grammar_ms:
+            lines.append(
+                f"grammar {self.grammar_ms / 1e3:.3f} s "
+                f"({self.grammar_ms / max(self.predicted_n, 1):.3f} ms per token; part of verify)"
+            )
         if self.translate_rounds:
             lines.append(
                 f"translate {self.translate_ms / 1e3:.3f} s in {self.translate_rounds} rounds "
@@ -213,6 +220,7 @@ class RunStats:
             "draft_ms": round(self.draft_ms, 3),
             "verify_ms": round(self.verify_ms, 3),
             "rollback_ms": round(self.rollback_ms, 3),
+            "grammar_ms": round(self.grammar_ms, 3),
             "n_draft_max": self.n_max,
             "per_type": {k: v.as_dict() for k, v in self.per_type.items()},
             **(

@@ -170,3 +170,29 @@ class NgramCacheParams(_Validated):
         ),
     )
 
+
+
+@dataclass(frozen=True)
+class SuffixParams(_Validated):
+    """`--spec-type suffix` (specgguf.drafters.suffix): vLLM's suffix decoding, named in
+    llama.cpp's style."""
+
+    max_depth: int = _opt(
+        24,
+        FlagInfo(
+            "--spec-suffix-max-depth",
+            "suffix: the longest context match looked for, and the longest draft",
+            min=1,
+            max=NGRAM_SIZE_MAX,
+        ),
+    )
+    cache_tokens: int = _opt(
+        131072,
+        FlagInfo(
+            "--spec-suffix-cache-tokens",
+            "suffix: tokens of earlier outputs kept per model and API key (oldest dropped "
+            "first; 0: the current request only)",
+            min=0,
+            max=1 << 24,
+        ),
+    )

@@ -16,7 +16,7 @@ loaded, so that a typo costs nothing) must not pull in numpy and every drafter.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
 
@@ -26,6 +26,7 @@ from specgguf.drafters.ngram_params import (
     NgramMapKParams,
     NgramModParams,
     NgramSimpleParams,
+    SuffixParams,
 )
 from specgguf.errors import UsageError
 
@@ -72,6 +73,12 @@ class BuildContext:
     mtp: HeadState | None = None
     #: the slot's EAGLE-3 head over its target context, for draft-eagle3
     head: HiddenStateHead | None = None
+    #: a prompt's escape-aware views in the target's tokens (specgguf.drafters.text_views),
+    #: read by the types whose row says `reads_views`; None: the prompt alone
+    views: Callable[[Sequence[int]], list[int]] | None = None
+    #: the earlier outputs `suffix` drafts from (specgguf.drafters.suffix.SuffixCorpus: one
+    #: per model and API key, shared by the slots); None: a corpus of the drafter's own
+    suffix_corpus: Any = None
 
     def draft_rules(self) -> DraftRules:
         """The rules a drafter that drafts token by token from a model's logits follows
@@ -111,6 +118,10 @@ class SpecType:
     #: --spec-draft-n-max bounds its drafts (a model drafting token by token; the n-gram
     #: types have their own sizes); every type that needs a model does
     drafts_to_n_max: bool = False
+    #: an n-gram lookup over the sequence that also reads the prompt's escaped and unescaped
+    #: views (specgguf.drafters.text_views) when the build context has them; ngram-cache does
+    #: not (its -lcd file keeps what was generated, nothing made up)
+    reads_views: bool = False
 
     @property
     def bounded_by_n_max(self) -> bool:
@@ -155,6 +166,10 @@ class SpecType:
         assert self.builder is not None
         params = self.params_from(ctx.ngram) if self.params is not None else None
         drafter = self.builder(params, ctx)
+        if self.reads_views and ctx.views is not None:
+            from specgguf.drafters.text_views import WithTextViews
+
+            drafter = WithTextViews(drafter, ctx.views)
         drafter.name = self.name
         drafter.free = self.free
         return drafter
@@ -191,6 +206,12 @@ def _ngram_cache(p: NgramCacheParams, _: BuildContext) -> Drafter:
     from specgguf.drafters.ngram_cache import NgramCache
 
     return NgramCache(p.lookup_cache_static, p.lookup_cache_dynamic)
+
+
+def _suffix(p: SuffixParams, ctx: BuildContext) -> Drafter:
+    from specgguf.drafters.suffix import SuffixDrafter
+
+    return SuffixDrafter(p, ctx.suffix_corpus)
 
 
 def _draft_simple(_: None, ctx: BuildContext) -> Drafter:
@@ -248,18 +269,20 @@ def _grammar(_: None, ctx: BuildContext) -> Drafter:
 # -- the table --------------------------------------------------------------------------------
 
 #: specgguf's grammar type, then every name llama.cpp accepts, in the order a round tries them
-#: (first non-empty draft wins); draft-eagle3 drafts with an EAGLE-3 head (-md) that hears
+#: (first non-empty draft wins), with vLLM's `suffix` (earlier requests' outputs too) after
+#: the n-gram types; draft-eagle3 drafts with an EAGLE-3 head (-md) that hears
 #: three of the target's layers, draft-mtp with the target's own NextN layer (an MTP context
 #: over the loaded target, no -md) or a separate MTP drafter file (-md, an MTP context over
 #: it that reads the target's cache); the rows marked `unsupported` need model files and hidden
 #: states llama-cpp-python 0.3.36 does not hand over
 REGISTRY: tuple[SpecType, ...] = (
     SpecType("grammar", _grammar, free=True, per_sequence=True),
-    SpecType("ngram-simple", _ngram_simple, NgramSimpleParams, free=True),
-    SpecType("ngram-map-k", _ngram_map_k, NgramMapKParams, free=True),
-    SpecType("ngram-map-k4v", _ngram_map_k4v, NgramMapK4VParams, free=True),
-    SpecType("ngram-mod", _ngram_mod, NgramModParams, free=True),
+    SpecType("ngram-simple", _ngram_simple, NgramSimpleParams, free=True, reads_views=True),
+    SpecType("ngram-map-k", _ngram_map_k, NgramMapKParams, free=True, reads_views=True),
+    SpecType("ngram-map-k4v", _ngram_map_k4v, NgramMapK4VParams, free=True, reads_views=True),
+    SpecType("ngram-mod", _ngram_mod, NgramModParams, free=True, reads_views=True),
     SpecType("ngram-cache", _ngram_cache, NgramCacheParams, free=True),
+    SpecType("suffix", _suffix, SuffixParams, free=True),
     SpecType("draft-simple", _draft_simple, needs_model=True),
     SpecType("draft-eagle3", _draft_eagle3, needs_model=True),
     SpecType("draft-mtp", _draft_mtp, per_sequence=True, drafts_to_n_max=True),

@@ -10,7 +10,8 @@ Record keys: `round` (0-based, per generation), `drafter` (null for a plain step
 same verification pass: past the first rejected proposal it is conditioned on the rejected
 prefix; null when the decoder was not built with trace_probs=True), `draft_ms`, `verify_ms`,
 `rollback_ms` (the target's rollback after a rejection: a checkpoint restore and re-decode on a
-recurrent or hybrid target), and, when the writer knows the vocabulary, `proposed_text` /
+recurrent or hybrid target), `grammar_ms` (of verify_ms, what the grammar's questions cost;
+0 without a grammar), and, when the writer knows the vocabulary, `proposed_text` /
 `emitted_text` (each token's text, lossy for tokens that are part of a multi-byte character).
 Batch and conversation runs add `request`/`line`/`id` or `turn` fields set with `begin()`,
 first in each record. A draft model with another vocabulary (cross-vocabulary mode) adds
@@ -80,6 +81,7 @@ class TraceWriter:
             "draft_ms": round(rnd.draft_ms, 3),
             "verify_ms": round(rnd.verify_ms, 3),
             "rollback_ms": round(rnd.rollback_ms, 3),
+            "grammar_ms": round(rnd.grammar_ms, 3),
             "from_prompt": rnd.from_prompt,
         }
         if self.piece is not None:

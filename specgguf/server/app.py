@@ -13,6 +13,7 @@ every error is OpenAI's error object with the right status, never a traceback.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import time
 from collections.abc import AsyncIterator, Callable
@@ -75,6 +76,10 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("GET", "/metrics", "metrics"),
     Endpoint("GET", "/", "page", public=True),
 )
+#: the API key of the request being handled, where the server has several (set by the key
+#: check, read when the request's generation is planned: its namespace)
+_API_KEY: contextvars.ContextVar[str | None] = contextvars.ContextVar("api_key", default=None)
+
 #: paths that answer without the API key
 PUBLIC = frozenset(path for e in ENDPOINTS if e.public for path in e.paths)
 
@@ -128,6 +133,8 @@ class App:
                 err = ApiError(401, "invalid or missing API key", "invalid_api_key")
                 await _api_error(None, err)(scope, receive, send)
                 return
+            if len(self.cfg.api_keys) > 1:  # each key drafts only from its own requests
+                _API_KEY.set(key)
         try:
             await self.asgi(scope, receive, send)
         except asyncio.CancelledError:
@@ -252,6 +259,9 @@ class App:
         params = req.params_for(self.gen.sampler)
         if params.seed is None:
             params = replace(params, seed=self.cfg.seed)
+        key = _API_KEY.get()
+        if key is not None:
+            params = replace(params, namespace=("api-key", key))
         return self.sched.submit(tokens, params)
 
     async def events(self, job: Job, request: HttpRequest | None = None) -> AsyncIterator[Event]:

@@ -1,0 +1,123 @@
+"""`--spec-type suffix` (specgguf.drafters.suffix): drafting from earlier requests' outputs,
+frequency-scored continuations, the corpus's bounds and eviction, and one corpus per namespace
+(a server's API key) that no other namespace reads."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from specgguf.drafters.ngram_params import SuffixParams
+from specgguf.drafters.registry import SPEC_TYPES, BuildContext
+from specgguf.drafters.suffix import MAX_PER_KEY, SuffixCorpus, SuffixDrafter
+from specgguf.errors import UsageError
+
+WRAPPER = [900, 901, 902, 903, 904, 905, 906, 907]  # e.g. '<tool_call>\n{"name": "write_file"'
+
+
+def drafter(corpus: SuffixCorpus | None = None, **kw) -> SuffixDrafter:
+    return SuffixDrafter(SuffixParams(**kw), corpus)
+
+
+def run_request(d: SuffixDrafter, prompt: list[int], output: list[int]) -> None:
+    d.begin(prompt)
+    d.observe(output)
+
+
+def test_an_earlier_requests_output_is_drafted_in_a_later_request():
+    corpus = SuffixCorpus(1000)
+    d = drafter(corpus)
+    run_request(d, [1, 2, 3], [50, 51, *WRAPPER, 60])
+    d.begin([7, 8, 9])  # a new request: the first one's output is now in the corpus
+    assert corpus.n_outputs == 1
+    d.observe([50, 51, 900])
+    # matched on 3 tokens: a draft of up to 3 (SPEC_FACTOR 1.0), the wrapper's next tokens
+    assert d.propose(16).tokens == [901, 902, 903]
+    d.observe([901, 902, 903, 904, 905])
+    assert d.propose(16).tokens == [906, 907, 60]  # the match grew: more to copy
+
+
+def test_the_current_sequence_is_drafted_from_too():
+    d = drafter()
+    d.begin([5, 6, 7, 8, 9, 10, 11, 1, 2, 3])
+    d.observe([5, 6, 7, 8])
+    assert d.propose(8).tokens == [9, 10, 11, 1]
+    assert d.peek(8).tokens == [9, 10, 11, 1]  # peek is propose without consequences
+
+
+def test_continuations_are_scored_by_frequency():
+    corpus = SuffixCorpus(10_000)
+    d = drafter(corpus)
+    for tail in ([70, 71, 72], [70, 71, 72], [80, 81, 82]):
+        run_request(d, [0], [10, 11, 12, *tail])
+    d.begin([0])
+    d.observe([10, 11, 12])
+    assert d.propose(8).tokens == [70, 71, 72]  # two outputs against one
+
+
+def test_a_contested_continuation_stops_the_draft():
+    corpus = SuffixCorpus(10_000)
+    d = drafter(corpus)
+    for nxt in (70, 71, 72, 73):
+        run_request(d, [0], [10, 11, 12, nxt, 5, 5, 5, 5])
+    d.begin([0])
+    d.observe([10, 11, 12])
+    assert d.propose(8).tokens == []  # four outputs, four different next tokens
+
+
+def test_the_corpus_keeps_at_most_its_tokens_oldest_first():
+    corpus = SuffixCorpus(100)
+    rng = random.Random(0)
+    for i in range(50):
+        corpus.add([1000 + i, *(rng.randrange(500) for _ in range(29))])
+    assert corpus.n_tokens <= 100
+    assert corpus.n_outputs == 3
+    # the index forgets what was dropped: a key of the first output finds nothing
+    assert corpus.draft([1000], 8, 8) == (0, [])
+    index = corpus._index
+    assert set(index.seqs) == {47, 48, 49}
+    assert all(sid in index.seqs for dq in index._keys.values() for sid, _ in dq)
+    assert all(len(dq) <= MAX_PER_KEY for dq in index._keys.values())
+
+
+def test_an_output_longer_than_the_corpus_keeps_its_end():
+    corpus = SuffixCorpus(10)
+    corpus.add(list(range(100)))
+    assert corpus.n_tokens == 10
+    assert corpus.draft([94, 95], 8, 8)[1] == [96, 97]
+
+
+def test_a_zero_sized_corpus_keeps_nothing():
+    d = drafter(cache_tokens=0)
+    run_request(d, [0], [10, 11, 12, 13])
+    d.begin([0])
+    assert d.corpus.n_outputs == 0
+
+
+def test_namespaces_never_share_a_corpus(tiny_target):
+    from specgguf.backend.session import LoadOptions, Session, SpecOptions
+    from specgguf.core.sampling import SamplerParams
+
+    spec = SpecOptions(types=["suffix"])
+    session = Session(LoadOptions(model=tiny_target, n_ctx=256), spec)
+    try:
+        a = session.suffix_corpus(spec, ("api-key", "a"))
+        assert session.suffix_corpus(spec, ("api-key", "a")) is a
+        assert session.suffix_corpus(spec, ("api-key", "b")) is not a
+        assert session.suffix_corpus(spec, None) is not a
+        d = session.decoder(SamplerParams(temp=0), 4, 1, namespace=("api-key", "a")).drafters[0]
+        assert isinstance(d, SuffixDrafter) and d.corpus is a
+    finally:
+        session.close()
+
+
+def test_the_registry_row_and_flags():
+    row = SPEC_TYPES["suffix"]
+    assert row.free and not row.needs_model
+    d = row.build(BuildContext(ngram={"max_depth": 12}))
+    assert d.name == "suffix" and d.max_draft == 12
+    with pytest.raises(UsageError, match="--spec-suffix-max-depth"):
+        SuffixParams(max_depth=0)
+    with pytest.raises(UsageError, match="--spec-suffix-cache-tokens"):
+        SuffixParams(cache_tokens=-1)
