@@ -489,6 +489,8 @@ class Generator:
             # per-drafter budgets and the per-token question go through the policy; attach
             # first restores whatever a previous decoder's drafters had (cached n-gram ones)
             policy.attach(decoder.drafters)
+            # n_draft in the statistics: the longest draft auto may send, not the model's cap
+            decoder.stats.n_max = policy.longest_draft()
             # several slots: the slot's passes are shared, priced and learned as such
             target = st.slot.target
             policy.shared_pass = target if isinstance(target, SequenceView) else None

@@ -52,13 +52,13 @@ def test_parse_configs_defaults_put_plain_first():
         "draft-simple n_max=3",
         "ngram-simple",
         "ngram-map-k",
-        "default (ngram-map-k,draft-simple auto)",
+        "default (ngram-map-k,suffix,draft-simple auto)",
     ]
     assert labels(parse_configs([], [3], have_draft_model=False)) == [
         "none",
         "ngram-simple",
         "ngram-map-k",
-        "default (ngram-map-k auto)",
+        "default (ngram-map-k,suffix auto)",
     ]
 
 
@@ -67,7 +67,7 @@ def test_default_row_runs_with_no_flags_and_size_m_sweeps_the_ngram_rows():
                          size_m_values=[8, 32])  # fmt: skip
     assert labels(cfgs) == [
         "none",
-        "default (ngram-map-k,draft-simple auto)",
+        "default (ngram-map-k,suffix,draft-simple auto)",
         "ngram-simple m=8",
         "ngram-simple m=32",
         "draft-simple n_max=3",

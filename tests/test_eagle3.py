@@ -270,7 +270,8 @@ def test_bench_rows_and_the_heads_step_cost(models, capfd):
     # without --spec-type the head's file makes its type, in the default rows too
     assert run_cli(argv[: argv.index("--spec-type")] + ["--json"]) == 0
     labels = [c["label"] for c in json.loads(capfd.readouterr().out)["configs"]]
-    assert "draft-eagle3 n_max=3" in labels and "default (ngram-map-k,draft-eagle3 auto)" in labels
+    assert "draft-eagle3 n_max=3" in labels
+    assert "default (ngram-map-k,suffix,draft-eagle3 auto)" in labels
 
 
 @pytest.mark.real

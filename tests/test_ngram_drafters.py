@@ -538,7 +538,7 @@ def test_boundary_values_are_accepted() -> None:
 
 def test_flag_table_covers_every_option_once() -> None:
     flags = {row.info.flag: row for row in NGRAM_FLAGS}
-    assert len(flags) == len(NGRAM_FLAGS) == 14
+    assert len(flags) == len(NGRAM_FLAGS) == 16
     assert flags["--spec-ngram-mod-n-min"].default == 48
     assert flags["--spec-ngram-map-k4v-size-m"].default == 48
     assert flags["--lookup-cache-static"].info.aliases == ("-lcs",)

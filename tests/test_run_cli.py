@@ -73,8 +73,8 @@ def test_json_keys_unchanged(run, tiny_target, tiny_draft):
     assert set(fixed) == JSON_KEYS and fixed["text"] == obj["text"]
     assert obj["tokens_predicted"] == 10 and obj["stop_reason"] == "limit"
     assert obj["model"] == str(tiny_target) and obj["draft_model"] == str(tiny_draft)
-    # no --spec-type under auto: the free n-gram drafter joins the draft model
-    assert obj["spec_type"] == ["ngram-map-k", "draft-simple"]
+    # no --spec-type under auto: the free lookups join the draft model
+    assert obj["spec_type"] == ["ngram-map-k", "suffix", "draft-simple"]
     assert fixed["spec_type"] == ["draft-simple"]  # a fixed length: llama.cpp's meaning
 
 

@@ -107,6 +107,7 @@ def test_namespaces_never_share_a_corpus(tiny_target):
         assert session.suffix_corpus(spec, ("api-key", "b")) is not a
         assert session.suffix_corpus(spec, None) is not a
         d = session.decoder(SamplerParams(temp=0), 4, 1, namespace=("api-key", "a")).drafters[0]
+        d = d.inner  # the suffix drafter reads the prompt's text views too
         assert isinstance(d, SuffixDrafter) and d.corpus is a
     finally:
         session.close()
@@ -121,3 +122,35 @@ def test_the_registry_row_and_flags():
         SuffixParams(max_depth=0)
     with pytest.raises(UsageError, match="--spec-suffix-cache-tokens"):
         SuffixParams(cache_tokens=-1)
+
+
+def test_drafting_from_earlier_requests_keeps_greedy_text(tiny_target):
+    """The second time a prompt comes, its whole answer is in the corpus: drafted and accepted,
+    and the text is plain decoding's (or parts from it only at a near tie, as passes of
+    other widths may)."""
+    from specgguf.backend.session import LoadOptions, Session, SpecOptions
+    from specgguf.core.sampling import SamplerParams
+    from tests.near_tie import assert_same_or_near_tie
+    from tests.test_batched import NEAR_TIE
+
+    load = LoadOptions(model=tiny_target, n_ctx=512)
+    plain = Session(load, SpecOptions(types=[]))
+    spec = Session(load, SpecOptions(types=["suffix"], n_max=8))
+    greedy = SamplerParams(temp=0)
+
+    def answer(session: Session, tokens: list[int]):
+        dec = session.decoder(greedy, 40, 0)
+        out = [t for rnd in dec.generate(tokens) for t in rnd.emitted]
+        return out, dec.stats
+
+    try:
+        for text in ("the cat sat on the", "a dog ran", "the cat sat on the"):
+            tokens = plain.tokenize(text)
+            ref, _ = answer(plain, tokens)
+            got, stats = answer(spec, tokens)
+            assert_same_or_near_tie(plain, tokens, ref, got, NEAR_TIE, label=text)
+        # the repeated prompt drafted its answer from the first one's
+        assert stats.n_accept >= 20
+    finally:
+        spec.close()
+        plain.close()

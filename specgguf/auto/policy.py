@@ -196,6 +196,13 @@ class AdaptivePolicy:
             info.cap = max(1, min(int(d.max_draft), self.width if free else self.cap))
             info.source = d
 
+    def longest_draft(self) -> int:
+        """The longest draft any attached drafter may make this sequence: a draft model's
+        n_max cap, a free drafter's own length (size_m) up to the widest pass priced. What
+        the statistics report as n_draft under auto (the drafts really are that long)."""
+        caps = [info.cap for info in self._drafters.values() if info.source is not None]
+        return max(caps, default=self.cap)
+
     def detach(self) -> None:
         for info in self._drafters.values():
             info.source = None

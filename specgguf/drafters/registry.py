@@ -282,7 +282,7 @@ REGISTRY: tuple[SpecType, ...] = (
     SpecType("ngram-map-k4v", _ngram_map_k4v, NgramMapK4VParams, free=True, reads_views=True),
     SpecType("ngram-mod", _ngram_mod, NgramModParams, free=True, reads_views=True),
     SpecType("ngram-cache", _ngram_cache, NgramCacheParams, free=True),
-    SpecType("suffix", _suffix, SuffixParams, free=True),
+    SpecType("suffix", _suffix, SuffixParams, free=True, reads_views=True),
     SpecType("draft-simple", _draft_simple, needs_model=True),
     SpecType("draft-eagle3", _draft_eagle3, needs_model=True),
     SpecType("draft-mtp", _draft_mtp, per_sequence=True, drafts_to_n_max=True),

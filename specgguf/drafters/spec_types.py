@@ -12,7 +12,7 @@ from specgguf.errors import UsageError
 #: the free drafters that join the default --spec-type under `--spec-draft-n-max auto`: an
 #: n-gram lookup costs next to nothing, and auto sends its drafts only while they pay (which
 #: on "print the whole file with this edit" prompts is about 2x, and elsewhere never)
-AUTO_DEFAULT_NGRAM = ("ngram-map-k",)
+AUTO_DEFAULT_NGRAM = ("ngram-map-k", "suffix")
 
 
 def default_spec_types(
