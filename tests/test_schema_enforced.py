@@ -1,8 +1,8 @@
 """JSON schemas as a user meets them, on the tiny models: a real `specgguf run` process (its
 output, or its exit status and one stderr line) and a real `specgguf serve` over HTTP (the
 answer, or a 400 with OpenAI's error object). What hostile use found dropped or broken:
-numeric bounds, regex escapes in `pattern`, recursive `$ref`s, and `true` / `false` as
-schemas."""
+numeric bounds, regex escapes in `pattern`, recursive `$ref`s, tools whose parameters use
+`$defs`, and `true` / `false` as schemas."""
 
 from __future__ import annotations
 
@@ -127,6 +127,25 @@ YEAR = {
     "required": ["title", "year"],
     "additionalProperties": False,
 }  # fmt: skip
+PARAMS_WITH_DEFS = {  # as pydantic writes a model with a nested model
+    "$defs": {
+        "Place": {
+            "type": "object",
+            "properties": {"city": {"enum": ["Paris", "Oslo"]},
+                           "floor": {"type": "integer", "minimum": 2, "maximum": 4}},
+            "required": ["city", "floor"],
+            "additionalProperties": False,
+        }
+    },
+    "type": "object",
+    "properties": {"place": {"$ref": "#/$defs/Place"}},
+    "required": ["place"],
+    "additionalProperties": False,
+}  # fmt: skip
+TOOLS = [
+    {"type": "function", "function": {"name": "go", "parameters": PARAMS_WITH_DEFS}},
+    {"type": "function", "function": {"name": "stay", "parameters": {"type": "object"}}},
+]
 USER = [{"role": "user", "content": "Tell me about a film."}]
 
 
@@ -186,3 +205,19 @@ def test_serve_pattern_and_recursive_schema(server):
     text = obj["choices"][0]["message"]["content"]
     if obj["choices"][0]["finish_reason"] == "stop":
         check_tree(json.loads(text))
+
+
+def test_serve_tool_with_defs_and_tool_choice_required(server):
+    named = {"type": "function", "function": {"name": "go"}}
+    for choice in ("required", named):
+        status, _, obj = chat(server, tools=TOOLS, tool_choice=choice, parallel_tool_calls=False)
+        assert status == 200, obj  # before: 400 "Error resolving ref ... $defs not in"
+        calls = obj["choices"][0]["message"]["tool_calls"]
+        assert len(calls) == 1, obj
+        call = calls[0]["function"]
+        args = json.loads(call["arguments"])
+        if call["name"] == "go":
+            place = args["place"]
+            assert place["city"] in ("Paris", "Oslo") and 2 <= place["floor"] <= 4, args
+        else:
+            assert choice == "required" and isinstance(args, dict)

@@ -3,7 +3,7 @@ never accepted and then ignored (specgguf.backend.schema_gbnf). Enforced ones ar
 libllama's grammar engine (the tiny model's vocabulary, one character per token): a value
 that keeps the keyword is taken, one that breaks it is not. Also: `pattern`'s regex escapes
 (specgguf.backend.json_patterns, property-tested against Python's re), recursive references,
-true / false, and bounded conversion."""
+true / false, tools whose parameters refer to their own $defs, and bounded conversion."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from specgguf.backend.grammar import GrammarError, schema_to_gbnf
 from specgguf.backend.grammar_bounds import MAX_GRAMMAR_PARTS, grammar_parts
 from specgguf.backend.schema_gbnf import FAMILIES, GENERAL
+from specgguf.io.tools import call_schema
 from tests.test_json_ranges import engine_accepts, model  # noqa: F401 - the fixture
 
 NODE = {
@@ -194,7 +195,26 @@ def test_a_pattern_takes_exactly_the_json_strings_its_regex_matches(model, patte
     assert engine_accepts(model, gbnf, json.dumps(other)) == bool(matches), (pattern, other)
 
 
-# -- bounds ---------------------------------------------------------------------
+# -- tools, and bounds ---------------------------------------------------------------------
+
+
+def test_a_tools_own_defs_resolve_inside_the_call(model):  # noqa: F811
+    params = {
+        "$defs": {"Unit": {"enum": ["c", "f"]},
+                  "Loc": {"type": "object", "properties": {"default": {"$ref": "#/$defs/Unit"}},
+                          "required": ["default"], "additionalProperties": False}},
+        "type": "object", "properties": {"loc": {"$ref": "#/$defs/Loc"}}, "required": ["loc"],
+        "additionalProperties": False,
+    }  # fmt: skip
+    tools = [{"type": "function", "function": {"name": "w", "parameters": params}},
+             {"type": "function", "function": {"name": "v", "parameters": params}}]  # fmt: skip
+    for only in (None, "w"):
+        gbnf = schema_to_gbnf(call_schema(tools, only), "'tools'")
+        good = '{"name": "w", "arguments": {"loc": {"default": "c"}}}'
+        assert engine_accepts(model, gbnf, good)
+        assert not engine_accepts(model, gbnf, good.replace('"c"', '"k"'))
+    # the tools themselves (rendered into the prompt) are left as they were
+    assert tools[0]["function"]["parameters"]["properties"]["loc"]["$ref"] == "#/$defs/Loc"
 
 
 def test_conversion_stays_bounded():

@@ -111,24 +111,64 @@ def tools_system_prompt(tools: Sequence[Mapping[str, Any]]) -> str:
 
 
 def call_schema(tools: Sequence[Mapping[str, Any]], only: str | None = None) -> dict[str, Any]:
-    """The JSON schema of one call {"name": ..., "arguments": ...} of any tool (or `only`)."""
+    """The JSON schema of one call {"name": ..., "arguments": ...} of any tool (or `only`).
+
+    A tool's parameters sit under properties.arguments here, so their references to their
+    own root ("#/$defs/Location", what pydantic and OpenAI's helpers write) would point into
+    this schema instead: parameters that refer to anything are kept whole in this schema's
+    $defs, under the tool's name, and each of their references is rewritten to point there."""
     alts = []
+    defs: dict[str, Any] = {}
     for t in tools:
         fn = t["function"]
         if only is not None and fn["name"] != only:
             continue
+        params = fn.get("parameters") or {"type": "object"}
+        found: list[bool] = []
+        rebased = _rebased(params, f"#/$defs/{fn['name']}", found)
+        if found:
+            defs[fn["name"]] = rebased
+            params = {"$ref": f"#/$defs/{fn['name']}"}
         alts.append(
             {
                 "type": "object",
-                "properties": {
-                    "name": {"const": fn["name"]},
-                    "arguments": fn.get("parameters") or {"type": "object"},
-                },
+                "properties": {"name": {"const": fn["name"]}, "arguments": params},
                 "required": ["name", "arguments"],
                 "additionalProperties": False,
             }
         )
-    return alts[0] if len(alts) == 1 else {"anyOf": alts}
+    schema = alts[0] if len(alts) == 1 else {"anyOf": alts}
+    return {**schema, "$defs": defs} if defs else schema
+
+
+#: keywords whose values are data, not schemas: a "$ref" inside them is not a reference
+_DATA_KEYWORDS = frozenset(("const", "enum", "default", "examples"))
+#: keywords whose values map names to schemas (a property may be called "default")
+_NAMED_SCHEMAS = frozenset(
+    ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+)
+
+
+def _rebased(schema: Any, base: str, found: list[bool] | None = None) -> Any:
+    """A copy of `schema` whose references within itself ("#...") start at `base` instead;
+    `found` gets a True for each one (the nesting is bounded by the request's JSON reader)."""
+    if isinstance(schema, list):
+        return [_rebased(v, base, found) for v in schema]
+    if not isinstance(schema, Mapping):
+        return schema
+    out: dict[str, Any] = {}
+    for k, v in schema.items():
+        if k == "$ref" and isinstance(v, str) and v.startswith("#"):
+            out[k] = base + v[1:]
+            if found is not None:
+                found.append(True)
+        elif k in _NAMED_SCHEMAS and isinstance(v, Mapping):
+            out[k] = {name: _rebased(sub, base, found) for name, sub in v.items()}
+        elif k in _DATA_KEYWORDS:
+            out[k] = v
+        else:
+            out[k] = _rebased(v, base, found)
+    return out
 
 
 #: the rule a call's JSON grammar is renamed to inside the wrapper
