@@ -2,7 +2,7 @@
 output, or its exit status and one stderr line) and a real `specgguf serve` over HTTP (the
 answer, or a 400 with OpenAI's error object). What hostile use found dropped or broken:
 numeric bounds, regex escapes in `pattern`, recursive `$ref`s, tools whose parameters use
-`$defs`, and `true` / `false` as schemas."""
+`$defs`, `true` / `false` as schemas, and tool_choice without tools."""
 
 from __future__ import annotations
 
@@ -221,3 +221,27 @@ def test_serve_tool_with_defs_and_tool_choice_required(server):
             assert place["city"] in ("Paris", "Oslo") and 2 <= place["floor"] <= 4, args
         else:
             assert choice == "required" and isinstance(args, dict)
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [
+        ({"tools": [], "tool_choice": "required"}, "'tool_choice' \"required\" needs at least"),
+        ({"tool_choice": "required"}, "needs at least one tool"),
+        ({"tool_choice": {"type": "function", "function": {"name": "go"}}},
+         "'tool_choice' names the function 'go', but no 'tools' are given"),
+        ({"tools": [], "tool_choice": {"type": "function", "function": {"name": "go"}}},
+         "no 'tools' are given"),
+        ({"tool_choice": "sometimes"}, "'tool_choice' must be"),
+    ],
+)  # fmt: skip
+def test_serve_tool_choice_without_tools_is_400(server, extra, words):
+    status, _, obj = chat(server, **extra)  # before: 200 with unconstrained text
+    assert status == 400, obj
+    err = obj["error"]
+    assert err["type"] == "invalid_request_error" and words in err["message"], obj
+
+
+def test_serve_tool_choice_none_or_auto_without_tools_still_answers(server):
+    for choice in ("none", "auto"):
+        assert isinstance(content(server, tools=[], tool_choice=choice, max_tokens=4), str)

@@ -61,17 +61,23 @@ def validate_tools(tools: Any) -> list[dict[str, Any]]:
 
 
 def validate_tool_choice(choice: Any, tools: Sequence[Mapping[str, Any]]) -> str | None:
-    """"none", "auto" or "required" (returned as is), or a named function: its name."""
+    """"none", "auto" or "required" (returned as is), or a named function: its name.
+    "required" and a named function need tools (OpenAI refuses them without: a call of no
+    tool cannot be forced)."""
     if choice is None:
         return "auto"
     if isinstance(choice, str):
         if choice not in TOOL_CHOICES:
             raise ToolsError("'tool_choice' must be none, auto, required or a named function")
+        if choice == "required" and not tools:
+            raise ToolsError("'tool_choice' \"required\" needs at least one tool in 'tools'")
         return choice
     fn = choice.get("function") if isinstance(choice, Mapping) else None
     name = fn.get("name") if isinstance(fn, Mapping) else None
     if not isinstance(name, str):
         raise ToolsError("'tool_choice.function.name' is required for a named function")
+    if not tools:
+        raise ToolsError(f"'tool_choice' names the function {name!r}, but no 'tools' are given")
     if name not in {t["function"]["name"] for t in tools}:
         raise ToolsError(f"'tool_choice.function.name': {name!r} is not among the tools")
     return f"function:{name}"
