@@ -135,6 +135,8 @@ def test_an_enforced_keyword_holds_in_the_grammar(model, keyword):  # noqa: F811
         ({"type": "string", "pattern": r"^(a)\1$"}, r"'\1' is not supported"),
         ({"type": "string", "pattern": "^a$b$"}, "'$' inside the pattern"),
         ({"type": "frobnicate"}, "'frobnicate' is not a JSON type"),
+        ({"type": "string", "format": "uri", "maxLength": 9}, "'format' 'uri'"),
+        ({"type": "string", "pattern": "^a$", "maxLength": 0}, "'pattern' and 'maxLength'"),
         ({"type": "string", "pattern": "^(?<=a)b$"}, "'(?<=' (lookarounds"),
         ({"minimum": 1, "maxLength": 2}, "give one"),
     ],
@@ -160,6 +162,10 @@ def test_true_false_and_keywords_of_other_types(model):  # noqa: F811
                           "required": ["b", "c"]})  # fmt: skip
     assert engine_accepts(model, obj, '{"b": 1, "c": [true]}')
     assert not engine_accepts(model, obj, '{"b": 1}')
+    # what asks for nothing beside what is enforced is no reason to refuse
+    for trivial in ({"type": "string", "pattern": "^a$", "minLength": 0},
+                    {"type": "array", "uniqueItems": True, "maxItems": 1}):  # fmt: skip
+        schema_to_gbnf(trivial)
 
 
 # -- patterns ------------------------------------------------------------------------------

@@ -436,8 +436,17 @@ class _Converter(lg.SchemaConverter):
 
     def _string(self, schema: dict, name: str, rule: str) -> str:
         self._only(schema, {"type", *FAMILIES["string"]}, name, "")
+        fmt = schema.get("format")
+        if fmt is not None and fmt not in STRING_FORMATS:
+            raise SchemaRefused(
+                f"'format' {fmt!r} {_where(name)} is not enforced (only "
+                f"{', '.join(STRING_FORMATS)} are)"
+            )
         given = [k for k in ("pattern", "format") if k in schema]
+        # a minLength of 0 asks for nothing
         lengths = [k for k in ("minLength", "maxLength") if k in schema]
+        if schema.get("minLength") == 0:
+            lengths.remove("minLength")
         if len(given) > 1 or (given and lengths):
             both = [*given, *lengths][:2]
             raise SchemaRefused(f"'{both[0]}' and '{both[1]}' together are not supported "
@@ -450,13 +459,7 @@ class _Converter(lg.SchemaConverter):
             except json_patterns.PatternRefused as e:
                 raise SchemaRefused(f"'pattern' {_where(name)}: {e}") from None
             return self._visit_pattern(regex, rule)
-        if "format" in schema:
-            fmt = schema["format"]
-            if fmt not in STRING_FORMATS:
-                raise SchemaRefused(
-                    f"'format' {fmt!r} {_where(name)} is not enforced (only "
-                    f"{', '.join(STRING_FORMATS)} are)"
-                )
+        if fmt is not None:
             if fmt == "uuid":
                 return self._add_rule(rule, self._add_primitive("uuid", lg.PRIMITIVE_RULES["uuid"]))
             prim = f"{fmt}-string"
@@ -480,9 +483,9 @@ class _Converter(lg.SchemaConverter):
     def _array(self, schema: dict, name: str, rule: str) -> str:
         self._only(schema, {"type", "items", "prefixItems", "additionalItems", "minItems",
                             "maxItems", "uniqueItems"}, name, "")  # fmt: skip
-        if schema.get("uniqueItems") not in (None, False):
-            raise SchemaRefused(f"'uniqueItems' {_where(name)} is not supported")
         lo, hi = (self._count(schema, k, name) for k in ("minItems", "maxItems"))
+        if schema.get("uniqueItems") not in (None, False) and (hi is None or hi > 1):
+            raise SchemaRefused(f"'uniqueItems' {_where(name)} is not supported")
         if hi is not None and hi < lo:
             raise SchemaRefused(f"'maxItems' is below 'minItems' ({_where(name)})")
         prefix = schema.get("prefixItems")
