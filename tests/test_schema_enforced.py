@@ -59,7 +59,8 @@ def test_run_exclusive_bounds_and_a_bounded_number(tiny_target):
     [
         ({"type": "integer", "multipleOf": 3}, "'multipleOf'"),
         ({"type": "number", "minimum": 0.5}, "'minimum' 0.5"),
-        ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True}, "'uniqueItems'"),
+        ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True, "minItems": 3},
+         "'uniqueItems' with 'minItems' 3"),
         ({"type": "string", "format": "email"}, "'format' 'email'"),
         ({"type": "object", "minProperties": 1}, "'minProperties'"),
         ({"type": "string", "pattern": "^a+$", "maxLength": 3}, "'pattern' and 'maxLength'"),

@@ -63,6 +63,8 @@ ENFORCED = {
                  ["[0, 0]", "[0, 0, 0]"], ["[0]", "[]"]),
     "maxItems": ({"type": "array", "items": {"const": 0}, "maxItems": 1}, ["[0]", "[]"],
                  ["[0, 0]"]),
+    "uniqueItems": ({"type": "array", "items": {"enum": [1, 2]}, "uniqueItems": True},
+                    ["[1]", "[]"], ["[1, 2]", "[1, 1]"]),
     "properties": ({"type": "object", "properties": {"a": {"const": 1}}},
                    ['{"a": 1}', "{}"], ['{"a": 2}']),
     "required": ({"type": "object", "properties": {"a": {"const": 1}}, "required": ["a"]},
@@ -74,7 +76,6 @@ ENFORCED = {
 #: keyword -> a schema using it: refused, naming the keyword
 REFUSED = {
     "multipleOf": {"type": "integer", "multipleOf": 5},
-    "uniqueItems": {"type": "array", "uniqueItems": True},
     "contains": {"type": "array", "contains": {"const": 1}},
     "minContains": {"type": "array", "minContains": 1},
     "maxContains": {"type": "array", "maxContains": 1},
@@ -136,6 +137,7 @@ def test_an_enforced_keyword_holds_in_the_grammar(model, keyword):  # noqa: F811
         ({"type": "string", "pattern": "^a$b$"}, "'$' inside the pattern"),
         ({"type": "frobnicate"}, "'frobnicate' is not a JSON type"),
         ({"type": "string", "format": "uri", "maxLength": 9}, "'format' 'uri'"),
+        ({"type": "array", "uniqueItems": True, "minItems": 2}, "'uniqueItems' with 'minItems' 2"),
         ({"type": "string", "pattern": "^a$", "maxLength": 0}, "'pattern' and 'maxLength'"),
         ({"type": "string", "pattern": "^(?<=a)b$"}, "'(?<=' (lookarounds"),
         ({"minimum": 1, "maxLength": 2}, "give one"),
@@ -164,7 +166,7 @@ def test_true_false_and_keywords_of_other_types(model):  # noqa: F811
     assert not engine_accepts(model, obj, '{"b": 1}')
     # what asks for nothing beside what is enforced is no reason to refuse
     for trivial in ({"type": "string", "pattern": "^a$", "minLength": 0},
-                    {"type": "array", "uniqueItems": True, "maxItems": 1}):  # fmt: skip
+                    {"type": "array", "uniqueItems": False, "minItems": 3}):  # fmt: skip
         schema_to_gbnf(trivial)
 
 

@@ -14,7 +14,8 @@ keywords JSON Schema does not define are left alone, as every validator does.
 What is enforced: type (one or a list), enum, const, anyOf / oneOf (oneOf as anyOf: the
 alternatives are not kept apart), allOf over object properties, $ref within the schema (#/...,
 recursion included), properties, required, additionalProperties, items, prefixItems,
-minItems, maxItems, minLength, maxLength, pattern (specgguf.backend.json_patterns), format
+minItems, maxItems, uniqueItems (by writing one item at most), minLength, maxLength,
+pattern (specgguf.backend.json_patterns), format
 date / time / date-time / uuid, and for numbers minimum, maximum, exclusiveMinimum and
 exclusiveMaximum (specgguf.backend.json_ranges; for type number only whole-number bounds).
 Where the grammar writes a subset of what the schema allows (no extra properties unless
@@ -484,8 +485,14 @@ class _Converter(lg.SchemaConverter):
         self._only(schema, {"type", "items", "prefixItems", "additionalItems", "minItems",
                             "maxItems", "uniqueItems"}, name, "")  # fmt: skip
         lo, hi = (self._count(schema, k, name) for k in ("minItems", "maxItems"))
-        if schema.get("uniqueItems") not in (None, False) and (hi is None or hi > 1):
-            raise SchemaRefused(f"'uniqueItems' {_where(name)} is not supported")
+        if schema.get("uniqueItems") not in (None, False):
+            # kept by writing at most one item (pydantic's set[...]): a subset, always unique
+            if lo > 1:
+                raise SchemaRefused(
+                    f"'uniqueItems' with 'minItems' {lo} {_where(name)} is not supported (it "
+                    "is kept by writing one item at most)"
+                )
+            hi = 1 if hi is None else min(hi, 1)
         if hi is not None and hi < lo:
             raise SchemaRefused(f"'maxItems' is below 'minItems' ({_where(name)})")
         prefix = schema.get("prefixItems")
