@@ -141,18 +141,18 @@ def model(tiny_target):
 
 
 def engine_accepts(model, gbnf: str, text: str) -> bool:
-    """Whether libllama's grammar takes `text` whole (one single-character token at a time)
-    and then allows the end of generation."""
+    """Whether libllama's grammar takes `text` whole (character by character, each one's
+    tokens) and then allows the end of generation."""
     import numpy as np
 
     from specgguf.backend.grammar import compile_grammar
 
     c = compile_grammar(model, gbnf, "test")
-    for ch in text:
-        (tok,) = model.tokenize(ch, add_special=False, parse_special=False)
-        if not c.allowed(np.array([tok]))[0]:
-            return False
-        c.accept(tok)
+    for ch in text:  # a character outside the vocabulary's single tokens: its byte tokens
+        for tok in model.tokenize(ch, add_special=False, parse_special=False):
+            if not c.allowed(np.array([tok]))[0]:
+                return False
+            c.accept(tok)
     return bool(c.allowed(np.array([model.eos]))[0])
 
 

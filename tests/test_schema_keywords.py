@@ -136,6 +136,7 @@ def test_an_enforced_keyword_holds_in_the_grammar(model, keyword):  # noqa: F811
         ({"type": "string", "pattern": r"^(a)\1$"}, r"'\1' is not supported"),
         ({"type": "string", "pattern": "^a$b$"}, "'$' inside the pattern"),
         ({"type": "frobnicate"}, "'frobnicate' is not a JSON type"),
+        ({"type": "string", "pattern": r"^\uD83Dx$"}, "half of a UTF-16 pair"),
         ({"type": "string", "format": "uri", "maxLength": 9}, "'format' 'uri'"),
         ({"type": "array", "uniqueItems": True, "minItems": 2}, "'uniqueItems' with 'minItems' 2"),
         ({"type": "string", "pattern": "^a$", "maxLength": 0}, "'pattern' and 'maxLength'"),
@@ -201,6 +202,13 @@ def test_a_pattern_takes_exactly_the_json_strings_its_regex_matches(model, patte
     other = data.draw(st.text(ASCII, max_size=8))
     matches = re.fullmatch(pattern.removeprefix("^").removesuffix("$"), other, re.ASCII)
     assert engine_accepts(model, gbnf, json.dumps(other)) == bool(matches), (pattern, other)
+
+
+def test_a_pattern_escape_of_a_utf16_pair_is_one_character(model):  # noqa: F811
+    gbnf = schema_to_gbnf({"type": "string", "pattern": r"^a\uD83D\uDE00\x41$"})
+    assert '"a\U0001F600A"' in gbnf
+    assert engine_accepts(model, gbnf, '"a\U0001F600A"')
+    assert not engine_accepts(model, gbnf, '"a\U0001F601A"')
 
 
 # -- tools, and bounds ---------------------------------------------------------------------

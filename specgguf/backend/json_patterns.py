@@ -136,14 +136,26 @@ def _escape(p: str, i: int, in_class: bool) -> tuple[str | Ranges, int]:
     if e == "b" and in_class:
         return "\b", i + 2
     if e in "xu":
-        n = 2 if e == "x" else 4
-        digits = p[i + 2 : i + 2 + n]
-        if len(digits) != n or not all(c in "0123456789abcdefABCDEF" for c in digits):
-            raise PatternRefused(f"'\\{e}' needs {n} hexadecimal digits")
-        return chr(int(digits, 16)), i + 2 + n
+        cp, i = _hex(p, i, e)
+        if 0xD800 <= cp <= 0xDBFF and p.startswith("\\u", i):  # a UTF-16 pair: one character
+            low, after = _hex(p, i, "u")
+            if 0xDC00 <= low <= 0xDFFF:
+                cp, i = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00), after
+        if 0xD800 <= cp <= 0xDFFF:
+            raise PatternRefused(f"'\\u{cp:04X}' is half of a UTF-16 pair, not a character")
+        return chr(cp), i
     if e.isalnum():
         raise PatternRefused(f"'\\{e}' is not supported")
     return e, i + 2
+
+
+def _hex(p: str, i: int, e: str) -> tuple[int, int]:
+    """The code point of the \\x (2 digits) or \\u (4) escape at p[i]; the index after."""
+    n = 2 if e == "x" else 4
+    digits = p[i + 2 : i + 2 + n]
+    if len(digits) != n or not all(c in "0123456789abcdefABCDEF" for c in digits):
+        raise PatternRefused(f"'\\{e}' needs {n} hexadecimal digits")
+    return int(digits, 16), i + 2 + n
 
 
 def _read_class(p: str, i: int) -> tuple[str, int]:

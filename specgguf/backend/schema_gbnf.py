@@ -269,7 +269,9 @@ class _Converter(lg.SchemaConverter):
             part = part.replace("~1", "/").replace("~0", "~")
             if isinstance(target, dict) and part in target:
                 target = target[part]
-            elif isinstance(target, list) and part.isdigit() and int(part) < len(target):
+            elif isinstance(target, list) and part.isascii() and part.isdigit() and (
+                int(part) < len(target)
+            ):
                 target = target[int(part)]
             else:
                 raise SchemaRefused(f"'$ref' {ref!r} ({_where(name)}) does not resolve: "
