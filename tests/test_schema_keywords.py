@@ -142,6 +142,7 @@ def test_an_enforced_keyword_holds_in_the_grammar(model, keyword):  # noqa: F811
         ({"type": "string", "pattern": "^a$", "maxLength": 0}, "'pattern' and 'maxLength'"),
         ({"type": "string", "pattern": "^(?<=a)b$"}, "'(?<=' (lookarounds"),
         ({"minimum": 1, "maxLength": 2}, "give one"),
+        ({"allOf": [{"properties": 5}, {"properties": {}}]}, "'properties' at the root must be"),
     ],
 )
 def test_other_refusals_say_why(schema, words):

@@ -319,15 +319,19 @@ class _Converter(lg.SchemaConverter):
             for key, value in part.items():
                 if key in ANNOTATIONS:
                     continue
+                if key == "properties" and not isinstance(value, dict):
+                    raise SchemaRefused(f"'properties' {_where(name)} must be an object")
+                if key == "required" and not isinstance(value, list):
+                    raise SchemaRefused(f"'required' {_where(name)} must be a list of names")
                 if key not in merged:
                     merged[key] = value
-                elif key == "properties" and isinstance(value, dict):
+                elif key == "properties" and isinstance(merged[key], dict):
                     for prop, sub in value.items():
                         if prop in merged[key] and merged[key][prop] != sub:
                             raise SchemaRefused(f"'allOf' {_where(name)}: property {prop!r} "
                                                 "has two schemas")  # fmt: skip
                     merged[key] = {**merged[key], **value}
-                elif key == "required" and isinstance(value, list):
+                elif key == "required" and isinstance(merged[key], list):
                     merged[key] = list(dict.fromkeys([*merged[key], *value]))
                 elif merged[key] != value:
                     raise SchemaRefused(
