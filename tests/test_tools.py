@@ -119,6 +119,12 @@ def test_tool_choice():
         with pytest.raises(ToolsError) as e:
             validate_tool_choice(bad, TOOLS)
         assert words in str(e.value)
+    # without tools, nothing can be called: "none" and "auto" stand, a forced call is refused
+    assert validate_tool_choice("auto", []) == "auto"
+    for forced, words in (("required", "needs at least one tool"),
+                          (named, "names the function 'get_time', but no 'tools'")):  # fmt: skip
+        with pytest.raises(ToolsError, match=words):
+            validate_tool_choice(forced, [])
 
 
 def test_earlier_calls_reach_the_template_with_object_arguments():

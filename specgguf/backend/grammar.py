@@ -12,8 +12,9 @@ compiling captures fd 2 and turns the reason into one GrammarError line; and acc
 the grammar forbids throws through C (the process aborts), which the loop never asks for
 (RoundStates accepts only what `allowed` said yes to).
 
-Also here, because both need llama-cpp-python: JSON schemas turned into GBNF (its port of
-llama.cpp's converter), and what the grammar drafter needs of the model (its single-character
+Also here, because both need llama-cpp-python: JSON schemas turned into GBNF
+(specgguf.backend.schema_gbnf, over its port of llama.cpp's converter: every keyword enforced
+or refused), and what the grammar drafter needs of the model (its single-character
 tokens and tokenizer). Compiled grammars are kept per model (a few dozen), so a server that
 sees the same schema again clones it instead of parsing it again.
 """
@@ -163,13 +164,12 @@ def _init(model: engine.Model, gbnf: str):
 
 
 def schema_to_gbnf(schema: object, what: str = "--json-schema") -> str:
-    """GBNF for a JSON schema (a dict, or its JSON text), through llama-cpp-python's converter
-    (the port of llama.cpp's json-schema-to-grammar). GrammarError naming `what` when the
-    text is not JSON, asks for more repetitions than the converter should write out
-    (grammar_bounds), or the converter does not support the schema."""
-    import json
-
-    from llama_cpp.llama_grammar import json_schema_to_gbnf
+    """GBNF for a JSON schema (a dict, true / false, or its JSON text), through
+    specgguf.backend.schema_gbnf (which writes the rules with llama-cpp-python's port of
+    llama.cpp's converter, and enforces or refuses every keyword). GrammarError naming `what`
+    when the text is not JSON, asks for more repetitions than the converter should write out
+    (grammar_bounds), or uses what the grammar cannot enforce."""
+    from specgguf.backend.schema_gbnf import convert
 
     if isinstance(schema, str):
         try:
@@ -185,11 +185,11 @@ def schema_to_gbnf(schema: object, what: str = "--json-schema") -> str:
             f"({', '.join(COUNT_KEYWORDS)} and pattern counts), each written out in the grammar"
         )
     try:
-        gbnf = json_schema_to_gbnf(json.dumps(schema))
+        gbnf = convert(schema)
     except RecursionError:
         raise GrammarError(f"{what}: the schema nests too deeply to convert") from None
-    except Exception as e:  # the converter raises bare ValueError/KeyError/TypeError/...
-        why = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+    except Exception as e:  # SchemaRefused, or the converter's bare ValueError/KeyError/...
+        why = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
         raise GrammarError(f"{what}: the schema cannot be turned into a grammar: {why}") from None
     # the Python converter's string character admits raw control characters, which JSON
     # forbids inside a string (a tab in a "name" would not parse): exclude them, as the C++

@@ -61,17 +61,23 @@ def validate_tools(tools: Any) -> list[dict[str, Any]]:
 
 
 def validate_tool_choice(choice: Any, tools: Sequence[Mapping[str, Any]]) -> str | None:
-    """"none", "auto" or "required" (returned as is), or a named function: its name."""
+    """"none", "auto" or "required" (returned as is), or a named function: its name.
+    "required" and a named function need tools (OpenAI refuses them without: a call of no
+    tool cannot be forced)."""
     if choice is None:
         return "auto"
     if isinstance(choice, str):
         if choice not in TOOL_CHOICES:
             raise ToolsError("'tool_choice' must be none, auto, required or a named function")
+        if choice == "required" and not tools:
+            raise ToolsError("'tool_choice' \"required\" needs at least one tool in 'tools'")
         return choice
     fn = choice.get("function") if isinstance(choice, Mapping) else None
     name = fn.get("name") if isinstance(fn, Mapping) else None
     if not isinstance(name, str):
         raise ToolsError("'tool_choice.function.name' is required for a named function")
+    if not tools:
+        raise ToolsError(f"'tool_choice' names the function {name!r}, but no 'tools' are given")
     if name not in {t["function"]["name"] for t in tools}:
         raise ToolsError(f"'tool_choice.function.name': {name!r} is not among the tools")
     return f"function:{name}"
@@ -111,24 +117,64 @@ def tools_system_prompt(tools: Sequence[Mapping[str, Any]]) -> str:
 
 
 def call_schema(tools: Sequence[Mapping[str, Any]], only: str | None = None) -> dict[str, Any]:
-    """The JSON schema of one call {"name": ..., "arguments": ...} of any tool (or `only`)."""
+    """The JSON schema of one call {"name": ..., "arguments": ...} of any tool (or `only`).
+
+    A tool's parameters sit under properties.arguments here, so their references to their
+    own root ("#/$defs/Location", what pydantic and OpenAI's helpers write) would point into
+    this schema instead: parameters that refer to anything are kept whole in this schema's
+    $defs, under the tool's name, and each of their references is rewritten to point there."""
     alts = []
+    defs: dict[str, Any] = {}
     for t in tools:
         fn = t["function"]
         if only is not None and fn["name"] != only:
             continue
+        params = fn.get("parameters") or {"type": "object"}
+        found: list[bool] = []
+        rebased = _rebased(params, f"#/$defs/{fn['name']}", found)
+        if found:
+            defs[fn["name"]] = rebased
+            params = {"$ref": f"#/$defs/{fn['name']}"}
         alts.append(
             {
                 "type": "object",
-                "properties": {
-                    "name": {"const": fn["name"]},
-                    "arguments": fn.get("parameters") or {"type": "object"},
-                },
+                "properties": {"name": {"const": fn["name"]}, "arguments": params},
                 "required": ["name", "arguments"],
                 "additionalProperties": False,
             }
         )
-    return alts[0] if len(alts) == 1 else {"anyOf": alts}
+    schema = alts[0] if len(alts) == 1 else {"anyOf": alts}
+    return {**schema, "$defs": defs} if defs else schema
+
+
+#: keywords whose values are data, not schemas: a "$ref" inside them is not a reference
+_DATA_KEYWORDS = frozenset(("const", "enum", "default", "examples"))
+#: keywords whose values map names to schemas (a property may be called "default")
+_NAMED_SCHEMAS = frozenset(
+    ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+)
+
+
+def _rebased(schema: Any, base: str, found: list[bool] | None = None) -> Any:
+    """A copy of `schema` whose references within itself ("#...") start at `base` instead;
+    `found` gets a True for each one (the nesting is bounded by the request's JSON reader)."""
+    if isinstance(schema, list):
+        return [_rebased(v, base, found) for v in schema]
+    if not isinstance(schema, Mapping):
+        return schema
+    out: dict[str, Any] = {}
+    for k, v in schema.items():
+        if k == "$ref" and isinstance(v, str) and v.startswith("#"):
+            out[k] = base + v[1:]
+            if found is not None:
+                found.append(True)
+        elif k in _NAMED_SCHEMAS and isinstance(v, Mapping):
+            out[k] = {name: _rebased(sub, base, found) for name, sub in v.items()}
+        elif k in _DATA_KEYWORDS:
+            out[k] = v
+        else:
+            out[k] = _rebased(v, base, found)
+    return out
 
 
 #: the rule a call's JSON grammar is renamed to inside the wrapper

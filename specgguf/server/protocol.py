@@ -367,9 +367,11 @@ def _tools(body: dict, params: GenParams) -> tuple[list[dict] | None, GenParams]
 
     from specgguf.io.tools import ToolsError, validate_tool_choice, validate_tools
 
-    if not body.get("tools"):
-        return None, params
     try:
+        if not body.get("tools"):
+            # none to call: "none" and "auto" mean no call, "required" or a name are refused
+            validate_tool_choice(body.get("tool_choice"), [])
+            return None, params
         tools = validate_tools(body["tools"])
         choice = validate_tool_choice(body.get("tool_choice"), tools)
     except ToolsError as e:
