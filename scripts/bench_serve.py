@@ -212,7 +212,7 @@ SPEC_MODES = (("off", ["--spec-type", "none"]), ("on", []))
 
 class LlamaServer:
     """llama-server on a free port, loaded (its /health answers 200); same interface as the
-    Server of tests.serve_helpers for what this script uses."""
+    Server of tests.serve_helpers for what this script and bench_agent.py use."""
 
     def __init__(self, binary: str, args: list[str]) -> None:
         with socket.socket() as s:
@@ -243,6 +243,7 @@ class LlamaServer:
         return http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
 
     stream = Server.stream
+    request = Server.request
 
     def stop(self) -> tuple[int, str]:
         self.proc.terminate()
