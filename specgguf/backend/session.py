@@ -452,6 +452,7 @@ class Session:
             grammar=draft_source(self.target_model, constraint)
             if constraint is not None and "grammar" in spec.types
             else None,
+            constraint=constraint,
             mtp=slot.mtp,
             head=draft_ctx if self.info.eagle3 is not None else None,
             views=self.text_views if spec.text_views else None,

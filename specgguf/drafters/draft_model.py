@@ -55,6 +55,7 @@ class DraftModelDrafter(ModelDrafter):
         keep = self.ctx.keep_prefix(self.history[:-1] if self.reuse_prefix else [])
         self.ctx.truncate(keep)
         self.kv = self.history[:keep]
+        self.output_starts()
 
     @property
     def behind(self) -> int:

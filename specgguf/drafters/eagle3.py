@@ -79,6 +79,7 @@ class Eagle3Drafter(ModelDrafter):
         self._resume = keep
         self.head.heard = self.history  # the same list: it grows as tokens are observed
         self._verifying = False
+        self.output_starts()
 
     def resume(self, kept: int) -> int:
         return min(kept, self._resume)

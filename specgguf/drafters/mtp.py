@@ -113,6 +113,7 @@ class MtpDrafter(ModelDrafter):
     def begin(self, prompt: Sequence[int]) -> None:
         self.history = list(prompt)
         self._heard = None  # a pass of an abandoned sequence that was never judged: not kept
+        self.output_starts()
 
     def resume(self, kept: int) -> int:
         """Where the head can take over the prompt: at most `kept` (what the target keeps),

@@ -31,6 +31,7 @@ from specgguf.drafters.ngram_params import (
 from specgguf.errors import UsageError
 
 if TYPE_CHECKING:
+    from specgguf.core.constraint import Constraint
     from specgguf.core.context import KVContext
     from specgguf.core.draft import Drafter
     from specgguf.core.sampling import PositionRandom, SamplerParams
@@ -68,6 +69,9 @@ class BuildContext:
     cross_vocab: tuple[Vocabulary, Vocabulary] | None = None
     #: the generation's grammar, for the grammar drafter (None: the generation has none)
     grammar: GrammarDraftSource | None = None
+    #: the generation's grammar in its state before the output (a state of the drafter's own):
+    #: a model drafter proposes nothing it forbids (None: no grammar)
+    constraint: Constraint | None = None
     #: the slot's MTP head over the target's own NextN layer, with what it keeps across
     #: generations, for draft-mtp (None: the session was not started with draft-mtp)
     mtp: HeadState | None = None
@@ -87,7 +91,14 @@ class BuildContext:
 
         if self.sampler is None:
             raise ValueError("a model drafter drafts with the generation's sampler")
-        rules = DraftRules(self.sampler, self.n_max, self.p_min, self.n_min, self.probabilistic)
+        rules = DraftRules(
+            self.sampler,
+            self.n_max,
+            self.p_min,
+            self.n_min,
+            self.probabilistic,
+            grammar=self.constraint.clone() if self.constraint is not None else None,
+        )
         return rules if self.random is None else replace(rules, random=self.random)
 
 
