@@ -107,7 +107,8 @@ def test_namespaces_never_share_a_corpus(tiny_target):
         assert session.suffix_corpus(spec, ("api-key", "b")) is not a
         assert session.suffix_corpus(spec, None) is not a
         d = session.decoder(SamplerParams(temp=0), 4, 1, namespace=("api-key", "a")).drafters[0]
-        d = d.inner  # the suffix drafter reads the prompt's text views too
+        assert d.escaped is None  # one longest-match lookup over the prompt and its views
+        d = d.inner
         assert isinstance(d, SuffixDrafter) and d.corpus is a
     finally:
         session.close()

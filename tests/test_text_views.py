@@ -76,8 +76,9 @@ def test_views_only_where_they_differ():
 
 def test_views_are_bounded_by_the_prompt():
     prompt = chars('"' * 100)  # escaping doubles it: within the bound
-    assert len(CHAR_VIEWS(prompt)) <= MAX_VIEW_FACTOR * len(prompt)
-    assert CHAR_VIEWS([]) == []
+    views = CHAR_VIEWS(prompt)
+    assert sum(map(len, views.values())) <= MAX_VIEW_FACTOR * len(prompt)
+    assert CHAR_VIEWS([]) == {"raw": [], "escaped": []}
 
 
 def map_k_with_views(size_n: int = 8, size_m: int = 24) -> WithTextViews:
@@ -117,11 +118,31 @@ def test_an_escaped_tool_result_is_copied_out_as_plain_text():
     assert draft and FILE.startswith(FILE[:20] + draft)
 
 
-def test_the_registry_marks_both_the_wrapper_and_the_drafter():
+def test_the_registry_marks_both_the_wrapper_and_the_drafters():
     d = map_k_with_views()
-    assert d.name == d.inner.name == "ngram-map-k"
-    assert d.free and d.inner.free
+    assert d.name == d.inner.name == d.escaped.name == "ngram-map-k"
+    assert d.free and d.inner.free and d.escaped.free
     assert d.max_draft == d.inner.max_draft == 24
+
+
+def test_a_line_without_anything_to_escape_is_continued_in_the_outputs_spelling():
+    # ` / 2` ends a line in the raw file and in its escaped view alike: the raw prompt, read
+    # last, would continue it with a raw newline even inside a JSON string
+    prompt = chars(
+        "Fix:\ndef half(ordered, mid):\n    return (ordered[mid - 1] + ordered[mid]) / 2\n"
+        "\n\ndef f():\n    pass\nCall write_file."
+    )
+    d = map_k_with_views()
+    d.begin(prompt)
+    start = json_escape("def half(ordered, mid):\n    return (ordered[mid - 1]")
+    d.observe(chars('{"content": "' + start))
+    assert d.mode == "escaped"
+    assert text(d.propose(24).tokens).startswith(" + ordered[mid]) / 2\\n\\n")
+    # and in a code block, the raw spelling
+    d.begin(prompt)
+    d.observe(chars("```python\ndef half(ordered, mid):\n    return (ordered[mid - 1]"))
+    assert d.mode == "raw"
+    assert text(d.propose(24).tokens).startswith(" + ordered[mid]) / 2\n\n")
 
 
 def test_ngram_cache_reads_no_views():
@@ -148,8 +169,9 @@ def test_the_session_views_use_the_targets_tokenizer(tiny_target):
         prompt = tm.tokenize("<|im_start|>" + source)
         views = session.text_views(prompt)
         # the chat marker is no text of the views; each view is spelled in the target's tokens
-        spelled = b"".join(tm.piece(t) for t in views).decode()
+        spelled = b"".join(tm.piece(t) for t in views["escaped"]).decode()
         assert spelled == single_quoted_view(source) + escaped_view(source)
+        assert views["raw"] == []  # the prompt holds no JSON escapes to decode
         assert session.text_views.tokenize("\\ndef") == tm.tokenize(
             "\\ndef", add_special=False, parse_special=False
         )

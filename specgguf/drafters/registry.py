@@ -16,7 +16,7 @@ loaded, so that a typo costs nothing) must not pull in numpy and every drafter.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
 
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from specgguf.drafters.eagle3 import HiddenStateHead
     from specgguf.drafters.grammar_draft import GrammarDraftSource
     from specgguf.drafters.mtp import HeadState
+    from specgguf.drafters.text_views import TextViews
 
 
 @runtime_checkable
@@ -79,7 +80,7 @@ class BuildContext:
     head: HiddenStateHead | None = None
     #: a prompt's escape-aware views in the target's tokens (specgguf.drafters.text_views),
     #: read by the types whose row says `reads_views`; None: the prompt alone
-    views: Callable[[Sequence[int]], list[int]] | None = None
+    views: TextViews | None = None
     #: the earlier outputs `suffix` drafts from (specgguf.drafters.suffix.SuffixCorpus: one
     #: per model and API key, shared by the slots); None: a corpus of the drafter's own
     suffix_corpus: Any = None
@@ -130,9 +131,11 @@ class SpecType:
     #: types have their own sizes); every type that needs a model does
     drafts_to_n_max: bool = False
     #: an n-gram lookup over the sequence that also reads the prompt's escaped and unescaped
-    #: views (specgguf.drafters.text_views) when the build context has them; ngram-cache does
-    #: not (its -lcd file keeps what was generated, nothing made up)
-    reads_views: bool = False
+    #: views (specgguf.drafters.text_views) when the build context has them: "apart" (a
+    #: lookup of the most recent match: one per spelling) or "together" (a longest-match
+    #: lookup: one over all); None: the prompt only (ngram-cache: its -lcd file keeps what
+    #: was generated, nothing made up)
+    reads_views: str | None = None
 
     @property
     def bounded_by_n_max(self) -> bool:
@@ -176,11 +179,15 @@ class SpecType:
         self.check_supported()
         assert self.builder is not None
         params = self.params_from(ctx.ngram) if self.params is not None else None
-        drafter = self.builder(params, ctx)
+        builder = self.builder
         if self.reads_views and ctx.views is not None:
             from specgguf.drafters.text_views import WithTextViews
 
-            drafter = WithTextViews(drafter, ctx.views)
+            drafter: Drafter = WithTextViews(
+                lambda: builder(params, ctx), ctx.views, per_spelling=self.reads_views == "apart"
+            )
+        else:
+            drafter = builder(params, ctx)
         drafter.name = self.name
         drafter.free = self.free
         return drafter
@@ -288,12 +295,12 @@ def _grammar(_: None, ctx: BuildContext) -> Drafter:
 #: states llama-cpp-python 0.3.36 does not hand over
 REGISTRY: tuple[SpecType, ...] = (
     SpecType("grammar", _grammar, free=True, per_sequence=True),
-    SpecType("ngram-simple", _ngram_simple, NgramSimpleParams, free=True, reads_views=True),
-    SpecType("ngram-map-k", _ngram_map_k, NgramMapKParams, free=True, reads_views=True),
-    SpecType("ngram-map-k4v", _ngram_map_k4v, NgramMapK4VParams, free=True, reads_views=True),
-    SpecType("ngram-mod", _ngram_mod, NgramModParams, free=True, reads_views=True),
+    SpecType("ngram-simple", _ngram_simple, NgramSimpleParams, free=True, reads_views="apart"),
+    SpecType("ngram-map-k", _ngram_map_k, NgramMapKParams, free=True, reads_views="apart"),
+    SpecType("ngram-map-k4v", _ngram_map_k4v, NgramMapK4VParams, free=True, reads_views="apart"),
+    SpecType("ngram-mod", _ngram_mod, NgramModParams, free=True, reads_views="apart"),
     SpecType("ngram-cache", _ngram_cache, NgramCacheParams, free=True),
-    SpecType("suffix", _suffix, SuffixParams, free=True, reads_views=True),
+    SpecType("suffix", _suffix, SuffixParams, free=True, reads_views="together"),
     SpecType("draft-simple", _draft_simple, needs_model=True),
     SpecType("draft-eagle3", _draft_eagle3, needs_model=True),
     SpecType("draft-mtp", _draft_mtp, per_sequence=True, drafts_to_n_max=True),

@@ -97,9 +97,16 @@ def unescaped_view(text: str) -> str | None:
     return None
 
 
-#: the views every n-gram lookup is given, in the order they are read (the later, the more
-#: recent to a drafter that prefers recent matches; the prompt itself comes last of all)
-VIEWS: tuple[View, ...] = (unescaped_view, single_quoted_view, escaped_view)
+#: how text is spelled: as it is, or inside a JSON string
+RAW, ESCAPED = "raw", "escaped"
+#: the views every n-gram lookup is given, with the spelling each continues
+VIEWS: tuple[tuple[View, str], ...] = (
+    (unescaped_view, RAW),
+    (single_quoted_view, ESCAPED),
+    (escaped_view, ESCAPED),
+)
+#: a raw newline, or a JSON-escaped one (two characters)
+_NEWLINE = re.compile(r"\n|\\n")
 
 
 class TextViews:
@@ -110,7 +117,7 @@ class TextViews:
         self,
         tokenize: Callable[[str], list[int]],
         detokenize: Callable[[Sequence[int]], str],
-        views: Sequence[View] = VIEWS,
+        views: Sequence[tuple[View, str]] = VIEWS,
     ) -> None:
         self.tokenize = tokenize
         self.detokenize = detokenize
@@ -129,62 +136,122 @@ class TextViews:
         out.extend(self.tokenize(text[start:]))
         return out
 
-    def __call__(self, prompt: Sequence[int]) -> list[int]:
-        """The tokens of every view of `prompt` that differs from it, one after another,
-        bounded by MAX_VIEW_FACTOR x len(prompt)."""
+    def __call__(self, prompt: Sequence[int]) -> dict[str, list[int]]:
+        """Spelling -> the tokens of every view of `prompt` in that spelling that differs from
+        it, one after another; all of them bounded by MAX_VIEW_FACTOR x len(prompt)."""
+        out: dict[str, list[int]] = {RAW: [], ESCAPED: []}
         if not prompt:
-            return []
+            return out
         text = self.detokenize(prompt)
         budget = MAX_VIEW_FACTOR * len(prompt)
-        out: list[int] = []
-        for view in self.views:
+        for view, spelling in self.views:
             spelled = view(text)
             if spelled is None:
                 continue
             tokens = self.tokenize_as_written(spelled)
-            if len(out) + len(tokens) > budget:
+            budget -= len(tokens)
+            if budget < 0:
                 break
-            out.extend(tokens)
+            out[spelling].extend(tokens)
         return out
+
+    def spelling(self, tokens: Sequence[int]) -> str | None:
+        """How the last line break in the text of `tokens` is spelled (RAW or ESCAPED), or
+        None without one: inside a JSON string a line ends in `\\n`."""
+        last = None
+        for m in _NEWLINE.finditer(self.detokenize(tokens)):
+            last = m
+        if last is None:
+            return None
+        return RAW if last.group(0) == "\n" else ESCAPED
 
 
 class WithTextViews(Drafter):
-    """An n-gram drafter that reads the views of each prompt before the prompt itself.
+    """An n-gram lookup that reads the views of each prompt as well as the prompt.
 
-    Everything else is the inner drafter's: the loop sees its name, sizes and feedback, and
-    the inner drafter sees the views as the start of its history (so its lookups find them,
-    its proposals copy from them, and nothing about its own rules changes)."""
+    A lookup that copies the most recent match (ngram-simple, ngram-map-k, ...) cannot tell a
+    line of the raw file from the same line of its escaped view where the key holds nothing
+    to escape, and the raw prompt, read last, would win even inside a string. So such a
+    drafter is two (`per_spelling`): one over the raw views and the prompt, one over the
+    prompt and the escaped views; each round asks first the one whose spelling the output's
+    last line break has (inside a JSON string: `\\n`), then the other. A lookup that takes
+    the longest match (suffix) tells them apart by the context and is one drafter over all.
 
-    def __init__(self, inner: Drafter, views: Callable[[Sequence[int]], list[int]]) -> None:
-        self.inner = inner
+    Everything else is the inner drafters': the loop sees their name, sizes and feedback,
+    and each sees its views as part of its history, so nothing about its own rules changes."""
+
+    def __init__(
+        self, make: Callable[[], Drafter], views: TextViews, *, per_spelling: bool = True
+    ) -> None:
+        self.inner = make()
+        #: the lookup over the escaped views (None: one drafter reads everything)
+        self.escaped = make() if per_spelling else None
         self.views = views
-        self.max_draft = inner.max_draft
-        #: how many view tokens the last prompt brought (for tests and --trace)
+        self.max_draft = self.inner.max_draft
+        #: the spelling the output is in now (the last line break's), None: not known yet
+        self.mode: str | None = None
+        self._proposer: Drafter | None = None
+        #: how many view tokens the last prompt brought (for tests)
         self.view_tokens = 0
 
     def __setattr__(self, name: str, value: object) -> None:
-        # the registry names the drafter and marks it free after building it: the inner one
+        # the registry names the drafter and marks it free after building it: the inner ones
         # must carry the same marks (auto and the stats read them through either)
         super().__setattr__(name, value)
-        if name in ("name", "free") and "inner" in self.__dict__:
-            setattr(self.inner, name, value)
+        if name in ("name", "free"):
+            for d in (self.__dict__.get("inner"), self.__dict__.get("escaped")):
+                if d is not None:
+                    setattr(d, name, value)
+
+    def _both(self) -> list[Drafter]:
+        return [self.inner] if self.escaped is None else [self.inner, self.escaped]
 
     def begin(self, prompt: Sequence[int]) -> None:
-        extra = self.views(prompt)
-        self.view_tokens = len(extra)
-        self.inner.begin([*extra, *prompt] if extra else prompt)
+        views = self.views(prompt)
+        raw, escaped = views[RAW], views[ESCAPED]
+        self.view_tokens = len(raw) + len(escaped)
+        self.mode = None
+        self._proposer = None
+        if self.escaped is None:
+            self.inner.begin([*raw, *prompt, *escaped])
+            return
+        self.inner.begin([*raw, *prompt])
+        self.escaped.begin([*prompt, *escaped])
 
     def observe(self, tokens: Sequence[int]) -> None:
-        self.inner.observe(tokens)
+        for d in self._both():
+            d.observe(tokens)
+        if self.escaped is not None:
+            self.mode = self.views.spelling(tokens) or self.mode
+
+    def _order(self) -> list[Drafter]:
+        if self.escaped is None:
+            return [self.inner]
+        if self.mode == ESCAPED:
+            return [self.escaped, self.inner]
+        return [self.inner, self.escaped]
 
     def propose(self, budget: int, gate: DraftGate | None = None) -> Draft:
-        return self.inner.propose(budget, gate)
+        self._proposer = None
+        for d in self._order():
+            draft = d.propose(budget, gate)
+            if draft.tokens:
+                self._proposer = d
+                return draft
+        return Draft()
 
     def peek(self, budget: int) -> Draft:
-        return self.inner.peek(budget)
+        for d in self._order():
+            draft = d.peek(budget)
+            if draft.tokens:
+                return draft
+        return Draft()
 
     def feedback(self, n_drafted: int, n_accepted: int) -> None:
-        self.inner.feedback(n_drafted, n_accepted)
+        if self._proposer is not None:
+            self._proposer.feedback(n_drafted, n_accepted)
+        self._proposer = None
 
     def close(self) -> None:
-        self.inner.close()
+        for d in self._both():
+            d.close()
