@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from specgguf.drafters.registry import SPEC_TYPES, BuildContext
 from specgguf.drafters.text_views import (
     MAX_VIEW_FACTOR,
+    MAX_VIEW_SOURCE,
     TextViews,
     WithTextViews,
     escaped_view,
@@ -72,6 +73,18 @@ def test_views_only_where_they_differ():
     assert unescaped_view(FILE) is None or unescaped_view(FILE) != FILE
     assert unescaped_view("no escapes here") is None
     assert unescaped_view(json_escape(FILE)) == FILE
+
+
+def test_views_cover_the_prompts_tail_once_per_prompt():
+    asked: list[str] = []
+    views = TextViews(lambda t: asked.append(t) or chars(t), text)
+    prompt = chars("x" * (MAX_VIEW_SOURCE + 100) + '"a"\n"b"\n')
+    first = views(prompt)
+    assert len(first["escaped"]) <= MAX_VIEW_FACTOR * MAX_VIEW_SOURCE
+    assert text(first["escaped"]).endswith(json_escape('"a"\n"b"\n'))
+    n = len(asked)
+    assert views(list(prompt)) is first and len(asked) == n  # the next drafter: kept
+    assert views(prompt[:-1]) is not first  # another prompt: made anew
 
 
 def test_views_are_bounded_by_the_prompt():

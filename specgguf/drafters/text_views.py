@@ -44,6 +44,10 @@ MIN_ESCAPES = 2
 #: the view tokens a drafter reads at most, as a multiple of the prompt's tokens (an escaped
 #: text is longer than the raw one, never this much)
 MAX_VIEW_FACTOR = 4
+#: the views are made of the prompt's last this many tokens (what an agent rewrites is what
+#: it was just shown): making them costs about 15 ms per 1,000 tokens (a detokenization and
+#: three tokenizations), and an 8,192-token tail keeps that near 0.1 s however long the prompt
+MAX_VIEW_SOURCE = 8192
 
 #: a view of a text: the text as it would be spelled, or None where it would not change
 View = Callable[[str], "str | None"]
@@ -122,6 +126,9 @@ class TextViews:
         self.tokenize = tokenize
         self.detokenize = detokenize
         self.views = tuple(views)
+        #: the last prompt asked about and its views (a server's slots ask from their own
+        #: threads: the pair is replaced whole, so a reader sees one or the other)
+        self._last: tuple[list[int], dict[str, list[int]]] | None = None
 
     def tokenize_as_written(self, text: str) -> list[int]:
         """`text` in the tokens a model writes it with: tokenized piece by piece, cut after
@@ -137,8 +144,17 @@ class TextViews:
         return out
 
     def __call__(self, prompt: Sequence[int]) -> dict[str, list[int]]:
-        """Spelling -> the tokens of every view of `prompt` in that spelling that differs from
-        it, one after another; all of them bounded by MAX_VIEW_FACTOR x len(prompt)."""
+        """Spelling -> the tokens of every view of `prompt` (its last MAX_VIEW_SOURCE tokens)
+        in that spelling that differs from it, one after another; all of them bounded by
+        MAX_VIEW_FACTOR x the tokens viewed. The drafters of one generation ask for the same
+        prompt one after another: the last answer is kept and given again."""
+        if self._last is not None and self._last[0] == prompt:
+            return self._last[1]
+        out = self._make(prompt[-MAX_VIEW_SOURCE:])
+        self._last = (list(prompt), out)
+        return out
+
+    def _make(self, prompt: Sequence[int]) -> dict[str, list[int]]:
         out: dict[str, list[int]] = {RAW: [], ESCAPED: []}
         if not prompt:
             return out
