@@ -468,3 +468,35 @@ def test_process_exit_status_and_one_line(case, tiny_target, bad_files, tmp_path
     assert got == code, err
     assert out == "" and "Traceback" not in err
     assert len(lines) == 1 and fragment in lines[0], lines
+
+
+@pytest.fixture(scope="module")
+def drafter_heads(tmp_path_factory):
+    """An EAGLE-3 head and a Gemma-4 assistant: drafters that decode nothing alone."""
+    from tests.tiny_eagle3 import build_eagle3_head
+    from tests.tiny_gemma4 import build_tiny_assistant
+
+    d = tmp_path_factory.mktemp("drafter_heads")
+    return {
+        "eagle3": (build_eagle3_head(d / "head.gguf"), "an EAGLE-3 head"),
+        "assistant": (
+            build_tiny_assistant(d / "assistant.gguf", seed=3),
+            "a gemma4-assistant MTP drafter",
+        ),
+    }
+
+
+@pytest.mark.parametrize("command", ["check", "run"])
+@pytest.mark.parametrize("kind", ["eagle3", "assistant"])
+def test_process_drafter_head_as_model_says_it_belongs_after_md(kind, command, drafter_heads):
+    """A drafter head given as -m is named as one before loading (exit 3), not reported as a
+    healthy model by `check` nor as running out of memory by `run`."""
+    path, what = drafter_heads[kind]
+    argv = ["check", "-m", path] if command == "check" else run_args(path, "-p", "hi", "-n", "2")
+    got, out, err, _ = spawn(*argv)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert got == ExitCode.MODEL, err
+    assert out == "" and "Traceback" not in err
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"error: -m {path} is {what}"), lines[0]
+    assert f"-md {path}" in lines[0] and "memory" not in lines[0]
