@@ -1397,3 +1397,63 @@ def test_a_yaml_string_with_escaped_quotes_is_reported_not_misread():
     assert new == text
     unsafe = [u for f in findings for u in f.unsafe]
     assert len(unsafe) == 2 and all("is still here (vLLM removed it)" in u for u in unsafe)
+
+
+# ----------------------------------------------------------------------------------------------
+# migrate -: stdin in, migrated text out (a real process: what a pipe sees)
+# ----------------------------------------------------------------------------------------------
+
+STDIN_SCRIPT = ("#!/bin/sh\r\nllama-server -m t.gguf -md d.gguf --draft-max 8 \\\r\n"
+                "  --port 8080\r\n")
+
+
+def _migrate_process(*args: str, stdin: bytes, cwd: Path):
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "specgguf_cli.app", "migrate", *args],
+                          input=stdin, capture_output=True, cwd=cwd, env=env, timeout=60)
+
+
+def test_process_migrate_dash_reads_stdin_and_writes_the_text_to_stdout(tmp_path):
+    res = _migrate_process("-", stdin=STDIN_SCRIPT.encode(), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.decode() == STDIN_SCRIPT.replace(
+        "--draft-max 8", "--spec-type draft-simple --spec-draft-p-min 0.75 --spec-draft-n-max 8")
+    err = res.stderr.decode()
+    assert "Traceback" not in err
+    assert err.splitlines()[0].startswith("<stdin>:2: llama-server -m t.gguf"), err
+    assert all(line.startswith("<stdin>:2: ") for line in err.splitlines())
+
+
+def test_process_migrate_dash_check_diff_and_a_name(tmp_path):
+    res = _migrate_process("--check", "-", stdin=STDIN_SCRIPT.encode(), cwd=tmp_path)
+    assert res.returncode == 1 and res.stderr == b""
+    assert res.stdout.decode().startswith("<stdin>:2: ")
+    res = _migrate_process("--check", "-", stdin=b"llama-server -m t.gguf\n", cwd=tmp_path)
+    assert (res.returncode, res.stdout, res.stderr) == (0, b"", b"")
+    res = _migrate_process("--diff", "-", stdin=STDIN_SCRIPT.encode(), cwd=tmp_path)
+    assert res.returncode == 0 and res.stdout.decode().startswith("--- <stdin>\n+++ <stdin>\n")
+    compose = b'services:\n  a:\n    command: ["--draft-max", "8", "-md", "d.gguf"]\n'
+    res = _migrate_process("-", "--stdin-filename", "compose.yaml", stdin=compose, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == compose.replace(
+        b'"--draft-max"', b'"--spec-draft-n-max"').replace(
+        b'"d.gguf"]', b'"d.gguf", "--spec-type", "draft-simple", "--spec-draft-p-min", "0.75"]')
+    assert res.stderr.decode().startswith("compose.yaml:3: ")
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (("--write", "-"), "--write needs files"),
+    (("-", "a.sh"), "- reads stdin alone"),
+    (("--stdin-filename", "x.yaml", "a.sh"), "--stdin-filename names stdin's text"),
+    (("-",), "<stdin>: binary file"),
+])
+def test_process_migrate_dash_refusals_are_one_line(args, fragment, tmp_path):
+    (tmp_path / "a.sh").write_text("llama-server --draft 3\n")
+    res = _migrate_process(*args, stdin=b"\0\1\2", cwd=tmp_path)
+    err = res.stderr.decode()
+    assert res.returncode == 1 and res.stdout == b""
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert err.startswith("error: ") and fragment in err, err
