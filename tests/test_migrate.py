@@ -696,12 +696,13 @@ def test_markdown_code_blocks_only():
     assert lines[2] == "Inline `llama-server --spec-draft-n-max 5` is prose and stays."
     assert lines[5] == ("llama-server -m t.gguf -md d.gguf --spec-type draft-simple "
                         "--spec-draft-p-min 0.75 --spec-draft-n-max 5 --spec-draft-n-min 1")
-    assert lines[9] == 'subprocess.run(["llama-server", "--draft-max", "5"])'
+    # a Python block's argument list that names its tool is an argv (scan_source)
+    assert lines[9] == 'subprocess.run(["llama-server", "--spec-draft-n-max", "5"])'
     assert lines[13] == 'command: ["llama-server", "-c", "2048", "-m", "x"]'
     assert lines[17] == "CMD llama-lookup -m x --spec-draft-n-max 4"
     assert lines[21] == ("$ vllm serve M --speculative-config '{\"model\": \"D\", "
                          "\"num_speculative_tokens\": 5}'")
-    assert [f.line for f in findings] == [3, 6, 14, 18, 22]
+    assert [f.line for f in findings] == [3, 6, 10, 14, 18, 22]
 
 
 def test_reference_tutorial_commands():
@@ -830,10 +831,10 @@ def test_write_every_kind_then_check_is_clean_except_what_needs_a_person(tree):
     assert (tree / "compose.yml").read_text() == COMPOSE_MIGRATED
     code, out, _ = run([tree], check=True)
     assert code == 1
-    # what is left: a variable with no successor, and (seen by the token scan) the README's
-    # Python block; the make-variable draft is taken as plain, the inline code is migrated
+    # what is left: a variable with no successor; the make-variable draft is taken as plain,
+    # the inline code and the README's Python argument list are migrated
     assert sorted(line.split(": cannot migrate safely: ")[0].rsplit("/", 1)[1]
-                  for line in out.splitlines()) == ["README.md:10", "compose.yml:6"]
+                  for line in out.splitlines()) == ["compose.yml:6"]
     assert "LLAMA_ARG_CTX_SIZE_DRAFT" in out
 
 
@@ -886,8 +887,11 @@ def test_file_kinds():
     assert file_kind("run.sh") == file_kind("run", "#!/bin/bash\n") == "shell"
     assert file_kind("Makefile.cuda") == file_kind("GNUmakefile") == "make"
     assert file_kind("serve.bat") == file_kind("SERVE.CMD") == "bat"
-    for name in ("llama.service", ".env", "prod.env", "notes.txt", "app.conf", "x.ps1"):
+    for name in ("llama.service", ".env", "prod.env", "notes.txt", "app.conf"):
         assert file_kind(name) == "shell", name
+    # PowerShell continues a line with a backtick, and a backslash is a path's
+    assert file_kind("x.ps1") == file_kind("Serve.PSM1") == "powershell"
+    assert detect("x.ps1", "") == ("powershell", "shell")
     assert file_kind("main.py") is None
     # a named file and a file in a directory are detected the same way
     assert detect("main.py", "") == (None, "python")
@@ -1457,3 +1461,87 @@ def test_process_migrate_dash_refusals_are_one_line(args, fragment, tmp_path):
     assert res.returncode == 1 and res.stdout == b""
     assert "Traceback" not in err and len(err.splitlines()) == 1, err
     assert err.startswith("error: ") and fragment in err, err
+
+
+# ----------------------------------------------------------------------------------------------
+# shapes found by hostile use (round 3); the corpus (tests/data/migrate/r3_*) holds whole files
+# ----------------------------------------------------------------------------------------------
+
+_MD_FLAGS = "--spec-type draft-simple --spec-draft-p-min 0.75"
+
+
+@pytest.mark.parametrize(("name", "old", "new"), [
+    # PowerShell: a backtick continues the line (it was read as a command substitution, and
+    # the report printed the rest of the file), a backslash is a path's
+    ("a.ps1", "& .\\llama-server.exe -md C:\\m\\d.gguf `\n  --draft-max 16\n",
+     f"& .\\llama-server.exe -md C:\\m\\d.gguf {_MD_FLAGS} `\n  --spec-draft-n-max 16\n"),
+    # a console session's `> ` before a continued line is the prompt, not a redirection
+    ("a.md", "```console\n$ llama-server -md d.gguf \\\n>   --draft-max 16\n```\n",
+     f"```console\n$ llama-server -md d.gguf {_MD_FLAGS} \\\n>   --spec-draft-n-max 16\n```\n"),
+    # an indented code block that runs a tool
+    ("a.md", "Run:\n\n    llama-server -md d.gguf --draft-max 8\n",
+     f"Run:\n\n    llama-server -md d.gguf {_MD_FLAGS} --spec-draft-n-max 8\n"),
+    # a Python block's argument list that starts with its tool
+    ("a.md", '```python\nrun(["llama-server", "--draft-max", "8"])\n```\n',
+     '```python\nrun(["llama-server", "--spec-draft-n-max", "8"])\n```\n'),
+    # an old variable named in prose gets its new name
+    ("a.md", "Set `LLAMA_ARG_DRAFT_MAX=16`.\n", "Set `LLAMA_ARG_SPEC_DRAFT_N_MAX=16`.\n"),
+    # a make target's own variable
+    ("Makefile", "serve: ARGS += --draft-max $(N)\n", "serve: ARGS += --spec-draft-n-max $(N)\n"),
+    # systemd: two assignments on one line; the new ones join that line
+    ("a.service", '[Service]\nEnvironment="LLAMA_ARG_MODEL_DRAFT=/m/d.gguf" "LLAMA_ARG_DRAFT_MAX=8"'
+     "\n",
+     '[Service]\nEnvironment="LLAMA_ARG_SPEC_DRAFT_MODEL=/m/d.gguf" "LLAMA_ARG_SPEC_DRAFT_N_MAX=8"'
+     ' "LLAMA_ARG_SPEC_TYPE=draft-simple" "LLAMA_ARG_SPEC_DRAFT_P_MIN=0.75"\n'),
+    # a folded `run: >` is one command line (its -md got no --spec-type: each line was read
+    # as a command of its own)
+    ("ci.yml", "steps:\n  - run: >\n      llama-server -md d.gguf\n      --draft-max 8\n",
+     f"steps:\n  - run: >\n      llama-server -md d.gguf {_MD_FLAGS}\n"
+     "      --spec-draft-n-max 8\n"),
+    # block items after a quoted item are quoted the same way
+    ("c.yml", 'services:\n  a:\n    image: ghcr.io/ggml-org/llama.cpp:server\n    command:\n'
+     '      - "-md"\n      - "d.gguf"\n      - "--draft-max"\n      - "8"\n',
+     'services:\n  a:\n    image: ghcr.io/ggml-org/llama.cpp:server\n    command:\n'
+     '      - "-md"\n      - "d.gguf"\n      - "--spec-type"\n      - "draft-simple"\n'
+     '      - "--spec-draft-p-min"\n      - "0.75"\n      - "--spec-draft-n-max"\n      - "8"\n'),
+    # Python: an argument list naming its tool, with values decided at run time, in the
+    # list's quotes; a whole command line in a string
+    ("a.py", "Popen(['llama-server', '-md', d, '--draft-max', str(n)])\n",
+     "Popen(['llama-server', '-md', d, '--spec-type', 'draft-simple', '--spec-draft-p-min', "
+     "'0.75', '--spec-draft-n-max', str(n)])\n"),
+    ("a.py", "os.system('llama-server -m t --draft 8')\n",
+     "os.system('llama-server -m t --spec-draft-n-max 8')\n"),
+    ("a.json", '{"argv": ["llama-server", "--draft-min", "2"]}\n',
+     '{"argv": ["llama-server", "--spec-draft-n-min", "2"]}\n'),
+])
+def test_round3_shapes_are_migrated(name, old, new):
+    kind, comments = detect(name, old)
+    got, findings = check_text(old, kind, comments)
+    assert got == new
+    assert not [u for f in findings for u in f.unsafe]
+    assert check_text(got, kind, comments)[1] == []
+
+
+@pytest.mark.parametrize("text", [
+    'REMOVED = ["--draft", "--draft-max"]\n',  # a table of names, not a command
+    'cmd = [sys.executable, "-m", "x", "--draft-max", "4"]\n',  # the tool is not written
+    'run(["llama-server", "--draft-max", "8", *extra])\n',  # a splat: not one item per word
+    'CMD = f"llama-server -m {m} --draft-max {n}"\n',  # an f-string
+])
+def test_python_source_left_as_written_is_reported_as_source(text):
+    from specgguf.migrate.reasons import tagged
+
+    kind, comments = detect("a.py", text)
+    got, findings = check_text(text, kind, comments)
+    assert got == text
+    unsafe = [u for f in findings for u in f.unsafe]
+    assert unsafe and all(tagged(u).endswith("[inside program source]") for u in unsafe)
+
+
+def test_a_flag_the_command_sets_gets_no_old_default_note_behind_a_variable_tool():
+    """Was: `$LLAMA ... --draft-max 8` was told to add --spec-draft-n-max 16 (the old default
+    of a flag it sets)."""
+    new, unsafe = _check("LLAMA=./llama-server\n$LLAMA -m t.gguf -md d.gguf --draft-max 8\n")
+    assert new.endswith("$LLAMA -m t.gguf -md d.gguf --spec-draft-n-max 8\n")
+    assert not any("--spec-draft-n-max 16" in u for u in unsafe), unsafe
+    assert any("add --spec-draft-p-min 0.75 if it is" in u for u in unsafe), unsafe

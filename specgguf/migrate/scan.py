@@ -65,6 +65,7 @@ class Scan:
         self._newlines: list[int] | None = None
         self.exempt: list[tuple[int, int]] = []  # free-text values: never an argument
         self.bat = False  # Windows batch: `^` continues a line
+        self.ps = False  # PowerShell: ` continues a line
         self.docs = False  # Markdown: `<draft.gguf>` placeholders are words
         self.base: str | None = None  # the file's directory: where relative drafts are read
         self._flags: frozenset[str] | None = None
@@ -217,6 +218,19 @@ class Scan:
             a = self.text.rfind("\n", 0, at) + 1
             self.findings.append(Finding(self.line_of(at), "", "", [], [why], [],
                                          (a, self.text.find("\n", at) % (len(self.text) + 1))))
+
+    def env_renames(self, start: int, end: int) -> None:
+        """Old LLAMA_ARG_* names in prose (Markdown inline code): the new name where there is
+        one, as an inline flag gets its new name; nothing is added to a sentence."""
+        for m in _ENV_RE.finditer(self.text, start, end):
+            name = m.group(1)
+            new = lg.RENAMED_ENV.get(name)
+            if new is not None:
+                self.findings.append(Finding(
+                    self.line_of(m.start()), name, new,
+                    [f"{name} -> {new}: llama.cpp now "
+                     f"{'refuses' if name in lg.REMOVED_ENV else 'ignores'} the old name"],
+                    [], [Edit(m.start(), m.end(), new)], (m.start(), m.end())))
 
     def resolve_overlaps(self) -> None:
         """A bug guard: overlapping edits would corrupt the file, so report those instead."""

@@ -87,7 +87,8 @@ def _scan_yaml_value(scan: Scan, lines: list[Line], n: int, col: int, at: int, k
         body = _following(text, lines, n + 1, col)
         if body:
             scan_shell(scan, body[0].start, body[-1].end, ShellStyle(),
-                        newline_is_space=not script, implicit=implicit)
+                        newline_is_space=not script or (head == ">" and _folds(text, body)),
+                        implicit=implicit)
     elif head == "[":
         parsed = lex_list(text, at, len(text), yaml=True)
         if parsed is not None:
@@ -109,6 +110,13 @@ def _scan_yaml_value(scan: Scan, lines: list[Line], n: int, col: int, at: int, k
         cont = _plain_continuation(text, lines, n + 1, col)
         scan_shell(scan, at, cont[-1].end if cont else stop, ShellStyle("yaml-plain"),
                     newline_is_space=True, implicit=implicit)
+
+
+def _folds(text: str, body: list[Line]) -> bool:
+    """Whether a folded scalar (`run: >`) is one line to the shell: YAML joins its lines with
+    spaces unless a line is blank or more indented (those keep their newlines)."""
+    indents = {_indent(line.text(text)) for line in body}
+    return len(indents) == 1 and all(line.text(text).strip() for line in body)
 
 
 def _scan_yaml_scalar_words(scan: Scan, word: Word, style: ShellStyle | None) -> None:
