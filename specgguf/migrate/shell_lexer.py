@@ -30,6 +30,7 @@ class _ShellLexer:
         self.bat = bat
         self.ps = ps  # PowerShell: ` continues and escapes, \ is an ordinary character
         self.mark = "^" if bat else "`" if ps else "\\"  # what continues a line
+        self.escape = "" if bat else self.mark  # what takes the next character as it is
         self.placeholders = placeholders  # documentation: `<draft.gguf>` is a word
 
     def commands(self) -> list[list[Word]]:
@@ -131,35 +132,17 @@ class _ShellLexer:
             c = text[self.i]
             if c in _BLANK or c == "\n" or c in _OPERATORS:
                 break
-            if c == "^" and self.bat:
-                skip = self._continuation(self.i)
-                if skip:
-                    self.i += skip
-                    continue
+            if c == self.mark and self._continuation(self.i):
+                self.i += self._continuation(self.i)
+                continue
             if c == "%" and self.bat and re.match(r"%[\w~:.,=-]+%", text[self.i:self.i + 64]):
                 dynamic = True  # %VAR%: the batch file decides
-            if c == "`" and self.ps:  # PowerShell's escape: the next character as it is
-                skip = self._continuation(self.i)
-                if skip:
-                    self.i += skip
-                    continue
-                if self.i + 1 < end:
-                    chars.append(text[self.i + 1])
-                    pos.append(self.i + 1)
-                    self.i += 2
-                    bare += 1
-                    continue
-            if c == "\\" and not self.bat and not self.ps:
-                skip = self._continuation(self.i)
-                if skip:
-                    self.i += skip
-                    continue
-                if self.i + 1 < end:
-                    chars.append(text[self.i + 1])
-                    pos.append(self.i + 1)
-                    self.i += 2
-                    bare += 1
-                    continue
+            if c == self.escape and self.i + 1 < end:  # the next character as it is
+                chars.append(text[self.i + 1])
+                pos.append(self.i + 1)
+                self.i += 2
+                bare += 1
+                continue
             if c == "'":
                 close = text.find("'", self.i + 1, end)
                 close = end if close < 0 else close
