@@ -111,23 +111,22 @@ def _per_ngram_type(option: str, mod: str | None) -> dict[str, str | None]:
 
 
 REMOVED_FLAGS: tuple[RemovedFlag, ...] = (
-    RemovedFlag(
-        kind="n_max",
-        names=("--draft", "--draft-n", "--draft-max"),
-        hint="use --spec-draft-n-max or --spec-ngram-mod-n-max",
-        env="LLAMA_ARG_DRAFT_MAX",
-        new_env="LLAMA_ARG_SPEC_DRAFT_N_MAX",
-        draft_flag="--spec-draft-n-max",
-        ngram_flags={"ngram-mod": "--spec-ngram-mod-n-max"},
-    ),
-    RemovedFlag(
-        kind="n_min",
-        names=("--draft-min", "--draft-n-min"),
-        hint="use --spec-draft-n-min or --spec-ngram-mod-n-min",
-        env="LLAMA_ARG_DRAFT_MIN",
-        new_env="LLAMA_ARG_SPEC_DRAFT_N_MIN",
-        draft_flag="--spec-draft-n-min",
-        ngram_flags={"ngram-mod": "--spec-ngram-mod-n-min"},
+    # the draft lengths, n_max (--draft, --draft-n, --draft-max) and n_min: a draft model's
+    # --spec-draft-n-<bound>, or ngram-mod's --spec-ngram-mod-n-<bound>
+    *(
+        RemovedFlag(
+            kind=f"n_{bound}",
+            names=names,
+            hint=f"use --spec-draft-n-{bound} or --spec-ngram-mod-n-{bound}",
+            env=f"LLAMA_ARG_DRAFT_{bound.upper()}",
+            new_env=f"LLAMA_ARG_SPEC_DRAFT_N_{bound.upper()}",
+            draft_flag=f"--spec-draft-n-{bound}",
+            ngram_flags={"ngram-mod": f"--spec-ngram-mod-n-{bound}"},
+        )
+        for bound, names in (
+            ("max", ("--draft", "--draft-n", "--draft-max")),
+            ("min", ("--draft-min", "--draft-n-min")),
+        )
     ),
     # --spec-ngram-size-n, -size-m, -min-hits: each ngram type has its own now (ngram-mod
     # only a match length, ngram-cache none)
