@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 from gguf import GGUFValueType, GGUFWriter
 
+from tests.tiny_models import write_file
+
 #: where the lead's `specgguf pull` puts the real models (tests marked `real` skip without them)
 MODELS = Path(os.environ.get("SPECGGUF_MODELS", Path.home() / ".cache/specgguf/models"))
 QWEN_15 = MODELS / "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
@@ -106,10 +108,7 @@ def write_gguf(
             rng.standard_normal((len(tokens), embedding_length)).astype(np.float32),
         )
         w.add_tensor("output_norm.weight", np.ones(embedding_length, dtype=np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    write_file(w)
     return path
 
 

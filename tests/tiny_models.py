@@ -298,6 +298,11 @@ def write_tensors(writer, w: dict[str, np.ndarray]) -> None:
     """The F32 tensors, then the file."""
     for k, v in w.items():
         writer.add_tensor(k, np.ascontiguousarray(v, dtype=np.float32))
+    write_file(writer)
+
+
+def write_file(writer) -> None:
+    """A GGUFWriter's header, keys and tensors to its file, and the file closed."""
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
