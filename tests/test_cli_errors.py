@@ -302,6 +302,12 @@ NO_MODEL = "/nonexistent/model.gguf"
         (["--temp", "nan"], "--temp: nan"),
         (["--spec-type", "bogus"], "--spec-type: 'bogus'"),
         (["--spec-type", "ngram-simple,turbo"], "--spec-type: 'turbo'"),
+        # past ggml's thread limit (512): ggml aborted with no message
+        (["-t", "100000"], "-t/--threads: 100000 (must be 1..512"),
+        (["-t", "513"], "-t/--threads: 513 (must be 1..512"),
+        (["-t", "-2"], "-t/--threads: -2 (must be 1..512"),
+        (["-td", "100000"], "-td/--threads-draft: 100000 (must be 1..512"),
+        (["-td", "-5"], "-td/--threads-draft: -5 (must be 1..512"),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, list) else None,
 )
