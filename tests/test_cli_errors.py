@@ -308,6 +308,13 @@ NO_MODEL = "/nonexistent/model.gguf"
         (["-t", "-2"], "-t/--threads: -2 (must be 1..512"),
         (["-td", "100000"], "-td/--threads-draft: 100000 (must be 1..512"),
         (["-td", "-5"], "-td/--threads-draft: -5 (must be 1..512"),
+        # an output grammar that cannot be read or converted (tests/test_grammar_cli.py: one
+        # that llama.cpp does not parse)
+        (["-j", "{oops"], "-j/--json-schema: not valid JSON"),
+        (["-j", '{"type": "nope"}'], "-j/--json-schema: the schema cannot be turned into"),
+        (["--grammar", 'root ::= "a"', "-j", "{}"], "cannot be combined: give one grammar"),
+        (["--grammar-file", "/nonexistent.gbnf"], "--grammar-file /nonexistent.gbnf: no such"),
+        (["-jf", "/nonexistent.json"], "-jf /nonexistent.json: no such file"),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, list) else None,
 )
