@@ -1513,6 +1513,13 @@ _MD_FLAGS = "--spec-type draft-simple --spec-draft-p-min 0.75"
      "os.system('llama-server -m t --spec-draft-n-max 8')\n"),
     ("a.json", '{"argv": ["llama-server", "--draft-min", "2"]}\n',
      '{"argv": ["llama-server", "--spec-draft-n-min", "2"]}\n'),
+    ("a.ipynb", '{"source": ["!llama-server -m t --draft 8\\n"]}\n',
+     '{"source": ["!llama-server -m t --spec-draft-n-max 8\\n"]}\n'),
+    ("a.toml", 'cmd = ["llama-server", "--draft-min", "2"]\n',
+     'cmd = ["llama-server", "--spec-draft-n-min", "2"]\n'),
+    # the image with every tool, the first argument picking one
+    ("a.sh", "docker run ghcr.io/ggml-org/llama.cpp:full --server -m t --draft 8\n",
+     "docker run ghcr.io/ggml-org/llama.cpp:full --server -m t --spec-draft-n-max 8\n"),
 ])
 def test_round3_shapes_are_migrated(name, old, new):
     kind, comments = detect(name, old)
@@ -1536,6 +1543,12 @@ def test_python_source_left_as_written_is_reported_as_source(text):
     assert got == text
     unsafe = [u for f in findings for u in f.unsafe]
     assert unsafe and all(tagged(u).endswith("[inside program source]") for u in unsafe)
+
+
+def test_a_tool_in_a_variable_after_exec_is_migrated_where_it_can_be_and_reported():
+    new, unsafe = _check('exec "$LLAMA_SERVER" -m t.gguf -md d.gguf --draft-max 8\n')
+    assert new == 'exec "$LLAMA_SERVER" -m t.gguf -md d.gguf --spec-draft-n-max 8\n'
+    assert any("needs --spec-type draft-simple now, unless $LLAMA_SERVER" in u for u in unsafe)
 
 
 def test_a_flag_the_command_sets_gets_no_old_default_note_behind_a_variable_tool():

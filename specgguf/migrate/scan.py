@@ -51,6 +51,21 @@ _VLLM_ONLY = frozenset({*lg.VLLM_KEYS, *lg.VLLM_GONE})
 _LLAMA_ONLY = frozenset({*lg.REMOVED_BY_NAME, *lg.DRAFT_MODEL_FLAGS, lg.SPEC_TYPE_FLAG})
 
 
+#: words that run the command after them (exec "$LLAMA" ..., nohup $BIN ...)
+_PREFIX_WORDS = frozenset({"exec", "nohup", "time", "command", "env", "nice", "setsid"})
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def _command_prefix(seq: list[Word]) -> int:
+    """How many words before the command: exec, nohup, time, env and `NAME=value`
+    assignments (a tool they run is found by name anyway; this is for one in a variable)."""
+    n = 0
+    while n < len(seq) - 1 and (seq[n].value in _PREFIX_WORDS
+                                or (_ASSIGNMENT.match(seq[n].value) and not seq[n].dynamic)):
+        n += 1
+    return n
+
+
 class Scan:
     """Findings of one file's text; all offsets are into the whole text."""
 
@@ -122,6 +137,9 @@ class Scan:
         if names & _VLLM_ONLY and not names & _LLAMA_ONLY:
             self.command(seq, lg.VLLM, 0, style)
             return True
+        lead = _command_prefix(seq)
+        if lead and seq[lead].dynamic:  # `exec "$LLAMA_SERVER" ...`: the variable runs
+            seq = seq[lead:]
         if not (seq[0].value.startswith("-") or seq[0].dynamic):
             return False
         m = _LLAMA_TOOL.search(self.text)

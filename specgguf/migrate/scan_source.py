@@ -1,5 +1,7 @@
 """Argument lists in program source: `subprocess.run(["llama-server", "-m", m, "--draft-max",
-"16"])` in Python, the same list in JavaScript or TypeScript, an argv array in a JSON file.
+"16"])` in Python, the same list in JavaScript or TypeScript, an argv array in a JSON or TOML
+file; and whole command lines in a string (`os.system("llama-server ...")`, a notebook's
+`"!llama-server ...\\n"`).
 
 Only a list literal whose first item is a string naming the tool is read: then every item is
 an argument of that command, so renaming a flag or adding one is what the list means. An item
@@ -42,10 +44,10 @@ class SourceListStyle(FlowListStyle):
 
 def scan_source(scan: Scan, comments: str, start: int = 0, end: int | None = None) -> None:
     """Every argument list in text[start:end] (a source file, or a Markdown code block in that
-    language); `comments`: its comment syntax ("python", "json", "source")."""
+    language); `comments`: its comment syntax ("python", "json", "ini" for TOML, "source")."""
     text = scan.text
     end = len(text) if end is None else end
-    line_comment = {"python": "#", "json": None}.get(comments, "//")
+    line_comment = {"python": "#", "json": None, "ini": "#"}.get(comments, "//")
     i = text.find("[", start, end)
     while i >= 0:
         parsed = _list(text, i, end, line_comment)
@@ -68,7 +70,12 @@ def _command_strings(scan: Scan, start: int, end: int) -> None:
     or a prefix (r"", f"": other escapes, or text decided when the program runs), is left to
     the token scan."""
     for m in _COMMAND_STRING.finditer(scan.text, start, end):
-        inner = m.group(2)
+        a, b = m.start(2), m.end(2)
+        if scan.text.startswith("!", a):  # a notebook cell's shell escape: `!llama-server ...`
+            a += 1
+        if scan.text.endswith("\\n", a, b):  # a notebook's source line ends in its newline
+            b -= 2
+        inner = scan.text[a:b]
         if "\\" in inner or (m.start() > 0 and scan.text[m.start() - 1].isalnum()):
             continue
         words = inner.split()
@@ -76,7 +83,7 @@ def _command_strings(scan: Scan, start: int, end: int) -> None:
         if len(words) < 2 or anchor is None or anchor[0] != 0:
             continue
         outer = "json" if m.group(1) == '"' else "src-sq"
-        scan_shell(scan, m.start(2), m.end(2), ShellStyle(outer))
+        scan_shell(scan, a, b, ShellStyle(outer))
 
 
 def _list(text: str, start: int, end: int, line_comment: str | None

@@ -17,7 +17,7 @@ from specgguf.migrate.scan_source import scan_source
 from specgguf.migrate.scan_yaml import scan_yaml
 
 #: the comment syntaxes of source files whose list literals are read (scan_source)
-SOURCE_COMMENTS = ("python", "json", "source")
+SOURCE_COMMENTS = ("python", "json", "ini", "source")
 
 
 def scan_text(text: str, kind: str) -> list[Finding]:
