@@ -1558,3 +1558,16 @@ def test_a_flag_the_command_sets_gets_no_old_default_note_behind_a_variable_tool
     assert new.endswith("$LLAMA -m t.gguf -md d.gguf --spec-draft-n-max 8\n")
     assert not any("--spec-draft-n-max 16" in u for u in unsafe), unsafe
     assert any("add --spec-draft-p-min 0.75 if it is" in u for u in unsafe), unsafe
+
+
+def test_a_line_of_thousands_of_commands_is_checked_in_bounded_time():
+    """Was: the token scan searched the whole line again for every hit on it (4000 commands
+    joined by `;` took 25 s). A hang guard, not a timing: the fix made it about 0.3 s."""
+    import time
+
+    for text, kind, comments in (("llama-server --draft 8; " * 4000 + "\n", "shell", "shell"),
+                                 ('"llama-server --draft 8", ' * 4000 + "\n", None, "python")):
+        t0 = time.perf_counter()
+        new, _ = check_text(text, kind, comments)
+        assert time.perf_counter() - t0 < 10.0
+        assert "--draft 8" not in new

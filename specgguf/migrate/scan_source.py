@@ -23,8 +23,10 @@ from specgguf.migrate.scan_shell import scan_shell, scan_words
 from specgguf.migrate.word import Word, link_words
 
 _OPEN, _CLOSE = "([{", ")]}"
-#: a string literal on one line that mentions a tool (scan_source reads it when it starts with it)
-_COMMAND_STRING = re.compile(r"([\"'])((?:(?!\1)[^\n])*?(?:llama-|vllm)(?:(?!\1)[^\n])*)\1")
+#: a string literal on one line, without escapes, in either quotes (linear: no nested repeats)
+#: (a notebook's source line may end in an escaped newline)
+_STRINGS = (re.compile(r'"([^"\n\\]*(?:\\n)?)"'), re.compile(r"'([^'\n\\]*(?:\\n)?)'"))
+_TOOL_MENTION = re.compile(r"llama-|vllm")
 #: a string literal's prefix in Python (r"", b"", f"" ...): such an item is an expression
 _PREFIXED = re.compile(r"[rRbBfFuU]{1,2}[\"']")
 
@@ -69,20 +71,27 @@ def _command_strings(scan: Scan, start: int, end: int) -> None:
     shell command, written back in the string's own escapes. A string with a backslash in it,
     or a prefix (r"", f"": other escapes, or text decided when the program runs), is left to
     the token scan."""
-    for m in _COMMAND_STRING.finditer(scan.text, start, end):
-        a, b = m.start(2), m.end(2)
+    found = sorted((m for pattern in _STRINGS for m in pattern.finditer(scan.text, start, end)
+                    if _TOOL_MENTION.search(m.group(1))), key=lambda m: m.start())
+    taken = start
+    for m in found:
+        if m.start() < taken:
+            continue  # inside a string found before (a ' in a "..." string)
+        taken = m.end()
+        a, b = m.start(1), m.end(1)
         if scan.text.startswith("!", a):  # a notebook cell's shell escape: `!llama-server ...`
             a += 1
         if scan.text.endswith("\\n", a, b):  # a notebook's source line ends in its newline
             b -= 2
         inner = scan.text[a:b]
-        if "\\" in inner or (m.start() > 0 and scan.text[m.start() - 1].isalnum()):
+        before = scan.text[m.start() - 1] if m.start() > 0 else ""
+        if "\\" in inner or before.isalnum() or before == "\\":  # r"", f"", or an escaped quote
             continue
         words = inner.split()
         anchor = find_anchor(words)
         if len(words) < 2 or anchor is None or anchor[0] != 0:
             continue
-        outer = "json" if m.group(1) == '"' else "src-sq"
+        outer = "json" if scan.text[m.start()] == '"' else "src-sq"
         scan_shell(scan, a, b, ShellStyle(outer))
 
 
