@@ -2,7 +2,8 @@
 defaults, plus the validation llama.cpp performs (so a bad value fails before a model is
 loaded). The loading and drafting flags all three take are one table, SESSION_FLAGS, which
 `with_session_flags` adds to a command as one `SessionFlags`: the one way those flags become
-a loaded Session."""
+a loaded Session. The speculation, sampling and grammar flags `run` and `serve` both take are
+another, GENERATION_FLAGS, added by `with_generation_flags` as one `GenerationFlags`."""
 
 from __future__ import annotations
 
