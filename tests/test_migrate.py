@@ -1498,6 +1498,12 @@ _MD_FLAGS = "--spec-type draft-simple --spec-draft-p-min 0.75"
     ("ci.yml", "steps:\n  - run: >\n      llama-server -md d.gguf\n      --draft-max 8\n",
      f"steps:\n  - run: >\n      llama-server -md d.gguf {_MD_FLAGS}\n"
      "      --spec-draft-n-max 8\n"),
+    # a list of whole command lines under a key of its own (Taskfile's cmds:); a mapping item
+    # is read under its own key, once
+    ("Taskfile.yml", "tasks:\n  s:\n    cmds:\n      - llama-server -md d.gguf --draft 8\n"
+     "      - cmd: llama-cli -m t --draft 4\n",
+     f"tasks:\n  s:\n    cmds:\n      - llama-server -md d.gguf {_MD_FLAGS} --spec-draft-n-max 8\n"
+     "      - cmd: llama-cli -m t --spec-draft-n-max 4\n"),
     # block items after a quoted item are quoted the same way
     ("c.yml", 'services:\n  a:\n    image: ghcr.io/ggml-org/llama.cpp:server\n    command:\n'
      '      - "-md"\n      - "d.gguf"\n      - "--draft-max"\n      - "8"\n',
