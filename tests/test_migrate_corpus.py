@@ -45,6 +45,7 @@ LEFT: dict[str, list[tuple[int, str]]] = {
     "r3_argv_tool.json": [(1, "source")],
     "r3_command_strings.py": [(8, "source"), (9, "source")],
     "r3_subprocess_calls.py": [(6, "source"), (6, "source"), (12, "source"), (14, "source")],
+    "r3_nomad.hcl": [(6, "source")],  # its image names the tool, in another string
     # vLLM's --speculative-disable-by-batch-size, and the key in an existing JSON: no successor
     "deepseek_mtp_vllm.md": [(6, "no-equivalent")],
     "run_vllm_spec_config.sh": [(5, "no-equivalent")],
@@ -145,6 +146,6 @@ def test_how_many_corpus_files_pass_check_after_write(tmp_path):
     run([tmp_path], write=True)
     passing = [p.name for p in sorted(tmp_path.iterdir()) if run([p], check=True)[0] == 0]
     assert len(passing) == len(FILES) - len(LEFT)
-    # 91 of 103 today: what is left is program source (8 files), flags with no successor (3)
+    # 96 of 109 today: what is left is program source (9 files), flags with no successor (3)
     # and a fork's flag (1)
-    assert len(passing) >= len(FILES) - 12
+    assert len(passing) >= len(FILES) - 13
