@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from specgguf.backend.compat import check_compatible
+from specgguf.backend.eagle3_info import check_target_role
 from specgguf.backend.gguf_info import GGUFInfo, MemoryEstimate, estimate_memory, read_gguf_info
 from specgguf.backend.memory_caps import describe, expected_removal
 from specgguf.backend.mtp_info import is_mtp_drafter, mtp_layers, mtp_problem
@@ -108,6 +109,7 @@ def check_report(
     if n_ctx is not None and n_ctx < 0:
         raise UsageError(f"--ctx-size must be 0 (the model's own) or positive, not {n_ctx}")
     target = read_gguf_info(target_path)
+    check_target_role(target)  # a drafter head given as -m: exit 3, as `run` refuses it
     draft = read_gguf_info(draft_path) if draft_path is not None else None
     n_ctx, _ = resolve_n_ctx(n_ctx, target.context_length)
     t_mem = estimate_memory(target, n_ctx)

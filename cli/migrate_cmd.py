@@ -9,6 +9,7 @@ command reach `paths` untouched.
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -17,8 +18,9 @@ from specgguf.errors import ExitCode
 from specgguf.migrate.drafter_kind import DRAFT_KINDS
 
 _Paths = typer.Argument(
-    None, metavar="FILE... | -- COMMAND...",
-    help="Files or directories to scan, or (after --) one command to migrate.",
+    None, metavar="FILE... | - | -- COMMAND...",
+    help="Files or directories to scan; - for stdin (the migrated text is written to stdout, "
+         "the report to stderr); or (after --) one command to migrate.",
     show_default=False,
 )
 _Check = typer.Option(
@@ -37,6 +39,12 @@ _DraftKind = typer.Option(
          "`specgguf-migrate: draft-kind=KIND` comment in a file says it for what follows.",
     show_default=False,
 )
+_StdinName = typer.Option(
+    None, "--stdin-filename", metavar="NAME",
+    help="With -: the name stdin's text is read as (Dockerfile, compose.yaml, README.md: its "
+         "kind, and where a relative draft path is looked for); without it, a shell script.",
+    show_default=False,
+)
 _Verbose = typer.Option(
     False, "--verbose", "-v",
     help="Also list what a directory scan skipped and why (binary, too large, .git ...).",
@@ -50,6 +58,7 @@ def migrate(
     diff: bool = _Diff,
     verbose: bool = _Verbose,
     draft_kind: str | None = _DraftKind,
+    stdin_filename: str | None = _StdinName,
 ) -> None:
     """Rewrite removed speculative-decoding flags (--draft-max, -cd, vLLM's --speculative-model).
 
@@ -58,14 +67,32 @@ def migrate(
     A draft file that cannot be read is taken as plain unless its name says otherwise.
 
     What cannot be migrated without guessing is reported with its reason (exit status 1).
+
+    `specgguf migrate - < serve.sh > new.sh` migrates stdin's text to stdout (report on stderr).
     """
-    from specgguf.migrate.check import is_command_argv, migrate_command, run_migrate
+    from specgguf.migrate.check import (
+        is_command_argv,
+        migrate_command,
+        migrate_stdin,
+        run_migrate,
+    )
 
     args = list(paths or [])
     if draft_kind is not None and draft_kind not in DRAFT_KINDS:
         _fail(f"--draft-kind {draft_kind}: not one of {', '.join(DRAFT_KINDS)}")
     if not args:
         _fail("give files to scan, or -- and a command to migrate")
+    others = [a for a in args if a != "-"]
+    if "-" in args and (args[0] == "-" or all(os.path.exists(a) for a in others)):
+        if others:  # (a command after -- may hold a - of its own: -f - reads its prompt)
+            _fail("- reads stdin alone: give files, or -, not both")
+        if write:
+            _fail("--write needs files; stdin's text is printed migrated on stdout")
+        raise typer.Exit(migrate_stdin(sys.stdin.buffer, check=check, diff=diff,
+                                       stdout=sys.stdout, stderr=sys.stderr,
+                                       name=stdin_filename, draft_kind=draft_kind))
+    if stdin_filename is not None:
+        _fail("--stdin-filename names stdin's text: give - too")
     if is_command_argv(args):
         if write:
             _fail("--write needs files; a command given after -- is printed migrated")

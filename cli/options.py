@@ -2,7 +2,8 @@
 defaults, plus the validation llama.cpp performs (so a bad value fails before a model is
 loaded). The loading and drafting flags all three take are one table, SESSION_FLAGS, which
 `with_session_flags` adds to a command as one `SessionFlags`: the one way those flags become
-a loaded Session."""
+a loaded Session. The speculation, sampling and grammar flags `run` and `serve` both take are
+another, GENERATION_FLAGS, added by `with_generation_flags` as one `GenerationFlags`."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from specgguf_cli import grammar_flags as gf
 
 from specgguf.backend.ggml_types import FLASH_ATTN, KV_CACHE_TYPES
 from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP, DRAFT_SAMPLING_MODES, N_MAX_LIMIT
@@ -629,6 +631,17 @@ def _extend_signature(func, slot: str, added: Sequence[inspect.Parameter], call)
     return wrapper
 
 
+def _parameters(rows: Sequence[SharedFlag]) -> list[inspect.Parameter]:
+    """The Typer parameters of a table of flags, in its order."""
+    return [
+        inspect.Parameter(
+            row.param, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=row.option,
+            annotation=row.type,
+        )  # fmt: skip
+        for row in rows
+    ]
+
+
 def with_session_flags(func):
     """Add every flag of SESSION_FLAGS and of the n-gram options to a Typer command, in place
     of its `flags` parameter, and hand it one `flags: SessionFlags` (with `flags.ngram`).
@@ -636,13 +649,7 @@ def with_session_flags(func):
     --list-devices is answered here (the listing, exit 0) before the command runs: it needs
     no model and means the same in every command.
     """
-    added = [
-        inspect.Parameter(
-            row.param, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=row.option,
-            annotation=row.type,
-        )  # fmt: skip
-        for row in SESSION_FLAGS
-    ]
+    added = _parameters(SESSION_FLAGS)
     added.append(inspect.Parameter("ngram", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None))
 
     def call(func, args, kwargs):
@@ -653,6 +660,89 @@ def with_session_flags(func):
         return func(*args, flags=flags, **kwargs)
 
     return with_ngram_options(_extend_signature(func, "flags", added, call))
+
+
+#: The flags `run` and `serve` both take for one generation, in --help order: how it speculates
+#: (--spec-type, --spec-draft-n-max, --no-auto-profile), how it samples, and the grammar that
+#: constrains it. `with_generation_flags` adds them to a command as one GenerationFlags.
+GENERATION_FLAGS: tuple[SharedFlag, ...] = (
+    SharedFlag("spec_type", SpecType, str | None),
+    SharedFlag("spec_draft_n_max", NMax, str),
+    SharedFlag("no_auto_profile", NoAutoProfile, bool),
+    SharedFlag("n_predict", NPredict, int),
+    SharedFlag("seed", Seed, int),
+    SharedFlag("temp", Temp, float),
+    SharedFlag("top_k", TopK, int),
+    SharedFlag("top_p", TopP, float),
+    SharedFlag("min_p", MinP, float),
+    SharedFlag("ignore_eos", IgnoreEos, bool),
+    SharedFlag("grammar", gf.Grammar, str | None),
+    SharedFlag("grammar_file", gf.GrammarFile, Path | None),
+    SharedFlag("json_schema", gf.JsonSchema, str | None),
+    SharedFlag("json_schema_file", gf.JsonSchemaFile, Path | None),
+)
+
+
+@dataclass(frozen=True)
+class GenerationFlags:
+    """The values of GENERATION_FLAGS one command was given, and what they become: the checked
+    draft length, the Generator's sampling and speculation arguments, the output grammar."""
+
+    spec_type: str | None
+    spec_draft_n_max: str
+    no_auto_profile: bool
+    n_predict: int
+    seed: int
+    temp: float
+    top_k: int
+    top_p: float
+    min_p: float
+    ignore_eos: bool
+    grammar: str | None
+    grammar_file: Path | None
+    json_schema: str | None
+    json_schema_file: Path | None
+
+    def check(self, flags: SessionFlags) -> int | None:
+        """Everything these and the session's flags allow checking without a model; returns
+        --spec-draft-n-max parsed (None: auto)."""
+        return flags.check(
+            n_predict=self.n_predict, temp=self.temp, top_p=self.top_p, min_p=self.min_p,
+            seed=self.seed, n_max=self.spec_draft_n_max,
+        )  # fmt: skip
+
+    def generator_args(self, n_max: int | None) -> dict[str, Any]:
+        """specgguf.generator.Generator's sampling and speculation arguments (n_max: the
+        checked draft length, None for auto)."""
+        from specgguf.core.sampling import SamplerParams
+
+        return {
+            "sampler": SamplerParams(
+                temp=self.temp, top_k=self.top_k, top_p=self.top_p, min_p=self.min_p
+            ),
+            "n_predict": self.n_predict,
+            "seed": self.seed,
+            "ignore_eos": self.ignore_eos,
+            "auto": n_max is None,
+            "profile": not self.no_auto_profile,
+        }
+
+    def output_grammar(self):
+        """The --grammar/--grammar-file/-j/-jf constraint, or None (grammar_flags.read_grammar:
+        one line, exit 1, for two at once or a schema that does not convert)."""
+        return gf.read_grammar(self.grammar, self.grammar_file, self.json_schema,
+                               self.json_schema_file)
+
+
+def with_generation_flags(func):
+    """Add every flag of GENERATION_FLAGS to a Typer command, in place of its `gen_flags`
+    parameter, and hand it one `gen_flags: GenerationFlags`."""
+
+    def call(func, args, kwargs):
+        given = {row.param: kwargs.pop(row.param) for row in GENERATION_FLAGS}
+        return func(*args, gen_flags=GenerationFlags(**given), **kwargs)
+
+    return _extend_signature(func, "gen_flags", _parameters(GENERATION_FLAGS), call)
 
 
 def list_devices(rpc: str | None) -> int:

@@ -21,7 +21,6 @@ from contextlib import nullcontext
 from pathlib import Path
 
 import typer
-from specgguf_cli import grammar_flags as gf
 from specgguf_cli import options as o
 
 from specgguf import interrupts
@@ -80,25 +79,13 @@ COLOR_CHOICES = {
 }
 
 
+@o.with_generation_flags
 @o.with_session_flags
 def run(
-    spec_type: str | None = o.SpecType,
-    spec_draft_n_max: str = o.NMax,
-    no_auto_profile: bool = o.NoAutoProfile,
-    flags: o.SessionFlags = None,  # every flag of o.SESSION_FLAGS and the n-gram options
-    n_predict: int = o.NPredict,
+    gen_flags: o.GenerationFlags = None,  # every flag of o.GENERATION_FLAGS
     prompt: str | None = o.Prompt,
     file: Path | None = o.File,
-    seed: int = o.Seed,
-    temp: float = o.Temp,
-    top_k: int = o.TopK,
-    top_p: float = o.TopP,
-    min_p: float = o.MinP,
-    ignore_eos: bool = o.IgnoreEos,
-    grammar: str | None = gf.Grammar,
-    grammar_file: Path | None = gf.GrammarFile,
-    json_schema: str | None = gf.JsonSchema,
-    json_schema_file: Path | None = gf.JsonSchemaFile,
+    flags: o.SessionFlags = None,  # every flag of o.SESSION_FLAGS and the n-gram options
     json_out: bool = o.Json,
     jsonl: bool = Jsonl,
     chat: bool | None = Chat,
@@ -114,15 +101,13 @@ def run(
     With no -m, uses the pulled default pair (Qwen2.5-Coder 1.5B target, 0.5B draft) and
     draft-simple. A draft model given with -md and no --spec-type selects draft-simple.
     """
-    from specgguf.core.sampling import SamplerParams
     from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP
     from specgguf.drafters.registry import needs_draft_model
     from specgguf.errors import UsageError
 
     # Everything that can be checked without a model is checked first: a typo costs nothing.
-    n_max = flags.check(
-        n_predict=n_predict, temp=temp, top_p=top_p, min_p=min_p, seed=seed, n_max=spec_draft_n_max
-    )
+    n_max = gen_flags.check(flags)
+    seed = gen_flags.seed
     color_mode = COLOR_CHOICES.get(color.strip().lower())
     if color_mode is None:
         raise UsageError(f"invalid value for -co/--color: {color!r} (auto, always or never)")
@@ -153,9 +138,10 @@ def run(
         try:
             # the lookup caches, input, template file and trace file: all checked before any
             # weight is read
-            model, model_draft, types = flags.resolve(spec_type, n_max)
+            model, model_draft, types = flags.resolve(gen_flags.spec_type, n_max)
             recheck_draft = False
-            if n_max is None and not no_auto_profile:  # auto may leave a hopeless draft out
+            # auto may leave a hopeless draft out
+            if n_max is None and not gen_flags.no_auto_profile:
                 from specgguf.draft_plan import draft_load_plan
 
                 plan = draft_load_plan(flags.load_options(model, model_draft), types)
@@ -189,7 +175,7 @@ def run(
             from specgguf.backend.session import CROSS_VOCAB_NOTICE
             from specgguf.generator import Generator
 
-            output_grammar = gf.read_grammar(grammar, grammar_file, json_schema, json_schema_file)
+            output_grammar = gen_flags.output_grammar()
 
             with _loading(model, draft_shown, quiet, flags.verbose):
                 session = flags.open_session(model, model_draft, types, n_max)
@@ -223,15 +209,10 @@ def run(
             ctx = _Run(
                 Generator(
                     session,
-                    sampler=SamplerParams(temp=temp, top_k=top_k, top_p=top_p, min_p=min_p),
-                    n_predict=n_predict,
-                    seed=seed,
-                    ignore_eos=ignore_eos,
+                    **gen_flags.generator_args(n_max),
                     system_prompt=system_prompt,
                     template_src=template_src,
                     template_origin=f"--chat-template-file {chat_template_file}",
-                    auto=n_max is None,
-                    profile=not no_auto_profile,
                     warn=None if quiet else _warn,
                     recheck_draft=recheck_draft,
                     grammar=output_grammar,

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import typer
-from specgguf_cli import grammar_flags as gf
 from specgguf_cli import options as o
 
 from specgguf.server import connections as cn
@@ -79,23 +78,11 @@ SystemPrompt = typer.Option(
 )
 
 
+@o.with_generation_flags
 @o.with_session_flags
 def serve(
-    spec_type: str | None = o.SpecType,
-    spec_draft_n_max: str = o.NMax,
-    no_auto_profile: bool = o.NoAutoProfile,
+    gen_flags: o.GenerationFlags = None,  # every flag of o.GENERATION_FLAGS
     flags: o.SessionFlags = None,  # every flag of o.SESSION_FLAGS and the n-gram options
-    n_predict: int = o.NPredict,
-    seed: int = o.Seed,
-    temp: float = o.Temp,
-    top_k: int = o.TopK,
-    top_p: float = o.TopP,
-    min_p: float = o.MinP,
-    ignore_eos: bool = o.IgnoreEos,
-    grammar: str | None = gf.Grammar,
-    grammar_file: Path | None = gf.GrammarFile,
-    json_schema: str | None = gf.JsonSchema,
-    json_schema_file: Path | None = gf.JsonSchemaFile,
     host: str = Host,
     port: int = Port,
     api_key: str | None = ApiKey,
@@ -118,9 +105,7 @@ def serve(
     from specgguf.drafters.registry import needs_draft_model
     from specgguf.errors import ExitCode, SpecggufError, UsageError
 
-    n_max = flags.check(
-        n_predict=n_predict, temp=temp, top_p=top_p, min_p=min_p, seed=seed, n_max=spec_draft_n_max
-    )
+    n_max = gen_flags.check(flags)
     if not 1 <= parallel <= 64:
         raise UsageError(f"invalid value for -np/--parallel: {parallel} (must be 1..64)")
     if not 0 <= port <= 65535:
@@ -149,7 +134,7 @@ def serve(
             ExitCode.SERVER,
         ) from None
 
-    model, model_draft, types = flags.resolve(spec_type, n_max)
+    model, model_draft, types = flags.resolve(gen_flags.spec_type, n_max)
     template_src = None
     if chat_template_file is not None:
         from specgguf.io.chat import read_template_file
@@ -158,12 +143,11 @@ def serve(
     from specgguf.server.runner import bind
 
     # the default constraint of every request that brings none (llama-server's meaning)
-    output_grammar = gf.read_grammar(grammar, grammar_file, json_schema, json_schema_file)
+    output_grammar = gen_flags.output_grammar()
 
     bind(host, port).close()  # a port in use fails now, not after the weights are read
 
     from specgguf.backend.devices import is_loopback
-    from specgguf.core.sampling import SamplerParams
     from specgguf.generator import Generator
     from specgguf.server.app import ServerConfig
     from specgguf.server.runner import say
@@ -188,12 +172,7 @@ def serve(
             say(f"offload: {session.offload()}")
         gen = Generator(
             session,
-            sampler=SamplerParams(temp=temp, top_k=top_k, top_p=top_p, min_p=min_p),
-            n_predict=n_predict,
-            seed=seed,
-            ignore_eos=ignore_eos,
-            auto=n_max is None,
-            profile=not no_auto_profile,
+            **gen_flags.generator_args(n_max),
             system_prompt=system_prompt,
             template_src=template_src,
             template_origin=f"--chat-template-file {chat_template_file}",
@@ -212,7 +191,7 @@ def serve(
             spec_types=types,
             auto=n_max is None,
             n_parallel=parallel,
-            seed=seed,
+            seed=gen_flags.seed,
         )
         return run_server(
             gen,

@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 from gguf import GGUFValueType, GGUFWriter
 
+from tests.tiny_models import write_file
+
 #: where the lead's `specgguf pull` puts the real models (tests marked `real` skip without them)
 MODELS = Path(os.environ.get("SPECGGUF_MODELS", Path.home() / ".cache/specgguf/models"))
 QWEN_15 = MODELS / "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
@@ -37,6 +39,13 @@ ABSENT = object()
 def default_tokens(n: int = 40) -> list[str]:
     """SPM-looking specials at 0..2, then plain words."""
     return ["<unk>", "<s>", "</s>"] + [f"tok{i}" for i in range(3, n)]
+
+
+def _add_given(pairs) -> None:
+    """Each (value, GGUFWriter adder) whose value is given (not None)."""
+    for value, adder in pairs:
+        if value is not None:
+            adder(value)
 
 
 def write_gguf(
@@ -67,21 +76,14 @@ def write_gguf(
     path = Path(path)
     tokens = list(tokens) if tokens is not None else default_tokens()
     w = GGUFWriter(str(path), arch)
-    if name is not None:
-        w.add_name(name)
-    if size_label is not None:
-        w.add_size_label(size_label)
-    if file_type is not None:
-        w.add_file_type(file_type)
+    _add_given(((name, w.add_name), (size_label, w.add_size_label),
+                (file_type, w.add_file_type)))  # fmt: skip
     w.add_context_length(context_length)
     w.add_block_count(block_count)
     w.add_embedding_length(embedding_length)
     w.add_head_count(head_count)
     w.add_head_count_kv(head_count_kv)
-    if tokenizer_model is not None:
-        w.add_tokenizer_model(tokenizer_model)
-    if pre is not None:
-        w.add_tokenizer_pre(pre)
+    _add_given(((tokenizer_model, w.add_tokenizer_model), (pre, w.add_tokenizer_pre)))
     w.add_token_list(tokens)
     for value, adder in (
         (bos_id, w.add_bos_token_id),
@@ -92,8 +94,7 @@ def write_gguf(
     ):
         if value is not ABSENT:
             adder(value)
-    if chat_template is not None:
-        w.add_chat_template(chat_template)
+    _add_given(((chat_template, w.add_chat_template),))
     for key, value in (extra or {}).items():
         if isinstance(value, str):
             w.add_string(key, value)
@@ -106,10 +107,7 @@ def write_gguf(
             rng.standard_normal((len(tokens), embedding_length)).astype(np.float32),
         )
         w.add_tensor("output_norm.weight", np.ones(embedding_length, dtype=np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    write_file(w)
     return path
 
 

@@ -37,6 +37,15 @@ def top_two_after(session: Any, context: list[int]) -> tuple[int, int, float]:
     return top_two(row)
 
 
+def greedy(session: Any, tokens: list[int], n: int) -> tuple[list[int], Any]:
+    """A session's greedy decoding of `tokens` (at most n tokens) and its statistics: one side
+    of the comparisons judged here."""
+    from specgguf.core.sampling import SamplerParams
+
+    dec = session.decoder(SamplerParams(temp=0.0), n, 0)
+    return [t for rnd in dec.generate(tokens) for t in rnd.emitted], dec.stats
+
+
 def first_difference(ref: list[int], got: list[int]) -> int | None:
     """Where `got` first differs from `ref` (a length difference counts), or None."""
     k = next((i for i, (a, b) in enumerate(zip(ref, got, strict=False)) if a != b), None)

@@ -13,6 +13,7 @@ from specgguf.auto.policy import AdaptivePolicy
 from specgguf.auto.profile import CostProfile, Estimate, plausible_verify
 from specgguf.core.draft import Draft
 from specgguf.drafters.spec_types import AUTO_DEFAULT_NGRAM, default_spec_types, parse_spec_types
+from tests.test_adaptive import FakeRound  # a round as auto's policy reads it
 
 #: a 2-core CPU's target pass over n tokens, in plain steps (llama.cpp's own benchmark tool):
 #: steep up to ~9 tokens, then the batched kernels make each extra token cost a fraction
@@ -29,16 +30,6 @@ def pass_cost(n_tokens: int) -> float:
 
 
 STEP_MS = 30.0
-
-
-@dataclass
-class Round:
-    drafter: str | None
-    proposed: list[int]
-    n_accepted: int
-    emitted: list[int]
-    draft_ms: float
-    verify_ms: float
 
 
 @dataclass
@@ -98,7 +89,7 @@ def simulate(policy: AdaptivePolicy | None, drafter: Copy, rounds: int, fixed: i
         cost = pass_cost(len(proposed) + 1)
         if policy is not None:
             policy.observe(
-                Round(drafter.name if proposed else None, proposed, n_acc, emitted, 0.01,
+                FakeRound(drafter.name if proposed else None, proposed, n_acc, emitted, 0.01,
                       STEP_MS * cost)  # fmt: skip
             )
         tokens += len(emitted)

@@ -146,23 +146,13 @@ def test_output_cap_follows_the_context():
 
 def _reference_render(src: str, messages, **kw) -> str:
     """What chat.py rendered before the bounds: Jinja's immutable sandbox, same settings."""
-    from jinja2 import nodes
-    from jinja2.ext import Extension
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    from specgguf.io.chat import _raise_exception
-
-    class GenerationBlock(Extension):
-        tags = {"generation"}
-
-        def parse(self, parser):
-            lineno = next(parser.stream).lineno
-            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
-            return nodes.Scope(body).set_lineno(lineno)
+    from specgguf.io.chat import _raise_exception, generation_block
 
     env = ImmutableSandboxedEnvironment(
         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False,
-        extensions=["jinja2.ext.loopcontrols", GenerationBlock],
+        extensions=["jinja2.ext.loopcontrols", generation_block()],
     )  # fmt: skip
     env.filters["tojson"] = _tojson
     env.globals["raise_exception"] = _raise_exception

@@ -302,6 +302,19 @@ NO_MODEL = "/nonexistent/model.gguf"
         (["--temp", "nan"], "--temp: nan"),
         (["--spec-type", "bogus"], "--spec-type: 'bogus'"),
         (["--spec-type", "ngram-simple,turbo"], "--spec-type: 'turbo'"),
+        # past ggml's thread limit (512): ggml aborted with no message
+        (["-t", "100000"], "-t/--threads: 100000 (must be 1..512"),
+        (["-t", "513"], "-t/--threads: 513 (must be 1..512"),
+        (["-t", "-2"], "-t/--threads: -2 (must be 1..512"),
+        (["-td", "100000"], "-td/--threads-draft: 100000 (must be 1..512"),
+        (["-td", "-5"], "-td/--threads-draft: -5 (must be 1..512"),
+        # an output grammar that cannot be read or converted (tests/test_grammar_cli.py: one
+        # that llama.cpp does not parse)
+        (["-j", "{oops"], "-j/--json-schema: not valid JSON"),
+        (["-j", '{"type": "nope"}'], "-j/--json-schema: the schema cannot be turned into"),
+        (["--grammar", 'root ::= "a"', "-j", "{}"], "cannot be combined: give one grammar"),
+        (["--grammar-file", "/nonexistent.gbnf"], "--grammar-file /nonexistent.gbnf: no such"),
+        (["-jf", "/nonexistent.json"], "-jf /nonexistent.json: no such file"),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, list) else None,
 )
@@ -468,3 +481,35 @@ def test_process_exit_status_and_one_line(case, tiny_target, bad_files, tmp_path
     assert got == code, err
     assert out == "" and "Traceback" not in err
     assert len(lines) == 1 and fragment in lines[0], lines
+
+
+@pytest.fixture(scope="module")
+def drafter_heads(tmp_path_factory):
+    """An EAGLE-3 head and a Gemma-4 assistant: drafters that decode nothing alone."""
+    from tests.tiny_eagle3 import build_eagle3_head
+    from tests.tiny_gemma4 import build_tiny_assistant
+
+    d = tmp_path_factory.mktemp("drafter_heads")
+    return {
+        "eagle3": (build_eagle3_head(d / "head.gguf"), "an EAGLE-3 head"),
+        "assistant": (
+            build_tiny_assistant(d / "assistant.gguf", seed=3),
+            "a gemma4-assistant MTP drafter",
+        ),
+    }
+
+
+@pytest.mark.parametrize("command", ["check", "run"])
+@pytest.mark.parametrize("kind", ["eagle3", "assistant"])
+def test_process_drafter_head_as_model_says_it_belongs_after_md(kind, command, drafter_heads):
+    """A drafter head given as -m is named as one before loading (exit 3), not reported as a
+    healthy model by `check` nor as running out of memory by `run`."""
+    path, what = drafter_heads[kind]
+    argv = ["check", "-m", path] if command == "check" else run_args(path, "-p", "hi", "-n", "2")
+    got, out, err, _ = spawn(*argv)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert got == ExitCode.MODEL, err
+    assert out == "" and "Traceback" not in err
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"error: -m {path} is {what}"), lines[0]
+    assert f"-md {path}" in lines[0] and "memory" not in lines[0]

@@ -20,6 +20,7 @@ from specgguf.backend.session import LoadOptions, Session, SpecOptions
 from specgguf.core.sampling import SamplerParams
 from specgguf.errors import ExitCode, SpecggufError
 from tests.conversation import check_two_turns
+from tests.draft_spy import record_proposals
 from tests.gguf_factory import SMOLLM, need_models
 from tests.serve_helpers import FAST, Server, post_together
 from tests.tiny_eagle3 import build_eagle3_head, build_eagle3_target, write_qwen2_target_header
@@ -145,15 +146,7 @@ def test_probabilistic_drafts_carry_the_heads_distribution(models):
     try:
         dec = s.decoder(WARM, N, 5)
         (drafter,) = dec.drafters
-        drafts = []
-        original = drafter.propose
-
-        def spy(budget, gate=None):
-            d = original(budget, gate)
-            drafts.append(d)
-            return d
-
-        drafter.propose = spy
+        drafts = record_proposals(drafter)
         out = [t for r in dec.generate(s.tokenize(PROMPTS[0])) for t in r.emitted]
         assert len(out) == N
         with_q = [d for d in drafts if d.tokens]

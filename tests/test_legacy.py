@@ -300,9 +300,10 @@ def test_migrate_prints_the_one_message(cli, tmp_path):
         f"# --spec-type ngram-simple,draft -> --spec-type ngram-simple,draft-simple: "
         f"{DRAFT_TYPE_REASON}",
     ]
-    # what the rewrite cannot place (a Python list) the token scan reports, with the same words
+    # what the rewrite cannot place (a Python list that does not name its tool) the token scan
+    # reports, with the same words
     script = tmp_path / "serve.py"
-    script.write_text('import subprocess\nsubprocess.run(["llama-server", "--spec-type", '
+    script.write_text('import subprocess\nsubprocess.run([LLAMA_SERVER, "--spec-type", '
                       '"draft"])\n')
     code, out, err = cli("migrate", "--check", str(script))
     assert code == 1 and err == []

@@ -696,12 +696,13 @@ def test_markdown_code_blocks_only():
     assert lines[2] == "Inline `llama-server --spec-draft-n-max 5` is prose and stays."
     assert lines[5] == ("llama-server -m t.gguf -md d.gguf --spec-type draft-simple "
                         "--spec-draft-p-min 0.75 --spec-draft-n-max 5 --spec-draft-n-min 1")
-    assert lines[9] == 'subprocess.run(["llama-server", "--draft-max", "5"])'
+    # a Python block's argument list that names its tool is an argv (scan_source)
+    assert lines[9] == 'subprocess.run(["llama-server", "--spec-draft-n-max", "5"])'
     assert lines[13] == 'command: ["llama-server", "-c", "2048", "-m", "x"]'
     assert lines[17] == "CMD llama-lookup -m x --spec-draft-n-max 4"
     assert lines[21] == ("$ vllm serve M --speculative-config '{\"model\": \"D\", "
                          "\"num_speculative_tokens\": 5}'")
-    assert [f.line for f in findings] == [3, 6, 14, 18, 22]
+    assert [f.line for f in findings] == [3, 6, 10, 14, 18, 22]
 
 
 def test_reference_tutorial_commands():
@@ -830,10 +831,10 @@ def test_write_every_kind_then_check_is_clean_except_what_needs_a_person(tree):
     assert (tree / "compose.yml").read_text() == COMPOSE_MIGRATED
     code, out, _ = run([tree], check=True)
     assert code == 1
-    # what is left: a variable with no successor, and (seen by the token scan) the README's
-    # Python block; the make-variable draft is taken as plain, the inline code is migrated
+    # what is left: a variable with no successor; the make-variable draft is taken as plain,
+    # the inline code and the README's Python argument list are migrated
     assert sorted(line.split(": cannot migrate safely: ")[0].rsplit("/", 1)[1]
-                  for line in out.splitlines()) == ["README.md:10", "compose.yml:6"]
+                  for line in out.splitlines()) == ["compose.yml:6"]
     assert "LLAMA_ARG_CTX_SIZE_DRAFT" in out
 
 
@@ -886,8 +887,11 @@ def test_file_kinds():
     assert file_kind("run.sh") == file_kind("run", "#!/bin/bash\n") == "shell"
     assert file_kind("Makefile.cuda") == file_kind("GNUmakefile") == "make"
     assert file_kind("serve.bat") == file_kind("SERVE.CMD") == "bat"
-    for name in ("llama.service", ".env", "prod.env", "notes.txt", "app.conf", "x.ps1"):
+    for name in ("llama.service", ".env", "prod.env", "notes.txt", "app.conf"):
         assert file_kind(name) == "shell", name
+    # PowerShell continues a line with a backtick, and a backslash is a path's
+    assert file_kind("x.ps1") == file_kind("Serve.PSM1") == "powershell"
+    assert detect("x.ps1", "") == ("powershell", "shell")
     assert file_kind("main.py") is None
     # a named file and a file in a directory are detected the same way
     assert detect("main.py", "") == (None, "python")
@@ -1397,3 +1401,179 @@ def test_a_yaml_string_with_escaped_quotes_is_reported_not_misread():
     assert new == text
     unsafe = [u for f in findings for u in f.unsafe]
     assert len(unsafe) == 2 and all("is still here (vLLM removed it)" in u for u in unsafe)
+
+
+# ----------------------------------------------------------------------------------------------
+# migrate -: stdin in, migrated text out (a real process: what a pipe sees)
+# ----------------------------------------------------------------------------------------------
+
+STDIN_SCRIPT = ("#!/bin/sh\r\nllama-server -m t.gguf -md d.gguf --draft-max 8 \\\r\n"
+                "  --port 8080\r\n")
+
+
+def _migrate_process(*args: str, stdin: bytes, cwd: Path):
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "specgguf_cli.app", "migrate", *args],
+                          input=stdin, capture_output=True, cwd=cwd, env=env, timeout=60)
+
+
+def test_process_migrate_dash_reads_stdin_and_writes_the_text_to_stdout(tmp_path):
+    res = _migrate_process("-", stdin=STDIN_SCRIPT.encode(), cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.decode() == STDIN_SCRIPT.replace(
+        "--draft-max 8", "--spec-type draft-simple --spec-draft-p-min 0.75 --spec-draft-n-max 8")
+    err = res.stderr.decode()
+    assert "Traceback" not in err
+    assert err.splitlines()[0].startswith("<stdin>:2: llama-server -m t.gguf"), err
+    assert all(line.startswith("<stdin>:2: ") for line in err.splitlines())
+
+
+def test_process_migrate_dash_check_diff_and_a_name(tmp_path):
+    res = _migrate_process("--check", "-", stdin=STDIN_SCRIPT.encode(), cwd=tmp_path)
+    assert res.returncode == 1 and res.stderr == b""
+    assert res.stdout.decode().startswith("<stdin>:2: ")
+    res = _migrate_process("--check", "-", stdin=b"llama-server -m t.gguf\n", cwd=tmp_path)
+    assert (res.returncode, res.stdout, res.stderr) == (0, b"", b"")
+    res = _migrate_process("--diff", "-", stdin=STDIN_SCRIPT.encode(), cwd=tmp_path)
+    assert res.returncode == 0 and res.stdout.decode().startswith("--- <stdin>\n+++ <stdin>\n")
+    compose = b'services:\n  a:\n    command: ["--draft-max", "8", "-md", "d.gguf"]\n'
+    res = _migrate_process("-", "--stdin-filename", "compose.yaml", stdin=compose, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == compose.replace(
+        b'"--draft-max"', b'"--spec-draft-n-max"').replace(
+        b'"d.gguf"]', b'"d.gguf", "--spec-type", "draft-simple", "--spec-draft-p-min", "0.75"]')
+    assert res.stderr.decode().startswith("compose.yaml:3: ")
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (("--write", "-"), "--write needs files"),
+    (("-", "a.sh"), "- reads stdin alone"),
+    (("--stdin-filename", "x.yaml", "a.sh"), "--stdin-filename names stdin's text"),
+    (("-",), "<stdin>: binary file"),
+])
+def test_process_migrate_dash_refusals_are_one_line(args, fragment, tmp_path):
+    (tmp_path / "a.sh").write_text("llama-server --draft 3\n")
+    res = _migrate_process(*args, stdin=b"\0\1\2", cwd=tmp_path)
+    err = res.stderr.decode()
+    assert res.returncode == 1 and res.stdout == b""
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert err.startswith("error: ") and fragment in err, err
+
+
+# ----------------------------------------------------------------------------------------------
+# shapes found by hostile use (round 3); the corpus (tests/data/migrate/r3_*) holds whole files
+# ----------------------------------------------------------------------------------------------
+
+_MD_FLAGS = "--spec-type draft-simple --spec-draft-p-min 0.75"
+
+
+@pytest.mark.parametrize(("name", "old", "new"), [
+    # PowerShell: a backtick continues the line (it was read as a command substitution, and
+    # the report printed the rest of the file), a backslash is a path's
+    ("a.ps1", "& .\\llama-server.exe -md C:\\m\\d.gguf `\n  --draft-max 16\n",
+     f"& .\\llama-server.exe -md C:\\m\\d.gguf {_MD_FLAGS} `\n  --spec-draft-n-max 16\n"),
+    # a console session's `> ` before a continued line is the prompt, not a redirection
+    ("a.md", "```console\n$ llama-server -md d.gguf \\\n>   --draft-max 16\n```\n",
+     f"```console\n$ llama-server -md d.gguf {_MD_FLAGS} \\\n>   --spec-draft-n-max 16\n```\n"),
+    # an indented code block that runs a tool
+    ("a.md", "Run:\n\n    llama-server -md d.gguf --draft-max 8\n",
+     f"Run:\n\n    llama-server -md d.gguf {_MD_FLAGS} --spec-draft-n-max 8\n"),
+    # a Python block's argument list that starts with its tool
+    ("a.md", '```python\nrun(["llama-server", "--draft-max", "8"])\n```\n',
+     '```python\nrun(["llama-server", "--spec-draft-n-max", "8"])\n```\n'),
+    # an old variable named in prose gets its new name
+    ("a.md", "Set `LLAMA_ARG_DRAFT_MAX=16`.\n", "Set `LLAMA_ARG_SPEC_DRAFT_N_MAX=16`.\n"),
+    # a make target's own variable
+    ("Makefile", "serve: ARGS += --draft-max $(N)\n", "serve: ARGS += --spec-draft-n-max $(N)\n"),
+    # systemd: two assignments on one line; the new ones join that line
+    ("a.service", '[Service]\nEnvironment="LLAMA_ARG_MODEL_DRAFT=/m/d.gguf" "LLAMA_ARG_DRAFT_MAX=8"'
+     "\n",
+     '[Service]\nEnvironment="LLAMA_ARG_SPEC_DRAFT_MODEL=/m/d.gguf" "LLAMA_ARG_SPEC_DRAFT_N_MAX=8"'
+     ' "LLAMA_ARG_SPEC_TYPE=draft-simple" "LLAMA_ARG_SPEC_DRAFT_P_MIN=0.75"\n'),
+    # a folded `run: >` is one command line (its -md got no --spec-type: each line was read
+    # as a command of its own)
+    ("ci.yml", "steps:\n  - run: >\n      llama-server -md d.gguf\n      --draft-max 8\n",
+     f"steps:\n  - run: >\n      llama-server -md d.gguf {_MD_FLAGS}\n"
+     "      --spec-draft-n-max 8\n"),
+    # a list of whole command lines under a key of its own (Taskfile's cmds:); a mapping item
+    # is read under its own key, once
+    ("Taskfile.yml", "tasks:\n  s:\n    cmds:\n      - llama-server -md d.gguf --draft 8\n"
+     "      - cmd: llama-cli -m t --draft 4\n",
+     f"tasks:\n  s:\n    cmds:\n      - llama-server -md d.gguf {_MD_FLAGS} --spec-draft-n-max 8\n"
+     "      - cmd: llama-cli -m t --spec-draft-n-max 4\n"),
+    # block items after a quoted item are quoted the same way
+    ("c.yml", 'services:\n  a:\n    image: ghcr.io/ggml-org/llama.cpp:server\n    command:\n'
+     '      - "-md"\n      - "d.gguf"\n      - "--draft-max"\n      - "8"\n',
+     'services:\n  a:\n    image: ghcr.io/ggml-org/llama.cpp:server\n    command:\n'
+     '      - "-md"\n      - "d.gguf"\n      - "--spec-type"\n      - "draft-simple"\n'
+     '      - "--spec-draft-p-min"\n      - "0.75"\n      - "--spec-draft-n-max"\n      - "8"\n'),
+    # Python: an argument list naming its tool, with values decided at run time, in the
+    # list's quotes; a whole command line in a string
+    ("a.py", "Popen(['llama-server', '-md', d, '--draft-max', str(n)])\n",
+     "Popen(['llama-server', '-md', d, '--spec-type', 'draft-simple', '--spec-draft-p-min', "
+     "'0.75', '--spec-draft-n-max', str(n)])\n"),
+    ("a.py", "os.system('llama-server -m t --draft 8')\n",
+     "os.system('llama-server -m t --spec-draft-n-max 8')\n"),
+    ("a.json", '{"argv": ["llama-server", "--draft-min", "2"]}\n',
+     '{"argv": ["llama-server", "--spec-draft-n-min", "2"]}\n'),
+    ("a.ipynb", '{"source": ["!llama-server -m t --draft 8\\n"]}\n',
+     '{"source": ["!llama-server -m t --spec-draft-n-max 8\\n"]}\n'),
+    ("a.toml", 'cmd = ["llama-server", "--draft-min", "2"]\n',
+     'cmd = ["llama-server", "--spec-draft-n-min", "2"]\n'),
+    # the image with every tool, the first argument picking one
+    ("a.sh", "docker run ghcr.io/ggml-org/llama.cpp:full --server -m t --draft 8\n",
+     "docker run ghcr.io/ggml-org/llama.cpp:full --server -m t --spec-draft-n-max 8\n"),
+])
+def test_round3_shapes_are_migrated(name, old, new):
+    kind, comments = detect(name, old)
+    got, findings = check_text(old, kind, comments)
+    assert got == new
+    assert not [u for f in findings for u in f.unsafe]
+    assert check_text(got, kind, comments)[1] == []
+
+
+@pytest.mark.parametrize("text", [
+    'REMOVED = ["--draft", "--draft-max"]\n',  # a table of names, not a command
+    'cmd = [sys.executable, "-m", "x", "--draft-max", "4"]\n',  # the tool is not written
+    'run(["llama-server", "--draft-max", "8", *extra])\n',  # a splat: not one item per word
+    'CMD = f"llama-server -m {m} --draft-max {n}"\n',  # an f-string
+])
+def test_python_source_left_as_written_is_reported_as_source(text):
+    from specgguf.migrate.reasons import tagged
+
+    kind, comments = detect("a.py", text)
+    got, findings = check_text(text, kind, comments)
+    assert got == text
+    unsafe = [u for f in findings for u in f.unsafe]
+    assert unsafe and all(tagged(u).endswith("[inside program source]") for u in unsafe)
+
+
+def test_a_tool_in_a_variable_after_exec_is_migrated_where_it_can_be_and_reported():
+    new, unsafe = _check('exec "$LLAMA_SERVER" -m t.gguf -md d.gguf --draft-max 8\n')
+    assert new == 'exec "$LLAMA_SERVER" -m t.gguf -md d.gguf --spec-draft-n-max 8\n'
+    assert any("needs --spec-type draft-simple now, unless $LLAMA_SERVER" in u for u in unsafe)
+
+
+def test_a_flag_the_command_sets_gets_no_old_default_note_behind_a_variable_tool():
+    """Was: `$LLAMA ... --draft-max 8` was told to add --spec-draft-n-max 16 (the old default
+    of a flag it sets)."""
+    new, unsafe = _check("LLAMA=./llama-server\n$LLAMA -m t.gguf -md d.gguf --draft-max 8\n")
+    assert new.endswith("$LLAMA -m t.gguf -md d.gguf --spec-draft-n-max 8\n")
+    assert not any("--spec-draft-n-max 16" in u for u in unsafe), unsafe
+    assert any("add --spec-draft-p-min 0.75 if it is" in u for u in unsafe), unsafe
+
+
+def test_a_line_of_thousands_of_commands_is_checked_in_bounded_time():
+    """Was: the token scan searched the whole line again for every hit on it (4000 commands
+    joined by `;` took 25 s). A hang guard, not a timing: the fix made it about 0.3 s."""
+    import time
+
+    for text, kind, comments in (("llama-server --draft 8; " * 4000 + "\n", "shell", "shell"),
+                                 ('"llama-server --draft 8", ' * 4000 + "\n", None, "python")):
+        t0 = time.perf_counter()
+        new, _ = check_text(text, kind, comments)
+        assert time.perf_counter() - t0 < 10.0
+        assert "--draft 8" not in new

@@ -13,6 +13,7 @@ from specgguf_cli.app import run_cli
 from specgguf.backend.session import LoadOptions, Session, SpecOptions
 from specgguf.errors import ExitCode
 from tests.conversation import check_two_turns
+from tests.draft_spy import record_proposals
 from tests.mtp_checks import (
     HOT,
     PROMPT,
@@ -81,15 +82,7 @@ def test_probabilistic_drafts_carry_the_heads_distribution(mtp):
     dec = mtp.decoder(HOT, 24, 7, spec=spec, reuse_prefix=False)
     drafter = dec.drafters[0]
     assert drafter.rules.probabilistic
-    seen = []
-    real_propose = drafter.propose
-
-    def spy(budget, gate=None):
-        d = real_propose(budget, gate)
-        seen.append(d)
-        return d
-
-    drafter.propose = spy
+    seen = record_proposals(drafter)
     out = [t for r in dec.generate(mtp.tokenize(PROMPT)) for t in r.emitted]
     assert len(out) == 24
     drafts = [d for d in seen if d.tokens]

@@ -10,14 +10,9 @@ import pytest
 from specgguf.backend.gguf_info import read_gguf_info
 from specgguf.backend.mtp_info import MtpLayers, mtp_layers, mtp_problem
 from specgguf.backend.session import LoadOptions, Session, SpecOptions
-from specgguf.core.sampling import SamplerParams
+from tests.mtp_checks import GREEDY, PROMPT, WARM, N
 from tests.tiny_mimo2 import N_TRUNK, build_tiny_mimo2
 from tests.tiny_models import TARGET_SEED
-
-GREEDY = SamplerParams(temp=0.0)
-WARM = SamplerParams(temp=0.8)
-PROMPT = "the cat sat on the mat and the cat sat on"
-N = 32
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,7 @@ import pytest
 
 from specgguf.backend.models import OTHER, TARGET, is_present, model_path
 from specgguf.backend.session import LoadOptions, Session, SpecOptions
-from specgguf.core.sampling import SamplerParams
-from tests.near_tie import REAL_NEAR_TIE, assert_same_or_near_tie
+from tests.near_tie import REAL_NEAR_TIE, assert_same_or_near_tie, greedy
 
 pytestmark = [
     pytest.mark.real,
@@ -28,7 +27,6 @@ PROMPTS = {
         "<|im_start|>assistant\n"
     ),
 }
-GREEDY = SamplerParams(temp=0.0)
 
 
 @pytest.fixture(scope="module")
@@ -40,14 +38,6 @@ def sessions():
     yield plain, spec
     spec.close()
     plain.close()
-
-
-def greedy(session: Session, tokens: list[int], n: int):
-    dec = session.decoder(GREEDY, n, 0)
-    out: list[int] = []
-    for rnd in dec.generate(tokens):
-        out.extend(rnd.emitted)
-    return out, dec.stats
 
 
 @pytest.mark.parametrize("kind", sorted(PROMPTS))

@@ -16,8 +16,7 @@ import pytest
 
 from specgguf.backend.models import DRAFT, OTHER, TARGET, is_present, model_path
 from specgguf.backend.session import LoadOptions, Session, SpecOptions
-from specgguf.core.sampling import SamplerParams
-from tests.near_tie import REAL_NEAR_TIE, assert_same_or_near_tie
+from tests.near_tie import REAL_NEAR_TIE, assert_same_or_near_tie, greedy
 
 pytestmark = [
     pytest.mark.real,
@@ -31,7 +30,6 @@ CODE_PROMPTS = [
     "# Python: read a CSV file and print the sum of the second column\nimport csv\n",
     "class Stack:\n    def __init__(self):",
 ]
-GREEDY = SamplerParams(temp=0.0)
 
 
 @pytest.fixture(scope="module")
@@ -42,14 +40,6 @@ def sessions():
     yield plain, spec
     spec.close()
     plain.close()
-
-
-def greedy(session: Session, tokens: list[int], n: int):
-    dec = session.decoder(GREEDY, n, 0)
-    out: list[int] = []
-    for rnd in dec.generate(tokens):
-        out.extend(rnd.emitted)
-    return out, dec.stats
 
 
 @pytest.mark.parametrize("prompt", CODE_PROMPTS)

@@ -33,6 +33,13 @@ LLAMA_CPP_ORDER = (
 )  # fmt: skip
 
 
+#: o.validate's arguments, each a value every command accepts (a test changes one)
+VALID = dict(
+    n_predict=-1, n_min=0, p_min=0.0, p_split=0.1, temp=0.8, top_p=0.95, min_p=0.05, ctx=None,
+    threads=0, threads_draft=0, flash_attn="auto", draft_sampling="auto", batch=2048,
+)  # fmt: skip
+
+
 def test_one_row_per_name_in_llama_cpp_order() -> None:
     # specgguf's own grammar type first, then llama.cpp's, with vLLM's suffix after the
     # n-gram types (a lookup too, over earlier requests' outputs as well)
@@ -117,13 +124,9 @@ def test_every_draft_length_reader_accepts_the_same_range() -> None:
     for field in ("n_max", "n_min"):
         with pytest.raises(ApiError, match=f"0..{N_MAX_LIMIT}"):
             parse_speculative({f"speculative.{field}": N_MAX_LIMIT + 1})
-    base = dict(
-        n_predict=-1, p_min=0.0, p_split=0.1, temp=0.8, top_p=0.95, min_p=0.05, ctx=None,
-        threads=0, threads_draft=0, flash_attn="auto", draft_sampling="auto", batch=2048,
-    )  # fmt: skip
-    o.validate(n_min=N_MAX_LIMIT, **base)
+    o.validate(**{**VALID, "n_min": N_MAX_LIMIT})
     with pytest.raises(UsageError, match=f"--spec-draft-n-min: {N_MAX_LIMIT + 1}"):
-        o.validate(n_min=N_MAX_LIMIT + 1, **base)
+        o.validate(**{**VALID, "n_min": N_MAX_LIMIT + 1})
 
 
 def test_help_names_autos_cap() -> None:
@@ -152,26 +155,18 @@ def test_cli_accepts_exactly_the_kv_cache_types() -> None:
 
 def test_cli_accepts_exactly_the_flash_attn_modes() -> None:
     assert _listed(o.FlashAttn.help, "Flash attention: ") == list(FLASH_ATTN)
-    base = dict(
-        n_predict=-1, n_min=0, p_min=0.0, p_split=0.1, temp=0.8, top_p=0.95, min_p=0.05,
-        ctx=None, threads=0, threads_draft=0, draft_sampling="auto", batch=2048,
-    )  # fmt: skip
     for mode in FLASH_ATTN:
-        o.validate(flash_attn=mode, **base)
+        o.validate(**{**VALID, "flash_attn": mode})
     for bad in ("1", "true", "ON", ""):
         with pytest.raises(UsageError, match=r"-fa/--flash-attn: .* \(on, off or auto\)"):
-            o.validate(flash_attn=bad, **base)
+            o.validate(**{**VALID, "flash_attn": bad})
 
 
 def test_cli_accepts_exactly_the_draft_sampling_modes() -> None:
     from specgguf.drafters.draft_lengths import DRAFT_SAMPLING_MODES
 
-    base = dict(
-        n_predict=-1, n_min=0, p_min=0.0, p_split=0.1, temp=0.8, top_p=0.95, min_p=0.05,
-        ctx=None, threads=0, threads_draft=0, flash_attn="auto", batch=2048,
-    )  # fmt: skip
     for mode in DRAFT_SAMPLING_MODES:
-        o.validate(draft_sampling=mode, **base)
+        o.validate(**{**VALID, "draft_sampling": mode})
     for bad in ("Greedy", "sample", ""):
         with pytest.raises(UsageError, match="--spec-draft-sampling"):
-            o.validate(draft_sampling=bad, **base)
+            o.validate(**{**VALID, "draft_sampling": bad})

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
 import shutil
 import signal
 import socket
@@ -30,6 +29,7 @@ import pytest
 from specgguf.backend import devices
 from specgguf.errors import ExitCode
 from specgguf.errors import UsageError as SpecUsageError
+from tests.test_interrupt import read_until
 from tests.tiny_models import TARGET_SEED, build_tiny_model
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -286,22 +286,6 @@ def test_version_mismatch_ends_the_run_in_one_line(six_layers):
     ]
 
 
-def _read_some(proc: subprocess.Popen, n_bytes: int) -> bytes:
-    fd = proc.stdout.fileno()
-    got = b""
-    deadline = time.monotonic() + WAIT_S
-    with selectors.DefaultSelector() as sel:
-        sel.register(fd, selectors.EVENT_READ)
-        while len(got) < n_bytes:
-            left = deadline - time.monotonic()
-            assert left > 0, f"no output after {WAIT_S} s: {got!r}"
-            if sel.select(timeout=left):
-                chunk = os.read(fd, 4096)
-                assert chunk, f"stdout closed early: {got!r}, {proc.stderr.read()!r}"
-                got += chunk
-    return got
-
-
 @needs_rpc
 @pytest.mark.parametrize("spec", [False, True], ids=["plain", "speculative"])
 def test_worker_killed_mid_generation_ends_client_cleanly(six_layers, six_layers_draft, spec):
@@ -320,7 +304,7 @@ def test_worker_killed_mid_generation_ends_client_cleanly(six_layers, six_layers
             env=env(),
         )
         try:
-            before = _read_some(proc, 20)
+            before = read_until(proc, 20)
             w[1].proc.send_signal(signal.SIGKILL)
             out, err = proc.communicate(timeout=WAIT_S)
         except BaseException:

@@ -94,3 +94,13 @@ def test_bad_kv_type_refused_before_loading_in_every_command(command: str, capsy
     assert run_cli([command, "-m", "/nonexistent.gguf", "-ctk", "q9"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "invalid value for -ctk: 'q9'" in err
+
+
+@pytest.mark.parametrize("command", ("run", "serve"))
+def test_run_and_serve_take_every_generation_flag(command: str) -> None:
+    """How a generation speculates, samples and is constrained is declared once
+    (o.GENERATION_FLAGS), not in each command's signature."""
+    names = {n for row in o.GENERATION_FLAGS for n in row.names}
+    missing = names - _command_names(command)
+    assert not missing, f"{command} lacks {sorted(missing)}"
+    assert {"--temp", "--top-k", "--seed", "--grammar", "-j", "--spec-type"} <= names

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tests.tiny_models import N_VOCAB, build_tiny_model, write_tokenizer
+from tests.tiny_models import N_VOCAB, build_tiny_model, write_file, write_tokenizer
 
 #: the tiny target the heads are built for: the tiny llama model with three layers, so three
 #: distinct layer inputs can be heard (llama's graph records every layer's input)
@@ -128,10 +128,7 @@ def build_eagle3_head(
             writer.add_tensor(name, np.ascontiguousarray(value, dtype=dtype))
     if d2t is not None and "d2t" not in omit:
         writer.add_tensor("d2t", np.asarray(d2t, dtype=np.int64))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    write_file(writer)
     return path
 
 
@@ -160,8 +157,5 @@ def write_qwen2_target_header(path: str | Path) -> Path:
     writer.add_head_count_kv(2)
     write_tokenizer(writer, "bytes", None)
     writer.add_tensor("token_embd.weight", np.zeros((N_VOCAB, TARGET_EMBD), dtype=np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
+    write_file(writer)
     return path

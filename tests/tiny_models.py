@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from specgguf.backend.vocab_overlap import gpt2_byte_to_char
+
 DEFAULT_TEMPLATE = (
     "{% for message in messages %}"
     "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
@@ -85,21 +87,8 @@ _TOKEN_TYPE_NORMAL = 1
 _TOKEN_TYPE_CONTROL = 3
 
 
-def byte_to_unicode() -> dict[int, str]:
-    """GPT-2's reversible byte -> printable unicode character mapping."""
-    bs = (
-        list(range(ord("!"), ord("~") + 1))
-        + list(range(ord("¡"), ord("¬") + 1))
-        + list(range(ord("®"), ord("ÿ") + 1))
-    )
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {b: chr(c) for b, c in zip(bs, cs, strict=True)}
+#: GPT-2's reversible byte -> printable unicode character mapping (the BPE vocabulary's)
+byte_to_unicode = gpt2_byte_to_char
 
 
 def _byte_order(vocab: str) -> list[int]:
@@ -309,6 +298,11 @@ def write_tensors(writer, w: dict[str, np.ndarray]) -> None:
     """The F32 tensors, then the file."""
     for k, v in w.items():
         writer.add_tensor(k, np.ascontiguousarray(v, dtype=np.float32))
+    write_file(writer)
+
+
+def write_file(writer) -> None:
+    """A GGUFWriter's header, keys and tensors to its file, and the file closed."""
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

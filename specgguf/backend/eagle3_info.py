@@ -81,6 +81,21 @@ def draft_type_of(info: GGUFInfo) -> str:
     return DRAFTER_TYPES.get(info.architecture, "draft-simple")
 
 
+def check_target_role(target: GGUFInfo) -> None:
+    """A drafter head (an EAGLE-3 head, a Gemma-4 assistant) given as the target (-m): one line
+    before any weight is read. Neither decodes alone: an EAGLE-3 head reads the target's hidden
+    states and an assistant its KV cache, so llama.cpp would fail to create a context of its
+    own and the user would be told of memory instead of the mix-up."""
+    kind = DRAFTER_TYPES.get(target.architecture)
+    if kind is None:
+        return
+    what = "an EAGLE-3 head" if kind == "draft-eagle3" else f"a {target.architecture} MTP drafter"
+    raise ModelFileError(
+        f"-m {target.path} is {what}, a drafter for a target model, not a model of its own: "
+        f"give it after -md (-m TARGET -md {target.path})"
+    )
+
+
 def check_draft_role(types: list[str], draft: GGUFInfo | None) -> None:
     """A head asked to draft as a model, or a model asked to draft as a head: one line (a
     head cannot decode without the target's hidden states; a model has no encoder). A -md

@@ -23,6 +23,8 @@ from __future__ import annotations
 import os
 import stat
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType, Keys, LlamaFileType
@@ -551,29 +553,32 @@ def _check_tensor_data(cur: _Cursor, tensors: list[_Tensor], data_offset: int, a
         raise cur.truncated("tensor data", data_end, cur.size)
 
 
-def _open(path: str):
-    """Open for reading, turning every way a path can be unusable into one ModelFileError.
-    stat() first: opening a FIFO would block, and a directory is not an I/O error."""
+@contextmanager
+def _unusable(path: str) -> Iterator[None]:
+    """The OS's refusals of `path` as one ModelFileError each."""
     try:
-        st = os.stat(path)
+        yield
     except FileNotFoundError:
         raise ModelFileError(f"{path}: no such file") from None
-    except PermissionError:
-        raise ModelFileError(f"{path}: permission denied") from None
-    except OSError as err:
-        raise ModelFileError(f"{path}: cannot read: {err.strerror or err}") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise ModelFileError(f"{path}: is a directory, not a GGUF file")
-    if not stat.S_ISREG(st.st_mode):
-        raise ModelFileError(f"{path}: not a regular file")
-    try:
-        return open(path, "rb")
     except PermissionError:
         raise ModelFileError(f"{path}: permission denied") from None
     except IsADirectoryError:
         raise ModelFileError(f"{path}: is a directory, not a GGUF file") from None
     except OSError as err:
         raise ModelFileError(f"{path}: cannot read: {err.strerror or err}") from None
+
+
+def _open(path: str):
+    """Open for reading, turning every way a path can be unusable into one ModelFileError.
+    stat() first: opening a FIFO would block, and a directory is not an I/O error."""
+    with _unusable(path):
+        st = os.stat(path)
+    if stat.S_ISDIR(st.st_mode):
+        raise ModelFileError(f"{path}: is a directory, not a GGUF file")
+    if not stat.S_ISREG(st.st_mode):
+        raise ModelFileError(f"{path}: not a regular file")
+    with _unusable(path):
+        return open(path, "rb")  # noqa: SIM115 - the caller closes it
 
 
 def read_gguf_info(path: str | os.PathLike[str]) -> GGUFInfo:

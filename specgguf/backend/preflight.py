@@ -10,7 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specgguf.backend.compat import check_compatible, require_compatible
-from specgguf.backend.eagle3_info import Eagle3Head, check_eagle3_pair, is_eagle3
+from specgguf.backend.eagle3_info import (
+    Eagle3Head,
+    check_eagle3_pair,
+    check_target_role,
+    is_eagle3,
+)
 from specgguf.backend.gguf_info import GGUFInfo, read_gguf_info
 from specgguf.backend.mtp_info import MtpDrafterFile, check_mtp_drafter_pair, is_mtp_drafter
 
@@ -37,8 +42,10 @@ def preflight(target: Path, draft: Path | None, *, strict_vocab: bool = False) -
     (--spec-vocab-strict, llama.cpp's rule), else it is marked for cross-vocabulary drafting.
     A draft that is an EAGLE-3 head is checked against the target instead (exit 3 or 4, see
     specgguf.backend.eagle3_info): it drafts in the target's own vocabulary; so is a separate
-    MTP drafter (exit 4, specgguf.backend.mtp_info)."""
+    MTP drafter (exit 4, specgguf.backend.mtp_info). A drafter head given as the target is
+    refused first (exit 3: it belongs after -md)."""
     t = read_gguf_info(target)
+    check_target_role(t)
     d = read_gguf_info(draft) if draft is not None else None
     cross = False
     if d is not None and is_eagle3(d):

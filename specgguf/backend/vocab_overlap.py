@@ -18,9 +18,9 @@ from specgguf.backend.gguf_info import VocabInfo
 _SPM_BYTE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 
 
-@lru_cache(maxsize=1)
-def _gpt2_char_to_byte() -> dict[str, int]:
-    """Inverse of GPT-2's reversible byte -> printable character table."""
+def gpt2_byte_to_char() -> dict[int, str]:
+    """GPT-2's reversible byte -> printable character table (how a BPE vocabulary stores
+    bytes as text)."""
     bs = (
         list(range(ord("!"), ord("~") + 1))
         + list(range(ord("¡"), ord("¬") + 1))
@@ -33,7 +33,13 @@ def _gpt2_char_to_byte() -> dict[str, int]:
             bs.append(b)
             cs.append(256 + n)
             n += 1
-    return {chr(c): b for b, c in zip(bs, cs, strict=True)}
+    return {b: chr(c) for b, c in zip(bs, cs, strict=True)}
+
+
+@lru_cache(maxsize=1)
+def _gpt2_char_to_byte() -> dict[str, int]:
+    """Inverse of GPT-2's reversible byte -> printable character table."""
+    return {c: b for b, c in gpt2_byte_to_char().items()}
 
 
 def token_bytes(text: str, vocab_type: str) -> bytes:

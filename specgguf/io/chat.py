@@ -27,6 +27,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -71,16 +72,15 @@ def _strftime_now(fmt: str) -> str:
     return datetime.now().strftime(fmt)
 
 
-def _environment(limits: TemplateLimits):
+@lru_cache(maxsize=1)
+def generation_block() -> type:
+    """The Jinja extension for transformers' `{% generation %}...{% endgeneration %}` (it marks
+    assistant text for training masks); for rendering, the body is output unchanged. Built on
+    first use: jinja2 is imported only when a template is."""
     from jinja2 import nodes
     from jinja2.ext import Extension
 
-    from specgguf.io.template_bounds import BoundedSandbox
-
     class GenerationBlock(Extension):
-        """transformers' `{% generation %}...{% endgeneration %}` (it marks assistant text for
-        training masks); for rendering, the body is output unchanged."""
-
         tags = {"generation"}
 
         def parse(self, parser):
@@ -88,10 +88,16 @@ def _environment(limits: TemplateLimits):
             body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
             return nodes.Scope(body).set_lineno(lineno)
 
+    return GenerationBlock
+
+
+def _environment(limits: TemplateLimits):
+    from specgguf.io.template_bounds import BoundedSandbox
+
     env = BoundedSandbox(
         trim_blocks=True,
         lstrip_blocks=True,
-        extensions=["jinja2.ext.loopcontrols", GenerationBlock],
+        extensions=["jinja2.ext.loopcontrols", generation_block()],
         keep_trailing_newline=False,
         limits=limits,
     )

@@ -23,6 +23,12 @@ _IMAGE_TOOLS = (
 )
 
 
+#: the llama.cpp image that holds every tool (`:full`), and the first argument that picks one
+_FULL_IMAGE = re.compile(r"llama[._-]?cpp[^:\s]*:full(?:[-.:\w]*)$", re.I)
+_FULL_IMAGE_TOOLS = {"--server": lg.LLAMA_SERVER, "-s": lg.LLAMA_SERVER, "--run": lg.LLAMA_CLI,
+                     "-r": lg.LLAMA_CLI}
+
+
 def image_tool(image: str) -> str | None:
     """The tool a container image runs by default (ghcr.io/ggml-org/llama.cpp:server...)."""
     for pattern, tool in _IMAGE_TOOLS:
@@ -52,6 +58,9 @@ def find_anchor(words: Sequence[str]) -> tuple[int, str, int] | None:
         tool = image_tool(word)
         if tool:
             return k, tool, 1
+        if _FULL_IMAGE.search(word) and k + 1 < len(words) \
+                and words[k + 1] in _FULL_IMAGE_TOOLS:  # `llama.cpp:full --server -m ...`
+            return k, _FULL_IMAGE_TOOLS[words[k + 1]], 2
     return None
 
 

@@ -12,7 +12,7 @@ import os
 import shlex
 import sys
 from collections.abc import Iterable, Sequence
-from typing import TextIO
+from typing import BinaryIO, TextIO
 
 from specgguf.migrate import files as mf
 from specgguf.migrate.argv import find_anchor, migrate_argv
@@ -99,6 +99,56 @@ def run_migrate(paths: Sequence[str], check: bool = False, write: bool = False,
         for path, why in skipped:
             print(f"skipped: {path}: {why}", file=err)
     if failed or unsafe or (check and attention):
+        return 1
+    return 0
+
+
+#: what the report calls stdin's text when --stdin-filename gives it no name
+STDIN_LABEL = "<stdin>"
+
+
+def migrate_stdin(stdin: BinaryIO, check: bool = False, diff: bool = False,
+                  stdout: TextIO | None = None, stderr: TextIO | None = None,
+                  name: str | None = None, draft_kind: str | None = None) -> int:
+    """`migrate -`: stdin's text in, the migrated text out on stdout (every byte outside the
+    changed words as it came), the report on stderr. With --check or --diff, stdout gets what
+    a file's would (the report; the diff), not the text. `name` (--stdin-filename) is what the
+    text is read as (Dockerfile, compose.yaml, README.md: its kind, and the directory a draft
+    path is relative to); without it the text is a shell script, as an unknown file is.
+    The exit status is a file's: 1 when something could not be migrated safely, or with
+    --check when anything would change."""
+    out = stdout or sys.stdout
+    err = stderr or sys.stderr
+    label = name or STDIN_LABEL
+    data = stdin.read(mf.MAX_BYTES + 1)
+    try:
+        if len(data) > mf.MAX_BYTES:
+            raise mf.Unreadable(f"larger than {mf.MAX_BYTES // (1024 * 1024)} MiB, not read")
+        src = mf.decode(data)
+    except mf.Unreadable as why:
+        print(f"error: {label}: {why}", file=err)
+        return 1
+    kind, comments = detect(name or "", src.text)
+    base = os.path.dirname(os.path.abspath(name)) if name else os.getcwd()
+    new, findings = check_text(src.text, kind, comments, base, draft_kind)
+    report = report_lines(label, findings)
+    if check or diff:
+        if diff and new != src.text:
+            out.write(_diff(label, src.text, new))
+            report = [f"# {line}" for line in report_lines(label, findings, changes=False)]
+        for line in report:
+            print(line, file=out)
+    else:
+        buffer = getattr(out, "buffer", None)
+        if buffer is None:  # a text stream only (tests): the text as it decoded
+            out.write(new)
+        else:
+            out.flush()
+            buffer.write(src.encode(new))
+            buffer.flush()
+        for line in report:
+            print(line, file=err)
+    if any(f.unsafe for f in findings) or (check and findings):
         return 1
     return 0
 

@@ -56,7 +56,8 @@ class ShellStyle:
     """Shell words, possibly inside a string of an outer language.
 
     outer: "" (plain shell), "dq"/"sq" (inside a shell "..." / '...' string), "json" (inside a
-    JSON string), "yaml-dq", "yaml-sq", "yaml-plain" (inside a YAML scalar), "yaml-plain+dq" /
+    JSON string, or a "..." string of program source), "src-sq" (a '...' string of Python or
+    JavaScript), "yaml-dq", "yaml-sq", "yaml-plain" (inside a YAML scalar), "yaml-plain+dq" /
     "yaml-plain+sq" (a shell string inside a plain YAML scalar). `make` doubles
     `$` for Makefiles.
     """
@@ -89,6 +90,8 @@ class ShellStyle:
             return s.replace("'", "'\\''")
         if self.outer == "yaml-sq":
             return s.replace("'", "''")
+        if self.outer == "src-sq":  # a '...' string of Python or JavaScript
+            return s.replace("\\", "\\\\").replace("'", "\\'")
         return s
 
     def safe(self, s: str) -> bool:
@@ -173,8 +176,18 @@ class BlockListStyle(ShellStyle):
         return eol, newline, lead
 
     def insert(self, text: str, word: Word, new: Sequence[str]) -> Edit:
+        """New items after `word`'s line, quoted as it is (`- "--draft-max"` items get
+        `- "--spec-type"`), else plain where YAML reads them as the same string."""
         eol, newline, lead = self.item_end(text, word)
-        return Edit(eol, eol, "".join(f"{newline}{lead}{self.quote(w)}" for w in new))
+        return Edit(eol, eol, "".join(f"{newline}{lead}{self._like(w, word.quote)}"
+                                      for w in new))
+
+    def _like(self, word: str, quote: str) -> str:
+        if quote == '"':
+            return json.dumps(word, ensure_ascii=False)
+        if quote == "'" and "'" not in word:
+            return f"'{word}'"
+        return self.quote(word)
 
     def delete(self, text: str, first: Word, last: Word) -> Edit:
         start = text.rfind("\n", 0, first.start) + 1

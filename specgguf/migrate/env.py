@@ -35,6 +35,9 @@ _PREFIX = re.compile(r"[ \t]*(?:-[ \t]+|export[ \t]+|ENV[ \t]+|Environment=|set[
 _AFTER = re.compile(r"(?P<sep>[ \t]*[=:][ \t]*)(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'#,\]]*)"
                     r"(?P<tail>[\"']?[ \t]*(?:\\|\^|`)?[ \t]*)(?P<comment>#.*)?$")
 _K8S_NAME = re.compile(r"(?P<lead>[ \t]*-[ \t]+)name:[ \t]*[\"']?$")
+#: systemd's `Environment="A=1" "B=2"`: several quoted assignments on one line
+_SYSTEMD_MANY = re.compile(r"[ \t]*Environment=(?:\"[^\"\n]*\"[ \t]+)+\"")
+_SYSTEMD_LINE = re.compile(r"[ \t]*Environment=(?:\"[^\"\n]*\"[ \t]*)+")
 
 
 #: (draft value, its offset, why it cannot be read or None) -> (kind, note on what was assumed)
@@ -101,6 +104,8 @@ def _new_lines(text: str, start: int, end: int, entries: list[tuple[str, str]]
         out = "".join(f"{newline}{prefix}{name}{name_tail}{newline}{m2.group(1)}{m2.group(2)}"
                       f"{value}{m2.group(4)}" for name, value in entries)
         return EnvEdit(b2, b2, out)
+    if _SYSTEMD_MANY.fullmatch(prefix) and _SYSTEMD_LINE.fullmatch(text, a, b):
+        return EnvEdit(b, b, "".join(f' "{name}={value}"' for name, value in entries))
     if not _PREFIX.fullmatch(prefix):
         return None
     m = _AFTER.match(text, end, b)
@@ -215,8 +220,10 @@ def _one_block(text: str, group: list[tuple[int, int, str]], res: EnvResult, *,
         new_env = d.envs[-1]
         entries.append((new_env, d.old))
         added.append(f"{new_env}={d.old} (the old {d.what} default; the new one is {d.new})")
-    last_start, last_end, _ = group[-1]
-    edit = _new_lines(text, last_start, last_end, entries)
+    # in the syntax of the block's last line that can be copied (the last one may be the second
+    # assignment of a line, which no new line can start like)
+    edit = next((e for e in (_new_lines(text, s, t, entries) for s, t, _ in reversed(group))
+                 if e is not None), None)
     if edit is None:
         res.renames = [r for r in res.renames if r not in renames]
         res.unsafe.append((at, (

@@ -175,7 +175,28 @@ def has_removed_name(text: str) -> bool:
     return bool(_FLAG_RE.search(text) or _ENV_RE.search(text))
 
 
-def someone_elses(text: str, at: int, name: str, hinted: bool | None = None) -> bool:
+class _Lines:
+    """Whether a line of one text matches a pattern, each line searched once per pattern: a
+    long line holding many hits (a minified file, thousands of commands joined by `;`) must
+    not be searched again for every hit on it."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.newlines = [m.start() for m in re.finditer("\n", text)]
+        self._seen: dict[tuple[str, int], bool] = {}
+
+    def matches(self, pattern: re.Pattern[str], at: int) -> bool:
+        k = bisect.bisect_left(self.newlines, at)
+        key = (pattern.pattern, k)
+        if key not in self._seen:
+            a = self.newlines[k - 1] + 1 if k else 0
+            b = self.newlines[k] if k < len(self.newlines) else len(self.text)
+            self._seen[key] = bool(pattern.search(self.text[a:b]))
+        return self._seen[key]
+
+
+def someone_elses(text: str, at: int, name: str, hinted: bool | None = None,
+                  lines: _Lines | None = None) -> bool:
     """Whether the flag `name` at `at` belongs to another tool (`gh pr create --draft`, a
     `-cd` in a file that never mentions llama.cpp): such a name is neither reported nor
     rewritten."""
@@ -183,7 +204,9 @@ def someone_elses(text: str, at: int, name: str, hinted: bool | None = None) -> 
         return False
     if hinted is None:
         hinted = bool(_LLAMA_HINT.search(text))
-    return not hinted or bool(_OTHER_DRAFT_TOOL.search(_line(text, at)))
+    if not hinted:
+        return True
+    return (lines or _Lines(text)).matches(_OTHER_DRAFT_TOOL, at)
 
 
 def scan_tokens(text: str, kind: str, exempt: Iterable[tuple[int, int]] = ()) -> list[Hit]:
@@ -193,10 +216,11 @@ def scan_tokens(text: str, kind: str, exempt: Iterable[tuple[int, int]] = ()) ->
         return []
     spans = [*_comment_spans(text, kind), *exempt]
     hinted = bool(_LLAMA_HINT.search(text))
+    lines = _Lines(text)
     hits: list[Hit] = []
     for m in _FLAG_RE.finditer(text):
         name = m.group(1)
-        if someone_elses(text, m.start(), name, hinted):
+        if someone_elses(text, m.start(), name, hinted, lines):
             continue
         hits.append(Hit(m.start(), m.end(), name, "flag"))
     hits += [Hit(m.start(1), m.end(1), m.group(1), "env") for m in _ENV_RE.finditer(text)]
@@ -207,15 +231,14 @@ def scan_tokens(text: str, kind: str, exempt: Iterable[tuple[int, int]] = ()) ->
                  for m in _VLLM_GONE_KEYS.finditer(text)]
     merged = _merge(spans)
     starts = [a for a, _ in merged]
-    newlines = [m.start() for m in re.finditer("\n", text)] if ignored else []
     out = []
     for h in sorted(hits, key=lambda h: h.start):
         k = bisect.bisect_right(starts, h.start) - 1
         if k >= 0 and h.end <= merged[k][1]:
             continue  # a comment, or free text the rewrite knows
-        if _MIGRATE_EXAMPLE.search(_line(text, h.start)):
+        if lines.matches(_MIGRATE_EXAMPLE, h.start):
             continue
-        if ignored and bisect.bisect_left(newlines, h.start) + 1 in ignored:
+        if ignored and bisect.bisect_left(lines.newlines, h.start) + 1 in ignored:
             continue
         out.append(h)
     return out
@@ -230,11 +253,3 @@ def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
         else:
             out.append((a, b))
     return out
-
-
-def _line(text: str, at: int) -> str:
-    a = text.rfind("\n", 0, at) + 1
-    b = text.find("\n", at)
-    return text[a:len(text) if b < 0 else b]
-
-

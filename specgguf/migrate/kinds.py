@@ -27,7 +27,9 @@ def file_kind(path: str, text: str = "") -> str | None:
         return "markdown"
     if lower.endswith((".bat", ".cmd")):
         return "bat"
-    if lower.endswith((".sh", ".bash", ".zsh", ".ksh", ".envrc", ".ps1", ".env")) \
+    if lower.endswith((".ps1", ".psm1")):
+        return "powershell"
+    if lower.endswith((".sh", ".bash", ".zsh", ".ksh", ".envrc", ".env")) \
             or lower == ".env" or lower.startswith(".env."):
         return "shell"
     if lower.endswith((".service", ".socket", ".timer", ".container", ".conf", ".txt")):
@@ -46,7 +48,7 @@ def detect(path: str, text: str) -> tuple[str | None, str]:
     """
     kind = file_kind(path, text)
     if kind is not None:
-        return kind, {"markdown": "markdown"}.get(kind, kind)
+        return kind, {"markdown": "markdown", "powershell": "shell"}.get(kind, kind)
     ext = os.path.splitext(path)[1].lower()
     if ext in SOURCE_EXTS:
         return None, SOURCE_EXTS[ext]

@@ -224,6 +224,8 @@ def _old_defaults(plan: Plan, st: _SpecTypes, flags: list[Flag], opaque: list[st
     for d in lg.OLD_DEFAULTS:
         if plan.tool not in d.tools:
             continue
+        if any(f.name in (d.flag, *d.aliases) for f in flags):
+            continue  # the command sets it: no default of either version applies
         if plan.tool in lg.SPEC_TYPE_TOOLS:
             if not has_draft:
                 continue  # no draft model here: the draft defaults never applied
@@ -234,8 +236,6 @@ def _old_defaults(plan: Plan, st: _SpecTypes, flags: list[Flag], opaque: list[st
                 continue
             if "draft-simple" not in st.types:
                 continue
-        if any(f.name in (d.flag, *d.aliases) for f in flags):
-            continue
         if plan.fragment is not None and {d.flag, *d.aliases} & plan.fragment.flags:
             continue  # set elsewhere in the file, maybe for the command these words join
         env = sorted(plan.env_names & set(d.envs))

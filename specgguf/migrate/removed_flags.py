@@ -98,60 +98,48 @@ class RemovedFlag:
     ngram_flags: Mapping[str, str | None] = field(default_factory=dict)
 
 
+#: the ngram types that kept each removed --spec-ngram-* option under their own name
+_OWN_NGRAM_OPTIONS = ("ngram-simple", "ngram-map-k", "ngram-map-k4v")
+
+
+def _per_ngram_type(option: str, mod: str | None) -> dict[str, str | None]:
+    """What replaces the removed --spec-ngram-<option> under each ngram type:
+    --spec-<type>-<option>, ngram-mod's own flag (`mod`, None: it has none), and nothing for
+    ngram-cache (whose options are files)."""
+    own: dict[str, str | None] = {t: f"--spec-{t}-{option}" for t in _OWN_NGRAM_OPTIONS}
+    return {**own, "ngram-mod": mod, "ngram-cache": None}
+
+
 REMOVED_FLAGS: tuple[RemovedFlag, ...] = (
-    RemovedFlag(
-        kind="n_max",
-        names=("--draft", "--draft-n", "--draft-max"),
-        hint="use --spec-draft-n-max or --spec-ngram-mod-n-max",
-        env="LLAMA_ARG_DRAFT_MAX",
-        new_env="LLAMA_ARG_SPEC_DRAFT_N_MAX",
-        draft_flag="--spec-draft-n-max",
-        ngram_flags={"ngram-mod": "--spec-ngram-mod-n-max"},
+    # the draft lengths, n_max (--draft, --draft-n, --draft-max) and n_min: a draft model's
+    # --spec-draft-n-<bound>, or ngram-mod's --spec-ngram-mod-n-<bound>
+    *(
+        RemovedFlag(
+            kind=f"n_{bound}",
+            names=names,
+            hint=f"use --spec-draft-n-{bound} or --spec-ngram-mod-n-{bound}",
+            env=f"LLAMA_ARG_DRAFT_{bound.upper()}",
+            new_env=f"LLAMA_ARG_SPEC_DRAFT_N_{bound.upper()}",
+            draft_flag=f"--spec-draft-n-{bound}",
+            ngram_flags={"ngram-mod": f"--spec-ngram-mod-n-{bound}"},
+        )
+        for bound, names in (
+            ("max", ("--draft", "--draft-n", "--draft-max")),
+            ("min", ("--draft-min", "--draft-n-min")),
+        )
     ),
-    RemovedFlag(
-        kind="n_min",
-        names=("--draft-min", "--draft-n-min"),
-        hint="use --spec-draft-n-min or --spec-ngram-mod-n-min",
-        env="LLAMA_ARG_DRAFT_MIN",
-        new_env="LLAMA_ARG_SPEC_DRAFT_N_MIN",
-        draft_flag="--spec-draft-n-min",
-        ngram_flags={"ngram-mod": "--spec-ngram-mod-n-min"},
-    ),
-    RemovedFlag(
-        kind="ngram_size_n",
-        names=("--spec-ngram-size-n",),
-        hint="use the respective --spec-ngram-*-size-n",
-        ngram_flags={
-            "ngram-simple": "--spec-ngram-simple-size-n",
-            "ngram-map-k": "--spec-ngram-map-k-size-n",
-            "ngram-map-k4v": "--spec-ngram-map-k4v-size-n",
-            "ngram-mod": "--spec-ngram-mod-n-match",
-            "ngram-cache": None,
-        },
-    ),
-    RemovedFlag(
-        kind="ngram_size_m",
-        names=("--spec-ngram-size-m",),
-        hint="use the respective --spec-ngram-*-size-m",
-        ngram_flags={
-            "ngram-simple": "--spec-ngram-simple-size-m",
-            "ngram-map-k": "--spec-ngram-map-k-size-m",
-            "ngram-map-k4v": "--spec-ngram-map-k4v-size-m",
-            "ngram-mod": None,
-            "ngram-cache": None,
-        },
-    ),
-    RemovedFlag(
-        kind="ngram_min_hits",
-        names=("--spec-ngram-min-hits",),
-        hint="use the respective --spec-ngram-*-min-hits",
-        ngram_flags={
-            "ngram-simple": "--spec-ngram-simple-min-hits",
-            "ngram-map-k": "--spec-ngram-map-k-min-hits",
-            "ngram-map-k4v": "--spec-ngram-map-k4v-min-hits",
-            "ngram-mod": None,
-            "ngram-cache": None,
-        },
+    # --spec-ngram-size-n, -size-m, -min-hits: each ngram type has its own now (ngram-mod
+    # only a match length, ngram-cache none)
+    *(
+        RemovedFlag(
+            kind=f"ngram_{option.replace('-', '_')}",
+            names=(f"--spec-ngram-{option}",),
+            hint=f"use the respective --spec-ngram-*-{option}",
+            ngram_flags=_per_ngram_type(option, mod),
+        )
+        for option, mod in (
+            ("size-n", "--spec-ngram-mod-n-match"), ("size-m", None), ("min-hits", None)
+        )
     ),
     RemovedFlag(
         kind="ctx_draft",

@@ -51,6 +51,21 @@ _VLLM_ONLY = frozenset({*lg.VLLM_KEYS, *lg.VLLM_GONE})
 _LLAMA_ONLY = frozenset({*lg.REMOVED_BY_NAME, *lg.DRAFT_MODEL_FLAGS, lg.SPEC_TYPE_FLAG})
 
 
+#: words that run the command after them (exec "$LLAMA" ..., nohup $BIN ...)
+_PREFIX_WORDS = frozenset({"exec", "nohup", "time", "command", "env", "nice", "setsid"})
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def _command_prefix(seq: list[Word]) -> int:
+    """How many words before the command: exec, nohup, time, env and `NAME=value`
+    assignments (a tool they run is found by name anyway; this is for one in a variable)."""
+    n = 0
+    while n < len(seq) - 1 and (seq[n].value in _PREFIX_WORDS
+                                or (_ASSIGNMENT.match(seq[n].value) and not seq[n].dynamic)):
+        n += 1
+    return n
+
+
 class Scan:
     """Findings of one file's text; all offsets are into the whole text."""
 
@@ -65,6 +80,7 @@ class Scan:
         self._newlines: list[int] | None = None
         self.exempt: list[tuple[int, int]] = []  # free-text values: never an argument
         self.bat = False  # Windows batch: `^` continues a line
+        self.ps = False  # PowerShell: ` continues a line
         self.docs = False  # Markdown: `<draft.gguf>` placeholders are words
         self.base: str | None = None  # the file's directory: where relative drafts are read
         self._flags: frozenset[str] | None = None
@@ -121,6 +137,9 @@ class Scan:
         if names & _VLLM_ONLY and not names & _LLAMA_ONLY:
             self.command(seq, lg.VLLM, 0, style)
             return True
+        lead = _command_prefix(seq)
+        if lead and seq[lead].dynamic:  # `exec "$LLAMA_SERVER" ...`: the variable runs
+            seq = seq[lead:]
         if not (seq[0].value.startswith("-") or seq[0].dynamic):
             return False
         m = _LLAMA_TOOL.search(self.text)
@@ -217,6 +236,19 @@ class Scan:
             a = self.text.rfind("\n", 0, at) + 1
             self.findings.append(Finding(self.line_of(at), "", "", [], [why], [],
                                          (a, self.text.find("\n", at) % (len(self.text) + 1))))
+
+    def env_renames(self, start: int, end: int) -> None:
+        """Old LLAMA_ARG_* names in prose (Markdown inline code): the new name where there is
+        one, as an inline flag gets its new name; nothing is added to a sentence."""
+        for m in _ENV_RE.finditer(self.text, start, end):
+            name = m.group(1)
+            new = lg.RENAMED_ENV.get(name)
+            if new is not None:
+                self.findings.append(Finding(
+                    self.line_of(m.start()), name, new,
+                    [f"{name} -> {new}: llama.cpp now "
+                     f"{'refuses' if name in lg.REMOVED_ENV else 'ignores'} the old name"],
+                    [], [Edit(m.start(), m.end(), new)], (m.start(), m.end())))
 
     def resolve_overlaps(self) -> None:
         """A bug guard: overlapping edits would corrupt the file, so report those instead."""

@@ -18,9 +18,15 @@ from specgguf.migrate.lines import split_lines
 from specgguf.migrate.scan import Scan
 from specgguf.migrate.scan_dockerfile import scan_dockerfile
 from specgguf.migrate.scan_shell import scan_shell
+from specgguf.migrate.scan_source import scan_source
 from specgguf.migrate.scan_yaml import scan_yaml
 
 _FENCE = re.compile(r"[ \t]*(`{3,}|~{3,})[ \t]*([^\n`]*)")
+_SOURCE_LANGS = {"python": "python", "py": "python", "python3": "python", "json": "json",
+                 "jsonc": "json", "js": "source", "javascript": "source", "ts": "source",
+                 "typescript": "source"}
+_BAT_LANGS = {"bat", "cmd", "batch"}
+_PS_LANGS = {"powershell", "ps1", "ps", "pwsh"}
 _SHELL_LANGS = {"", "sh", "bash", "shell", "console", "zsh", "ksh", "shell-session",
                 "shellsession", "text", "txt", "plaintext", "powershell", "ps1", "ps", "pwsh",
                 "bat", "cmd", "batch", "nohighlight", "terminal"}
@@ -45,6 +51,30 @@ def _markdown_blocks(text: str) -> Iterable[tuple[str, int, int]]:
         end = lines[k].start if k < len(lines) else len(text)
         yield lang, start, end
         n = k + 1
+
+
+_INDENTED = re.compile(r"(?: {4}|\t)[ \t]*(?:\$[ \t]+)?(\S+)")
+
+
+def _indented_blocks(text: str, fenced: list[tuple[int, int]]) -> Iterable[tuple[int, int]]:
+    """(start, end) of each indented code block (four spaces or a tab, after a blank line)
+    whose first line runs a tool (`    llama-server -m t.gguf ...`, `    $ ./llama-cli ...`):
+    an indented paragraph of a list item is prose, so a block that runs nothing is left to the
+    token scan."""
+    lines = [ln for ln in split_lines(text, 0, len(text))
+             if not any(a <= ln.start < b for a, b in fenced)]
+    n, blank_before = 0, True
+    while n < len(lines):
+        m = _INDENTED.match(lines[n].text(text))
+        if not (blank_before and m and find_anchor([m.group(1)]) is not None):
+            blank_before = not lines[n].text(text).strip()
+            n += 1
+            continue
+        k = n
+        while k + 1 < len(lines) and _INDENTED.match(lines[k + 1].text(text)):
+            k += 1
+        yield lines[n].start, lines[k].end
+        n, blank_before = k + 1, False
 
 
 #: words that say a line is about the old flags (a changelog, a migration note)
@@ -88,6 +118,8 @@ def scan_markdown(scan: Scan) -> list[tuple[int, int]]:
     scan.docs = True
     regions = []
     blocks = list(_markdown_blocks(scan.text))
+    fenced = [(x, y) for _, x, y in blocks]
+    blocks += [("", x, y) for x, y in _indented_blocks(scan.text, fenced)]
     for a, b, headings in _prose_lines(scan.text, [(x, y) for _, x, y in blocks]):
         line = scan.text[a:b]
         if about_old_flags(line, headings):
@@ -97,6 +129,7 @@ def scan_markdown(scan: Scan) -> list[tuple[int, int]]:
             x, y = a + m.start(2), a + m.end(2)
             scan_shell(scan, x, y, ShellStyle(renames_only=find_anchor(
                 scan.text[x:y].split()[:1]) is None))
+            scan.env_renames(x, y)
     for lang, a, b in blocks:
         if lang in ("yaml", "yml"):
             scan_yaml(scan, a, b)
@@ -104,8 +137,12 @@ def scan_markdown(scan: Scan) -> list[tuple[int, int]]:
             scan_dockerfile(scan, a, b)
         elif lang in ("make", "makefile", "mk"):
             scan_shell(scan, a, b, ShellStyle(make=True))
-        elif lang in _SHELL_LANGS:
+        elif lang in _SOURCE_LANGS:  # the argument lists that name their tool
+            scan_source(scan, _SOURCE_LANGS[lang], a, b)
+        elif lang in _SHELL_LANGS:  # a Windows block continues lines its own way
+            scan.bat, scan.ps = lang in _BAT_LANGS, lang in _PS_LANGS
             scan_shell(scan, a, b, ShellStyle())
+            scan.bat = scan.ps = False
         else:
             continue
         regions.append((a, b))

@@ -33,7 +33,7 @@ def scan_shell(scan: Scan, start: int, end: int, style: ShellStyle, *,
     first_tool = None
     for n, cmd in enumerate(lex_shell(scan.text, start, end,
                                       newline_is_space=newline_is_space, bat=scan.bat,
-                                      placeholders=scan.docs)):
+                                      ps=scan.ps, placeholders=scan.docs)):
         seq = [w for w in cmd if not w.redirect]
         anchor = find_anchor([w.value for w in seq])
         rest = seq
@@ -71,15 +71,21 @@ def _scan_nested(scan: Scan, word: Word, style: ShellStyle) -> None:
 
 
 def _escaped(raw: str, outer: str) -> bool:
-    if outer in ("json", "yaml-dq"):
+    if outer in ("json", "yaml-dq", "src-sq"):
         return "\\" in raw
     return outer == "yaml-sq" and "''" in raw
 
 
+_MAKE_ASSIGN = ("=", ":=", "::=", "?=", "+=", "!=")
+
+
 def _make_value(seq: list[Word]) -> list[Word]:
-    """The value of a make variable (`FLAGS ?= -md $(D) --draft-max 16`), else the words."""
-    if len(seq) > 2 and seq[1].value in ("=", ":=", "::=", "?=", "+=", "!="):
-        return seq[2:]
+    """The value of a make variable (`FLAGS ?= -md $(D) --draft-max 16`, a target's own
+    `serve: ARGS += --draft-max 16`, `export`/`override FLAGS = ...`), else the words."""
+    lead = 1 if seq and (seq[0].value.endswith(":") or seq[0].value in ("export", "override")) \
+        else 0
+    if len(seq) > lead + 2 and seq[lead + 1].value in _MAKE_ASSIGN:
+        return seq[lead + 2:]
     return seq
 
 

@@ -24,6 +24,8 @@ _YAML_KEY = re.compile(r"(?P<lead>[ \t]*(?:-[ \t]+)*)(?P<key>[A-Za-z_][\w.-]*)[ 
 _BLOCK_HEADER = re.compile(r"[|>][-+0-9]*[ \t]*(?:#[^\n]*)?\r?")
 _FLAG_ITEM = re.compile(r"(--?[A-Za-z][\w-]*):[ \t]+(\S.*)")
 _ARGV_KEYS = {"command", "entrypoint", "args", "cmd"}
+#: a block item that is a mapping (`- cmd: ...`): read under its own key
+_MAPPING_ITEM = re.compile(r"[A-Za-z_][\w.-]*:(?:\s|$)")
 _SCRIPT_KEYS = {"run", "script", "before_script", "after_script"}
 
 
@@ -76,9 +78,10 @@ def _scan_yaml_value(scan: Scan, lines: list[Line], n: int, col: int, at: int, k
         items, bodies = _block_items(text, lines, n + 1, col)
         for a, b, folded in bodies:
             scan_shell(scan, a, b, ShellStyle(), newline_is_space=folded)
-        if script:
-            for item, style in items:
-                _scan_yaml_scalar_words(scan, item, style)
+        if script or (key not in _ARGV_KEYS and _command_lines(items)):
+            for item, style in items:  # (Taskfile's `cmds:`, any list of command lines)
+                if not (style is not None and not item.quote and _MAPPING_ITEM.match(item.value)):
+                    _scan_yaml_scalar_words(scan, item, style)  # (`- cmd: ...`: its own key)
         elif items:
             mapping = any(style is None for _, style in items)
             scan_words(scan, [w for w, _ in items],
@@ -87,7 +90,8 @@ def _scan_yaml_value(scan: Scan, lines: list[Line], n: int, col: int, at: int, k
         body = _following(text, lines, n + 1, col)
         if body:
             scan_shell(scan, body[0].start, body[-1].end, ShellStyle(),
-                        newline_is_space=not script, implicit=implicit)
+                        newline_is_space=not script or (head == ">" and _folds(text, body)),
+                        implicit=implicit)
     elif head == "[":
         parsed = lex_list(text, at, len(text), yaml=True)
         if parsed is not None:
@@ -109,6 +113,20 @@ def _scan_yaml_value(scan: Scan, lines: list[Line], n: int, col: int, at: int, k
         cont = _plain_continuation(text, lines, n + 1, col)
         scan_shell(scan, at, cont[-1].end if cont else stop, ShellStyle("yaml-plain"),
                     newline_is_space=True, implicit=implicit)
+
+
+def _folds(text: str, body: list[Line]) -> bool:
+    """Whether a folded scalar (`run: >`) is one line to the shell: YAML joins its lines with
+    spaces unless a line is blank or more indented (those keep their newlines)."""
+    indents = {_indent(line.text(text)) for line in body}
+    return len(indents) == 1 and all(line.text(text).strip() for line in body)
+
+
+def _command_lines(items: list[tuple[Word, ShellStyle | None]]) -> bool:
+    """Whether a list's items are whole command lines (`- ./llama-server -m t.gguf ...`), not
+    one argument each: some item's first word runs a tool and more words follow it."""
+    return any(style is not None and len(word.value.split()) > 1
+               and find_anchor(word.value.split()[:1]) is not None for word, style in items)
 
 
 def _scan_yaml_scalar_words(scan: Scan, word: Word, style: ShellStyle | None) -> None:

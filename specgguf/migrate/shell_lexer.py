@@ -1,5 +1,6 @@
 """The shell lexer: commands as lists of located words, in shell scripts, Makefile recipes,
-Windows batch files (`^` continues a line), Dockerfile shell forms and YAML scalars.
+Windows batch files (`^` continues a line), PowerShell scripts (`` ` `` continues a line and
+escapes a character; `\\` is a path's), Dockerfile shell forms and YAML scalars.
 """
 
 from __future__ import annotations
@@ -23,10 +24,13 @@ class _ShellLexer:
     """
 
     def __init__(self, text: str, start: int, end: int, newline_is_space: bool,
-                 bat: bool = False, placeholders: bool = False) -> None:
+                 bat: bool = False, placeholders: bool = False, ps: bool = False) -> None:
         self.text, self.i, self.end = text, start, end
         self.newline_is_space = newline_is_space
         self.bat = bat
+        self.ps = ps  # PowerShell: ` continues and escapes, \ is an ordinary character
+        self.mark = "^" if bat else "`" if ps else "\\"  # what continues a line
+        self.escape = "" if bat else self.mark  # what takes the next character as it is
         self.placeholders = placeholders  # documentation: `<draft.gguf>` is a word
 
     def commands(self) -> list[list[Word]]:
@@ -38,8 +42,9 @@ class _ShellLexer:
             c = text[self.i]
             if c in _BLANK:
                 self.i += 1
-            elif c in "\\^" and self._continuation(self.i):
+            elif c == self.mark and self._continuation(self.i):
                 self.i += self._continuation(self.i)
+                self._prompt()
             elif c == "\n":
                 self.i += 1
                 if not self.newline_is_space:
@@ -88,7 +93,7 @@ class _ShellLexer:
             c = text[self.i]
             if c in _BLANK or c == "\n":
                 self.i += 1
-            elif c == "\\" and self._continuation(self.i):
+            elif c == self.mark and self._continuation(self.i):
                 self.i += self._continuation(self.i)
             elif c == "#":
                 nl = text.find("\n", self.i, end)
@@ -103,10 +108,18 @@ class _ShellLexer:
         return words
 
     def _continuation(self, i: int) -> int:
-        mark = "^" if self.bat else "\\"
-        if self.text.startswith(mark + "\n", i):
+        if self.text.startswith(self.mark + "\n", i):
             return 2
-        return 3 if self.text.startswith(mark + "\r\n", i) else 0
+        return 3 if self.text.startswith(self.mark + "\r\n", i) else 0
+
+    def _prompt(self) -> None:
+        """In documentation, the `> ` a console session shows before a continued line (PS2) is
+        the prompt's, not a redirection."""
+        if not self.placeholders:
+            return
+        m = re.compile(r"[ \t]*>[ \t]").match(self.text, self.i, self.end)
+        if m:
+            self.i = m.end()
 
     def _word(self) -> Word:
         text, end, start = self.text, self.end, self.i
@@ -119,24 +132,17 @@ class _ShellLexer:
             c = text[self.i]
             if c in _BLANK or c == "\n" or c in _OPERATORS:
                 break
-            if c == "^" and self.bat:
-                skip = self._continuation(self.i)
-                if skip:
-                    self.i += skip
-                    continue
+            if c == self.mark and self._continuation(self.i):
+                self.i += self._continuation(self.i)
+                continue
             if c == "%" and self.bat and re.match(r"%[\w~:.,=-]+%", text[self.i:self.i + 64]):
                 dynamic = True  # %VAR%: the batch file decides
-            if c == "\\" and not self.bat:
-                skip = self._continuation(self.i)
-                if skip:
-                    self.i += skip
-                    continue
-                if self.i + 1 < end:
-                    chars.append(text[self.i + 1])
-                    pos.append(self.i + 1)
-                    self.i += 2
-                    bare += 1
-                    continue
+            if c == self.escape and self.i + 1 < end:  # the next character as it is
+                chars.append(text[self.i + 1])
+                pos.append(self.i + 1)
+                self.i += 2
+                bare += 1
+                continue
             if c == "'":
                 close = text.find("'", self.i + 1, end)
                 close = end if close < 0 else close
@@ -147,7 +153,7 @@ class _ShellLexer:
             elif c == '"':
                 dynamic |= self._double(chars, pos)
                 quoted_segments, quote = quoted_segments + 1, '"'
-            elif c in "$`":
+            elif c == "$" or (c == "`" and not self.ps):
                 dynamic = True
                 self._expansion(chars, pos)
                 bare += 1
@@ -168,12 +174,13 @@ class _ShellLexer:
             if c == '"':
                 self.i += 1
                 break
-            if c == "\\" and self.i + 1 < end and text[self.i + 1] in '$`"\\\n':
+            escape = "`" if self.ps else "\\"
+            if c == escape and self.i + 1 < end and (self.ps or text[self.i + 1] in '$`"\\\n'):
                 if text[self.i + 1] != "\n":
                     chars.append(text[self.i + 1])
                     pos.append(self.i + 1)
                 self.i += 2
-            elif c in "$`":
+            elif c == "$" or (c == "`" and not self.ps):
                 dynamic = True
                 self._expansion(chars, pos)
             else:
@@ -206,8 +213,9 @@ class _ShellLexer:
 
 def lex_shell(text: str, start: int = 0, end: int | None = None, *,
               newline_is_space: bool = False, bat: bool = False,
-              placeholders: bool = False) -> list[list[Word]]:
+              placeholders: bool = False, ps: bool = False) -> list[list[Word]]:
     """Commands (lists of words) in text[start:end]; `bat`: Windows batch (`^` continues);
-    `placeholders`: documentation, where `<draft.gguf>` is a word, not a redirection."""
+    `ps`: PowerShell (`` ` `` continues); `placeholders`: documentation, where `<draft.gguf>`
+    is a word, not a redirection, and a continued line's `> ` prompt is skipped."""
     return _ShellLexer(text, start, len(text) if end is None else end,
-                       newline_is_space, bat, placeholders).commands()
+                       newline_is_space, bat, placeholders, ps).commands()

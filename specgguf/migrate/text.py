@@ -13,7 +13,11 @@ from specgguf.migrate.scan import Finding, Scan
 from specgguf.migrate.scan_dockerfile import scan_dockerfile
 from specgguf.migrate.scan_markdown import scan_markdown
 from specgguf.migrate.scan_shell import scan_shell
+from specgguf.migrate.scan_source import scan_source
 from specgguf.migrate.scan_yaml import scan_yaml
+
+#: the comment syntaxes of source files whose list literals are read (scan_source)
+SOURCE_COMMENTS = ("python", "json", "ini", "source")
 
 
 def scan_text(text: str, kind: str) -> list[Finding]:
@@ -35,7 +39,7 @@ def _scan_text(text: str, kind: str, base: str | None = None,
         elif kind == "yaml":
             scan_yaml(scan)
         else:
-            scan.bat = kind == "bat"
+            scan.bat, scan.ps = kind == "bat", kind == "powershell"
             scan_shell(scan, 0, len(text), ShellStyle(make=kind == "make"))
     for a, b in regions:
         scan.env(a, b)
@@ -62,7 +66,14 @@ def check_text(text: str, kind: str | None, comments: str | None = None,
     ignored, whole = guard.ignored_lines(text)
     if whole:
         return text, []
-    scan = _scan_text(text, kind, base, draft_kind) if kind else Scan(text)
+    if kind:
+        scan = _scan_text(text, kind, base, draft_kind)
+    else:  # program source: the argument lists that name their tool
+        scan = Scan(text, draft_kind)
+        scan.base = base
+        if comments in SOURCE_COMMENTS:
+            scan_source(scan, comments)
+            scan.resolve_overlaps()
     findings = [f for f in scan.findings if not _touches(text, f, ignored)]
     edits = [e for f in findings for e in f.edits]
     hits = guard.scan_tokens(text, comments or kind or "shell", scan.exempt)
