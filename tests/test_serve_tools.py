@@ -91,6 +91,7 @@ def test_streamed_calls_equal_the_whole_answer(client):
     named = {"type": "function", "function": {"name": "get_weather"}}
     whole = ask(client, tool_choice=named, parallel_tool_calls=False).choices[0].message
     calls: dict[int, dict] = {}
+    pieces = []
     finish = None
     for chunk in ask(client, tool_choice=named, parallel_tool_calls=False, stream=True):
         if not chunk.choices:
@@ -98,13 +99,20 @@ def test_streamed_calls_equal_the_whole_answer(client):
         d = chunk.choices[0].delta
         assert not d.content
         for tc in d.tool_calls or []:
+            pieces.append(tc)
             c = calls.setdefault(tc.index, {"name": "", "arguments": ""})
             c["name"] += (tc.function.name or "") if tc.function else ""
             c["arguments"] += (tc.function.arguments or "") if tc.function else ""
         finish = chunk.choices[0].finish_reason or finish
     assert finish == "tool_calls"
-    assert [(c["name"], json.loads(c["arguments"])) for c in calls.values()] == [
-        (t.function.name, json.loads(t.function.arguments)) for t in whole.tool_calls
+    # as OpenAI streams a call: its id, type and name with empty arguments, then the
+    # arguments in fragments as they are decoded, adding up to the whole answer's exactly
+    first, rest = pieces[0], pieces[1:]
+    assert first.id.startswith("call_") and first.type == "function"
+    assert first.function.name == "get_weather" and first.function.arguments == ""
+    assert len(rest) >= 3 and all(p.id is None and not p.function.name for p in rest)
+    assert [(c["name"], c["arguments"]) for c in calls.values()] == [
+        (t.function.name, t.function.arguments) for t in whole.tool_calls
     ]
 
 

@@ -31,11 +31,11 @@ from starlette.routing import Route
 from specgguf.errors import SpecggufError
 from specgguf.generator import Generator
 from specgguf.io import json_input
-from specgguf.io.tools import ToolCall, ToolCallStream
+from specgguf.io.tools import CallDelta, ToolCallStream
 from specgguf.server import protocol as p
 from specgguf.server.protocol import ApiError
 from specgguf.server.scheduler import Event, Job, Scheduler
-from specgguf.server.wire import FORMATS, Answer
+from specgguf.server.wire import FORMATS, Answer, tools_finish
 
 #: requests parsed and prepared at once, off the event loop (more wait their turn, each held by
 #: its connection, which --max-connections bounds): two keep one huge schema from delaying
@@ -411,13 +411,12 @@ class App:
 
         for obj in fmt.opening(a):
             yield data(obj)
-        # with tools, the text goes through the call parser: content as it comes, each call
-        # as one tool_calls delta when its block closes
+        # with tools, the text goes through the call parser: content as it comes, a call's
+        # id and name once its head is read, then its arguments as they are decoded
         calls = ToolCallStream(req.tools) if req.tools else None
 
-        def call_chunks(content: str, done: list[ToolCall]) -> list[bytes]:
-            first = len(calls.calls) - len(done) if calls is not None else 0
-            return [data(obj) for obj in fmt.calls(a, content, done, first)]
+        def call_chunks(events: list[str | CallDelta]) -> list[bytes]:
+            return [data(obj) for obj in fmt.calls(a, events)]
 
         async for ev in self.events(job):
             if ev.kind == "error":
@@ -432,7 +431,7 @@ class App:
                     "slot": job.slot,
                 }
                 if calls is not None:
-                    for chunk in call_chunks(*calls.feed(ev.chunk.text)):
+                    for chunk in call_chunks(calls.feed(ev.chunk.text)):
                         yield chunk
                     continue
                 yield data(fmt.content(a, ev.chunk.text, ev.tokens, job.slot, extra))
@@ -442,10 +441,9 @@ class App:
             assert g is not None
             finish = p.finish_reason(g.stop_reason)
             if calls is not None:
-                for chunk in call_chunks(*calls.close()):
+                for chunk in call_chunks(calls.close()):
                     yield chunk
-                if calls.calls:
-                    finish = "tool_calls"
+                finish = tools_finish(calls, finish)
             extra = {"stop_reason": g.stop_reason, "auto": self.auto_state(job)}
             for obj in fmt.closing(a, finish, extra):
                 yield data(obj)
