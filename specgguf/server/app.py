@@ -518,17 +518,54 @@ class App:
         return JSONResponse({"status": "ok"})
 
     async def models(self, request: HttpRequest):
+        """llama-server's answer: OpenAI's `data` (with llama.cpp's `meta` of the model) and,
+        beside it, the Ollama-style `models` list that llama-server writes too (its fields
+        that llama.cpp does not know are empty, as llama-server leaves them)."""
         m = self.gen.session.target_model
+        name = self.cfg.model_id
         return JSONResponse(
             {
+                "models": [
+                    {
+                        "name": name,
+                        "model": name,
+                        "modified_at": "",
+                        "size": "",
+                        "digest": "",
+                        "type": "model",
+                        "description": "",
+                        "tags": [""],
+                        "capabilities": ["completion"],
+                        "parameters": "",
+                        "details": {
+                            "parent_model": "",
+                            "format": "gguf",
+                            "family": "",
+                            "families": [""],
+                            "parameter_size": "",
+                            "quantization_level": "",
+                        },
+                    }
+                ],
                 "object": "list",
                 "data": [
                     {
-                        "id": self.cfg.model_id,
+                        "id": name,
+                        "aliases": [],
+                        "tags": [],
                         "object": "model",
                         "created": self.started,
                         "owned_by": "specgguf",
-                        "meta": {"n_vocab": m.n_vocab, "n_ctx_train": m.n_ctx_train},
+                        "meta": {
+                            "vocab_type": m.vocab_type,
+                            "n_vocab": m.n_vocab,
+                            "n_ctx": self.gen.n_ctx,
+                            "n_ctx_train": m.n_ctx_train,
+                            "n_embd": m.n_embd,
+                            "n_params": m.n_params,
+                            "size": m.size,
+                            "ftype": m.ftype,
+                        },
                     }
                 ],
             }
