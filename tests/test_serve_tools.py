@@ -135,6 +135,29 @@ def test_auto_leaves_it_to_the_model(client):
     assert r.choices[0].message.content and not r.choices[0].message.tool_calls
 
 
+def test_auto_reads_the_fenced_call_qwen_coder_writes(client):
+    # a request grammar makes the model write what Qwen2.5-Coder writes under "auto": the call
+    # in a ```json fence after a sentence; it must come back as a call, whole and streamed
+    call = '{"name": "get_time", "arguments": {"tz": "CET"}}'
+    text = f"Checking.\n```json\n{call}\n```"
+    grammar = "root ::= " + json.dumps(text)  # a JSON string is a GBNF literal here
+    kw = dict(messages=USER, max_tokens=N, tools=TOOLS, extra_body={"grammar": grammar})
+    r = client.chat.completions.create(model="m", **kw)
+    choice = r.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.content == "Checking."
+    assert [(c.function.name, c.function.arguments) for c in choice.message.tool_calls] == [
+        ("get_time", '{"tz": "CET"}')
+    ]
+    content, args, finish = "", "", None
+    for chunk in client.chat.completions.create(model="m", stream=True, **kw):
+        if chunk.choices:
+            d = chunk.choices[0].delta
+            content += d.content or ""
+            args += "".join(tc.function.arguments or "" for tc in d.tool_calls or [])
+            finish = chunk.choices[0].finish_reason or finish
+    assert (content, args, finish) == ("Checking.", '{"tz": "CET"}', "tool_calls")
+
+
 def test_tools_and_earlier_calls_are_rendered_by_the_template(server):
     history = [
         *USER,
