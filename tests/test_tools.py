@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from specgguf.io.tools import (
     CallDelta,
@@ -264,3 +266,37 @@ def test_call_schema_and_wrapper():
     assert g.splitlines()[0] == 'root ::= "<tool_call>\\n" specgguf-tool-call "\\n</tool_call>"'
     assert 'specgguf-tool-call ::= "{}"' in g
     assert '("\\n" "<tool_call>' in wrap_call_grammar('root ::= "{}"', parallel=True)
+
+
+#: pieces of text near the parser's markers, put together at random
+_PARTS = ["```", "```json\n", "```\n", "```python\n", '"parameters"', "<tool_call>",
+          "</tool_call>", "\n", " ", "{", "}", '"name"', ": ", '"get_weather"', ", ",
+          '"arguments"', '{"city": "Paris"}', "x", '"', "\\", "[", "]", WEATHER_JSON,
+          CALL]  # fmt: skip
+
+
+@given(
+    parts=st.lists(st.sampled_from(_PARTS), max_size=14),
+    cuts=st.lists(st.integers(min_value=1, max_value=9), min_size=1, max_size=6),
+)
+@settings(max_examples=300, deadline=None)
+def test_any_text_in_any_pieces_parses_as_the_whole_and_loses_nothing(parts, cuts):
+    text = "".join(parts)
+    s = ToolCallStream(TOOLS)
+    events, i, k = [], 0, 0
+    while i < len(text):
+        n = cuts[k % len(cuts)]
+        events += s.feed(text[i : i + n])
+        i, k = i + n, k + 1
+    events += s.close()
+    content = "".join(e for e in events if isinstance(e, str))
+    whole_content, whole_calls = split_tool_calls(text, TOOLS)
+    assert [(c.name, c.arguments) for c in s.calls] == [
+        (c.name, c.arguments) for c in whole_calls
+    ]
+    assert content.strip() == whole_content.strip()
+    if not s.calls:
+        assert content == text  # not a call: every character is content, in order
+    for c in s.calls:  # what streamed is what the call says
+        assert "".join(e.arguments for e in events
+                       if isinstance(e, CallDelta) and e.index == s.calls.index(c)) == c.arguments

@@ -528,24 +528,18 @@ class ToolCallStream:
         s = self._buf
         while self._closers:
             j = _ws(s, 0)
-            if j == len(s):
-                self._buf = ""
-                return False
             r = s[j:]
             closer = self._closers[-1]
             if r.startswith(closer):
                 self._closers.pop()
                 s = r[len(closer) :]
                 continue
-            if closer.startswith(r):
-                self._buf = r
+            if closer.startswith(r) or OPEN.startswith(r) and CLOSE not in self._closers:
+                self._buf = s  # the blanks stay: content, should no closer follow
                 return False
             if r.startswith("{") or r.startswith(OPEN) and CLOSE not in self._closers:
                 self._open(r, self._closers)
                 return True
-            if OPEN.startswith(r) and CLOSE not in self._closers:
-                self._buf = r
-                return False
             self._closers = []  # an unclosed tag or fence: what follows is content
         self._buf, self._state = s, _TEXT
         return True
