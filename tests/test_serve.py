@@ -96,6 +96,37 @@ def test_openai_completions_equals_run(server, client, tiny_target, tiny_draft, 
     assert [m.id for m in models.data] == ["tiny"]
 
 
+def test_models_has_llama_servers_shape(server, tiny_target):
+    import gguf
+
+    from tests.tiny_models import N_VOCAB
+
+    status, _, obj = server.request("GET", "/v1/models")
+    assert status == 200 and obj["object"] == "list"
+    # the Ollama-style list llama-server writes beside `data` (what its web UI reads)
+    (entry,) = obj["models"]
+    assert entry["name"] == entry["model"] == "tiny" and entry["type"] == "model"
+    assert entry["capabilities"] == ["completion"] and entry["details"]["format"] == "gguf"
+    assert {"modified_at", "size", "digest", "description", "tags", "parameters"} <= set(entry)
+    assert set(entry["details"]) == {"parent_model", "format", "family", "families",
+                                     "parameter_size", "quantization_level"}  # fmt: skip
+    (model,) = obj["data"]
+    assert model["id"] == "tiny" and model["object"] == "model"
+    assert model["aliases"] == [] and model["tags"] == []
+    # meta: libllama's figures of the model, checked against the file itself
+    tensors = gguf.GGUFReader(tiny_target).tensors
+    assert model["meta"] == {
+        "vocab_type": 2,  # LLAMA_VOCAB_TYPE_BPE: the tiny models' byte-level BPE
+        "n_vocab": N_VOCAB,
+        "n_ctx": 2048 // 4,  # a slot's (-c 2048, -np 4)
+        "n_ctx_train": 2048,
+        "n_embd": 64,
+        "n_params": sum(int(t.n_elements) for t in tensors),
+        "size": sum(int(t.n_bytes) for t in tensors),
+        "ftype": "all F32",
+    }
+
+
 def test_seeded_sampling_is_reproducible(server):
     body = {"temperature": 1.0, "seed": 1234, "top_k": 0, "top_p": 1.0, "min_p": 0.0}
     a = chat(server, "roll a die", **body)["choices"][0]["message"]["content"]

@@ -91,6 +91,7 @@ def test_streamed_calls_equal_the_whole_answer(client):
     named = {"type": "function", "function": {"name": "get_weather"}}
     whole = ask(client, tool_choice=named, parallel_tool_calls=False).choices[0].message
     calls: dict[int, dict] = {}
+    pieces = []
     finish = None
     for chunk in ask(client, tool_choice=named, parallel_tool_calls=False, stream=True):
         if not chunk.choices:
@@ -98,13 +99,20 @@ def test_streamed_calls_equal_the_whole_answer(client):
         d = chunk.choices[0].delta
         assert not d.content
         for tc in d.tool_calls or []:
+            pieces.append(tc)
             c = calls.setdefault(tc.index, {"name": "", "arguments": ""})
             c["name"] += (tc.function.name or "") if tc.function else ""
             c["arguments"] += (tc.function.arguments or "") if tc.function else ""
         finish = chunk.choices[0].finish_reason or finish
     assert finish == "tool_calls"
-    assert [(c["name"], json.loads(c["arguments"])) for c in calls.values()] == [
-        (t.function.name, json.loads(t.function.arguments)) for t in whole.tool_calls
+    # as OpenAI streams a call: its id, type and name with empty arguments, then the
+    # arguments in fragments as they are decoded, adding up to the whole answer's exactly
+    first, rest = pieces[0], pieces[1:]
+    assert first.id.startswith("call_") and first.type == "function"
+    assert first.function.name == "get_weather" and first.function.arguments == ""
+    assert len(rest) >= 3 and all(p.id is None and not p.function.name for p in rest)
+    assert [(c["name"], c["arguments"]) for c in calls.values()] == [
+        (t.function.name, t.function.arguments) for t in whole.tool_calls
     ]
 
 
@@ -125,6 +133,29 @@ def test_auto_leaves_it_to_the_model(client):
     r = client.chat.completions.create(model="m", messages=USER, max_tokens=12, tools=TOOLS)
     assert r.choices[0].finish_reason == "length"
     assert r.choices[0].message.content and not r.choices[0].message.tool_calls
+
+
+def test_auto_reads_the_fenced_call_qwen_coder_writes(client):
+    # a request grammar makes the model write what Qwen2.5-Coder writes under "auto": the call
+    # in a ```json fence after a sentence; it must come back as a call, whole and streamed
+    call = '{"name": "get_time", "arguments": {"tz": "CET"}}'
+    text = f"Checking.\n```json\n{call}\n```"
+    grammar = "root ::= " + json.dumps(text)  # a JSON string is a GBNF literal here
+    kw = dict(messages=USER, max_tokens=N, tools=TOOLS, extra_body={"grammar": grammar})
+    r = client.chat.completions.create(model="m", **kw)
+    choice = r.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.content == "Checking."
+    assert [(c.function.name, c.function.arguments) for c in choice.message.tool_calls] == [
+        ("get_time", '{"tz": "CET"}')
+    ]
+    content, args, finish = "", "", None
+    for chunk in client.chat.completions.create(model="m", stream=True, **kw):
+        if chunk.choices:
+            d = chunk.choices[0].delta
+            content += d.content or ""
+            args += "".join(tc.function.arguments or "" for tc in d.tool_calls or [])
+            finish = chunk.choices[0].finish_reason or finish
+    assert (content, args, finish) == ("Checking.", '{"tz": "CET"}', "tool_calls")
 
 
 def test_tools_and_earlier_calls_are_rendered_by_the_template(server):

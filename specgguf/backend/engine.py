@@ -293,6 +293,11 @@ class Model:
         self.eos = int(ll.llama_vocab_eos(self.vocab))
         self.n_layer = int(ll.llama_model_n_layer(ptr))
         self.n_embd = int(ll.llama_model_n_embd(ptr))
+        # what llama-server's /v1/models tells of the model (its `meta`)
+        self.vocab_type = int(ll.llama_vocab_type(self.vocab))
+        self.n_params = int(ll.llama_model_n_params(ptr))
+        self.size = int(ll.llama_model_size(ptr))  # bytes of its tensors
+        self.ftype = (ll.llama_ftype_name(ll.llama_model_ftype(ptr)) or b"").decode()
         self.architecture = self.meta("general.architecture") or ""
         self._pieces: dict[int, bytes] = {}
         self._special_pieces: dict[int, bytes] = {}

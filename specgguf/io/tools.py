@@ -205,6 +205,25 @@ class ToolCall:
         return d
 
 
+@dataclass
+class CallDelta:
+    """A piece of the `index`-th call as it streams: the first one names the call (`id`,
+    `name`, empty `arguments`), the others carry fragments of its arguments' JSON text, whose
+    concatenation is the call's `arguments`."""
+
+    index: int
+    arguments: str
+    name: str | None = None
+    id: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The OpenAI `delta.tool_calls[0]` of this piece."""
+        if self.id is None:
+            return {"index": self.index, "function": {"arguments": self.arguments}}
+        return {"index": self.index, "id": self.id, "type": "function",
+                "function": {"name": self.name, "arguments": self.arguments}}  # fmt: skip
+
+
 def _as_call(text: str, names: set[str]) -> ToolCall | None:
     """A call from its JSON text (`arguments`, or `parameters` as some fine-tunes write), if
     it is one of a known tool."""
@@ -220,89 +239,347 @@ def _as_call(text: str, names: set[str]) -> ToolCall | None:
     return ToolCall(obj["name"], json.dumps(args, ensure_ascii=False))
 
 
-class ToolCallStream:
-    """Splits generated text into content and tool calls as it arrives.
+FENCE = "```"
+#: a fence's info strings that may hold a call (llama.cpp's Hermes parser: ```json, ```xml, ```)
+FENCE_LANGS = ("", "json", "xml")
+_FENCE_LINE = 16  # a fence's first line longer than this holds no call
+_NAME_STRING = re.compile(r'"(?:[^"\\\n]|\\.){0,80}"')
+_WAIT, _NO = -1, -2  # _lit's answers: the text may still become the literal; it cannot
 
-    Text outside <tool_call> blocks is content, released at once except a tail that may be
-    the start of a marker; a block is released as a call when it closes (as content if it
-    does not parse as a call of a known tool). An answer whose first non-blank character is
-    "{" is held to the end and becomes a call if it is exactly one call's JSON object."""
+
+def _ws(s: str, i: int) -> int:
+    while i < len(s) and s[i] in " \t\r\n":
+        i += 1
+    return i
+
+
+def _lit(s: str, i: int, lit: str) -> int:
+    """The index after `lit` at s[i:], or _WAIT (s ends within it) or _NO."""
+    if s.startswith(lit, i):
+        return i + len(lit)
+    return _WAIT if lit.startswith(s[i:]) else _NO
+
+
+class _Scan:
+    """Where a JSON object or array ends, fed piece by piece: its depth, whether it is in a
+    string and after a backslash there."""
+
+    def __init__(self, depth: int = 0) -> None:
+        self.depth, self.in_str, self.esc = depth, False, False
+
+    def run(self, s: str, i: int) -> int | None:
+        """The index after the value's closing bracket, or None if s ends first."""
+        for j in range(i, len(s)):
+            c = s[j]
+            if self.in_str:
+                if self.esc:
+                    self.esc = False
+                elif c == "\\":
+                    self.esc = True
+                elif c == '"':
+                    self.in_str = False
+            elif c == '"':
+                self.in_str = True
+            elif c in "{[":
+                self.depth += 1
+            elif c in "}]":
+                self.depth -= 1
+                if self.depth == 0:
+                    return j + 1
+        return None
+
+
+# the parser's states: in content; in what may open a call (a fence's first line, a tag); in a
+# call's head {"name": ..., "arguments": ; in its arguments (streamed); in the rest of its
+# object; in an object held whole (its keys in another order); after a call, closing its
+# tag and fence
+_TEXT, _PRELUDE, _HEAD, _ARGS, _REST, _WHOLE, _CLOSERS = range(7)
+
+
+class ToolCallStream:
+    """Splits generated text into content and tool calls as it arrives (feed, then close).
+
+    A call is a JSON object {"name": <one of the tools>, "arguments": {...}} ("parameters"
+    for "arguments" too) in one of the shapes llama.cpp's Hermes parser reads:
+
+        <tool_call>{call}</tool_call>
+        ```json {call} ```            (or ```xml, or a bare ```; each fence on its own line)
+        ```json <tool_call>{call}</tool_call> ```
+        <tool_call> ```json {call} ``` </tool_call>
+        {call}                        (the answer's first non-blank character is "{")
+
+    and one fence or tag may hold several calls one after another. Anything else is content:
+    a fence of another language, a tag or fence whose JSON is not a call of a known tool
+    (released as content once that is known). Content is released at once except a tail that
+    may start a marker, and the blanks around calls are dropped. A call's arguments stream as
+    they arrive when the object starts {"name": ..., "arguments": {: each fragment is the
+    model's text, so that the fragments add up to the call's `arguments` exactly; a call in
+    another order is released whole when its object closes."""
 
     def __init__(self, tools: Sequence[Mapping[str, Any]]) -> None:
         self.names = {t["function"]["name"] for t in tools}
         self.calls: list[ToolCall] = []
+        self.truncated = False  # the text ended inside a call's arguments
         self._buf = ""
-        self._in_call = False
+        self._state = _TEXT
+        self._obj = 0  # in _HEAD and _WHOLE: where the object starts in _buf
+        self._pos = 0  # in _PRELUDE and _WHOLE: how far _buf was read
+        self._closers: list[str] = []  # the tag and fence to close, innermost last
+        self._scan = _Scan()
+        self._blank = ""  # blanks held back: content only if more content follows
         self._started = False  # some content was released
-        self._bare_json = False
 
-    def feed(self, text: str) -> tuple[str, list[ToolCall]]:
-        """(content released now, calls completed now)."""
+    # -- the caller's side ---------------------------------------------------------------------
+
+    def feed(self, text: str) -> list[str | CallDelta]:
+        """What can be released now: content text and pieces of calls, in order."""
+        out: list[str | CallDelta] = []
         self._buf += text
-        content: list[str] = []
-        calls: list[ToolCall] = []
+        self._step(out)
+        return out
+
+    def close(self) -> list[str | CallDelta]:
+        """The end of the text: what was held back (an unfinished marker or object is
+        content; arguments cut short leave `truncated` set)."""
+        out: list[str | CallDelta] = []
+        if self._state == _ARGS:
+            self.truncated = True
+        elif self._state not in (_REST, _CLOSERS):
+            self._content(out, self._buf)
+        self._buf = ""
+        if self._blank and not self.calls:
+            self._emit(out, self._blank)
+        self._blank = ""
+        return out
+
+    # -- the parser ----------------------------------------------------------------------------
+
+    def _step(self, out: list[str | CallDelta]) -> None:
         while True:
-            if self._bare_json:
-                break
-            if self._in_call:
-                end = self._buf.find(CLOSE)
-                if end < 0:
-                    break
-                block, self._buf = self._buf[:end], self._buf[end + len(CLOSE) :]
-                self._in_call = False
-                call = _as_call(block.strip(), self.names)
-                if call is None:
-                    content.append(OPEN + block + CLOSE)
-                else:
-                    calls.append(call)
-                continue
-            if not self._started and not self.calls and not calls:
-                head = self._buf.lstrip()
-                if not head:
-                    break  # only blanks so far: the answer may still start with "{"
-                if head.startswith("{"):
-                    self._bare_json = True
-                    break
-            at = self._buf.find(OPEN)
-            if at >= 0:
-                content.append(self._buf[:at])
-                self._buf = self._buf[at + len(OPEN) :]
-                self._in_call = True
-                continue
-            keep = next(
-                (n for n in range(min(len(OPEN) - 1, len(self._buf)), 0, -1)
-                 if OPEN.startswith(self._buf[-n:])), 0,
-            )  # fmt: skip
-            content.append(self._buf[: len(self._buf) - keep])
-            self._buf = self._buf[len(self._buf) - keep :]
-            break
-        return self._released(content, calls)
+            state = self._state
+            if state == _TEXT:
+                if not self._text(out):
+                    return
+            elif state == _PRELUDE:
+                if not self._prelude(out):
+                    return
+            elif state == _HEAD:
+                if not self._head(out):
+                    return
+            elif state == _WHOLE:
+                if not self._whole(out):
+                    return
+            elif state == _ARGS:
+                end = self._scan.run(self._buf, 0)
+                piece = self._buf if end is None else self._buf[:end]
+                if piece:
+                    self._args(out, piece)
+                if end is None:
+                    self._buf = ""
+                    return
+                self._buf = self._buf[end:]
+                self._scan, self._state = _Scan(depth=1), _REST
+            elif state == _REST:  # keys after the arguments: read past, not content
+                end = self._scan.run(self._buf, 0)
+                if end is None:
+                    self._buf = ""
+                    return
+                self._buf, self._state = self._buf[end:], _CLOSERS
+            elif not self._after_call():
+                return
 
-    def close(self) -> tuple[str, list[ToolCall]]:
-        """The end of the text: what was held back (an unclosed block stays content)."""
-        rest, self._buf = self._buf, ""
-        if self._bare_json:
-            call = _as_call(rest.strip(), self.names)
-            if call is not None:
-                return self._released([], [call])
-        elif self._in_call:
-            rest = OPEN + rest
-        return self._released([rest], [])
+    def _text(self, out: list[str | CallDelta]) -> bool:
+        s = self._buf
+        if not self._started and not self.calls:
+            head = s.lstrip()
+            if not head:
+                self._content(out, s)  # only blanks so far: the answer may still start "{"
+                self._buf = ""
+                return False
+            if head.startswith("{"):
+                self._content(out, s[: len(s) - len(head)])
+                self._open(head)
+                return True
+        found = [i for i in (s.find(OPEN), s.find(FENCE)) if i >= 0]
+        if found:
+            at = min(found)
+            self._content(out, s[:at])
+            self._open(s[at:])
+            return True
+        keep = max(self._partial(s, OPEN), self._partial(s, FENCE))
+        self._content(out, s[: len(s) - keep])
+        self._buf = s[len(s) - keep :]
+        return False
 
-    def _released(self, content: list[str], calls: list[ToolCall]) -> tuple[str, list[ToolCall]]:
-        text = "".join(content)
-        if text.isspace() and (self.calls or calls):
-            text = ""  # the line breaks around and between calls are not content
-        if text:
-            self._started = True
-        self.calls.extend(calls)
-        return text, calls
+    @staticmethod
+    def _partial(s: str, marker: str) -> int:
+        """How many of s's last characters may start `marker`."""
+        return next((n for n in range(min(len(marker) - 1, len(s)), 0, -1)
+                     if marker.startswith(s[-n:])), 0)  # fmt: skip
+
+    def _open(self, s: str, closers: list[str] | None = None) -> None:
+        self._buf, self._pos, self._state = s, 0, _PRELUDE
+        self._closers = closers if closers is not None else []
+
+    def _reject(self, out: list[str | CallDelta]) -> None:
+        """What looked like a call is not: its first marker is content, and the text after it
+        is read again as content."""
+        s = self._buf
+        n = len(OPEN) if s.startswith(OPEN) else len(FENCE) if s.startswith(FENCE) else 1
+        self._content(out, s[:n])
+        self._buf, self._state, self._closers = s[n:], _TEXT, []
+
+    def _prelude(self, out: list[str | CallDelta]) -> bool:
+        s = self._buf
+        while True:
+            j = _ws(s, self._pos)
+            if j == len(s):
+                return False
+            r = s[j:]
+            if r.startswith(FENCE) and FENCE not in self._closers:
+                nl = r.find("\n")
+                if nl < 0:
+                    if len(r) <= _FENCE_LINE:
+                        return False
+                    self._reject(out)
+                    return True
+                if r[len(FENCE) : nl].strip().lower() not in FENCE_LANGS:
+                    self._reject(out)
+                    return True
+                self._closers.append(FENCE)
+                self._pos = j + nl + 1
+            elif r.startswith(OPEN) and CLOSE not in self._closers:
+                self._closers.append(CLOSE)
+                self._pos = j + len(OPEN)
+            elif r.startswith("{"):
+                self._obj, self._state = j, _HEAD
+                return True
+            elif OPEN.startswith(r) or FENCE.startswith(r):
+                return False
+            else:
+                self._reject(out)
+                return True
+
+    def _head(self, out: list[str | CallDelta]) -> bool:
+        """{"name": <a tool's name>, "arguments": { starts a streamed call; another first key,
+        or another key after the name, holds the object whole; another name is no call."""
+        s = self._buf
+        i = self._obj + 1
+        for lit in ('"name"', ":"):
+            i = _lit(s, _ws(s, i), lit)
+            if i < 0:
+                return self._held(i)
+        j = _ws(s, i)
+        m = _NAME_STRING.match(s, j)
+        if m is None:
+            if j == len(s) or s[j] == '"' and len(s) - j < 90:
+                return False
+            return self._held(_NO)
+        try:
+            name = json.loads(m.group(0))
+        except ValueError:
+            return self._held(_NO)
+        if name not in self.names:
+            self._reject(out)
+            return True
+        i = _lit(s, _ws(s, m.end()), ",")
+        if i < 0:
+            return self._held(i)
+        j = _ws(s, i)
+        ends = [_lit(s, j, k) for k in ('"arguments"', '"parameters"')]
+        i = max(ends)
+        if i < 0:
+            return self._held(i)
+        i = _lit(s, _ws(s, i), ":")
+        if i < 0:
+            return self._held(i)
+        j = _ws(s, i)
+        if j == len(s):
+            return False
+        if s[j] != "{":
+            return self._held(_NO)
+        self._start(out, name)
+        self._buf, self._scan, self._state = s[j:], _Scan(), _ARGS
+        return True
+
+    def _held(self, why: int) -> bool:
+        """The head cannot be read yet (_WAIT), or the object is held whole (_NO)."""
+        if why == _WAIT:
+            return False
+        self._scan, self._pos, self._state = _Scan(), self._obj, _WHOLE
+        return True
+
+    def _whole(self, out: list[str | CallDelta]) -> bool:
+        end = self._scan.run(self._buf, self._pos)
+        if end is None:
+            self._pos = len(self._buf)
+            return False
+        call = _as_call(self._buf[self._obj : end], self.names)
+        if call is None:
+            self._reject(out)
+            return True
+        self._start(out, call.name, call.id)
+        self._args(out, call.arguments)
+        self._buf, self._state = self._buf[end:], _CLOSERS
+        return True
+
+    def _after_call(self) -> bool:
+        """After a call's object: its closing tag and fence, or the next call inside them."""
+        s = self._buf
+        while self._closers:
+            j = _ws(s, 0)
+            r = s[j:]
+            closer = self._closers[-1]
+            if r.startswith(closer):
+                self._closers.pop()
+                s = r[len(closer) :]
+                continue
+            if closer.startswith(r) or OPEN.startswith(r) and CLOSE not in self._closers:
+                self._buf = s  # the blanks stay: content, should no closer follow
+                return False
+            if r.startswith("{") or r.startswith(OPEN) and CLOSE not in self._closers:
+                self._open(r, self._closers)
+                return True
+            self._closers = []  # an unclosed tag or fence: what follows is content
+        self._buf, self._state = s, _TEXT
+        return True
+
+    # -- what comes out ------------------------------------------------------------------------
+
+    def _content(self, out: list[str | CallDelta], text: str) -> None:
+        body = text.rstrip()
+        if not body:
+            self._blank += text
+            return
+        self._emit(out, self._blank + body)
+        self._blank = text[len(body) :]
+
+    def _emit(self, out: list[str | CallDelta], text: str) -> None:
+        self._started = True
+        if out and isinstance(out[-1], str):
+            out[-1] += text
+        else:
+            out.append(text)
+
+    def _start(self, out: list[str | CallDelta], name: str, ident: str | None = None) -> None:
+        self._blank = ""  # the blanks before a call are not content
+        call = ToolCall(name, "") if ident is None else ToolCall(name, "", ident)
+        self.calls.append(call)
+        out.append(CallDelta(len(self.calls) - 1, "", name, call.id))
+
+    def _args(self, out: list[str | CallDelta], piece: str) -> None:
+        call = self.calls[-1]
+        call.arguments += piece
+        last = out[-1] if out else None
+        if isinstance(last, CallDelta) and last.id is None and last.index == len(self.calls) - 1:
+            last.arguments += piece
+        else:
+            out.append(CallDelta(len(self.calls) - 1, piece))
 
 
 def split_tool_calls(text: str, tools: Sequence[Mapping[str, Any]]) -> tuple[str, list[ToolCall]]:
     """A whole answer -> (its content, its calls)."""
     s = ToolCallStream(tools)
-    a, _ = s.feed(text)
-    b, _ = s.close()
-    content = a + b
+    events = s.feed(text) + s.close()
+    content = "".join(e for e in events if isinstance(e, str))
     return (content.strip() if s.calls else content), s.calls

@@ -31,11 +31,11 @@ from starlette.routing import Route
 from specgguf.errors import SpecggufError
 from specgguf.generator import Generator
 from specgguf.io import json_input
-from specgguf.io.tools import ToolCall, ToolCallStream
+from specgguf.io.tools import CallDelta, ToolCallStream
 from specgguf.server import protocol as p
 from specgguf.server.protocol import ApiError
 from specgguf.server.scheduler import Event, Job, Scheduler
-from specgguf.server.wire import FORMATS, Answer
+from specgguf.server.wire import FORMATS, Answer, tools_finish
 
 #: requests parsed and prepared at once, off the event loop (more wait their turn, each held by
 #: its connection, which --max-connections bounds): two keep one huge schema from delaying
@@ -411,13 +411,12 @@ class App:
 
         for obj in fmt.opening(a):
             yield data(obj)
-        # with tools, the text goes through the call parser: content as it comes, each call
-        # as one tool_calls delta when its block closes
+        # with tools, the text goes through the call parser: content as it comes, a call's
+        # id and name once its head is read, then its arguments as they are decoded
         calls = ToolCallStream(req.tools) if req.tools else None
 
-        def call_chunks(content: str, done: list[ToolCall]) -> list[bytes]:
-            first = len(calls.calls) - len(done) if calls is not None else 0
-            return [data(obj) for obj in fmt.calls(a, content, done, first)]
+        def call_chunks(events: list[str | CallDelta]) -> list[bytes]:
+            return [data(obj) for obj in fmt.calls(a, events)]
 
         async for ev in self.events(job):
             if ev.kind == "error":
@@ -432,7 +431,7 @@ class App:
                     "slot": job.slot,
                 }
                 if calls is not None:
-                    for chunk in call_chunks(*calls.feed(ev.chunk.text)):
+                    for chunk in call_chunks(calls.feed(ev.chunk.text)):
                         yield chunk
                     continue
                 yield data(fmt.content(a, ev.chunk.text, ev.tokens, job.slot, extra))
@@ -442,10 +441,9 @@ class App:
             assert g is not None
             finish = p.finish_reason(g.stop_reason)
             if calls is not None:
-                for chunk in call_chunks(*calls.close()):
+                for chunk in call_chunks(calls.close()):
                     yield chunk
-                if calls.calls:
-                    finish = "tool_calls"
+                finish = tools_finish(calls, finish)
             extra = {"stop_reason": g.stop_reason, "auto": self.auto_state(job)}
             for obj in fmt.closing(a, finish, extra):
                 yield data(obj)
@@ -520,17 +518,54 @@ class App:
         return JSONResponse({"status": "ok"})
 
     async def models(self, request: HttpRequest):
+        """llama-server's answer: OpenAI's `data` (with llama.cpp's `meta` of the model) and,
+        beside it, the Ollama-style `models` list that llama-server writes too (its fields
+        that llama.cpp does not know are empty, as llama-server leaves them)."""
         m = self.gen.session.target_model
+        name = self.cfg.model_id
         return JSONResponse(
             {
+                "models": [
+                    {
+                        "name": name,
+                        "model": name,
+                        "modified_at": "",
+                        "size": "",
+                        "digest": "",
+                        "type": "model",
+                        "description": "",
+                        "tags": [""],
+                        "capabilities": ["completion"],
+                        "parameters": "",
+                        "details": {
+                            "parent_model": "",
+                            "format": "gguf",
+                            "family": "",
+                            "families": [""],
+                            "parameter_size": "",
+                            "quantization_level": "",
+                        },
+                    }
+                ],
                 "object": "list",
                 "data": [
                     {
-                        "id": self.cfg.model_id,
+                        "id": name,
+                        "aliases": [],
+                        "tags": [],
                         "object": "model",
                         "created": self.started,
                         "owned_by": "specgguf",
-                        "meta": {"n_vocab": m.n_vocab, "n_ctx_train": m.n_ctx_train},
+                        "meta": {
+                            "vocab_type": m.vocab_type,
+                            "n_vocab": m.n_vocab,
+                            "n_ctx": self.gen.n_ctx,
+                            "n_ctx_train": m.n_ctx_train,
+                            "n_embd": m.n_embd,
+                            "n_params": m.n_params,
+                            "size": m.size,
+                            "ftype": m.ftype,
+                        },
                     }
                 ],
             }

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from specgguf.io.tools import ToolCall, split_tool_calls
+from specgguf.io.tools import CallDelta, ToolCallStream
 from specgguf.server import protocol as p
 
 
@@ -49,8 +49,8 @@ class WireFormat:
     def content(self, a: Answer, text: str, tokens: list[int], slot: Any, extra: dict) -> dict:
         raise NotImplementedError
 
-    def calls(self, a: Answer, content: str, done: list[ToolCall], first: int) -> list[dict]:
-        """Chunks for streamed tool calls (chat only): the content, then one delta per call."""
+    def calls(self, a: Answer, events: list[str | CallDelta]) -> list[dict]:
+        """Chunks for a stream parsed for tool calls (chat only): content and calls' pieces."""
         return []
 
     def closing(self, a: Answer, finish: str, extra: dict) -> list[dict[str, Any]]:
@@ -131,26 +131,37 @@ class Chat(_OpenAI):
         finish = p.finish_reason(a.stop_reason())
         message: dict[str, Any] = {"role": "assistant", "content": text}
         if a.req.tools:
-            content, calls = split_tool_calls(text, a.req.tools)
-            if calls:
+            parsed = ToolCallStream(a.req.tools)
+            events = parsed.feed(text) + parsed.close()
+            if parsed.calls:
+                content = "".join(e for e in events if isinstance(e, str)).strip()
                 message = {
                     "role": "assistant",
                     "content": content or None,
-                    "tool_calls": [c.as_dict() for c in calls],
+                    "tool_calls": [c.as_dict() for c in parsed.calls],
                 }
-                finish = "tool_calls"
+                finish = tools_finish(parsed, finish)
         return self.whole(a, {"index": 0, "message": message, "finish_reason": finish})
 
     def opening(self, a: Answer) -> list[dict[str, Any]]:
         return [self.chunk(a, {"role": "assistant", "content": ""}, None)]
 
-    def calls(self, a: Answer, content: str, done: list[ToolCall], first: int) -> list[dict]:
-        out = [self.chunk(a, {"content": content}, None)] if content else []
-        out += [
-            self.chunk(a, {"tool_calls": [c.as_dict(first + i)]}, None)
-            for i, c in enumerate(done)
-        ]
-        return out
+    def calls(self, a: Answer, events: list[str | CallDelta]) -> list[dict]:
+        """One chunk per event: {"content": ...}, or one call's piece in `tool_calls` (its
+        first names it with empty arguments, the next carry fragments of the arguments)."""
+        return [
+            self.chunk(a, {"content": e} if isinstance(e, str) else {"tool_calls": [e.as_dict()]},
+                       None)
+            for e in events
+        ]  # fmt: skip
+
+
+def tools_finish(parsed: ToolCallStream, finish: str) -> str:
+    """The finish_reason of an answer with calls: "tool_calls", unless the text was cut
+    (max_tokens) inside a call's arguments: "length", as OpenAI says of a call cut short."""
+    if not parsed.calls or parsed.truncated and finish == "length":
+        return finish
+    return "tool_calls"
 
 
 class Completion(_OpenAI):
