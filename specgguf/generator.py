@@ -537,6 +537,14 @@ class Generator:
         caller leaves both KV caches empty, so the next prompt is evaluated in full."""
         return self.session.timing_contexts(tokens)
 
+    def forget_outputs(self) -> None:
+        """Every slot's lookups forget what earlier sequences taught them (Drafter.forget):
+        the next generation drafts as the first of a new process would."""
+        for st in self._slots:
+            for drafters in (st.slot.ngram, *st.ngram_caches.values()):
+                for d in drafters.values():
+                    d.forget()
+
     def close(self) -> None:
         """Close the n-gram drafters kept per SpecPlan.namespace (an -lcd cache is saved
         then). The session is not closed: it belongs to whoever loaded it."""

@@ -155,3 +155,55 @@ def test_drafting_from_earlier_requests_keeps_greedy_text(tiny_target):
     finally:
         spec.close()
         plain.close()
+
+
+def test_forget_drops_the_corpus_and_the_sequence_in_hand():
+    corpus = SuffixCorpus(1000)
+    d = drafter(corpus)
+    run_request(d, [1, 2, 3], [50, 51, *WRAPPER])
+    d.begin([0])
+    assert corpus.n_outputs == 1
+    d.observe([50, 51, 900, 901])
+    d.forget()
+    assert corpus.n_outputs == 0 and corpus.n_tokens == 0
+    d.begin([0])  # the output in hand when it forgot is not kept either
+    assert corpus.n_outputs == 0
+    d.observe([50, 51, 900])
+    assert d.propose(8).tokens == []
+
+
+def test_bench_runs_do_not_draft_from_each_other(tiny_target):
+    """bench measures every run as a new `run`: a prompt measured again drafts nothing of its
+    own earlier answer (Generator.forget_outputs after each run)."""
+    from specgguf.backend.session import LoadOptions, Session, SpecOptions
+    from specgguf.bench import run_one
+    from specgguf.bench.configs import BenchConfig
+    from specgguf.core.sampling import SamplerParams
+    from specgguf.generator import Generator
+
+    session = Session(LoadOptions(model=tiny_target, n_ctx=512), SpecOptions(types=["suffix"]))
+    try:
+        gen = Generator(session, sampler=SamplerParams(temp=0))
+        cfg = BenchConfig(types=("suffix",), n_max=8)
+        tokens = gen.tokenize("the cat sat on the")
+        kw = {"n_predict": 40, "sampler": SamplerParams(temp=0), "seed": 0, "ignore_eos": True}
+        first = run_one(gen, cfg, tokens, **kw)
+        again = run_one(gen, cfg, tokens, **kw)
+        assert again.tokens == first.tokens
+        assert again.timings["draft_n_accepted"] == first.timings["draft_n_accepted"]
+        # without forgetting, the same request drafts its whole earlier answer
+        for _ in range(2):
+            g = gen.generate(tokens, _params(cfg, gen))
+            list(g)
+        assert g.stats.n_accept > first.timings["draft_n_accepted"] + 20
+    finally:
+        session.close()
+
+
+def _params(cfg, gen):
+    from specgguf.bench.params import gen_params
+    from specgguf.core.sampling import SamplerParams
+
+    return gen_params(
+        cfg, gen.spec, n_predict=40, sampler=SamplerParams(temp=0), seed=0, ignore_eos=True
+    )

@@ -116,6 +116,7 @@ def run_one(
     finally:
         generation.finish("interrupted")  # a no-op after the last round; detaches auto
     wall = time.perf_counter() - wall0
+    gen.forget_outputs()  # each run as a new `run`: no prompt drafts its earlier answer
     stats = generation.stats
     return RunResult(
         prompt,

@@ -150,5 +150,10 @@ class Drafter(ABC):
     def feedback(self, n_drafted: int, n_accepted: int) -> None:  # noqa: B027 - optional hook
         """Told after verification how many of this drafter's `n_drafted` tokens were accepted."""
 
+    def forget(self) -> None:  # noqa: B027 - optional hook
+        """Forget what was learned from earlier sequences (suffix's corpus of earlier
+        outputs): the next sequence drafts as in a new process. bench asks this after each
+        run, so that a prompt measured again does not draft its own previous answer."""
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources and persist state (e.g. a dynamic n-gram cache file)."""

@@ -168,6 +168,13 @@ class SuffixCorpus:
             self._order[sid] = len(output)
             self._total += len(output)
 
+    def clear(self) -> None:
+        """Drop every output kept."""
+        with self._lock:
+            self._index = _Index()
+            self._order.clear()
+            self._total = 0
+
     def draft(self, context: Sequence[int], max_depth: int, budget: int) -> tuple[int, list[int]]:
         """(match length, proposal) for the sequence ending in `context`."""
         with self._lock:
@@ -226,6 +233,10 @@ class SuffixDrafter(Drafter):
 
     def peek(self, budget: int) -> Draft:
         return self._lookup(budget)
+
+    def forget(self) -> None:
+        self.corpus.clear()
+        self._seq = []  # nor is the sequence in hand kept at the next begin
 
     def close(self) -> None:
         self._commit()

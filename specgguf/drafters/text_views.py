@@ -268,6 +268,10 @@ class WithTextViews(Drafter):
             self._proposer.feedback(n_drafted, n_accepted)
         self._proposer = None
 
+    def forget(self) -> None:
+        for d in self._both():
+            d.forget()
+
     def close(self) -> None:
         for d in self._both():
             d.close()
