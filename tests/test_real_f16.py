@@ -14,8 +14,11 @@ import pytest
 from specgguf.auto.profile import load_profile
 from specgguf.backend.models import DRAFT, TARGET_F16, is_present, model_path
 from specgguf.backend.session import LoadOptions, Session, SpecOptions
-from tests.near_tie import REAL_NEAR_TIE, assert_same_or_near_tie
-from tests.test_real_pair import CODE_PROMPTS, GREEDY, greedy
+from specgguf.core.sampling import SamplerParams
+from tests.near_tie import REAL_NEAR_TIE, assert_same_or_near_tie, greedy
+from tests.test_real_pair import CODE_PROMPTS
+
+GREEDY = SamplerParams(temp=0.0)
 
 pytestmark = [
     pytest.mark.real,

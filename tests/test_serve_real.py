@@ -19,9 +19,8 @@ import pytest
 
 from specgguf.backend.models import DRAFT, TARGET, is_present, model_path
 from specgguf.backend.session import LoadOptions, Session, SpecOptions
-from tests.near_tie import REAL_NEAR_TIE, top_two
+from tests.near_tie import REAL_NEAR_TIE, greedy, top_two
 from tests.serve_helpers import ROOT, Server, env
-from tests.test_real_pair import greedy
 
 pytestmark = [
     pytest.mark.real,
