@@ -158,6 +158,16 @@ def test_a_line_without_anything_to_escape_is_continued_in_the_outputs_spelling(
     assert text(d.propose(24).tokens).startswith(" + ordered[mid]) / 2\n\n")
 
 
+def test_an_escaped_newline_split_between_two_rounds_is_one():
+    d = map_k_with_views()
+    d.begin(chars("x = 1\n"))
+    d.observe(chars("```\nx = 1\n"))
+    assert d.mode == "raw"
+    d.observe(chars('{"content": "x = 1\\'))  # the backslash ends this round
+    d.observe(chars("ny = 2"))  # and its n starts the next
+    assert d.mode == "escaped"
+
+
 def test_ngram_cache_reads_no_views():
     # its -lcd file keeps what was generated; a made-up spelling must not be saved there
     assert not SPEC_TYPES["ngram-cache"].reads_views

@@ -171,11 +171,12 @@ class TextViews:
             out[spelling].extend(tokens)
         return out
 
-    def spelling(self, tokens: Sequence[int]) -> str | None:
+    def spelling(self, tokens: Sequence[int], before: str = "") -> str | None:
         """How the last line break in the text of `tokens` is spelled (RAW or ESCAPED), or
-        None without one: inside a JSON string a line ends in `\\n`."""
+        None without one: inside a JSON string a line ends in `\\n`. `before` is the text
+        just before them (an escape's backslash may end the previous tokens)."""
         last = None
-        for m in _NEWLINE.finditer(self.detokenize(tokens)):
+        for m in _NEWLINE.finditer(before + self.detokenize(tokens)):
             last = m
         if last is None:
             return None
@@ -206,6 +207,7 @@ class WithTextViews(Drafter):
         self.max_draft = self.inner.max_draft
         #: the spelling the output is in now (the last line break's), None: not known yet
         self.mode: str | None = None
+        self._before = ""  # the text of the last token observed
         self._proposer: Drafter | None = None
         #: how many view tokens the last prompt brought (for tests)
         self.view_tokens = 0
@@ -227,6 +229,7 @@ class WithTextViews(Drafter):
         raw, escaped = views[RAW], views[ESCAPED]
         self.view_tokens = len(raw) + len(escaped)
         self.mode = None
+        self._before = ""
         self._proposer = None
         if self.escaped is None:
             self.inner.begin([*raw, *prompt, *escaped])
@@ -237,8 +240,10 @@ class WithTextViews(Drafter):
     def observe(self, tokens: Sequence[int]) -> None:
         for d in self._both():
             d.observe(tokens)
-        if self.escaped is not None:
-            self.mode = self.views.spelling(tokens) or self.mode
+        if self.escaped is not None and tokens:
+            # the last token's text goes with the next ones: `\\` then `n` is one escape
+            self.mode = self.views.spelling(tokens, self._before) or self.mode
+            self._before = self.views.detokenize(tokens[-1:])
 
     def _order(self) -> list[Drafter]:
         if self.escaped is None:
