@@ -185,6 +185,19 @@ def serving(args: list[str], *, timeout: float = 60):
     assert "Traceback" not in err, err
 
 
+#: Qwen2.5's chat template (tools described, <tool_call> blocks), for the tiny models' servers
+QWEN_TEMPLATE = Path(__file__).parent / "data" / "qwen2.5-instruct.jinja"
+
+
+def tool_serving(target, draft, *, timeout: float = 60):
+    """`serving` the tiny pair with Qwen2.5's template, as the tool-call tests need it."""
+    yield from serving(
+        ["-m", str(target), "-md", str(draft), *FAST, "-c", "4096",
+         "--chat-template-file", str(QWEN_TEMPLATE)],
+        timeout=timeout,
+    )  # fmt: skip
+
+
 def openai_client(server: Server, key: str = "x"):
     """The official openai client on `server`, waiting as long as the server's requests may
     take (the test is skipped without the package)."""

@@ -15,12 +15,11 @@ import asyncio
 import functools
 import json
 import operator
-from pathlib import Path
 from typing import Literal
 
 import pytest
 
-from tests.serve_helpers import FAST, serving
+from tests.serve_helpers import tool_serving
 
 pydantic = pytest.importorskip("pydantic")
 Field = pydantic.Field
@@ -31,7 +30,6 @@ class BaseModel(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid")
 
 
-QWEN_TEMPLATE = Path(__file__).parent / "data" / "qwen2.5-instruct.jinja"
 CITIES = ("Paris", "Oslo")
 ASK = "What is the weather in Paris?"
 N = 160
@@ -69,11 +67,7 @@ def fenced_call_grammar(name: str, arguments: dict) -> str:
 
 @pytest.fixture(scope="module")
 def server(tiny_target, tiny_draft):
-    yield from serving(
-        ["-m", str(tiny_target), "-md", str(tiny_draft), *FAST, "-c", "4096",
-         "--chat-template-file", str(QWEN_TEMPLATE)],
-        timeout=120,
-    )  # fmt: skip
+    yield from tool_serving(tiny_target, tiny_draft, timeout=120)
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,6 @@ random model writes garbage, but a forced call's JSON shape comes from the gramm
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from scripts.bench_agent import (
     MODES,
@@ -17,8 +16,7 @@ from scripts.bench_agent import (
     summarize,
     where_they_part,
 )
-
-QWEN_TEMPLATE = Path(__file__).parent / "data" / "qwen2.5-instruct.jinja"
+from tests.serve_helpers import QWEN_TEMPLATE
 
 
 def test_the_script_measures_every_turn_on_and_off(tiny_target, tiny_draft, capsys):

@@ -12,9 +12,8 @@ import re
 import pytest
 
 from specgguf.errors import ExitCode
-from tests.serve_helpers import FAST, serving
+from tests.serve_helpers import tool_serving
 from tests.test_hostile import one_line, specgguf
-from tests.test_serve_tools import QWEN_TEMPLATE
 
 GREEDY = ["--temp", "0", "-t", "1", "-c", "512"]
 
@@ -198,10 +197,7 @@ USER = [{"role": "user", "content": "Tell me about a film."}]
 
 @pytest.fixture(scope="module")
 def server(tiny_target, tiny_draft):
-    yield from serving(
-        ["-m", str(tiny_target), "-md", str(tiny_draft), *FAST, "-c", "4096",
-         "--chat-template-file", str(QWEN_TEMPLATE)]
-    )  # fmt: skip
+    yield from tool_serving(tiny_target, tiny_draft)
 
 
 def chat(server, **body):

@@ -6,13 +6,11 @@ parses (whole and streamed, through the official openai client), auto left to th
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from tests.serve_helpers import FAST, openai_client, serving
+from tests.serve_helpers import openai_client, tool_serving
 
-QWEN_TEMPLATE = Path(__file__).parent / "data" / "qwen2.5-instruct.jinja"
 CITIES = ["Paris", "Zürich", "Oslo"]
 TOOLS = [
     {
@@ -50,10 +48,7 @@ N = 120
 
 @pytest.fixture(scope="module")
 def server(tiny_target, tiny_draft):
-    yield from serving(
-        ["-m", str(tiny_target), "-md", str(tiny_draft), *FAST, "-c", "4096",
-         "--chat-template-file", str(QWEN_TEMPLATE)]
-    )  # fmt: skip
+    yield from tool_serving(tiny_target, tiny_draft)
 
 
 @pytest.fixture(scope="module")
