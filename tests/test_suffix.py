@@ -207,3 +207,26 @@ def _params(cfg, gen):
     return gen_params(
         cfg, gen.spec, n_predict=40, sampler=SamplerParams(temp=0), seed=0, ignore_eos=True
     )
+
+
+def test_a_servers_api_keys_never_draft_from_each_others_outputs(tiny_target):
+    """Over HTTP: a request sent again with the same key drafts its earlier answer from the
+    corpus; the same request with another key drafts nothing of it."""
+    from tests.serve_helpers import FAST, serving
+
+    gen = serving(
+        ["-m", str(tiny_target), *FAST, "-c", "1024", "--spec-type", "suffix",
+         "--spec-draft-n-max", "8", "--api-key", "key-a,key-b"]
+    )  # fmt: skip
+    server = next(gen)
+    try:
+        body = {"prompt": "the cat sat on the", "n_predict": 40, "cache_prompt": False}
+
+        def accepted(key: str) -> int:
+            return server.post("/completion", body, key=key)["timings"]["draft_n_accepted"]
+
+        first = accepted("key-a")
+        assert accepted("key-a") > first + 20  # its own earlier answer
+        assert accepted("key-b") <= first  # nothing of key-a's
+    finally:
+        next(gen, None)
