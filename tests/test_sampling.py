@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specgguf.core.sampling import SamplerParams, distribution, top_k_confidence
+from specgguf.core.sampling import SamplerParams, confidence_of, distribution, top_k_confidence
 
 
 def test_greedy_is_one_hot_argmax() -> None:
@@ -57,6 +57,9 @@ def test_top_k_confidence_uses_top_10_softmax() -> None:
     tok, p = top_k_confidence(logits)
     assert tok == 7
     assert p == pytest.approx(np.exp(2.0) / (np.exp(2.0) + 9 * np.exp(-10.0)))
+    # another token on the same scale (a grammar-masked draft's choice), the argmax's alike
+    assert confidence_of(logits, 7) == pytest.approx(p)
+    assert confidence_of(logits, 3) == pytest.approx(np.exp(-12.0) * p)
 
 
 # -- the vocabulary-sized fast path gives exactly what a full partition gives ---------------

@@ -208,3 +208,12 @@ def top_k_confidence(logits: np.ndarray, k: int = 10) -> tuple[int, float]:
     """
     ids, vals = sorted_top_k(logits, min(k, logits.shape[0]))
     return int(ids[0]), float(_softmax_sorted(vals)[0])
+
+
+def confidence_of(logits: np.ndarray, token: int, k: int = 10) -> float:
+    """`token`'s weight against the row's top-k at temperature 1: for the argmax, exactly
+    top_k_confidence's figure (a drafter that takes another token, as under a grammar,
+    reports its confidence on the same scale)."""
+    top = np.partition(logits, -k)[-k:] if logits.shape[0] > k else logits
+    m = float(top.max())
+    return float(np.exp(min(float(logits[token]) - m, 0.0)) / np.exp(top - m).sum())

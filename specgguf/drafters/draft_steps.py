@@ -31,6 +31,7 @@ from specgguf.core.sampling import (
     PositionRandom,
     SamplerParams,
     SparseDist,
+    confidence_of,
     distribution,
     top_k_confidence,
 )
@@ -136,18 +137,14 @@ def _allowed_choice(
 ) -> tuple[SparseDist | None, int, float]:
     """(q, the token, its confidence) with what `grammar` forbids removed from `row`:
     probabilistic, q is the sampler chain over the masked row (the token is drawn from it
-    later); greedy, the row's best allowed token (one question when the argmax is allowed),
-    whose confidence, when it is not the argmax, is its probability among the row's 10 best
-    logits at temperature 1 (the meaning --spec-draft-p-min and auto read)."""
+    later); greedy, the row's own choice when the grammar allows it (one question), else the
+    best token it allows, with that token's confidence on the same scale (confidence_of)."""
     if probabilistic:
         return constrained_distribution(row, sampler, grammar), tok, confidence
-    best = int(constrained_distribution(row, _ARGMAX, grammar).ids[0])
-    if best == tok:
+    if bool(grammar.allowed(np.array([tok], dtype=np.int64))[0]):
         return None, tok, confidence
-    top = np.partition(row, -10)[-10:] if row.shape[0] > 10 else row
-    m = float(top.max())
-    confidence = float(np.exp(min(float(row[best]) - m, 0.0)) / np.exp(top - m).sum())
-    return None, best, confidence
+    best = int(constrained_distribution(row, _ARGMAX, grammar).ids[0])
+    return None, best, confidence_of(row, best)
 
 
 class ModelDrafter(Drafter):
