@@ -434,7 +434,7 @@ class Generator:
         return self.session.target_model.piece(token)
 
     def detokenize(self, tokens: Sequence[int]) -> str:
-        return b"".join(self.piece(t) for t in tokens).decode("utf-8", "replace")
+        return self.session.detokenize(tokens)
 
     # -- generation ------------------------------------------------------------------------
 

@@ -410,13 +410,15 @@ class Session:
         tokenizes text it writes (no BOS, no special tokens parsed)."""
         tm = self.target_model
 
-        def detokenize(tokens: Sequence[int]) -> str:
-            return b"".join(tm.piece(t) for t in tokens).decode("utf-8", "replace")
-
         def tokenize(text: str) -> list[int]:
             return tm.tokenize(text, add_special=False, parse_special=False)
 
-        return TextViews(tokenize, detokenize)
+        return TextViews(tokenize, self.detokenize)
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        """The target's text of `tokens` (special tokens as nothing; bytes that do not form
+        UTF-8 as U+FFFD)."""
+        return b"".join(self.target_model.piece(t) for t in tokens).decode("utf-8", "replace")
 
     def _drafters(
         self,
