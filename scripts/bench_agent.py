@@ -274,6 +274,26 @@ def own_call(turn: Turn | None, name: str, fallback: str) -> str:
     return turn.output if ok else fallback
 
 
+def first_messages(task: Task) -> list[dict[str, Any]]:
+    """The read turn's conversation: the failing tests and the request for a fix."""
+    return [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": "The tests fail:\n\n" + task.failing
+         + "\nFix the bug in stats.py."},
+    ]  # fmt: skip
+
+
+def write_messages(task: Task, read_args: str | None = None) -> list[dict[str, Any]]:
+    """The write turn's conversation: the read turn's, its read_file call (`read_args`: the
+    model's, else the script's) and the file as the tool's result."""
+    args = read_args if read_args is not None else json.dumps({"path": FILE})
+    return [
+        *first_messages(task),
+        call_message("call_1", "read_file", args),
+        tool_message("call_1", task.source),
+    ]
+
+
 def run_session(side: Side, task: Task, turns: list[str], mode: str,
                 cap: int | None = None) -> list[Turn]:  # fmt: skip
     """The selected turns of the session, in order, with speculation `mode` ("on"/"off")."""
@@ -283,17 +303,13 @@ def run_session(side: Side, task: Task, turns: list[str], mode: str,
         return min(MAX_TOKENS[name], cap) if cap else MAX_TOKENS[name]
 
     out: list[Turn] = []
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": SYSTEM},
-        {"role": "user", "content": "The tests fail:\n\n" + task.failing
-         + "\nFix the bug in stats.py."},
-    ]  # fmt: skip
+    messages = first_messages(task)
     got: Turn | None = None
     if "read" in turns:
         got = ask(side, "read", messages, "read_file", limit("read"), fields)
         out.append(got)
     args = own_call(got, "read_file", json.dumps({"path": FILE}))
-    messages += [call_message("call_1", "read_file", args), tool_message("call_1", task.source)]
+    messages = write_messages(task, args)
     got = None
     if "write" in turns:
         got = ask(side, "write", messages, "write_file", limit("write"), fields)
