@@ -19,6 +19,7 @@ import typer
 from specgguf_cli import grammar_flags as gf
 
 from specgguf.backend.ggml_types import FLASH_ATTN, KV_CACHE_TYPES
+from specgguf.core.tree import CHAIN, NODES_MAX, TOPK_MAX, TreeShape
 from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP, DRAFT_SAMPLING_MODES, N_MAX_LIMIT
 from specgguf.drafters.registry import REGISTRY
 from specgguf.drafters.spec_types import AUTO_DEFAULT_NGRAM
@@ -101,11 +102,26 @@ PMin = typer.Option(
     help="Stop drafting when the draft's top probability is below this.",
 )
 PSplit = typer.Option(
-    0.1,
+    CHAIN.p_split,
     "--spec-draft-p-split",
     "--draft-p-split",
     envvar="LLAMA_ARG_SPEC_DRAFT_P_SPLIT",
-    help="Accepted for compatibility; tree drafting is not implemented, so it has no effect.",
+    help="With --spec-tree-topk > 1: a token other than the draft's best becomes a branch "
+    "of the tree where the draft gives it at least this probability.",
+)
+TreeTopk = typer.Option(
+    CHAIN.topk,
+    "--spec-tree-topk",
+    envvar="LLAMA_ARG_SPEC_TREE_TOPK",
+    help=f"Draft a tree: up to K children per node and K branches per depth (1..{TOPK_MAX}; "
+    "SGLang's --speculative-eagle-topk), verified in one target pass. 1: chains.",
+)
+TreeNodes = typer.Option(
+    CHAIN.nodes,
+    "--spec-tree-nodes",
+    envvar="LLAMA_ARG_SPEC_TREE_NODES",
+    help=f"The most tree nodes verified per round (0..{NODES_MAX}; 0: depth x topk; SGLang's "
+    "--speculative-num-draft-tokens minus one).",
 )
 DraftSampling = typer.Option(
     "auto",
@@ -292,11 +308,18 @@ def validate(
     draft_sampling: str,
     batch: int,
     seed: int | None = None,
+    tree_topk: int = CHAIN.topk,
+    tree_nodes: int = CHAIN.nodes,
 ) -> None:
     checks = [
         (0 <= n_min <= N_MAX_LIMIT, f"--spec-draft-n-min: {n_min} (must be 0..{N_MAX_LIMIT})"),
         (0.0 <= p_min <= 1.0, f"--spec-draft-p-min: {p_min} (must be in [0, 1])"),
         (0.0 <= p_split <= 1.0, f"--spec-draft-p-split: {p_split} (must be in [0, 1])"),
+        (1 <= tree_topk <= TOPK_MAX, f"--spec-tree-topk: {tree_topk} (must be 1..{TOPK_MAX})"),
+        (
+            0 <= tree_nodes <= NODES_MAX,
+            f"--spec-tree-nodes: {tree_nodes} (must be 0..{NODES_MAX})",
+        ),
         (ctx is None or ctx >= 0, f"-c/--ctx-size: {ctx} (must be >= 0; 0: the model's)"),
         # llama.cpp reads any -t <= 0 as "all cores"; we take 0 and -1 and refuse the rest,
         # which are typos more often than intentions.
@@ -463,6 +486,8 @@ SESSION_FLAGS: tuple[SharedFlag, ...] = (
     SharedFlag("spec_draft_n_min", NMin, int),
     SharedFlag("spec_draft_p_min", PMin, float),
     SharedFlag("spec_draft_p_split", PSplit, float),
+    SharedFlag("spec_tree_topk", TreeTopk, int),
+    SharedFlag("spec_tree_nodes", TreeNodes, int),
     SharedFlag("spec_draft_sampling", DraftSampling, str),
     SharedFlag("n_gpu_layers", NGL, str, "n_gpu_layers"),
     SharedFlag("n_gpu_layers_draft", NGLD, str, "n_gpu_layers_draft"),
@@ -527,6 +552,12 @@ class SessionFlags:
     def verbose(self) -> bool:
         return self.given["verbose"]
 
+    @property
+    def tree_shape(self) -> TreeShape:
+        """--spec-tree-topk, --spec-tree-nodes and --spec-draft-p-split as one shape."""
+        g = self.given
+        return TreeShape(g["spec_tree_topk"], g["spec_tree_nodes"], g["spec_draft_p_split"])
+
     def check(
         self,
         *,
@@ -555,6 +586,8 @@ class SessionFlags:
             draft_sampling=g["spec_draft_sampling"],
             batch=g["batch_size"],
             seed=seed,
+            tree_topk=g["spec_tree_topk"],
+            tree_nodes=g["spec_tree_nodes"],
         )
         parsed = parse_n_max(n_max) if n_max is not None else None
         validate_cache_types(**{row.names[0]: g[row.param] for row in _KV_ROWS})
@@ -605,6 +638,7 @@ class SessionFlags:
                 draft_sampling=g["spec_draft_sampling"],
                 ngram=self.ngram,
                 text_views=not g["no_spec_text_views"],
+                tree=self.tree_shape,
             ),
             parallel=parallel,
         )

@@ -103,6 +103,10 @@ class CheckpointedContext:
     def tokens(self) -> list[int]:
         return self.inner.tokens
 
+    #: chains only: a tree's branches would need a state per branch, not one checkpoint
+    tree_width = 1
+    n_seq = 1
+
     def __getattr__(self, name: str):  # model, n_batch, n_vocab, close, ...
         return getattr(self.inner, name)
 

@@ -34,6 +34,7 @@ from specgguf.backend.offload import (
     offload_targets,
 )
 from specgguf.backend.outcome import Outcome
+from specgguf.core import tree
 from specgguf.core.context import Outputs, common_prefix_len
 from specgguf.core.draft import Hear, TargetPass
 from specgguf.errors import ExitCode, ModelFileError, SpecggufError
@@ -408,6 +409,19 @@ def check_room(needed: int, n_ctx: int) -> None:
         raise SpecggufError(f"context full: {needed} tokens needed, -c is {n_ctx}", ExitCode.PROMPT)
 
 
+@dataclass
+class _TreePass:
+    """What a decode_tree put in the cache, for the keep_path that settles it."""
+
+    root: int
+    tokens: list[int]
+    parents: list[int]
+    pos0: int
+    n_leaves: int
+    #: node -> the leaves (sequence ids) its cell belongs to
+    below: list[list[int]]
+
+
 class Context:
     """One sequence's KV cache over a Model, plus a reusable batch.
 
@@ -439,10 +453,14 @@ class Context:
         self.n_batch = int(ll.llama_n_batch(ptr))
         self.n_vocab = model.n_vocab
         self.memory = ll.llama_get_memory(ptr)
-        self._batch = ll.llama_batch_init(self.n_batch, 0, 1)
+        #: sequences the context holds (a server's slots, or a tree's branches)
+        self.n_seq = max(1, params.n_seq_max)
+        self._batch = ll.llama_batch_init(self.n_batch, 0, self.n_seq)
         for i in range(self.n_batch):  # one sequence, id 0, set once
             self._batch.n_seq_id[i] = 1
             self._batch.seq_id[i][0] = 0
+        #: the tree of the last decode_tree, until keep_path settles it
+        self._tree: _TreePass | None = None
         self.n_past = 0
         #: the token at each position the KV cache holds (len == n_past)
         self.tokens: list[int] = []
@@ -619,6 +637,124 @@ class Context:
             return np.empty((0, self.n_vocab), dtype=np.float32)
         ptr = ll.llama_get_logits(self.ptr)
         return np.ctypeslib.as_array(ptr, shape=(n_out, self.n_vocab))
+
+    # -- tree drafts: one pass over every node, each seeing exactly its ancestors ------------
+
+    @property
+    def tree_width(self) -> int:
+        """The most leaves a tree decoded here may have (1: chains only). Each leaf is a
+        sequence of the unified KV cache: sequence 0 is the generation's own, the others
+        exist only during a tree round."""
+        return self.n_seq
+
+    @interrupts.atomic
+    def decode_tree(
+        self, root: int, tokens: Sequence[int], parents: Sequence[int], pos0: int
+    ) -> np.ndarray:
+        """Evaluate a draft tree in ONE llama_decode: `root` (the round's last token) at
+        pos0, node i (`tokens[i]`, below `parents[i]`, -1: the root) at pos0 + its depth.
+        Returns a zero-copy (1 + len(tokens), n_vocab) view of the logits, the root's row
+        first, then one per node; valid until the next decode. `keep_path` must follow.
+
+        Why this is exact: a cell belongs to the sequences of every leaf below its node (the
+        root and the prefix to all of them), and llama.cpp's mask lets a row see the cells
+        of its first sequence at positions up to its own: each node sees its ancestors and
+        the prefix, nothing of its siblings' branches, as if its path were decoded alone."""
+        ends, below = tree.leaf_sets(parents)
+        depth = tree.depths(parents)
+        n = 1 + len(tokens)
+        if len(ends) > self.n_seq or n > self.n_batch:
+            raise ValueError(
+                f"decode_tree: {len(ends)} leaves, {n} rows; this context holds "
+                f"{self.n_seq} sequences, {self.n_batch} rows"
+            )
+        check_room(pos0 + 1 + max(depth, default=0), self.n_ctx)
+        if pos0 < len(self.tokens) or self._dirty:
+            self.truncate(pos0)
+        for s in range(1, len(ends)):  # every branch sees the prefix
+            ll.llama_memory_seq_cp(self.memory, 0, s, -1, -1)
+        b = self._batch
+        rows = [(root, pos0, range(len(ends)))]
+        rows += [(t, pos0 + d, seqs) for t, d, seqs in zip(tokens, depth, below, strict=True)]
+        for j, (tok, pos, seqs) in enumerate(rows):
+            b.token[j], b.pos[j], b.logits[j] = tok, pos, True
+            b.n_seq_id[j] = len(seqs)
+            for k, s in enumerate(seqs):
+                b.seq_id[j][k] = s
+        b.n_tokens = n
+        self._tree = _TreePass(root, list(tokens), list(parents), pos0, len(ends), below)
+        rc = ll.llama_decode(self.ptr, b)
+        for j in range(n):  # the batch's rows back to sequence 0 alone (what decode expects)
+            b.n_seq_id[j], b.seq_id[j][0] = 1, 0
+        if rc != 0:
+            self._drop_branches(pos0)
+            self._dirty = True
+            if interrupts.pending():
+                interrupts.raise_pending()
+            raise SpecggufError(f"llama_decode failed with status {rc}", ExitCode.RUNTIME)
+        ptr = ll.llama_get_logits(self.ptr)
+        return np.ctypeslib.as_array(ptr, shape=(n, self.n_vocab))
+
+    @interrupts.atomic
+    def keep_path(self, path: Sequence[int]) -> None:
+        """Settle the last decode_tree: keep the root and the accepted nodes `path` (a branch
+        from the root down) as sequence 0's next positions, drop every other node. The
+        cells stay where the pass wrote them: the accepted ones change owner, nothing is
+        evaluated again."""
+        t = self._tree
+        if t is None:
+            raise ValueError("keep_path without a decode_tree")
+        self._tree = None
+        leaf = t.below[path[-1]][0] if path else 0
+        end = t.pos0 + 1 + len(path)
+        if leaf != 0:  # the kept branch is another leaf's: sequence 0 takes its cells
+            ll.llama_memory_seq_rm(self.memory, 0, t.pos0 + 1, -1)
+            ll.llama_memory_seq_cp(self.memory, leaf, 0, t.pos0 + 1, end)
+        else:
+            ll.llama_memory_seq_rm(self.memory, 0, end, -1)
+        for s in range(1, t.n_leaves):
+            ll.llama_memory_seq_rm(self.memory, s, -1, -1)
+        del self.tokens[t.pos0 :]
+        self.tokens.extend([t.root, *(t.tokens[i] for i in path)])
+        self.n_past = end
+
+    def _drop_branches(self, pos0: int) -> None:
+        """After a failed tree pass: every branch sequence gone, sequence 0 back to pos0."""
+        t, self._tree = self._tree, None
+        for s in range(1, t.n_leaves if t is not None else 1):
+            ll.llama_memory_seq_rm(self.memory, s, -1, -1)
+        ll.llama_memory_seq_rm(self.memory, 0, pos0, -1)
+
+    # -- branches of a draft: sequences beside sequence 0 (specgguf.drafters.draft_tree) ----
+
+    def fork(self, src: int, dst: int) -> None:
+        """Sequence `dst` becomes a copy of `src` (cells shared, nothing evaluated)."""
+        ll.llama_memory_seq_cp(self.memory, src, dst, -1, -1)
+
+    def decode_beside(
+        self, tokens: Sequence[int], pos: Sequence[int], seq: Sequence[int]
+    ) -> np.ndarray:
+        """One pass over rows of several sequences, logits for each row (a zero-copy view,
+        valid until the next decode): row j is `tokens[j]` at `pos[j]` of sequence `seq[j]`.
+        Rows of sequence 0 extend the context's own bookkeeping (`tokens`, `n_past`), as
+        `decode` would; the other sequences are the caller's to keep and to drop."""
+        own = [(t, p) for t, p, s in zip(tokens, pos, seq, strict=True) if s == 0]
+        for _t, p in own[:1]:
+            check_room(p + len(own), self.n_ctx)
+            if p < len(self.tokens) or self._dirty:
+                self.truncate(p)
+        try:
+            out = self.decode_rows(tokens, pos, seq, [True] * len(tokens))
+        except SpecggufError:
+            self._dirty = True
+            raise
+        finally:
+            for j in range(len(tokens)):
+                self._batch.seq_id[j][0] = 0
+        for t, p in own:
+            self.tokens.append(t)
+            self.n_past = p + 1
+        return out
 
     @interrupts.callback
     def _gives_way(self, _user: ctypes.c_void_p) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import random
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -29,6 +29,7 @@ from specgguf.core.draft import Drafter
 from specgguf.core.loop import SpeculativeDecoder
 from specgguf.core.rounds import BudgetPolicy, GenerationConfig
 from specgguf.core.sampling import PositionRandom, SamplerParams
+from specgguf.core.tree import CHAIN, NODES_MAX, TreeShape
 from specgguf.drafters.mtp import HeadState
 from specgguf.drafters.registry import SPEC_TYPES, BuildContext, needs_draft_model
 from specgguf.drafters.suffix import SuffixCorpus
@@ -88,6 +89,9 @@ class SpecOptions:
     #: (specgguf.drafters.text_views): a file in the prompt is found while the output writes
     #: it inside a JSON string (a tool call's arguments), and the other way round
     text_views: bool = True
+    #: how wide a tree a drafter may propose each round (specgguf.core.tree.TreeShape:
+    #: --spec-tree-topk, --spec-tree-nodes, --spec-draft-p-split); CHAIN: chains only
+    tree: TreeShape = CHAIN
 
 
 @dataclass
@@ -265,6 +269,16 @@ class Session:
             load.cache_type_v_draft if draft else load.cache_type_v,
         )
 
+    def _branching(self, params: engine.ContextParams, *, draft: bool) -> engine.ContextParams:
+        """`params` with the sequences a tree round needs (a slot's own contexts only): the
+        target's, one per leaf of the widest tree verified; the draft's, one per branch it
+        grows at once (--spec-tree-topk). Chains: one."""
+        shape = self.spec.tree
+        if not shape.branches:
+            return params
+        n_seq = shape.topk if draft else shape.node_cap(self.spec.n_max)
+        return replace(params, n_seq_max=max(1, min(n_seq, NODES_MAX)))
+
     def _contexts(self, n_ctx: int) -> tuple[ModelContext, ModelContext | None]:
         """A target context (and a draft context, when there is a draft model) of n_ctx,
         each able to roll back (specgguf.backend.checkpoints.with_rollback)."""
@@ -335,14 +349,16 @@ class Session:
 
     def _engine_contexts(self, n_ctx: int) -> tuple[engine.Context, engine.Context | None]:
         """The engine contexts behind `_contexts` (the draft's follows the target's size)."""
-        target = engine.Context(self.target_model, self._params(n_ctx, draft=False))
+        target = engine.Context(
+            self.target_model, self._branching(self._params(n_ctx, draft=False), draft=False)
+        )
         draft_ctx = None
         if self.draft_model is not None:
             try:
                 params = self._params(target.n_ctx, draft=True)
                 head = self.info.eagle3
                 draft_ctx = (
-                    engine.Context(self.draft_model, params)
+                    engine.Context(self.draft_model, self._branching(params, draft=True))
                     if head is None
                     else eagle3_head.Eagle3Context(self.draft_model, target, params, head)
                 )
@@ -458,6 +474,7 @@ class Session:
             mtp=slot.mtp,
             head=draft_ctx if self.info.eagle3 is not None else None,
             views=self.text_views if spec.text_views else None,
+            tree=spec.tree,
             suffix_corpus=self.suffix_corpus(spec, namespace) if "suffix" in spec.types else None,
         )
         out: list[Drafter] = []

@@ -22,22 +22,43 @@ from typing import Any
 import numpy as np
 
 from specgguf.core.sampling import SparseDist
+from specgguf.core.tree import CHAIN, TreeShape, depths
 
 
 @dataclass
 class Draft:
-    """Proposed tokens and, for stochastic drafters, the distribution each was drawn from.
+    """Proposed tokens and, for stochastic drafters, the distribution each was drawn from: a
+    chain, or a tree of guesses (`parents`).
 
-    `probs[i]` is q(. | prefix + tokens[:i]) after the SAME sampler chain as the target's p;
-    `probs is None` means a deterministic proposal (q is one-hot on the token), which is what
-    every n-gram lookup and a greedy draft model produce.
+    A chain: `probs[i]` is q(. | prefix + tokens[:i]) after the SAME sampler chain as the
+    target's p; `probs is None` means a deterministic proposal (q is one-hot on the token),
+    which is what every n-gram lookup and a greedy draft model produce.
+
+    A tree (specgguf.core.tree): `parents[i]` is the node that token i follows (-1: the
+    round's last emitted token, the root), always an earlier node, so that nodes come in an
+    order a pass can evaluate; siblings are distinct tokens, in the order they were drawn.
+    `probs[i]` is then the distribution node i's parent drew its children from, without
+    replacement (one object shared by siblings). `parents is None`: a chain.
     """
 
     tokens: list[int] = field(default_factory=list)
     probs: list[SparseDist] | None = None
+    parents: list[int] | None = None
 
     def __len__(self) -> int:
         return len(self.tokens)
+
+    @property
+    def depth(self) -> int:
+        """Positions drafted: a chain's length, a tree's deepest branch."""
+        return max(depths(self.parents), default=0) if self.parents else len(self.tokens)
+
+    @property
+    def is_tree(self) -> bool:
+        """Some node has a sibling (a tree that is a chain is verified as one)."""
+        if self.parents is None:
+            return False
+        return any(p != i - 1 for i, p in enumerate(self.parents))
 
 
 @dataclass(frozen=True)
@@ -110,6 +131,12 @@ class Drafter(ABC):
     #: a drafter across vocabularies: how its last draft was translated, for --trace (the
     #: loop reads it once per round); None: no translation
     translation: dict[str, Any] | None = None
+    #: how wide a tree this drafter may propose (--spec-tree-topk, --spec-tree-nodes,
+    #: --spec-draft-p-split; set by the registry); CHAIN: chains only
+    tree: TreeShape = CHAIN
+    #: the most leaves the loop's target verifies in one pass (set by the loop: 1 where it
+    #: verifies chains only); a drafter proposes a tree only within both
+    tree_leaves: int = 1
 
     @abstractmethod
     def begin(self, prompt: Sequence[int]) -> None:

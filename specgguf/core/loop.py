@@ -21,7 +21,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from specgguf.core.acceptance import verify
+from specgguf.core import tree
+from specgguf.core.acceptance import verify, verify_tree
 from specgguf.core.constraint import Constraint, RoundStates
 from specgguf.core.context import KVContext, Outputs
 from specgguf.core.draft import Draft, Drafter, TargetPass
@@ -31,10 +32,27 @@ from specgguf.core.stats import RunStats
 
 
 def _cut(draft: Draft, n: int) -> Draft:
-    """The first n proposals of `draft` (with their distributions, if any)."""
-    if len(draft.tokens) <= n:
+    """`draft` at most n positions deep: a chain's first n proposals, a tree's nodes at
+    depth n or less (with their distributions, if any)."""
+    if draft.parents is None:
+        if len(draft.tokens) <= n:
+            return draft
+        return Draft(draft.tokens[:n], draft.probs[:n] if draft.probs is not None else None)
+    depth = tree.depths(draft.parents)
+    keep = [i for i, d in enumerate(depth) if d <= n]
+    if len(keep) == len(depth):
         return draft
-    return Draft(draft.tokens[:n], draft.probs[:n] if draft.probs is not None else None)
+    index = {old: new for new, old in enumerate(keep)}
+    probs = [draft.probs[i] for i in keep] if draft.probs is not None else None
+    parents = [index.get(draft.parents[i], tree.ROOT) for i in keep]
+    return Draft([draft.tokens[i] for i in keep], probs, parents)
+
+
+def _first_chain(draft: Draft) -> Draft:
+    """A tree's best chain alone (each node's first child, from the root)."""
+    keep = tree.first_chain(draft.parents)
+    probs = [draft.probs[i] for i in keep] if draft.probs is not None else None
+    return Draft([draft.tokens[i] for i in keep], probs)
 
 
 class SpeculativeDecoder:
@@ -73,6 +91,17 @@ class SpeculativeDecoder:
         if layers:
             target.capture(layers)
         self._hear = self._tell_listeners if self.listeners else None
+        #: the most leaves of a tree draft the target verifies in one pass (1: chains only).
+        #: Chains where a tree cannot be verified exactly as cheaply: a target context
+        #: without tree passes (a recurrent or hybrid memory, a shared server pass), drafters
+        #: that hear the target's rows (they read a chain's), a grammar (its states follow one
+        #: chain of proposals).
+        width = getattr(target, "tree_width", 1)
+        if self.listeners or constraint is not None:
+            width = 1
+        self.tree_width = width
+        for d in self.drafters:
+            d.tree_leaves = width
 
     def _tell_listeners(self, target_pass: TargetPass) -> None:
         for d in self.listeners:
@@ -144,6 +173,8 @@ class SpeculativeDecoder:
             gate = policy.gate(d.name) if policy is not None and d.asks_per_token else None
             draft = d.propose(budget, gate) if gate is not None else d.propose(budget)
             draft = _cut(draft, budget)  # never trust a drafter with the budget
+            if draft.is_tree and len(tree.leaves(draft.parents)) > self.tree_width:
+                draft = _first_chain(draft)  # ...nor with the target's width
             if draft.tokens and policy is not None:
                 # a free drafter proposes all it has; the policy keeps the part that pays
                 draft = _cut(draft, policy.trim(d.name, len(draft.tokens)))
@@ -164,7 +195,11 @@ class SpeculativeDecoder:
         t1 = time.perf_counter()
         translation = next((x for d in self.drafters if (x := d.translation)), None)
 
-        logits = self._decode([self._last, *draft.tokens], n_past, "all")
+        if draft.is_tree:
+            logits = self.target.decode_tree(self._last, draft.tokens, draft.parents, n_past)
+        else:
+            draft.parents = None  # a "tree" of one branch is a chain, verified as one
+            logits = self._decode([self._last, *draft.tokens], n_past, "all")
         assert logits is not None
         return self._judge(logits, n_past, drafter, draft, t0, t1, translation)
 
@@ -212,22 +247,35 @@ class SpeculativeDecoder:
         def uniform(i: int, purpose: int) -> float:
             return self.random.uniform(n_past + 1 + i, purpose)  # i: position in this round
 
-        verdict = verify(draft.tokens, draft.probs, p_at, uniform)
+        parents = draft.parents
+        if parents is None:
+            verdict = verify(draft.tokens, draft.probs, p_at, uniform)
+        else:  # rows: the root's, then one per node (uniforms keyed by depth, as a chain's)
+            verdict = verify_tree(draft.tokens, parents, draft.probs, p_at, uniform)
         target_probs = (
-            [p_at(i).prob(x) for i, x in enumerate(draft.tokens)] if self.trace_probs else None
+            [
+                p_at(i if parents is None else parents[i] + 1).prob(x)
+                for i, x in enumerate(draft.tokens)
+            ]
+            if self.trace_probs
+            else None
         )
         t2 = time.perf_counter()
 
         n_acc = verdict.n_accepted
-        emitted = [*draft.tokens[:n_acc], verdict.token]
+        emitted = [*(draft.tokens[i] for i in verdict.path), verdict.token]
         if states is not None:  # the grammar advances over what is emitted, nothing else
             g0 = time.perf_counter()
             self.constraint = states.advance(n_acc, verdict.token)
             grammar_s += time.perf_counter() - g0
         # Roll back: keep id_last and the accepted proposals; the new token is not in KV yet.
         # (Timed apart from the verify pass: on a recurrent target this is a checkpoint
-        # restore plus a re-decode, a cost only rejections pay.)
-        self.target.truncate(n_past + 1 + n_acc)
+        # restore plus a re-decode, a cost only rejections pay. A tree keeps its accepted
+        # branch and drops the others.)
+        if parents is None:
+            self.target.truncate(n_past + 1 + n_acc)
+        else:
+            self.target.keep_path(verdict.path)
         t3 = time.perf_counter()
         for d in self.drafters:
             d.observe(emitted)
@@ -255,6 +303,8 @@ class SpeculativeDecoder:
             translation=translation,
             eos=eos_at is not None,
             from_prompt=from_prompt,
+            parents=parents,
+            path=verdict.path if parents is not None else (),
         )
         if self.policy is not None and not from_prompt:
             self.policy.observe(rnd)

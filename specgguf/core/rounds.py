@@ -11,6 +11,7 @@ from typing import Protocol
 
 from specgguf.core.draft import DraftGate
 from specgguf.core.sampling import SamplerParams
+from specgguf.core.tree import children, depths
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,25 @@ class Round:
     #: of verify_ms, the time the grammar's questions took (which tokens of a row it allows,
     #: its state after each accepted proposal); 0 without a grammar
     grammar_ms: float = 0.0
+    #: a tree round: the parent of each proposal (specgguf.core.draft.Draft.parents), and the
+    #: accepted nodes (one branch, root down); None / (): a chain, whose accepted nodes are
+    #: its first n_accepted proposals
+    parents: list[int] | None = None
+    path: tuple[int, ...] = ()
+
+    @property
+    def depth(self) -> int:
+        """Positions drafted: a chain's length, a tree's deepest branch."""
+        return max(depths(self.parents), default=0) if self.parents else len(self.proposed)
+
+    @property
+    def off_chain(self) -> bool:
+        """A tree round that kept some node other than its parent's first child: a branch
+        off the drafter's own best chain, which a chain of that alone would have lost."""
+        if not self.parents or not self.path:
+            return False
+        first = {c[0] for c in children(self.parents).values()}
+        return any(node not in first for node in self.path)
 
 
 class BudgetPolicy(Protocol):

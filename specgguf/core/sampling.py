@@ -64,6 +64,14 @@ class SparseDist:
 
 #: what each uniform of a sequence position is for (PositionRandom streams)
 SAMPLE, ACCEPT, DRAFT = 0, 1, 2
+
+
+def sibling(stream: int, n: int) -> int:
+    """The stream of the n-th sibling at one position of a tree draft (n = 0: `stream`
+    itself): each child tried at a node, or drawn by a sampling drafter, gets numbers of its
+    own, and a chain's are those of before trees."""
+    return stream + 4 * n
+
 _MASK64 = (1 << 64) - 1
 
 
@@ -86,7 +94,12 @@ class PositionRandom:
         self.seed = seed & _MASK64
 
     def uniform(self, position: int, stream: int = SAMPLE) -> float:
-        z = (self.seed + 0x9E3779B97F4A7C15 * (position * 4 + stream + 1)) & _MASK64
+        """The uniform of `stream` at `position`. Streams past the first four are the n-th
+        sibling's of a tree draft (`sibling`): their own numbers, the first four unchanged."""
+        lane, sib = stream & 3, stream >> 2
+        z = (self.seed + 0x9E3779B97F4A7C15 * (position * 4 + lane + 1)) & _MASK64
+        if sib:
+            z = (z + 0xD1B54A32D192ED03 * sib) & _MASK64
         z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
         z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
         z ^= z >> 31
@@ -208,6 +221,13 @@ def top_k_confidence(logits: np.ndarray, k: int = 10) -> tuple[int, float]:
     """
     ids, vals = sorted_top_k(logits, min(k, logits.shape[0]))
     return int(ids[0]), float(_softmax_sorted(vals)[0])
+
+
+def top_k_confidences(logits: np.ndarray, k: int = 10) -> tuple[np.ndarray, np.ndarray]:
+    """The row's k best tokens and each one's probability among them at temperature 1, best
+    first: top_k_confidence's scale for every candidate a tree drafter weighs."""
+    ids, vals = sorted_top_k(logits, min(k, logits.shape[0]))
+    return ids, _softmax_sorted(vals)
 
 
 def confidence_of(logits: np.ndarray, token: int, k: int = 10) -> float:

@@ -91,6 +91,11 @@ class RunStats:
     # emitted target tokens back into draft tokens), part of draft_ms; rounds that translated
     translate_ms: float = 0.0
     translate_rounds: int = 0
+    #: tree rounds (Round.parents), the nodes they verified, and those that kept a branch
+    #: off the drafter's best chain (Round.off_chain)
+    tree_rounds: int = 0
+    tree_nodes: int = 0
+    tree_off_chain: int = 0
 
     def add_round(self, rnd: Round) -> None:
         self.predicted_n += len(rnd.emitted)
@@ -110,10 +115,15 @@ class RunStats:
         self.rounds += 1
         self.n_drafted += k
         self.n_accept += rnd.n_accepted
-        while len(self.position_drafted) < k:
+        if rnd.parents is not None:
+            self.tree_rounds += 1
+            self.tree_nodes += k
+            self.tree_off_chain += rnd.off_chain
+        depth = rnd.depth  # a tree drafts each position once, however many nodes it has there
+        while len(self.position_drafted) < depth:
             self.position_drafted.append(0)
             self.position_accepted.append(0)
-        for i in range(k):
+        for i in range(depth):
             self.position_drafted[i] += 1
             self.position_accepted[i] += i < rnd.n_accepted
         s = self.per_type.setdefault(rnd.drafter or "?", DrafterStats())
@@ -192,6 +202,12 @@ class RunStats:
                 f"({self.translate_ms / self.translate_rounds:.3f} ms per round; "
                 "cross-vocabulary draft, part of draft)"
             )
+        if self.tree_rounds:
+            lines.append(
+                f"tree      {self.tree_rounds} rounds, {self.tree_nodes} nodes verified "
+                f"({self.tree_nodes / self.tree_rounds:.2f} per round), "
+                f"{self.tree_off_chain} kept a branch off the draft's best chain"
+            )
         for name, s in self.per_type.items():
             lines.append(
                 f"  {name:14s} drafts {s.drafts:5d} (accepted {s.drafts_accepted:5d}), "
@@ -229,6 +245,15 @@ class RunStats:
                     "translate_rounds": self.translate_rounds,
                 }
                 if self.translate_rounds
+                else {}
+            ),
+            **(
+                {
+                    "tree_rounds": self.tree_rounds,
+                    "tree_nodes": self.tree_nodes,
+                    "tree_off_chain": self.tree_off_chain,
+                }
+                if self.tree_rounds
                 else {}
             ),
         }

@@ -26,6 +26,7 @@ import numpy as np
 from specgguf.core.context import KVContext, Outputs
 from specgguf.core.draft import Draft, DraftGate, DraftTiming
 from specgguf.drafters.draft_steps import DraftRules, ModelDrafter
+from specgguf.drafters.draft_tree import draft_tree
 
 __all__ = ["DraftModelDrafter", "DraftTiming"]
 
@@ -75,6 +76,17 @@ class DraftModelDrafter(ModelDrafter):
             del self.kv[keep:]
             self.ctx.truncate(keep)
 
+    def _grows_trees(self) -> bool:
+        """Whether this round drafts a tree: a shape that branches, a target that verifies
+        trees (the loop's tree_leaves), and a draft context with sequences to branch into
+        (a context of its own: a server's shared pass and a recurrent draft have none)."""
+        return (
+            self.tree.branches
+            and self.tree_leaves > 1
+            and getattr(self.ctx, "n_seq", 1) > 1
+            and hasattr(self.ctx, "decode_beside")
+        )
+
     def _catch_up(self, upto: int, outputs: Outputs) -> np.ndarray | None:
         pending = self.history[len(self.kv) : upto]
         logits = self.ctx.decode(pending, len(self.kv), outputs=outputs)
@@ -89,6 +101,22 @@ class DraftModelDrafter(ModelDrafter):
         logits = self._catch_up(len(self.history), outputs="last")
         assert logits is not None
         timing = DraftTiming((time.perf_counter() - t0) * 1e3, n_pending)
+
+        if self._grows_trees():
+            self.timing = timing
+            draft, own = draft_tree(
+                logits[0],
+                self.ctx,  # type: ignore[arg-type]  (an engine.Context: _grows_trees)
+                budget,
+                gate,
+                self.rules,
+                self.tree,
+                max_leaves=self.tree_leaves,
+                pos_first=len(self.history),
+                timing=timing,
+            )
+            self.kv.extend(own)
+            return draft if draft.depth >= self.rules.n_min else Draft()
 
         def step(tok: int) -> np.ndarray:
             logits = self.ctx.decode([tok], len(self.kv), outputs="last")

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
 
+from specgguf.core.tree import CHAIN, TreeShape
 from specgguf.drafters.ngram_params import (
     NgramCacheParams,
     NgramMapK4VParams,
@@ -84,6 +85,9 @@ class BuildContext:
     #: the earlier outputs `suffix` drafts from (specgguf.drafters.suffix.SuffixCorpus: one
     #: per model and API key, shared by the slots); None: a corpus of the drafter's own
     suffix_corpus: Any = None
+    #: how wide a tree each drafter may propose (--spec-tree-topk, --spec-tree-nodes,
+    #: --spec-draft-p-split); CHAIN: chains only
+    tree: TreeShape = CHAIN
 
     def draft_rules(self) -> DraftRules:
         """The rules a drafter that drafts token by token from a model's logits follows
@@ -190,6 +194,7 @@ class SpecType:
             drafter = builder(params, ctx)
         drafter.name = self.name
         drafter.free = self.free
+        drafter.tree = ctx.tree
         return drafter
 
 
