@@ -20,6 +20,7 @@ from specgguf.backend import llama_ext
 from specgguf.backend.session import LoadOptions, Session, SpecOptions
 from specgguf.core.sampling import SamplerParams
 from specgguf.errors import ExitCode, SpecggufError
+from tests.conversation import check_two_turns
 from tests.draft_spy import record_proposals
 from tests.hearing import (
     GREEDY,
@@ -231,6 +232,12 @@ def test_the_end_of_the_context(models):
 
 def test_server_slots_each_hear_their_own_target(models, plain):
     check_server_slots(models["target"], models["d2t"], plain, PROMPTS, reference)
+
+
+def test_conversation_turns(models, monkeypatch, capsys):
+    args = ["-m", str(models["target"]), "-md", str(models["d2t"]), "-t", "1", "-c", "512",
+            "-fa", "off", "--spec-draft-n-max", "4"]  # fmt: skip
+    check_two_turns(args, monkeypatch, capsys, replay=[*args, "--spec-type", "none"])
 
 
 def test_bench_rows_and_the_drafters_pass_cost(models, capfd):
