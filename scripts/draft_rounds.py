@@ -70,3 +70,19 @@ def compare(theirs: dict[int, list[int]], ours: dict[int, list[int]]) -> Parity:
         if a[:m] != b[:m] or one_empty:
             differ.append(i)
     return Parity(paired, differ, sum(theirs[i] == ours[i] for i in paired))
+
+
+def report(header: str, theirs: dict[int, list[int]], records: list[dict[str, Any]]) -> int:
+    """Print each paired round's two drafts under `header` and the verdict; the exit status
+    (0: every paired round drafted the same tokens)."""
+    ours = trace_drafts(records)
+    p = compare(theirs, ours)
+    print(f"{header}: {len(theirs)} llama.cpp rounds, {len(ours)} specgguf drafting rounds, "
+          f"{len(p.paired)} paired")  # fmt: skip
+    for i in p.paired:
+        ok = i not in p.differ
+        print(f"after {i:3d} tokens  llama.cpp {theirs[i]}  specgguf {ours[i]}  "
+              f"{'equal' if ok else 'DIFFERENT'}")  # fmt: skip
+    print(f"{len(p.paired) - len(p.differ)}/{len(p.paired)} rounds drafted the same tokens; "
+          f"{sum(r['n_accepted'] for r in records)} draft tokens accepted")  # fmt: skip
+    return 0 if p.paired and not p.differ else 1

@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from scripts.draft_rounds import compare, llama_drafts, trace_drafts  # noqa: E402
+from scripts.draft_rounds import llama_drafts, report  # noqa: E402
 from tests.tiny_eagle3 import build_eagle3_head  # noqa: E402
 
 MODELS = Path(os.environ.get("SPECGGUF_MODELS", Path.home() / ".cache/specgguf/models"))
@@ -58,9 +58,12 @@ def make_head(target: Path, out: Path, d2t: list[int] | None = None) -> Path:
     )  # fmt: skip
 
 
-def common_flags(target: Path, head: Path, n: int, k: int) -> list[str]:
+def common_flags(
+    target: Path, head: Path, n: int, k: int, spec_type: str = "draft-eagle3"
+) -> list[str]:
+    """The flags both tools run with (scripts/dflash_parity.py passes its own type)."""
     return [
-        "-m", str(target), "-md", str(head), "--spec-type", "draft-eagle3", "-p", PROMPT,
+        "-m", str(target), "-md", str(head), "--spec-type", spec_type, "-p", PROMPT,
         "-n", str(n), "--temp", "0", "-c", "512", "-t", "2", "-fa", "off",
         "--spec-draft-n-max", str(k), "--spec-draft-n-min", "0", "--spec-draft-p-min", "0",
     ]  # fmt: skip
@@ -119,17 +122,8 @@ def main() -> int:
         flags = common_flags(args.target, head, args.n, args.k)
         records = specgguf_rounds(flags, Path(tmp) / "trace.jsonl")
         theirs = llama_cpp_drafts(args.bin, flags)
-    ours = trace_drafts(records)
-    p = compare(theirs, ours)
-    print(f"target {args.target.name}, K={args.k}, n={args.n}: {len(theirs)} llama.cpp rounds, "
-          f"{len(ours)} specgguf drafting rounds, {len(p.paired)} paired")  # fmt: skip
-    for i in p.paired:
-        ok = i not in p.differ
-        print(f"after {i:3d} tokens  llama.cpp {theirs[i]}  specgguf {ours[i]}  "
-              f"{'equal' if ok else 'DIFFERENT'}")  # fmt: skip
-    print(f"{len(p.paired) - len(p.differ)}/{len(p.paired)} rounds drafted the same tokens; "
-          f"{sum(r['n_accepted'] for r in records)} draft tokens accepted")  # fmt: skip
-    return 0 if p.paired and not p.differ else 1
+    return report(f"target {args.target.name}, K={args.k}, n={args.n}", theirs, records)
+
 
 if __name__ == "__main__":
     sys.exit(main())

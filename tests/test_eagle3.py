@@ -15,18 +15,25 @@ from pathlib import Path
 import pytest
 from specgguf_cli.app import run_cli
 
-from specgguf.backend import engine, llama_ext
+from specgguf.backend import llama_ext
 from specgguf.backend.session import LoadOptions, Session, SpecOptions
 from specgguf.core.sampling import SamplerParams
 from specgguf.errors import ExitCode, SpecggufError
 from tests.conversation import check_two_turns
 from tests.draft_spy import record_proposals
 from tests.gguf_factory import SMOLLM, need_models
-from tests.serve_helpers import FAST, Server, post_together
+from tests.hearing import (
+    GREEDY,
+    check_end_of_context,
+    check_long_prompt,
+    check_prefix_reuse,
+    check_server_slots,
+    generate,
+    refuse_loading,
+)
 from tests.tiny_eagle3 import build_eagle3_head, build_eagle3_target, write_qwen2_target_header
 from tests.tiny_models import TARGET_SEED
 
-GREEDY = SamplerParams(temp=0.0)
 WARM = SamplerParams(temp=0.9, top_k=40, top_p=0.95)
 PROMPTS = ["Hello world, this is", "the cat sat on the mat and"]
 #: the tiny target's two most frequent greedy tokens ('#', 's'): the d2t head's vocabulary
@@ -53,10 +60,13 @@ def session(target, head=None, n_max=4, *, n_batch=2048, n_ctx=512, **spec):
     return Session(load, SpecOptions(types=types, n_max=n_max, **spec))
 
 
-def generate(s, tokens, sampler=GREEDY, n=N, seed=5, **kw):
-    dec = s.decoder(sampler, n, seed, **kw)
-    rounds = list(dec.generate(tokens))
-    return [t for r in rounds for t in r.emitted], dec, rounds
+def maker(models, kind):
+    """A session maker over the target with the `kind` head (head=False: plain)."""
+
+    def make(head=True, **kw):
+        return session(models["target"], models[kind] if head else None, **kw)
+
+    return make
 
 
 @pytest.fixture(scope="module")
@@ -162,19 +172,7 @@ def test_probabilistic_drafts_carry_the_heads_distribution(models):
 
 def test_a_prompt_longer_than_one_batch(models, plain):
     long_prompt = " ".join(f"word{i}" for i in range(40))
-    s = session(models["target"], models["d2t"], n_batch=32)
-    one = session(models["target"], models["d2t"])
-    try:
-        tokens = s.tokenize(long_prompt)
-        assert len(tokens) > 3 * 32
-        got, dec, rounds = generate(s, tokens)
-        got1, _, rounds1 = generate(one, tokens)
-        assert got == got1 == reference(plain, long_prompt)
-        # the boundary rows across the chunks are right: the head drafts as after one pass
-        assert [r.proposed for r in rounds] == [r.proposed for r in rounds1]
-    finally:
-        s.close()
-        one.close()
+    check_long_prompt(maker(models, "d2t"), reference(plain, long_prompt), long_prompt)
 
 
 def test_a_rejection_in_the_first_drafting_round(models, plain):
@@ -189,26 +187,7 @@ def test_a_rejection_in_the_first_drafting_round(models, plain):
 
 
 def test_prefix_reuse_drafts_as_a_fresh_evaluation(models):
-    warm = session(models["target"], models["d2t"])
-    fresh = session(models["target"], models["d2t"])
-    try:
-        turn1 = warm.tokenize(PROMPTS[0])
-        out1, _, _ = generate(warm, turn1)
-        turn2 = turn1 + out1 + warm.tokenize(" then the dog ran")
-        got2, dec2, rounds2 = generate(warm, turn2)
-        ref2, _, fresh2 = generate(fresh, turn2, reuse_prefix=False)
-        assert got2 == ref2
-        assert dec2.stats.cache_n > len(turn1)  # the target kept turn 1 and its answer
-        assert [r.proposed for r in rounds2] == [r.proposed for r in fresh2]
-        # a prompt that leaves the cached text early: kept up to there, drafts unchanged
-        turn3 = turn1[:3] + warm.tokenize(" but the bird sang")
-        got3, dec3, rounds3 = generate(warm, turn3)
-        ref3, _, fresh3 = generate(fresh, turn3, reuse_prefix=False)
-        assert got3 == ref3 and dec3.stats.cache_n <= 3
-        assert [r.proposed for r in rounds3] == [r.proposed for r in fresh3]
-    finally:
-        warm.close()
-        fresh.close()
+    check_prefix_reuse(maker(models, "d2t"), PROMPTS[0])
 
 
 def test_conversation_turns(models, monkeypatch, capsys):
@@ -218,34 +197,11 @@ def test_conversation_turns(models, monkeypatch, capsys):
 
 
 def test_the_end_of_the_context(models):
-    s = session(models["target"], models["d2t"], n_max=8, n_ctx=64)
-    small = session(models["target"], n_ctx=64)
-    try:
-        tokens = s.tokenize(PROMPTS[1])
-        n = 2 * s.target.n_ctx  # llama.cpp rounds the context up: more than any -c fits
-        got, dec, _ = generate(s, tokens, n=n)
-        ref, ref_dec, _ = generate(small, tokens, n=n)
-        assert got == ref and dec.stop_reason == ref_dec.stop_reason == "context"
-        assert dec.stats.n_drafted > 0
-    finally:
-        s.close()
-        small.close()
+    check_end_of_context(maker(models, "d2t"), PROMPTS[1], n_max=8)
 
 
 def test_server_slots_each_hear_their_own_target(models, plain):
-    s = Server(["-m", str(models["target"]), "-md", str(models["d2t"]), *FAST, "-c", "1024",
-                "-np", "2", "--spec-draft-n-max", "4"])  # fmt: skip
-    try:
-        bodies = [{"prompt": p, "n_predict": 24} for p in PROMPTS]
-        answers = post_together(s, "/completion", bodies)
-        again = s.post("/completion", {"prompt": PROMPTS[0], "n_predict": 24})
-    finally:
-        code, err = s.stop()
-    assert code == 0 and "Traceback" not in err, err
-    for i, p in enumerate(PROMPTS):
-        want = b"".join(plain.target_model.piece(t) for t in reference(plain, p, n=24))
-        assert answers[i]["content"] == want.decode()
-    assert again["content"] == answers[0]["content"] and again["tokens_cached"] > 0
+    check_server_slots(models["target"], models["d2t"], plain, PROMPTS, reference)
 
 
 def test_bench_rows_and_the_heads_step_cost(models, capfd):
@@ -294,10 +250,7 @@ def test_a_random_head_over_smollm2_matches_plain_or_parts_at_a_near_tie(tmp_pat
 
 @pytest.fixture
 def no_loading(monkeypatch):
-    def refuse(*a, **k):
-        raise AssertionError("a model was loaded")
-
-    monkeypatch.setattr(engine, "Model", refuse)
+    refuse_loading(monkeypatch)
 
 
 @pytest.mark.parametrize(

@@ -12,9 +12,9 @@ from specgguf.backend.eagle3_info import (
     check_draft_role,
     check_eagle3_pair,
     draft_type_of,
-    read_d2t,
 )
 from specgguf.backend.gguf_info import read_gguf_info
+from specgguf.backend.head_checks import read_d2t
 from specgguf.backend.preflight import preflight
 from specgguf.drafters.spec_types import parse_spec_types
 from specgguf.errors import ExitCode, SpecggufError

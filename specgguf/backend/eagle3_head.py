@@ -26,9 +26,8 @@ head's n_ubatch, a decoder batch never exceeds its n_batch, every row's width is
 
 from __future__ import annotations
 
-import ctypes
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -36,17 +35,12 @@ from specgguf import interrupts
 from specgguf.backend import engine
 from specgguf.backend.eagle3_info import Eagle3Head
 from specgguf.backend.engine import ll
+from specgguf.backend.head_context import HeadContext, embd_view
 from specgguf.backend.llama_ext import require_ext
 from specgguf.errors import ExitCode, SpecggufError
 
 #: what the exit-10 line says needs the calls
 FEATURE = "--spec-type draft-eagle3"
-
-
-def _embd(row: np.ndarray) -> ll.llama_embd:
-    """One float32 row as libllama's embedding view (it copies the data when added)."""
-    assert row.dtype == np.float32 and row.flags.c_contiguous
-    return ll.llama_embd(row.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), 1, row.shape[0])
 
 
 @dataclass
@@ -57,22 +51,10 @@ class Boundary:
     g: np.ndarray  # (n_embd,) float32, owned
 
 
-def _head_context(model: engine.Model, params: engine.ContextParams, target: engine.Context):
-    """A plain context over the head with the target's as `ctx_other` (what its graph
-    borrows the target's token embeddings and lm_head through), of the target's size."""
-    cp = engine.llama_params(replace(params, n_ctx=target.n_ctx, n_seq_max=1))
-    cp.ctx_other = target.ptr
-    ptr = ll.llama_init_from_model(model.ptr, cp)
-    if not ptr:
-        raise SpecggufError(
-            f"{model.path}: failed to create the EAGLE-3 head's context (run with -v)",
-            ExitCode.RUNTIME,
-        )
-    return ptr
-
-
-class Eagle3Context:
+class Eagle3Context(HeadContext):
     """One sequence's EAGLE-3 head over one target context (seq 0 of each)."""
+
+    what = "the EAGLE-3 head"
 
     def __init__(
         self,
@@ -81,31 +63,14 @@ class Eagle3Context:
         params: engine.ContextParams,
         head: Eagle3Head,
     ) -> None:
-        self._x = require_ext(FEATURE)
-        self.model = model
+        super().__init__(model, target, params, require_ext(FEATURE))
         self.head = head
-        self.ptr = _head_context(model, params, target)
-        x = self._x
-        x.set_embeddings_nextn(self.ptr, True, True)  # g (encoder) and pre-norm (decoder)
+        self._x.set_embeddings_nextn(self.ptr, True, True)  # g (encoder) and pre-norm (decoder)
         self.n_embd = head.n_embd
         self.n_enc = len(head.target_layers) * head.target_hidden_size
-        self.n_vocab = model.n_vocab
-        self.n_ctx = int(ll.llama_n_ctx(self.ptr))
-        self.n_batch = int(ll.llama_n_batch(self.ptr))
-        self.n_ubatch = int(ll.llama_n_ubatch(self.ptr))
-        self.memory = ll.llama_get_memory(self.ptr)
-        self._batch = ll.llama_batch_ext_init(self.ptr)
-        if not self._batch:
-            self.close()
-            raise SpecggufError(f"{model.path}: could not make the head's batch", ExitCode.RUNTIME)
-        self._pos = ll.llama_pos(0)
-        #: positions the head's KV holds
-        self.n_past = 0
         #: positions [0, settled) hold pairs of accepted tokens
         self.settled = 0
         self.boundary: Boundary | None = None
-        #: the sequence the settled rows were heard for (the drafter's, across generations)
-        self.heard: list[int] = []
         # the last pass's g rows and first position: accept() rebases the boundary on them
         self._last_g: np.ndarray | None = None
         self._last_pos0 = 0
@@ -118,14 +83,10 @@ class Eagle3Context:
 
     # -- memory ----------------------------------------------------------------------------
 
-    @interrupts.atomic
     def truncate(self, n: int) -> None:
-        """Forget every head position >= n (an attention KV cache always can)."""
-        n = max(0, n)
-        if n < self.n_past:
-            ll.llama_memory_seq_rm(self.memory, 0, n, -1)
-            self.n_past = n
-        self.settled = min(self.settled, n)
+        """Forget every head position >= n; what was settled past it is no longer."""
+        self.forget(n)
+        self.settled = min(self.settled, max(0, n))
 
     def restart(self, keep: int) -> None:
         """A new sequence whose first `keep` head rows are still right (prefix reuse): those
@@ -136,14 +97,6 @@ class Eagle3Context:
         self._last_g = None
 
     # -- the two graphs --------------------------------------------------------------------
-
-    def _process(self, kind: int, what: str) -> None:
-        rc = ll.llama_process(self.ptr, kind, self._batch)
-        if rc != 0:
-            raise SpecggufError(
-                f"{self.model.path}: the EAGLE-3 head's {what} failed (status {rc})",
-                ExitCode.RUNTIME,
-            )
 
     def encode(self, features: np.ndarray) -> np.ndarray:
         """g rows (n, n_embd) for target feature rows (n, n_enc), in chunks of n_ubatch (the
@@ -156,11 +109,9 @@ class Eagle3Context:
             m = min(self.n_ubatch, n - start)
             ll.llama_batch_ext_clear(b)
             for j in range(m):
-                idx = ll.llama_batch_ext_add_embd(b, 0, _embd(features[start + j]))
+                idx = ll.llama_batch_ext_add_embd(b, 0, embd_view(features[start + j]))
                 # placeholder positions after the memory's (the encoder reads none)
-                self._pos.value = self.n_past + j
-                ll.llama_batch_ext_set_pos(b, idx, ctypes.byref(self._pos))
-                ll.llama_batch_ext_set_output_logits(b, idx, True)
+                self._add_row(idx, self.n_past + j, True)
             self._process(ll.LLAMA_PROCESS_TYPE_ENCODE, "encoder")
             ptr = self._x.get_embeddings_nextn(self.ptr)
             if not ptr:
@@ -195,11 +146,9 @@ class Eagle3Context:
                     raise SpecggufError(
                         f"{self.model.path}: the head refused token {tokens[k]}", ExitCode.RUNTIME
                     )
-                self._pos.value = pos0 + k
-                ll.llama_batch_ext_set_pos(b, idx, ctypes.byref(self._pos))
-                if not ll.llama_batch_ext_set_embd_token(b, idx, _embd(states[k])):
+                if not ll.llama_batch_ext_set_embd_token(b, idx, embd_view(states[k])):
                     raise AssertionError(f"a head row of width {states.shape[1]} was refused")
-                ll.llama_batch_ext_set_output_logits(b, idx, output_last and final and j == m - 1)
+                self._add_row(idx, pos0 + k, output_last and final and j == m - 1)
             self._process(ll.LLAMA_PROCESS_TYPE_DECODE, "decoder")
             self.n_past = pos0 + start + m
         if not output_last:
@@ -288,11 +237,3 @@ class Eagle3Context:
         zeros = np.zeros((len(tokens), self.n_embd), dtype=np.float32)
         logits = self.decode_pairs(tokens, zeros, pos0, output_last=outputs != "none")
         return None if logits is None else logits[None, :]
-
-    def close(self) -> None:
-        if getattr(self, "_batch", None):
-            ll.llama_batch_ext_free(self._batch)
-            self._batch = None
-        if getattr(self, "ptr", None):
-            ll.llama_free(self.ptr)
-            self.ptr = None

@@ -16,10 +16,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import numpy as np
-
+from specgguf.backend.dflash_info import DFLASH_ARCH, dflash_type_of, is_dflash
+from specgguf.backend.dflash_info import KINDS as DFLASH_KINDS
 from specgguf.backend.gguf_info import GGUFInfo, TensorMeta
-from specgguf.backend.llama_ext import LAST_STATE_ARCHS, require_layer_inputs
+from specgguf.backend.head_checks import (
+    check_d2t_targets,
+    check_heard_layers,
+    check_vocab_size,
+    d2t_meta,
+    expect_tensor,
+)
+from specgguf.backend.llama_ext import require_layer_inputs
 from specgguf.backend.mtp_info import MTP_DRAFTERS
 from specgguf.errors import IncompatibleModelsError, ModelFileError, UsageError
 
@@ -27,7 +34,8 @@ from specgguf.errors import IncompatibleModelsError, ModelFileError, UsageError
 EAGLE3_ARCH = "eagle3"
 #: how many target layers an EAGLE-3 head fuses (llama.cpp refuses any other count)
 N_TARGET_LAYERS = 3
-
+#: how the messages name it
+WHAT = "the EAGLE-3 head"
 
 
 @dataclass(frozen=True)
@@ -68,28 +76,39 @@ def is_eagle3(info: GGUFInfo) -> bool:
     return info.architecture == EAGLE3_ARCH
 
 
-#: the --spec-type a -md file of each drafter architecture makes (any other: draft-simple)
+#: the --spec-type a -md file of each drafter architecture makes (any other: draft-simple; a
+#: dflash file makes draft-dspark instead when it has a Markov head: `draft_type_of`)
 DRAFTER_TYPES: dict[str, str] = {
     EAGLE3_ARCH: "draft-eagle3",
+    DFLASH_ARCH: "draft-dflash",
     **dict.fromkeys(MTP_DRAFTERS, "draft-mtp"),
 }
+#: the drafter heads, which hear the target and draft only as their own type: how a message
+#: names each
+HEAD_KINDS: dict[str, str] = {"draft-eagle3": "an EAGLE-3 head", **DFLASH_KINDS}
 
 
 def draft_type_of(info: GGUFInfo) -> str:
     """The --spec-type a -md file makes when none is given: an EAGLE-3 head drafts as
-    draft-eagle3, a separate MTP drafter as draft-mtp, any other model as draft-simple."""
+    draft-eagle3, a DFlash or DSpark drafter as draft-dflash or draft-dspark, a separate MTP
+    drafter as draft-mtp, any other model as draft-simple."""
+    if is_dflash(info):
+        return dflash_type_of(info)
     return DRAFTER_TYPES.get(info.architecture, "draft-simple")
 
 
+def _kind_name(info: GGUFInfo, kind: str) -> str:
+    return HEAD_KINDS.get(kind, f"a {info.architecture} MTP drafter")
+
+
 def check_target_role(target: GGUFInfo) -> None:
-    """A drafter head (an EAGLE-3 head, a Gemma-4 assistant) given as the target (-m): one line
-    before any weight is read. Neither decodes alone: an EAGLE-3 head reads the target's hidden
-    states and an assistant its KV cache, so llama.cpp would fail to create a context of its
-    own and the user would be told of memory instead of the mix-up."""
-    kind = DRAFTER_TYPES.get(target.architecture)
-    if kind is None:
+    """A drafter head (an EAGLE-3 head, a DFlash drafter, a Gemma-4 assistant) given as the
+    target (-m): one line before any weight is read. None decodes alone: a head reads the
+    target's hidden states and an assistant its KV cache, so llama.cpp would fail to create a
+    context of its own and the user would be told of memory instead of the mix-up."""
+    if target.architecture not in DRAFTER_TYPES:
         return
-    what = "an EAGLE-3 head" if kind == "draft-eagle3" else f"a {target.architecture} MTP drafter"
+    what = _kind_name(target, draft_type_of(target))
     raise ModelFileError(
         f"-m {target.path} is {what}, a drafter for a target model, not a model of its own: "
         f"give it after -md (-m TARGET -md {target.path})"
@@ -97,31 +116,33 @@ def check_target_role(target: GGUFInfo) -> None:
 
 
 def check_draft_role(types: list[str], draft: GGUFInfo | None) -> None:
-    """A head asked to draft as a model, or a model asked to draft as a head: one line (a
-    head cannot decode without the target's hidden states; a model has no encoder). A -md
-    that no type uses beside draft-mtp (a plain model or an EAGLE-3 head with draft-mtp alone)
-    would be ignored: refused instead."""
+    """A head asked to draft as a model or as another head, or a model asked to draft as a
+    head: one line (a head cannot decode without the target's hidden states; a model has no
+    encoder). A -md that no type uses beside draft-mtp (a plain model or a head with
+    draft-mtp alone) would be ignored: refused instead."""
     if draft is None:
         return
-    kind = DRAFTER_TYPES.get(draft.architecture)
+    kind = draft_type_of(draft) if draft.architecture in DRAFTER_TYPES else None
     if kind is not None and "draft-simple" in types:
-        what = "an EAGLE-3 head" if kind == "draft-eagle3" else "an MTP drafter"
+        what = HEAD_KINDS.get(kind, "an MTP drafter")
         raise UsageError(
             f"-md {draft.path} is {what}, not a draft model: use --spec-type {kind} (or "
             "leave --spec-type out)"
         )
-    head = kind == "draft-eagle3"
     if "draft-mtp" in types and (kind or "draft-simple") not in types:  # no type would use it
         raise UsageError(
             f"-md {draft.path} is a {draft.architecture} model, not an MTP drafter: draft-mtp "
             "drafts with the target's own NextN layers (leave -md out) or with a "
             f"{' or '.join(MTP_DRAFTERS)} file"
         )
-    if not head and "draft-eagle3" in types:
-        raise ModelFileError(
-            f"--spec-type draft-eagle3 needs an EAGLE-3 head GGUF (architecture "
-            f"{EAGLE3_ARCH}); -md {draft.path} is a {draft.architecture} model"
-        )
+    for wanted, what in HEAD_KINDS.items():
+        if wanted in types and kind != wanted:
+            arch = EAGLE3_ARCH if wanted == "draft-eagle3" else DFLASH_ARCH
+            other = f" ({HEAD_KINDS[kind]})" if kind in HEAD_KINDS else ""
+            raise ModelFileError(
+                f"--spec-type {wanted} needs {what} GGUF (architecture {arch}); -md "
+                f"{draft.path} is a {draft.architecture} model{other}"
+            )
 
 
 def _key(info: GGUFInfo, name: str) -> object:
@@ -140,18 +161,7 @@ def _int_key(info: GGUFInfo, name: str, *, required: bool = True) -> int | None:
 
 
 def _expect(info: GGUFInfo, name: str, shape: tuple[int, ...] | None) -> TensorMeta | None:
-    """The tensor `name` of the head, of `shape` (None: optional and absent is fine)."""
-    t = info.tensors.get(name)
-    if t is None:
-        if shape is None:
-            return None
-        raise ModelFileError(f"{info.path}: the EAGLE-3 head lacks the tensor '{name}'")
-    if shape is not None and t.shape != shape:
-        raise ModelFileError(
-            f"{info.path}: the EAGLE-3 head's tensor '{name}' has shape {list(t.shape)}, "
-            f"its keys make it {list(shape)}"
-        )
-    return t
+    return expect_tensor(info, name, shape, WHAT)
 
 
 def read_eagle3_head(info: GGUFInfo) -> Eagle3Head:
@@ -190,13 +200,8 @@ def read_eagle3_head(info: GGUFInfo) -> Eagle3Head:
             f"{path}: the EAGLE-3 head's key and value head sizes differ ({head_k}, {head_v})"
         )
     n_kv = (info.head_count_kv if info.head_count_kv is not None else n_head) * head_k
-    d2t = _expect(info, "d2t", None)
+    d2t = d2t_meta(info, WHAT)
     n_draft_vocab = d2t.shape[0] if d2t is not None and d2t.shape else info.vocab.n_vocab
-    if d2t is not None and (len(d2t.shape) != 1 or d2t.type != "I64"):
-        raise ModelFileError(
-            f"{path}: the EAGLE-3 head's 'd2t' must be one row of I64 target ids, it is "
-            f"{d2t.type} of shape {list(d2t.shape)}"
-        )
     enc = N_TARGET_LAYERS * hidden
     attn = 2 * n_embd
     expected: Mapping[str, tuple[int, ...]] = {
@@ -235,49 +240,20 @@ def read_eagle3_head(info: GGUFInfo) -> Eagle3Head:
     )  # fmt: skip
 
 
-def read_d2t(info: GGUFInfo) -> np.ndarray | None:
-    """The head's draft-to-target map (absolute target ids), read from the file: a small
-    tensor (8 bytes per draft token), bounded by the header's own description of it."""
-    t = info.tensors.get("d2t")
-    if t is None:
-        return None
-    n = t.shape[0]
-    with open(info.path, "rb") as f:
-        f.seek(t.offset)
-        data = f.read(n * 8)
-    if len(data) != n * 8:
-        raise ModelFileError(f"{info.path}: the EAGLE-3 head's 'd2t' data is truncated")
-    return np.frombuffer(data, dtype="<i8")
-
-
 def check_eagle3_pair(head_info: GGUFInfo, target: GGUFInfo) -> Eagle3Head:
     """The head checked in itself (exit 3), then against the target (exit 4): every layer it
     reads exists and is heard, widths and vocabularies agree, d2t stays in the vocabulary."""
     head = read_eagle3_head(head_info)
     where = f"{head.path} over {target.path}"
     require_layer_inputs(target.architecture, where)
-    n_embd_t, n_layer_t = target.embedding_length, target.block_count or 0
+    n_embd_t = target.embedding_length
     if head.target_hidden_size != n_embd_t:
         raise IncompatibleModelsError(
             f"{where}: the head was made for a target of hidden size "
             f"{head.target_hidden_size}, this target's is {n_embd_t}"
         )
-    bad = [lid for lid in head.target_layers if not 0 <= lid <= n_layer_t]
-    if bad:
-        raise IncompatibleModelsError(
-            f"{where}: the head reads target layer {bad[0]}, the target has {n_layer_t} layers"
-        )
-    if n_layer_t in head.target_layers and target.architecture not in LAST_STATE_ARCHS:
-        raise IncompatibleModelsError(
-            f"{where}: the head reads target layer {n_layer_t} (the last layer's output), which "
-            f"this libllama does not hand over for a {target.architecture} target"
-        )
-    n_vocab_t = target.vocab.n_vocab
-    if head_info.vocab.n_vocab != n_vocab_t:
-        raise IncompatibleModelsError(
-            f"{where}: the head's vocabulary has {head_info.vocab.n_vocab} tokens, the "
-            f"target's {n_vocab_t}"
-        )
+    check_heard_layers(where, head.target_layers, target)
+    n_vocab_t = check_vocab_size(where, head_info, "the head", target)
     borrows = head.borrows
     if borrows and head.n_embd != n_embd_t:
         raise IncompatibleModelsError(
@@ -289,11 +265,5 @@ def check_eagle3_pair(head_info: GGUFInfo, target: GGUFInfo) -> Eagle3Head:
             f"{where}: the head's d2t maps {head.n_draft_vocab} draft tokens but it borrows "
             f"the target's lm_head of {n_vocab_t}"
         )
-    d2t = read_d2t(head_info)
-    if d2t is not None and d2t.size and (int(d2t.min()) < 0 or int(d2t.max()) >= n_vocab_t):
-        worst = int(d2t.max()) if int(d2t.max()) >= n_vocab_t else int(d2t.min())
-        raise IncompatibleModelsError(
-            f"{where}: the head's d2t maps a draft token to target id {worst}, outside the "
-            f"target's vocabulary of {n_vocab_t}"
-        )
+    check_d2t_targets(where, head_info, WHAT, n_vocab_t)
     return head

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specgguf.backend.compat import check_compatible, require_compatible
+from specgguf.backend.dflash_info import DflashHead, check_dflash_pair, is_dflash
 from specgguf.backend.eagle3_info import (
     Eagle3Head,
     check_eagle3_pair,
@@ -33,6 +34,8 @@ class Preflight:
     cross_vocab: bool = False
     #: the draft is an EAGLE-3 head, checked against the target (specgguf.backend.eagle3_info)
     eagle3: Eagle3Head | None = None
+    #: the draft is a DFlash or DSpark drafter, checked against the target (dflash_info)
+    dflash: DflashHead | None = None
     #: the draft is a separate MTP drafter, checked against the target (mtp_info)
     mtp_drafter: MtpDrafterFile | None = None
 
@@ -41,15 +44,18 @@ def preflight(target: Path, draft: Path | None, *, strict_vocab: bool = False) -
     """Read both headers; an incompatible pair is refused (exit 4) only with `strict_vocab`
     (--spec-vocab-strict, llama.cpp's rule), else it is marked for cross-vocabulary drafting.
     A draft that is an EAGLE-3 head is checked against the target instead (exit 3 or 4, see
-    specgguf.backend.eagle3_info): it drafts in the target's own vocabulary; so is a separate
-    MTP drafter (exit 4, specgguf.backend.mtp_info). A drafter head given as the target is
-    refused first (exit 3: it belongs after -md)."""
+    specgguf.backend.eagle3_info): it drafts in the target's own vocabulary; so are a DFlash
+    or DSpark drafter (specgguf.backend.dflash_info) and a separate MTP drafter (exit 4,
+    specgguf.backend.mtp_info). A drafter head given as the target is refused first (exit 3:
+    it belongs after -md)."""
     t = read_gguf_info(target)
     check_target_role(t)
     d = read_gguf_info(draft) if draft is not None else None
     cross = False
     if d is not None and is_eagle3(d):
         return Preflight(t, d, eagle3=check_eagle3_pair(d, t))
+    if d is not None and is_dflash(d):
+        return Preflight(t, d, dflash=check_dflash_pair(d, t))
     if d is not None and is_mtp_drafter(d):
         return Preflight(t, d, mtp_drafter=check_mtp_drafter_pair(d, t))
     if d is not None:
@@ -61,10 +67,13 @@ def preflight(target: Path, draft: Path | None, *, strict_vocab: bool = False) -
 
 
 def draft_kind(draft: GGUFInfo, target: GGUFInfo) -> str:
-    """What `check` says a -md file is: an EAGLE-3 head or a separate MTP drafter described
-    once checked against the target as `run` checks it (exit 3 or 4), else "draft model"."""
+    """What `check` says a -md file is: an EAGLE-3 head, a DFlash or DSpark drafter or a
+    separate MTP drafter described once checked against the target as `run` checks it (exit
+    3 or 4), else "draft model"."""
     if is_eagle3(draft):
         return check_eagle3_pair(draft, target).describe()
+    if is_dflash(draft):
+        return check_dflash_pair(draft, target).describe()
     if is_mtp_drafter(draft):
         return check_mtp_drafter_pair(draft, target).describe()
     return "draft model"

@@ -13,7 +13,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from specgguf.backend import devices, eagle3_head, engine, memory_budget, memory_caps
+from specgguf.backend import (
+    devices,
+    dflash_head,
+    eagle3_head,
+    engine,
+    memory_budget,
+    memory_caps,
+)
 from specgguf.backend.batched import BatchedContext, SequenceView
 from specgguf.backend.checkpoints import ModelContext, with_rollback
 from specgguf.backend.eagle3_info import check_draft_role
@@ -151,6 +158,8 @@ class Session:
             require_mtp(self.info.target)  # no usable NextN layer: exit 4, nothing loaded
         if self.info.eagle3 is not None:  # the head's calls, before any weight is read
             require_ext(eagle3_head.FEATURE)
+        if self.info.dflash is not None:
+            require_ext(f"--spec-type {self.info.dflash.spec_type}")
         #: the draft drafts through text (another vocabulary); the caller prints the notice
         self.cross_vocab = self.info.cross_vocab
         self.load = load
@@ -191,7 +200,8 @@ class Session:
                     repack=load.repack,
                     devices=placed.draft,
                 )
-        #: the draft model (draft-simple) or EAGLE-3 head (draft-eagle3) of -md
+        #: the draft model (draft-simple), EAGLE-3 head (draft-eagle3) or block drafter
+        #: (draft-dflash, draft-dspark) of -md
         self.draft_model: engine.Model | None = None if assistant else md
         #: a separate MTP drafter's model (-md for draft-mtp; None: the target's own layers)
         self.mtp_model: engine.Model | None = md if assistant else None
@@ -309,9 +319,9 @@ class Session:
 
     def _rollback_capable(self, ctx: engine.Context, role: str) -> ModelContext:
         """`ctx` probed and, where needed, wrapped; a memory that cannot forget anything
-        refuses speculation in one line. An EAGLE-3 head rolls itself back with the target
-        (specgguf.backend.eagle3_head) and is returned as it is."""
-        if isinstance(ctx, eagle3_head.Eagle3Context):
+        refuses speculation in one line. An EAGLE-3 head or a block drafter rolls itself back
+        with the target (specgguf.backend.eagle3_head, dflash_head) and is returned as it is."""
+        if isinstance(ctx, (eagle3_head.Eagle3Context, dflash_head.DflashContext)):
             return ctx  # type: ignore[return-value]
         draft = role == "draft"
         keep = self.spec.n_max + 1 if draft else 1
@@ -331,9 +341,9 @@ class Session:
         """Whether every loaded model can drop the tail of one sequence of a shared context
         (an attention KV cache can; a recurrent or hybrid memory cannot), read from the
         architecture as `check` reads it: what -np > 1 needs to decode the slots as sequences
-        of one context, in shared passes. An EAGLE-3 head hears its own slot's target
-        passes, so its slots get contexts of their own too."""
-        if self.info.eagle3 is not None:
+        of one context, in shared passes. An EAGLE-3 head or a block drafter hears its own
+        slot's target passes, so its slots get contexts of their own too."""
+        if self.info.eagle3 is not None or self.info.dflash is not None:
             return False
         infos = [self.info.target] + ([self.info.draft] if self.draft_model is not None else [])
         removal = memory_caps.expected_removal
@@ -356,16 +366,21 @@ class Session:
         if self.draft_model is not None:
             try:
                 params = self._params(target.n_ctx, draft=True)
-                head = self.info.eagle3
-                draft_ctx = (
-                    engine.Context(self.draft_model, self._branching(params, draft=True))
-                    if head is None
-                    else eagle3_head.Eagle3Context(self.draft_model, target, params, head)
-                )
+                draft_ctx = self._draft_context(target, params)
             except BaseException:
                 target.close()
                 raise
         return target, draft_ctx
+
+    def _draft_context(self, target: engine.Context, params: engine.ContextParams):  # noqa: ANN202
+        """The -md file's context beside `target`: a draft model's own, or a head's over the
+        target's (an EAGLE-3 head, a DFlash or DSpark drafter)."""
+        assert self.draft_model is not None
+        if self.info.eagle3 is not None:
+            return eagle3_head.Eagle3Context(self.draft_model, target, params, self.info.eagle3)
+        if self.info.dflash is not None:
+            return dflash_head.DflashContext(self.draft_model, target, params, self.info.dflash)
+        return engine.Context(self.draft_model, self._branching(params, draft=True))
 
     @property
     def slots(self) -> list[Slot]:
@@ -473,6 +488,7 @@ class Session:
             constraint=constraint,
             mtp=slot.mtp,
             head=draft_ctx if self.info.eagle3 is not None else None,
+            block_head=draft_ctx if self.info.dflash is not None else None,
             views=self.text_views if spec.text_views else None,
             tree=spec.tree,
             suffix_corpus=self.suffix_corpus(spec, namespace) if "suffix" in spec.types else None,
@@ -544,8 +560,17 @@ class Session:
             self.target,
             self.draft_ctx,
             self.draft_tokens(list(tokens)) if cross else None,
-            "draft-eagle3" if self.info.eagle3 is not None else "draft-simple",
+            self.draft_type,
         )
+
+    @property
+    def draft_type(self) -> str:
+        """The --spec-type the -md file drafts as (what its measured step is stored as)."""
+        if self.info.eagle3 is not None:
+            return "draft-eagle3"
+        if self.info.dflash is not None:
+            return self.info.dflash.spec_type
+        return "draft-simple"
 
     def close(self) -> None:
         for slot in getattr(self, "extra_slots", []):

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from specgguf.core.draft import Drafter
     from specgguf.core.sampling import PositionRandom, SamplerParams
     from specgguf.drafters.cross_vocab import Vocabulary
+    from specgguf.drafters.dflash import BlockHead
     from specgguf.drafters.draft_steps import DraftRules
     from specgguf.drafters.eagle3 import HiddenStateHead
     from specgguf.drafters.grammar_draft import GrammarDraftSource
@@ -79,6 +80,9 @@ class BuildContext:
     mtp: HeadState | None = None
     #: the slot's EAGLE-3 head over its target context, for draft-eagle3
     head: HiddenStateHead | None = None
+    #: the slot's DFlash or DSpark drafter over its target context, for draft-dflash and
+    #: draft-dspark
+    block_head: BlockHead | None = None
     #: a prompt's escape-aware views in the target's tokens (specgguf.drafters.text_views),
     #: read by the types whose row says `reads_views`; None: the prompt alone
     views: TextViews | None = None
@@ -270,6 +274,22 @@ def _draft_eagle3(_: None, ctx: BuildContext) -> Drafter:
     return Eagle3Drafter(ctx.head, ctx.draft_rules(), reuse_prefix=ctx.reuse_prefix)
 
 
+def _block_drafter(dspark: bool) -> Builder:
+    """draft-dflash's or draft-dspark's builder: over the slot's block drafter, with the
+    generation's sampler and draft lengths."""
+
+    def build(_: None, ctx: BuildContext) -> Drafter:
+        if ctx.block_head is None or ctx.sampler is None:
+            raise ValueError("a block drafter is built over a loaded head (block_head, sampler)")
+        from specgguf.drafters.dflash import BlockDrafter
+
+        return BlockDrafter(
+            ctx.block_head, ctx.draft_rules(), dspark=dspark, reuse_prefix=ctx.reuse_prefix
+        )
+
+    return build
+
+
 def _draft_mtp(_: None, ctx: BuildContext) -> Drafter:
     """Over the target's own NextN layer (an MTP context over the loaded target)."""
     if ctx.mtp is None or ctx.sampler is None:
@@ -296,8 +316,8 @@ def _grammar(_: None, ctx: BuildContext) -> Drafter:
 #: the n-gram types; draft-eagle3 drafts with an EAGLE-3 head (-md) that hears
 #: three of the target's layers, draft-mtp with the target's own NextN layer (an MTP context
 #: over the loaded target, no -md) or a separate MTP drafter file (-md, an MTP context over
-#: it that reads the target's cache); the rows marked `unsupported` need model files and hidden
-#: states llama-cpp-python 0.3.36 does not hand over
+#: it that reads the target's cache), draft-dflash and draft-dspark with a block drafter (-md)
+#: that hears the target's layers and drafts a whole block in one pass
 REGISTRY: tuple[SpecType, ...] = (
     SpecType("grammar", _grammar, free=True, per_sequence=True),
     SpecType("ngram-simple", _ngram_simple, NgramSimpleParams, free=True, reads_views="apart"),
@@ -309,18 +329,8 @@ REGISTRY: tuple[SpecType, ...] = (
     SpecType("draft-simple", _draft_simple, needs_model=True),
     SpecType("draft-eagle3", _draft_eagle3, needs_model=True),
     SpecType("draft-mtp", _draft_mtp, per_sequence=True, drafts_to_n_max=True),
-    SpecType(
-        "draft-dflash",
-        None,
-        needs_model=True,
-        unsupported="a DFlash draft GGUF fed with the target's hidden states",
-    ),
-    SpecType(
-        "draft-dspark",
-        None,
-        needs_model=True,
-        unsupported="a DSpark draft GGUF fed with the target's hidden states",
-    ),
+    SpecType("draft-dflash", _block_drafter(False), needs_model=True),
+    SpecType("draft-dspark", _block_drafter(True), needs_model=True),
 )
 
 #: every n-gram type's params class, derived from the rows (a new type's class joins by its row)

@@ -20,8 +20,9 @@ def default_spec_types(
 ) -> list[str]:
     """What no --spec-type means. With a fixed draft length: llama.cpp's meaning (nothing),
     except that a draft model (-md) selects the type its file makes it (`draft_type`:
-    draft-simple for a model, draft-eagle3 for an EAGLE-3 head, draft-mtp for a separate MTP
-    drafter such as a Gemma-4 assistant; llama.cpp would ignore a plain -md and print a
+    draft-simple for a model, draft-eagle3 for an EAGLE-3 head, draft-dflash or draft-dspark
+    for a DFlash or DSpark drafter, draft-mtp for a separate MTP drafter such as a Gemma-4
+    assistant; llama.cpp would ignore a plain -md and print a
     failure; we take the friendlier default and say so in --help). Under auto the free n-gram
     drafters join, in priority order, since auto only uses them where they pay."""
     chosen = list(AUTO_DEFAULT_NGRAM) if auto else []

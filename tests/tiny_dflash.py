@@ -1,0 +1,151 @@
+"""Tiny DFlash (and DSpark) drafter GGUFs (architecture "dflash") over the tiny llama targets.
+
+A DFlash drafter is a small stack of decoder layers that proposes a whole block in one pass:
+its KV cache holds, at every target position, K and V projected from the target's hidden
+states there (the inputs of the target layers it reads, concatenated, fused by `fc` and
+`enc.output_norm`); a pass over [the last token, mask, mask, ...] at the next positions,
+with attention over that cache and (non-causally) over the block, gives the draft logits of
+every mask position at once. Without its own `token_embd` / `output` it borrows the target's
+through the target's context; `d2t` maps a smaller draft vocabulary to absolute target ids.
+A DSpark drafter adds a Markov head (`markov_w1`, `markov_w2`) that biases each position's
+logits by the previous position's choice, and optionally a confidence head (`conf_proj`).
+
+Shapes below are numpy's (n_out, n_in), the reverse of ggml's ne order that llama.cpp's loader
+names; keys and tensor names are those llama.cpp's dflash loader reads. Weights are random
+(seeded): such a head rarely agrees with the target, which is what the plumbing tests want;
+equality with plain decoding never depends on agreement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from tests.tiny_eagle3 import HEAD_TARGET_LAYERS, TARGET_EMBD, copy_tokenizer
+from tests.tiny_models import N_VOCAB, write_file, write_tokenizer
+
+#: the mask token of the tiny heads: a byte token the tiny targets rarely emit
+MASK_TOKEN = 200
+
+
+def build_dflash_head(
+    path: str | Path,
+    *,
+    seed: int = 11,
+    target_layers: Sequence[int] = HEAD_TARGET_LAYERS,
+    n_embd: int = TARGET_EMBD,
+    n_layer: int = 2,
+    n_head: int = 4,
+    n_head_kv: int = 2,
+    n_ff: int = 128,
+    block_size: int = 8,
+    mask_token: int | None = MASK_TOKEN,
+    own_output: bool = True,
+    own_token_embd: bool = False,
+    d2t: Sequence[int] | None = None,
+    markov_rank: int = 0,
+    confidence: bool = False,
+    sample_from_anchor: bool | None = None,
+    causal: bool | None = None,
+    omit: Sequence[str] = (),
+    extra: dict[str, np.ndarray] | None = None,
+    gain: float = 1.0,
+    tokenizer_from: str | Path | None = None,
+    f16: bool = False,
+) -> Path:
+    """Write a DFlash drafter GGUF and return its path.
+
+    `d2t`: a draft vocabulary of len(d2t) tokens mapped to these target ids (the head's own
+    `output` then has len(d2t) rows). `markov_rank` > 0 adds DSpark's Markov head (and with
+    `confidence` its confidence head); `sample_from_anchor` and `causal` write those keys when
+    given. `omit`: tensor names left out (a head lacking tensors); `extra`: tensors added (a
+    DFlash2 selector). `tokenizer_from`: a real target GGUF whose tokenizer the head carries
+    (as llama.cpp's converter copies the target's). `f16`: matrices in F16, norms in F32.
+    """
+    import gguf
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    head_dim = n_embd // n_head
+    n_kv = n_head_kv * head_dim
+    n_vocab = N_VOCAB
+    reader = None
+    if tokenizer_from is not None:
+        reader = gguf.GGUFReader(str(tokenizer_from))
+        n_vocab = len(reader.fields["tokenizer.ggml.tokens"].contents())
+    n_draft_vocab = len(d2t) if d2t is not None else n_vocab
+
+    def g(shape: tuple[int, ...], fan_in: int) -> np.ndarray:
+        return (rng.standard_normal(shape) * gain / np.sqrt(fan_in)).astype(np.float32)
+
+    ones = np.ones(n_embd, dtype=np.float32)
+    enc_in = len(target_layers) * n_embd
+    w: dict[str, np.ndarray] = {
+        "fc.weight": g((n_embd, enc_in), enc_in),
+        "enc.output_norm.weight": ones.copy(),
+        "output_norm.weight": ones.copy(),
+    }
+    for i in range(n_layer):
+        w |= {
+            f"blk.{i}.attn_norm.weight": ones.copy(),
+            f"blk.{i}.attn_q.weight": g((n_head * head_dim, n_embd), n_embd),
+            f"blk.{i}.attn_k.weight": g((n_kv, n_embd), n_embd),
+            f"blk.{i}.attn_v.weight": g((n_kv, n_embd), n_embd),
+            f"blk.{i}.attn_output.weight": g((n_embd, n_head * head_dim), n_head * head_dim),
+            f"blk.{i}.attn_q_norm.weight": np.ones(head_dim, dtype=np.float32),
+            f"blk.{i}.attn_k_norm.weight": np.ones(head_dim, dtype=np.float32),
+            f"blk.{i}.ffn_norm.weight": ones.copy(),
+            f"blk.{i}.ffn_gate.weight": g((n_ff, n_embd), n_embd),
+            f"blk.{i}.ffn_up.weight": g((n_ff, n_embd), n_embd),
+            f"blk.{i}.ffn_down.weight": g((n_embd, n_ff), n_ff),
+        }
+    if own_output:
+        w["output.weight"] = g((n_draft_vocab, n_embd), n_embd) * 4.0
+    if own_token_embd:
+        w["token_embd.weight"] = rng.standard_normal((n_vocab, n_embd)).astype(np.float32)
+    if markov_rank:
+        w["markov_w1.weight"] = g((n_vocab, markov_rank), 1)
+        w["markov_w2.weight"] = g((n_draft_vocab, markov_rank), markov_rank) * 4.0
+        if confidence:
+            w["conf_proj.weight"] = g((1, n_embd + markov_rank), n_embd + markov_rank)
+            w["conf_proj.bias"] = np.zeros(1, dtype=np.float32)
+    w |= extra or {}
+
+    writer = gguf.GGUFWriter(path, arch="dflash")
+    writer.add_name(f"tiny-dflash-seed{seed}")
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if f16 else gguf.LlamaFileType.ALL_F32)
+    writer.add_context_length(2048)
+    writer.add_embedding_length(n_embd)
+    writer.add_block_count(n_layer)
+    writer.add_feed_forward_length(n_ff)
+    writer.add_head_count(n_head)
+    writer.add_head_count_kv(n_head_kv)
+    writer.add_rope_dimension_count(head_dim)
+    writer.add_rope_freq_base(10000.0)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_vocab_size(n_vocab)
+    writer.add_uint32("dflash.block_size", block_size)
+    writer.add_array("dflash.target_layers", [int(x) for x in target_layers])
+    if sample_from_anchor is not None:
+        writer.add_bool("dflash.sample_from_anchor", sample_from_anchor)
+    if causal is not None:
+        writer.add_bool("dflash.attention.causal", causal)
+    if markov_rank:
+        writer.add_bool("dflash.has_confidence_head", confidence)
+    if reader is None:
+        write_tokenizer(writer, "bytes", None)
+    else:
+        copy_tokenizer(reader, writer)
+    if mask_token is not None:
+        writer.add_uint32("tokenizer.ggml.mask_token_id", mask_token)
+    for name, value in w.items():
+        if name not in omit:
+            dtype = np.float16 if f16 and value.ndim == 2 and value.shape[0] > 1 else np.float32
+            writer.add_tensor(name, np.ascontiguousarray(value, dtype=dtype))
+    if d2t is not None and "d2t" not in omit:
+        writer.add_tensor("d2t", np.asarray(d2t, dtype=np.int64))
+    write_file(writer)
+    return path
