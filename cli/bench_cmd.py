@@ -50,6 +50,12 @@ SweepSizeM = typer.Option(
     help=f"Run every configuration that uses {o.one_of(list(SIZE_M_TYPES))} once per size_m "
     "in this comma list (e.g. 8,16,32,48): how long their drafts may be.",
 )
+SweepTree = typer.Option(
+    None,
+    "--sweep-tree",
+    help="Run every draft-simple configuration once per tree shape in this comma list: K "
+    "(--spec-tree-topk K) or KxN (with --spec-tree-nodes N); 1 is the chain, e.g. 1,2,3x10.",
+)
 NPredict = typer.Option(
     128, "-n", "--n-predict", help="Tokens to generate per run (bench default: 128)."
 )
@@ -114,6 +120,7 @@ def bench(
     no_auto_profile: bool = o.NoAutoProfile,
     sweep_n_max: str | None = SweepNMax,
     sweep_size_m: str | None = SweepSizeM,
+    sweep_tree: str | None = SweepTree,
     flags: o.SessionFlags = None,  # every flag of o.SESSION_FLAGS and the n-gram options
     n_predict: int = NPredict,
     prompt: str | None = BenchPrompt,
@@ -146,10 +153,12 @@ def bench(
         parse_configs,
         parse_n_max_list,
         parse_size_m_list,
+        parse_tree_list,
         recommend,
         run_bench,
         to_json,
         total_steps,
+        tree_room,
     )
     from specgguf.core.sampling import SamplerParams
     from specgguf.drafters.registry import PRIORITY, needs_draft_model
@@ -172,12 +181,14 @@ def bench(
     default_pair = flags.model is None
     model, model_draft = o.resolve_models(flags.model, flags.model_draft)
     size_m_values = parse_size_m_list(sweep_size_m) if sweep_size_m is not None else []
+    tree_values = parse_tree_list(sweep_tree) if sweep_tree is not None else []
     configs = parse_configs(
         spec_type,
         n_max_values,
         have_draft_model=model_draft is not None,
         size_m_values=size_m_values,
         draft_type=o.draft_type_for(model_draft),
+        tree_values=tree_values,
     )
     classes = [c for v in (prompt_class or []) for c in v.split(",")]
     prompts = load_prompts(prompt, file, classes, per_class)
@@ -188,7 +199,9 @@ def bench(
 
     all_types = sorted({t for c in configs for t in c.types}, key=PRIORITY.index)
     # n_max 3: each configuration sets its own draft length per run
-    session = flags.open_session(model, model_draft, all_types, 3)
+    session = flags.open_session(
+        model, model_draft, all_types, 3, tree_room=tree_room(configs, flags.tree_shape)
+    )
     if not quiet:
         for warning in session.warnings:
             print(f"warning: {warning}", file=sys.stderr)

@@ -19,7 +19,7 @@ import typer
 from specgguf_cli import grammar_flags as gf
 
 from specgguf.backend.ggml_types import FLASH_ATTN, KV_CACHE_TYPES
-from specgguf.core.tree import CHAIN, NODES_MAX, TOPK_MAX, TreeShape
+from specgguf.core.tree import AUTO_TREE, CHAIN, NODES_MAX, TOPK_MAX, TreeShape
 from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP, DRAFT_SAMPLING_MODES, N_MAX_LIMIT
 from specgguf.drafters.registry import REGISTRY
 from specgguf.drafters.spec_types import AUTO_DEFAULT_NGRAM
@@ -110,11 +110,14 @@ PSplit = typer.Option(
     "of the tree where the draft gives it at least this probability.",
 )
 TreeTopk = typer.Option(
-    CHAIN.topk,
+    None,
     "--spec-tree-topk",
     envvar="LLAMA_ARG_SPEC_TREE_TOPK",
     help=f"Draft a tree: up to K children per node and K branches per depth (1..{TOPK_MAX}; "
-    "SGLang's --speculative-eagle-topk), verified in one target pass. 1: chains.",
+    "SGLang's --speculative-eagle-topk), verified in one target pass. 1: chains. Default: "
+    f"chains with a fixed --spec-draft-n-max; under auto, up to {AUTO_TREE.topk} (with "
+    f"{AUTO_TREE.nodes} nodes), auto drafting a tree only in rounds where trees measure "
+    "faster than chains.",
 )
 TreeNodes = typer.Option(
     CHAIN.nodes,
@@ -308,14 +311,17 @@ def validate(
     draft_sampling: str,
     batch: int,
     seed: int | None = None,
-    tree_topk: int = CHAIN.topk,
+    tree_topk: int | None = None,
     tree_nodes: int = CHAIN.nodes,
 ) -> None:
     checks = [
         (0 <= n_min <= N_MAX_LIMIT, f"--spec-draft-n-min: {n_min} (must be 0..{N_MAX_LIMIT})"),
         (0.0 <= p_min <= 1.0, f"--spec-draft-p-min: {p_min} (must be in [0, 1])"),
         (0.0 <= p_split <= 1.0, f"--spec-draft-p-split: {p_split} (must be in [0, 1])"),
-        (1 <= tree_topk <= TOPK_MAX, f"--spec-tree-topk: {tree_topk} (must be 1..{TOPK_MAX})"),
+        (
+            tree_topk is None or 1 <= tree_topk <= TOPK_MAX,
+            f"--spec-tree-topk: {tree_topk} (must be 1..{TOPK_MAX})",
+        ),
         (
             0 <= tree_nodes <= NODES_MAX,
             f"--spec-tree-nodes: {tree_nodes} (must be 0..{NODES_MAX})",
@@ -486,7 +492,7 @@ SESSION_FLAGS: tuple[SharedFlag, ...] = (
     SharedFlag("spec_draft_n_min", NMin, int),
     SharedFlag("spec_draft_p_min", PMin, float),
     SharedFlag("spec_draft_p_split", PSplit, float),
-    SharedFlag("spec_tree_topk", TreeTopk, int),
+    SharedFlag("spec_tree_topk", TreeTopk, int | None),
     SharedFlag("spec_tree_nodes", TreeNodes, int),
     SharedFlag("spec_draft_sampling", DraftSampling, str),
     SharedFlag("n_gpu_layers", NGL, str, "n_gpu_layers"),
@@ -554,9 +560,11 @@ class SessionFlags:
 
     @property
     def tree_shape(self) -> TreeShape:
-        """--spec-tree-topk, --spec-tree-nodes and --spec-draft-p-split as one shape."""
+        """--spec-tree-topk, --spec-tree-nodes and --spec-draft-p-split as one shape (topk 0:
+        not given, resolved by the mode: TreeShape.resolved)."""
         g = self.given
-        return TreeShape(g["spec_tree_topk"], g["spec_tree_nodes"], g["spec_draft_p_split"])
+        topk = g["spec_tree_topk"]
+        return TreeShape(topk or 0, g["spec_tree_nodes"], g["spec_draft_p_split"])
 
     def check(
         self,
@@ -622,8 +630,11 @@ class SessionFlags:
         n_max: int | None,
         *,
         parallel: int = 1,
+        tree_room: TreeShape | None = None,
     ):
-        """Load the pair (imports llama_cpp) for `types` at draft length `n_max` (None: auto)."""
+        """Load the pair (imports llama_cpp) for `types` at draft length `n_max` (None: auto);
+        `tree_room`: the widest tree its contexts must hold, when wider than the flags' (bench's
+        --sweep-tree)."""
         from specgguf.backend.session import Session
         from specgguf.generator import spec_options
 
@@ -639,6 +650,7 @@ class SessionFlags:
                 ngram=self.ngram,
                 text_views=not g["no_spec_text_views"],
                 tree=self.tree_shape,
+                tree_room=tree_room,
             ),
             parallel=parallel,
         )

@@ -46,11 +46,14 @@ from specgguf.auto.cost_model import (
     in_shared_pass,
     needed_acceptance,
     speedups,
+    tree_ceiling,
     worth_continuing,
 )
 from specgguf.auto.probes import ProbeScheduler
 from specgguf.auto.profile import AcceptanceMemory, CostProfile
+from specgguf.auto.tree_choice import TreeChoice
 from specgguf.core.draft import Drafter, DraftGate
+from specgguf.core.tree import first_chain
 from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP
 
 #: the widest verify pass auto models. Free drafters (n-gram lookups) propose up to their own
@@ -95,6 +98,21 @@ class _Plan:
     k: int  # budget for this drafter this round
     speedup: float  # what the model expects of it
     probe: bool
+
+
+def _first_chain_outcome(rnd: Any) -> tuple[int, int]:
+    """(proposals, accepted) of a round's chain; for a tree round, of its first chain (the
+    drafter's own best guesses: what its per-position acceptance measures, a branch kept
+    elsewhere in the tree being the tree's gain, not the chain's)."""
+    if getattr(rnd, "parents", None) is None:
+        return len(rnd.proposed), int(rnd.n_accepted)
+    chain = first_chain(rnd.parents)
+    kept = 0
+    for node, on_chain in zip(rnd.path, chain, strict=False):
+        if node != on_chain:
+            break
+        kept += 1
+    return len(chain), kept
 
 
 class AdaptivePolicy:
@@ -181,6 +199,9 @@ class AdaptivePolicy:
         #: learned from the rounds it verified alone (the others' wait is in a shared round's
         #: times)
         self.shared_pass: SharedPass | None = None
+        #: chain or tree, per drafter whose shape branches (measured rates, the cost model's
+        #: veto first)
+        self.trees = TreeChoice()
 
     # -- attaching, sequences, the machine profile ------------------------------------------
 
@@ -628,6 +649,20 @@ class AdaptivePolicy:
         finally:
             self.overhead_ms += (time.perf_counter() - t0) * 1e3
 
+    def allows_tree(self, name: str) -> bool:
+        """Whether `name`, whose shape branches, may grow a tree this round: never where the
+        cost model says no tree of its shape can beat this round's chain
+        (cost_model.tree_ceiling), never on a probe (it measures a chain's width); else as
+        the measured rates of its chain and tree rounds say (TreeChoice)."""
+        m = self._drafters.get(name)
+        plan = self._plans.get(name)
+        shape = getattr(m.source, "tree", None) if m is not None else None
+        if shape is None or not shape.branches or plan is None or plan.k <= 0 or plan.probe:
+            return False
+        nodes = shape.node_cap(plan.k)
+        ceiling = tree_ceiling(self.costs(name), self.acceptance(name), plan.k, nodes)
+        return self.trees.wants_tree(name, can_pay=ceiling > 1.0 + self.margin)
+
     def gate(self, name: str) -> DraftGate:
         """The per-token question for model drafter `name` this round."""
         return partial(self.continue_drafting, name)
@@ -711,10 +746,15 @@ class AdaptivePolicy:
             self.accept.add_attempt(name, empty=empty)
         if k == 0 or not rnd.drafter:
             return
+        m = self._drafters.get(rnd.drafter)
+        shape = getattr(m.source, "tree", None) if m is not None else None
+        if shape is not None and shape.branches:
+            self.trees.observe(
+                rnd.drafter, tree=rnd.parents is not None, tokens=len(rnd.emitted), ms=spent
+            )
+        k, n_acc = _first_chain_outcome(rnd)
         st = rounds.get(rnd.drafter)
-        self.accept.add_round(
-            rnd.drafter, k, int(rnd.n_accepted), st.confidences if st is not None else ()
-        )
+        self.accept.add_round(rnd.drafter, k, n_acc, st.confidences if st is not None else ())
 
     def _learn_draft_timing(self, base: float | None, *, learn: bool = True) -> set[str]:
         """Draft costs from the model drafters' own timing of their last proposal.

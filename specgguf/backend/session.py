@@ -97,8 +97,17 @@ class SpecOptions:
     #: it inside a JSON string (a tool call's arguments), and the other way round
     text_views: bool = True
     #: how wide a tree a drafter may propose each round (specgguf.core.tree.TreeShape:
-    #: --spec-tree-topk, --spec-tree-nodes, --spec-draft-p-split); CHAIN: chains only
+    #: --spec-tree-topk, --spec-tree-nodes, --spec-draft-p-split); CHAIN: chains only,
+    #: UNSET: as the flags' defaults (TreeShape.resolved)
     tree: TreeShape = CHAIN
+    #: the widest tree the session's contexts must hold (bench: every configuration's), as
+    #: (the most branches at once, the most nodes verified); None: this spec's own
+    tree_room: TreeShape | None = None
+
+    @property
+    def tree_shape(self) -> TreeShape:
+        """The shape this spec drafts with (`tree` resolved for auto or a fixed n_max)."""
+        return self.tree.resolved(adaptive=self.adaptive)
 
 
 @dataclass
@@ -283,10 +292,12 @@ class Session:
         """`params` with the sequences a tree round needs (a slot's own contexts only): the
         target's, one per leaf of the widest tree verified; the draft's, one per branch it
         grows at once (--spec-tree-topk). Chains: one."""
-        shape = self.spec.tree
+        room = self.spec.tree_room
+        shape = room or self.spec.tree_shape
         if not shape.branches:
             return params
-        n_seq = shape.topk if draft else shape.node_cap(self.spec.n_max)
+        leaves = room.nodes if room is not None else shape.node_cap(self.spec.n_max)
+        n_seq = shape.topk if draft else leaves
         return replace(params, n_seq_max=max(1, min(n_seq, NODES_MAX)))
 
     def _contexts(self, n_ctx: int) -> tuple[ModelContext, ModelContext | None]:
@@ -490,7 +501,7 @@ class Session:
             head=draft_ctx if self.info.eagle3 is not None else None,
             block_head=draft_ctx if self.info.dflash is not None else None,
             views=self.text_views if spec.text_views else None,
-            tree=spec.tree,
+            tree=spec.tree_shape,
             suffix_corpus=self.suffix_corpus(spec, namespace) if "suffix" in spec.types else None,
         )
         out: list[Drafter] = []

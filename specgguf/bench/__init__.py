@@ -32,8 +32,14 @@ from typing import TYPE_CHECKING, Any
 
 from specgguf.auto.policy import MAX_WIDTH
 from specgguf.auto.profile import CostProfile
-from specgguf.bench.axes import AXES, parse_n_max_list, parse_size_m_list, with_size_m
-from specgguf.bench.configs import CONTROL, PLAIN, BenchConfig, parse_configs
+from specgguf.bench.axes import (
+    AXES,
+    parse_n_max_list,
+    parse_size_m_list,
+    parse_tree_list,
+    with_size_m,
+)
+from specgguf.bench.configs import CONTROL, PLAIN, BenchConfig, parse_configs, tree_room
 from specgguf.bench.costs import (
     PASS_GRID,
     CostCurve,
@@ -67,8 +73,8 @@ __all__ = [
     "CostCurve", "CostSamples", "Recommendation", "RunResult", "Spread", "_merge_auto",
     "command_line", "conditional_acceptance", "gen_params", "load_prompts", "machine_profile",
     "measure_cost_curve", "model_view", "parse_configs", "parse_n_max_list",
-    "parse_prompt_lines", "parse_size_m_list", "recommend", "run_bench", "run_one",
-    "save_costs", "summarize", "to_json", "total_steps", "with_size_m",
+    "parse_prompt_lines", "parse_size_m_list", "parse_tree_list", "recommend", "run_bench",
+    "run_one", "save_costs", "summarize", "to_json", "total_steps", "tree_room", "with_size_m",
 ]  # fmt: skip
 
 

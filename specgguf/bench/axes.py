@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from specgguf.core.tree import NODES_MAX, TOPK_MAX, TreeShape
 from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP, N_MAX_LIMIT, in_range
 from specgguf.drafters.ngram_options import NGRAM_FLAGS, SIZE_M_TYPES
 from specgguf.errors import UsageError
@@ -82,6 +83,46 @@ def parse_size_m_list(value: str, what: str = "--sweep-size-m") -> list[int]:
     return out
 
 
+def parse_tree_list(value: str, what: str = "--sweep-tree") -> list[tuple[int, int]]:
+    """ "1,2,3x10" -> [(1, 0), (2, 0), (3, 10)]: tree shapes as (topk, nodes), nodes 0 for
+    depth x topk, each within --spec-tree-topk's and --spec-tree-nodes' ranges."""
+    out: list[tuple[int, int]] = []
+    for raw in value.split(","):
+        item = raw.strip().lower()
+        if not item:
+            continue
+        k_text, _, n_text = item.partition("x")
+        try:
+            k, n = int(k_text), int(n_text) if n_text else 0
+        except ValueError:
+            k = n = -1
+        if not (1 <= k <= TOPK_MAX and 0 <= n <= NODES_MAX):
+            raise UsageError(
+                f"invalid value for {what}: {raw.strip()!r} (expected K or KxN, K 1..{TOPK_MAX}"
+                f", N 0..{NODES_MAX})"
+            )
+        out.append((k, n))
+    if not out:
+        raise UsageError(f"invalid value for {what}: {value!r} (empty)")
+    return list(dict.fromkeys(out))
+
+
+def _tree_label(shape: tuple[int, int]) -> str:
+    k, n = shape
+    return "chain" if k == 1 else f"tree={k}x{n}" if n else f"tree={k}"
+
+
+def _tree_flags(_cfg: Any, shape: tuple[int, int]) -> list[str]:
+    k, n = shape
+    return ["--spec-tree-topk", str(k), *(["--spec-tree-nodes", str(n)] if n else [])]
+
+
+def _tree_spec(spec: Any, shape: tuple[int, int] | None) -> Any:
+    if shape is None:  # not swept: the shape the flags give (resolved per mode)
+        return spec
+    return replace(spec, tree=TreeShape(shape[0], shape[1], spec.tree.p_split))
+
+
 def with_size_m(ngram: Any, size_m: int | None) -> Any:
     """The n-gram options with every size_m set to `size_m` (None: unchanged)."""
     if size_m is None:
@@ -122,5 +163,14 @@ AXES: tuple[Axis, ...] = (
         run_flags=lambda cfg, n: ["--spec-draft-n-max", "auto" if n is None else str(n)],
         into_spec=_n_max_spec,
         parse=parse_n_max_list,
+    ),
+    Axis(
+        "tree",
+        "--sweep-tree",
+        shown=lambda cfg: cfg.tree is not None,
+        label=_tree_label,
+        run_flags=_tree_flags,
+        into_spec=_tree_spec,
+        parse=parse_tree_list,
     ),
 )

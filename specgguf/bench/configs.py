@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from specgguf.bench.axes import AXES, parse_n_max_list
+from specgguf.core.tree import TreeShape
+from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP
 from specgguf.drafters.ngram_options import SIZE_M_TYPES
 from specgguf.drafters.registry import bounded_by_n_max
 from specgguf.drafters.spec_types import default_spec_types, parse_spec_types
@@ -27,6 +29,8 @@ class BenchConfig:
     #: `run` with no --spec-type and no --spec-draft-n-max: what a user gets by default
     default: bool = False
     size_m: int | None = None  # --sweep-size-m: the n-gram types' size_m for this row
+    #: --sweep-tree: (topk, nodes) of this row's tree shape; None: the flags' shape
+    tree: tuple[int, int] | None = None
 
     @property
     def plain(self) -> bool:
@@ -68,6 +72,9 @@ class BenchConfig:
                 flags += axis.run_flags(self, getattr(self, axis.field))
         return flags
 
+#: the types whose drafter grows trees (--sweep-tree varies their rows)
+TREE_TYPES = frozenset({"draft-simple"})
+
 PLAIN = BenchConfig((), 0)
 
 CONTROL = BenchConfig((), 0, control=True)
@@ -79,6 +86,7 @@ def parse_configs(
     have_draft_model: bool,
     size_m_values: Sequence[int] = (),
     draft_type: str = "draft-simple",
+    tree_values: Sequence[tuple[int, int]] = (),
 ) -> list[BenchConfig]:
     """Configurations to compare, plain decoding first.
 
@@ -89,7 +97,9 @@ def parse_configs(
     run once. `none` (plain decoding) is always included, as the reference. `default` is what
     `run` does with neither --spec-type nor --spec-draft-n-max (the free n-gram drafters, and
     draft-simple with a draft model, under auto). With `size_m_values` (--sweep-size-m), each
-    configuration with ngram-simple/map-k/map-k4v runs once per size_m.
+    configuration with ngram-simple/map-k/map-k4v runs once per size_m. With `tree_values`
+    (--sweep-tree), each configuration with a drafter that grows trees (draft-simple) runs
+    once per tree shape.
     With no --spec-type: ngram-simple and ngram-map-k as llama.cpp runs them, the draft
     model's type (`draft_type`: draft-simple, draft-eagle3 for an EAGLE-3 head, draft-mtp for
     a separate MTP drafter) with a fixed length when a draft model is there, and the default.
@@ -105,10 +115,13 @@ def parse_configs(
     def add(cfg: BenchConfig) -> None:
         sweep = not cfg.default and any(t in SIZE_M_TYPES for t in cfg.types)
         sizes = list(size_m_values) if sweep else []
+        branches = not cfg.default and any(t in TREE_TYPES for t in cfg.types)
+        shapes = list(tree_values) if branches else []
         for m in sizes or [None]:
-            c = replace(cfg, size_m=m)
-            if c not in configs:
-                configs.append(c)
+            for shape in shapes or [None]:
+                c = replace(cfg, size_m=m, tree=shape)
+                if c not in configs:
+                    configs.append(c)
 
     for value in values:
         for item in value.split(";"):
@@ -140,3 +153,22 @@ def parse_configs(
                     cfg = BenchConfig(types, 3)
                 add(cfg)
     return configs
+
+
+def tree_room(configs: Sequence[BenchConfig], flags_shape: TreeShape) -> TreeShape | None:
+    """The widest tree any of `configs` may draft (its swept shape, else the flags' shape as
+    its mode resolves it), as (the most branches at once, the most nodes verified): what the
+    one session bench loads must hold for all of them. None: chains only."""
+    topk, nodes = 1, 0
+    for cfg in configs:
+        if not any(t in TREE_TYPES for t in cfg.types):
+            continue
+        shape = (
+            TreeShape(cfg.tree[0], cfg.tree[1], flags_shape.p_split)
+            if cfg.tree is not None
+            else flags_shape.resolved(adaptive=cfg.auto)
+        )
+        if shape.branches:
+            topk = max(topk, shape.topk)
+            nodes = max(nodes, shape.node_cap(cfg.n_max or AUTO_N_MAX_CAP))
+    return TreeShape(topk, nodes) if topk > 1 else None

@@ -171,6 +171,9 @@ class SpeculativeDecoder:
             if budget <= 0:
                 continue
             gate = policy.gate(d.name) if policy is not None and d.asks_per_token else None
+            if d.tree.branches:  # a tree this round, where the policy lets it
+                allowed = policy is None or policy.allows_tree(d.name)
+                d.tree_leaves = self.tree_width if allowed else 1
             draft = d.propose(budget, gate) if gate is not None else d.propose(budget)
             draft = _cut(draft, budget)  # never trust a drafter with the budget
             if draft.is_tree and len(tree.leaves(draft.parents)) > self.tree_width:

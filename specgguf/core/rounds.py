@@ -90,4 +90,9 @@ class BudgetPolicy(Protocol):
         round (None: nothing, it drafts up to its allowance)."""
         ...
 
+    def allows_tree(self, name: str) -> bool:
+        """Whether drafter `name`, whose shape branches, may propose a tree this round
+        (False: its chain)."""
+        ...
+
     def observe(self, rnd: Round) -> None: ...

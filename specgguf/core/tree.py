@@ -15,7 +15,7 @@ round's last emitted token, row 0 of the pass; node i is row i + 1).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 ROOT = -1
 #: the most children a node may have: a drafter weighs the 10 best tokens of a row (the
@@ -50,8 +50,25 @@ class TreeShape:
         return min(full, self.nodes) if self.nodes > 0 else full
 
 
+    def resolved(self, *, adaptive: bool) -> TreeShape:
+        """The shape a generation drafts with: `topk` 0 (--spec-tree-topk not given) is
+        AUTO_TREE's width under --spec-draft-n-max auto (auto then chooses, round by round,
+        whether a tree pays: specgguf.auto.tree_choice) and a chain with a fixed n_max, as
+        llama.cpp drafts."""
+        if self.topk > 0:
+            return self
+        if not adaptive:
+            return replace(CHAIN, p_split=self.p_split)
+        return TreeShape(AUTO_TREE.topk, self.nodes or AUTO_TREE.nodes, self.p_split)
+
+
 #: a chain's shape: what every drafter draws without --spec-tree-topk
 CHAIN = TreeShape()
+#: --spec-tree-topk not given (TreeShape.resolved)
+UNSET = TreeShape(topk=0)
+#: the shape auto may try where the user gave none: three candidates per node, at most ten
+#: nodes verified (a pass of 11 rows)
+AUTO_TREE = TreeShape(topk=3, nodes=10)
 
 
 def chain_parents(n: int) -> list[int]:

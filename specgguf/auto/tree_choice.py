@@ -1,0 +1,86 @@
+"""Chain or tree, drafter by drafter: what auto lets a drafter that may branch do each round.
+
+A tree pays where the target's pass and the draft's wider passes cost little more than a
+chain's (a GPU below its compute bound) and the draft is often unsure between two tokens; on
+a compute-bound CPU each node costs nearly a row of a step and trees lose. Both depend on the
+machine, the pair and the text, so the choice is measured: the rate (tokens per millisecond,
+drafting, verifying and rolling back included) of this drafter's chain rounds and of its tree
+rounds, as moving averages over the same run, the tree's explored a round in every
+`explore_every` while it is unmeasured or behind, kept while it is ahead by `margin`. The cost
+model vetoes first (cost_model.tree_ceiling): a tree that cannot beat the chain even if every
+round kept all it could is never drafted, not even to explore.
+
+Pure: rounds' numbers in, a yes or no out; no backend, no clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class _Rates:
+    chain: float | None = None  # tokens per ms of chain rounds (moving average)
+    tree: float | None = None
+    chain_n: int = 0
+    tree_n: int = 0
+    since_tree: int = 0  # rounds since the last tree round
+    since_chain: int = 0  # rounds since the last chain round
+
+    @staticmethod
+    def _avg(old: float | None, x: float, w: float) -> float:
+        return x if old is None else old + w * (x - old)
+
+
+class TreeChoice:
+    """Whether a drafter whose shape branches grows a tree this round."""
+
+    def __init__(
+        self,
+        *,
+        explore_every: int = 8,
+        recheck_every: int = 64,
+        margin: float = 0.03,
+        weight: float = 0.15,
+        samples: int = 6,
+    ) -> None:
+        self.explore_every = explore_every  # while the tree is unmeasured or close behind
+        self.recheck_every = recheck_every  # once it has lost clearly
+        self.margin = margin
+        self.weight = weight
+        self.samples = samples  # tree rounds before its rate is trusted
+        self._rates: dict[str, _Rates] = {}
+
+    def wants_tree(self, name: str, *, can_pay: bool) -> bool:
+        """Asked before the drafter drafts; `can_pay`: the cost model's veto lifted."""
+        r = self._rates.setdefault(name, _Rates())
+        if not can_pay:
+            return False
+        if r.tree_n < self.samples or r.chain is None:
+            return r.since_tree >= self.explore_every or r.tree_n == 0
+        assert r.tree is not None
+        if r.tree > r.chain * (1.0 + self.margin):
+            # ahead: trees, with a chain round now and then to keep the comparison current
+            return r.since_chain < self.explore_every
+        gap = self.explore_every if r.tree > r.chain * (1.0 - self.margin) else self.recheck_every
+        return r.since_tree >= gap
+
+    def observe(self, name: str, *, tree: bool, tokens: int, ms: float) -> None:
+        """A finished round of `name`: a tree round or a chain one, what it emitted and the
+        milliseconds it took (drafting, verifying, rolling back)."""
+        if ms <= 0:
+            return
+        r = self._rates.setdefault(name, _Rates())
+        rate = tokens / ms
+        if tree:
+            r.tree = r._avg(r.tree, rate, self.weight)
+            r.tree_n += 1
+            r.since_tree, r.since_chain = 0, r.since_chain + 1
+        else:
+            r.chain = r._avg(r.chain, rate, self.weight)
+            r.chain_n += 1
+            r.since_tree, r.since_chain = r.since_tree + 1, 0
+
+    def summary(self, name: str) -> dict[str, float | int | None]:
+        r = self._rates.get(name, _Rates())
+        return {"chain_rate": r.chain, "tree_rate": r.tree, "tree_rounds": r.tree_n}
