@@ -154,6 +154,17 @@ PROMPTS = (
 DRAFTERS = (("draft-simple", "draft"), ("draft-eagle3", "head"))
 #: the draft lengths each drafter's bench rows run at (and auto beside them)
 BENCH_LENGTHS = "2..8"
+#: tree vs chain: the target and its draft model (draft-simple) at one depth, once per shape:
+#: (label, the shape's flags). Each is a run (text equal to plain, acceptance, the tree's own
+#: statistics) and a bench row (its speed against plain in the same bench); the chain row is
+#: the same drafter and depth, so the two differ only in the tree
+TREE_DEPTH = 5
+TREE_SHAPES = (
+    ("chain", ("--spec-tree-topk", "1")),
+    ("tree topk=4 nodes=12", ("--spec-tree-topk", "4", "--spec-tree-nodes", "12")),
+)
+#: what a run's --json timings say of its trees (absent: no tree round)
+TREE_STATS = ("tree_rounds", "tree_nodes", "tree_off_chain")
 
 # -- measuring -----------------------------------------------------------------------------
 
@@ -166,6 +177,33 @@ def _cli(args: list[str], env: dict, timeout: float = 300) -> subprocess.Complet
         env=env,
         timeout=timeout,
     )
+
+
+def _tree_rows(a: argparse.Namespace, run: list[str], bench: list[str], plain_text: str,
+               env: dict) -> dict:
+    """TREE_SHAPES, each as a run and a bench row (see there); `run` and `bench` are the
+    commands without a drafter, `plain_text` what plain decoding wrote for `run`."""
+    rows = {}
+    for label, flags in TREE_SHAPES:
+        spec = _cli([*run, "-md", a.draft, "--spec-type", "draft-simple", "--spec-draft-n-max",
+                     str(TREE_DEPTH), *flags], env)  # fmt: skip
+        if spec.returncode != 0:
+            raise SystemExit(f"specgguf run ({label}) failed: {spec.stderr.strip()[-400:]}")
+        timings = json.loads(spec.stdout)["timings"]
+        p = _cli([*bench, "-md", a.draft, "--spec-type", "none", "--spec-type",
+                  f"draft-simple:{TREE_DEPTH}", *flags], env, timeout=600)  # fmt: skip
+        if p.returncode != 0:
+            raise SystemExit(f"specgguf bench ({label}) failed ({p.returncode}): "
+                             f"{p.stderr.strip()[-400:]}")  # fmt: skip
+        rows[label] = {
+            "flags": list(flags),
+            "same_text": json.loads(spec.stdout)["text"] == plain_text,
+            "accept_rate": timings["accept_rate"],
+            **{k: timings.get(k, 0) for k in TREE_STATS},
+            "bench": next(r for r in json.loads(p.stdout)["configs"]
+                          if r["label"].startswith("draft-simple")),  # not plain nor control
+        }
+    return rows
 
 
 def measure(a: argparse.Namespace) -> dict:
@@ -262,11 +300,12 @@ def measure(a: argparse.Namespace) -> dict:
     prompts = out / "prompts.jsonl"
     prompts.write_text("".join(json.dumps({"class": c, "prompt": p}) + "\n" for c, p in PROMPTS))
     res["bench"] = {}
+    bench_base = ["bench", "-m", a.target, *gpu, "-f", str(prompts), "-n", str(a.n_bench),
+                  "--repeat", str(a.repeat), "--temp", "0", "--json"]  # fmt: skip
     for kind, role in DRAFTERS:
         t0 = step(f"specgguf bench (plain, {kind}:{BENCH_LENGTHS}, auto)")
         bench = [
-            "bench", "-m", a.target, "-md", getattr(a, role), *gpu, "-f", str(prompts),
-            "-n", str(a.n_bench), "--repeat", str(a.repeat), "--temp", "0", "--json",
+            *bench_base, "-md", getattr(a, role),
             *(["--spec-type", "none"] if kind == DRAFTERS[0][0] else []),
             "--spec-type", f"{kind}:{BENCH_LENGTHS}",
             "--spec-type", f"{kind}:auto",
@@ -278,7 +317,12 @@ def measure(a: argparse.Namespace) -> dict:
         res["bench"][kind] = json.loads(p.stdout)
         res[f"seconds_bench_{kind}"] = round(time.perf_counter() - t0, 1)
 
-    # 5. one step of the designed head (its lm_head the target's whole vocabulary) and of a
+    # 5. the draft tree next to the same chain (draft-simple, depth TREE_DEPTH): run and bench
+    t0 = step(f"tree vs chain (draft-simple:{TREE_DEPTH}, {len(TREE_SHAPES)} shapes)")
+    res["tree"] = _tree_rows(a, base, bench_base, jp["text"], env)
+    res["seconds_tree"] = round(time.perf_counter() - t0, 1)
+
+    # 6. one step of the designed head (its lm_head the target's whole vocabulary) and of a
     # converted head's size (a 32k-token d2t vocabulary), next to the target's and the draft's
     t0 = step("EAGLE-3 head step (scripts/bench_head_step.py)")
     p = subprocess.run(
@@ -308,6 +352,26 @@ def _bench_row(row: dict) -> str:
     extra = f"  mean K {row['auto']['mean_k']}" if row.get("auto") else ""
     return (f"  {row['label']:<24} {tps:>8.1f} {ratio:>8.3f} {row['accept_rate']:>7.3f} "
             f"{row['mean_acceptance_length']:>8.3f} {same_s:>9}{extra}")  # fmt: skip
+
+
+def _tree_summary(tree: dict) -> list[str]:
+    """The tree rows next to their chain: bench's columns, then what the run's trees did."""
+    if not tree:
+        return []
+    lines = [f"draft tree vs chain: draft-simple at --spec-draft-n-max {TREE_DEPTH}; x plain: "
+             "to the same bench's plain row",
+             "  trees, nodes, off: the run's tree rounds, nodes per tree round, and rounds that "
+             "kept a branch off the draft's best chain",
+             f"  {'shape':<24} {'tok/s':>8} {'x plain':>8} {'accept':>7} {'mean len':>8} "
+             f"{'same text':>9} {'trees':>6} {'nodes':>6} {'off':>5}"]  # fmt: skip
+    for label, t in tree.items():
+        rounds = t["tree_rounds"]
+        nodes = f"{t['tree_nodes'] / rounds:.2f}" if rounds else "-"
+        lines.append(f"{_bench_row({**t['bench'], 'label': label})} {rounds:>6} {nodes:>6} "
+                     f"{t['tree_off_chain']:>5}")  # fmt: skip
+    runs = ", ".join(f"{label} {t['same_text']}" for label, t in tree.items())
+    lines.append(f"  run: greedy speculative text == plain: {runs}")
+    return lines
 
 
 def summary(res: dict, phases: dict | None = None) -> str:
@@ -352,6 +416,7 @@ def summary(res: dict, phases: dict | None = None) -> str:
             rec = b.get("recommendation") or {}
             if rec:
                 add(f"  recommendation ({kind}): {rec.get('command')}")
+    lines += _tree_summary(res.get("tree") or {})
     hs = res.get("head_step")
     if hs:
         steps = [f"{k} x{v} ({hs['step_ms'][k]} ms)" for k, v in hs["rel"].items()]

@@ -16,7 +16,9 @@
 # construction, measured here); then (3) scripts/gpu_check.py runs `specgguf check` and
 # `specgguf run` with each drafter, the verify cost curve over 1..16 tokens, the Python
 # overhead per round (scripts/bench_overhead.py), `specgguf bench` for draft-simple and for
-# draft-eagle3 (plain, K = 2..8, auto) and one step of each EAGLE-3 head, model and target
+# draft-eagle3 (plain, K = 2..8, auto), draft-simple at depth 5 as a chain and as a tree
+# (--spec-tree-topk 4 --spec-tree-nodes 12: a run and a bench each, gpu_check.py's
+# TREE_SHAPES), one step of each EAGLE-3 head, model and target
 # (scripts/bench_head_step.py), and prints the summary. Build and models stay in .gpu-work/ (not carried):
 # a second call on the same machine reuses them, and a build cut short resumes where it stopped.
 # Results: .gpu-work/results/ (and $OUT/ when the device tool provides it).

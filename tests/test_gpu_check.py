@@ -201,6 +201,41 @@ def test_install_wheels_picks_what_fits_this_python(tmp_path) -> None:
     assert not (site / "macpkg").exists() and not (site / "numpy_fake").exists()
 
 
+# -- the summary ------------------------------------------------------------------------------
+
+
+def _bench_config(label: str, tps: float, ratio: float, accept: float) -> dict:
+    return {"label": label, "tokens_per_second": {"median": tps},
+            "ratio_to_plain": {"median": ratio}, "same_text_as_plain": {"identical": 6, "runs": 6},
+            "accept_rate": accept, "mean_acceptance_length": 1 + 4 * accept}  # fmt: skip
+
+
+def test_the_summary_shows_the_tree_next_to_its_chain() -> None:
+    chain, tree = (label for label, _ in gpu_check.TREE_SHAPES)
+    res = {"tree": {
+        chain: {"same_text": True, "accept_rate": 0.5, "tree_rounds": 0, "tree_nodes": 0,
+                "tree_off_chain": 0, "bench": _bench_config("draft-simple n_max=5", 50, 1.5, 0.5)},
+        tree: {"same_text": True, "accept_rate": 0.7, "tree_rounds": 10, "tree_nodes": 115,
+               "tree_off_chain": 4, "bench": _bench_config("draft-simple n_max=5", 60, 1.8, 0.7)},
+    }}  # fmt: skip
+    lines = gpu_check.summary(res).splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("draft tree vs chain"))
+    assert f"--spec-draft-n-max {gpu_check.TREE_DEPTH}" in lines[head]
+    assert lines[head + 3].split() == [chain, "50.0", "1.500", "0.500", "3.000", "6/6", "0", "-",
+                                       "0"]  # fmt: skip
+    assert lines[head + 4].split() == [*tree.split(), "60.0", "1.800", "0.700", "3.800", "6/6",
+                                       "10", "11.50", "4"]  # fmt: skip
+    assert lines[head + 5] == f"  run: greedy speculative text == plain: {chain} True, {tree} True"
+
+
+def test_the_tree_row_is_a_tree_next_to_the_same_chain() -> None:
+    """The shapes the check runs: a chain, and the tree the GPU run is asked about."""
+    shapes = dict(gpu_check.TREE_SHAPES)
+    assert shapes["chain"] == ("--spec-tree-topk", "1")
+    assert list(shapes.values())[1] == ("--spec-tree-topk", "4", "--spec-tree-nodes", "12")
+    assert gpu_check.TREE_DEPTH == 5
+
+
 # -- the whole check on the CPU ---------------------------------------------------------------
 
 
@@ -241,3 +276,16 @@ def test_cpu_smoke_runs_the_whole_check(tmp_path) -> None:
     assert res["head_step"]["rel"]["EAGLE-3 head (-md)"] > 0
     assert "EAGLE-3 head x" in out and "draft-eagle3 next to draft-simple: acceptance" in out
     assert (tmp_path / "results/summary.txt").read_text().strip() == out.strip()
+    # the tree row: the same text as plain, really a tree, next to a chain that is not one
+    chain, tree = (res["tree"][label] for label, _ in gpu_check.TREE_SHAPES)
+    assert chain["same_text"] and tree["same_text"]
+    assert chain["tree_rounds"] == 0 < tree["tree_rounds"]
+    assert chain["bench"]["label"] == tree["bench"]["label"] == "draft-simple n_max=5"
+    assert chain["bench"]["accept_rate"] > 0 and tree["bench"]["accept_rate"] > 0
+    assert chain["bench"]["same_text_as_plain"]["identical"] == \
+        chain["bench"]["same_text_as_plain"]["runs"]
+    assert tree["bench"]["same_text_as_plain"]["identical"] == \
+        tree["bench"]["same_text_as_plain"]["runs"]
+    assert "draft tree vs chain: draft-simple at --spec-draft-n-max 5" in out
+    for label, _ in gpu_check.TREE_SHAPES:
+        assert f"  {label} " in out, label

@@ -16,7 +16,12 @@ recurrent or hybrid target), `grammar_ms` (of verify_ms, what the grammar's ques
 Batch and conversation runs add `request`/`line`/`id` or `turn` fields set with `begin()`,
 first in each record. A draft model with another vocabulary (cross-vocabulary mode) adds
 `draft_tokens` (its own ids), `draft_text` (their text), `translated` (the target tokens that
-text became) and `translate_ms`.
+text became) and `translate_ms`. A tree round (--spec-tree-topk > 1) adds `parents` (each
+proposal's parent: -1 the root, else an earlier proposal's index), `path` (the accepted
+proposals' indices, root down: `emitted` starts with those tokens), `depth` (its deepest
+branch) and `off_chain` (true when a kept node is not its parent's first child: a branch
+the drafter's best chain alone would have lost); a chain's record has none of the four, as
+before trees.
 
 The file is opened before any model is loaded, so an unwritable path costs nothing.
 """
@@ -32,6 +37,17 @@ from specgguf.errors import UsageError, open_user_file, write_failed
 
 if TYPE_CHECKING:  # speculative imports the engine (llama_cpp); the writer does not need it
     from specgguf.core.rounds import Round
+
+
+def _tree_fields(rnd: Round) -> dict[str, Any]:
+    """What a tree round adds: its shape, the branch kept, and whether that branch left the
+    drafter's own best chain (which is where a tree beats a chain)."""
+    return {
+        "parents": list(rnd.parents or ()),
+        "path": list(rnd.path),
+        "depth": rnd.depth,
+        "off_chain": rnd.off_chain,
+    }
 
 
 class TraceWriter:
@@ -84,6 +100,8 @@ class TraceWriter:
             "grammar_ms": round(rnd.grammar_ms, 3),
             "from_prompt": rnd.from_prompt,
         }
+        if rnd.parents is not None:
+            rec.update(_tree_fields(rnd))
         if self.piece is not None:
             rec["proposed_text"] = self._texts(rnd.proposed)
             rec["emitted_text"] = self._texts(rnd.emitted)

@@ -1,6 +1,7 @@
 """The llama.cpp dialect (llama-server, llama-cli, llama-speculative*, llama-lookup, specgguf):
 removed options renamed to their successors, `--spec-type draft` renamed, and what a command
 relied on written out (--spec-type draft-simple for a plain draft model, the old defaults).
+A specgguf command also gets specgguf's names for SGLang's tree flags (sglang_argv).
 
 Where the replacement depends on something the command does not say (which ngram type, what
 a variable holds, what kind of drafter a file is), the command is reported, not guessed.
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from specgguf.migrate import drafter_kind
 from specgguf.migrate import removed_flags as lg
 from specgguf.migrate.plan import Flag, Plan, scan_flags
+from specgguf.migrate.sglang_argv import migrate_sglang_names
 
 #: options of llama.cpp forks (DFlash, MTP heads, EAGLE builds): such a command was written
 #: for that fork, whose own flags (--draft-max included) may still be valid there
@@ -136,6 +138,8 @@ def _same_int(a: str | None, b: str | None) -> bool:
 def migrate_llama(plan: Plan) -> None:
     """Fill `plan` for a llama.cpp (or specgguf) command; a fork's command is only reported."""
     flags, opaque = scan_flags(plan.argv, plan.start, plan.dynamic)
+    if plan.tool == lg.SPECGGUF:
+        migrate_sglang_names(plan, flags)
     removed = [f for f in flags if f.name in lg.REMOVED_BY_NAME]
     fork = [f for f in flags if f.name in FORK_FLAGS]
     has_old = removed or any(f.name == lg.SPEC_TYPE_FLAG and f.value and any(

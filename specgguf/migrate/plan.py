@@ -79,6 +79,8 @@ _ARITY: dict[str, int] = {
     **{name: 1 for name in lg.CTX_FLAGS},
     **{name: 1 for name in lg.VLLM_KEYS},
     **{name: n for name, n in lg.VLLM_GONE.items() if n},
+    **{name: 1 for name in lg.SGLANG_FLAGS},
+    **{f.new: 1 for f in lg.SGLANG_FLAGS.values()},
     lg.SPEC_TYPE_FLAG: 1,
     "--spec-draft-n-max": 1, "--spec-draft-n-min": 1, "--spec-draft-p-min": 1,
     "--draft-p-min": 1, "--spec-draft-p-split": 1, "--draft-p-split": 1,

@@ -41,7 +41,8 @@ draft p_min          0.75         0.00         same README "--draft-p-min P ... 
                                                late 2024 had 0.9 (and n_min 5), we use the last
                                                value before the removal
 draft n_min          0            0            unchanged in the last releases: nothing written
-draft p_split        0.10         0.10         unchanged: nothing written
+draft p_split        0.10         0.10         unchanged: nothing written (specgguf reads it
+                                               with --spec-tree-topk > 1: where a tree branches)
 draft context (-cd)  0 (= model)  = target's   README "-cd ... (default: 0, 0 = loaded from
                                                model)"; dropped, reported when it differed
 ===================  ===========  ===========  =================================================
@@ -51,7 +52,10 @@ Old names that still work upstream and are therefore NOT flagged: -md, --model-d
 -ctkd, -ctvd.
 
 vLLM's pre-0.8 speculative flags (folded into one --speculative-config JSON) are tabled here
-too, so the rewrite and the token scan (guard) read one list.
+too, so the rewrite and the token scan (guard) read one list. So are SGLang's names for the
+shape of a draft tree (SGLANG_FLAGS), which a specgguf command may carry over from an SGLang
+launch line: nothing removed them, so only a specgguf command gets specgguf's names for them
+(sglang_argv), and `run` neither refuses them nor does the token scan look for them.
 
 This module must stay cheap to import: `specgguf run` checks its argv against these tables
 before anything else (specgguf.migrate.refuse), so it imports only the standard library and
@@ -237,6 +241,41 @@ VLLM_GONE: dict[str, int] = {
     "--typical-acceptance-sampler-posterior-alpha": 1,
     "--speculative-disable-mqa-scorer": 0,
     "--disable-logprobs-during-spec-decoding": 0,
+}
+
+
+
+@dataclass(frozen=True)
+class SglangFlag:
+    """SGLang's name for an option of specgguf's tree drafts, and how its value carries over.
+
+    `offset` is added to the value (SGLang's draft-token count includes the tree's root, which
+    specgguf's node count does not); `bounds` is the range specgguf accepts, which a value
+    outside is clamped into, with a warning (None: the value is renamed as written).
+    """
+
+    new: str
+    offset: int = 0
+    bounds: tuple[int, int] | None = None
+    meaning: str = ""  # what the value counts, for the warning when it is clamped
+
+
+#: specgguf.core.tree's TOPK_MAX and NODES_MAX. The migration imports no runtime module (its
+#: import contract), so the two bounds are repeated here; tests/test_migrate_sglang.py keeps
+#: them equal to core's.
+TREE_TOPK_MAX = 10
+TREE_NODES_MAX = 64
+
+#: SGLang's EAGLE tree flags -> specgguf's. --speculative-num-steps is the tree's depth, which
+#: specgguf's --spec-draft-n-max is; a node count under 1 is clamped to 1, since specgguf's 0
+#: means "no cap" where SGLang's 1 (its root alone) drafts nothing.
+SGLANG_FLAGS: dict[str, SglangFlag] = {
+    "--speculative-eagle-topk": SglangFlag(
+        "--spec-tree-topk", bounds=(1, TREE_TOPK_MAX), meaning="children per tree node"),
+    "--speculative-num-steps": SglangFlag("--spec-draft-n-max"),
+    "--speculative-num-draft-tokens": SglangFlag(
+        "--spec-tree-nodes", offset=-1, bounds=(1, TREE_NODES_MAX),
+        meaning="tree nodes verified per round"),
 }
 
 #: options whose value is free text or a path, with how many words they take: what follows

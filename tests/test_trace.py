@@ -1,0 +1,72 @@
+"""--trace records: a chain's record keeps its keys; a tree round's adds its shape and the
+branch it kept (parents, path, depth, off_chain), from the record writer to a real run."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from specgguf_cli.app import run_cli
+
+from specgguf.core.rounds import Round
+from specgguf.io.trace import TraceWriter
+
+#: a chain record's keys (no vocabulary, no translation): trees must not change them
+CHAIN_KEYS = ["round", "drafter", "proposed", "n_accepted", "emitted", "target_probs",
+              "draft_ms", "verify_ms", "rollback_ms", "grammar_ms", "from_prompt"]
+TREE_KEYS = ["parents", "path", "depth", "off_chain"]
+
+
+def _line(rnd: Round) -> dict:
+    out = io.StringIO()
+    TraceWriter(out).write(rnd)
+    return json.loads(out.getvalue())
+
+
+def test_a_chain_record_is_as_before():
+    rec = _line(Round("draft-simple", [5, 6, 7], 2, [5, 6, 9], 1.0, 2.0))
+    assert list(rec) == CHAIN_KEYS
+    assert (rec["proposed"], rec["n_accepted"], rec["emitted"]) == ([5, 6, 7], 2, [5, 6, 9])
+
+
+def test_a_tree_record_has_its_shape_and_the_branch_kept():
+    # root -> 0 -> 2 -> 4 (the drafter's best chain), root -> 1 -> 3 (a sibling branch)
+    rnd = Round("draft-simple", [10, 11, 12, 13, 14], 2, [11, 13, 8], 1.0, 2.0,
+                parents=[-1, -1, 0, 1, 2], path=(1, 3))
+    rec = _line(rnd)
+    assert list(rec) == CHAIN_KEYS + TREE_KEYS
+    assert rec["parents"] == [-1, -1, 0, 1, 2] and rec["path"] == [1, 3]
+    assert rec["depth"] == 3 and rec["off_chain"] is True
+
+
+def test_a_tree_round_that_kept_its_best_chain_is_not_off_chain():
+    rnd = Round("draft-simple", [10, 11, 12], 2, [10, 12, 8], 1.0, 2.0,
+                parents=[-1, -1, 0], path=(0, 2))
+    rec = _line(rnd)
+    assert (rec["path"], rec["depth"], rec["off_chain"]) == ([0, 2], 2, False)
+
+
+def test_a_tree_run_traces_trees_and_its_chain_run_does_not(tiny_target, tiny_draft, tmp_path,
+                                                            capsys):
+    def trace(*shape: str) -> list[dict]:
+        path = tmp_path / f"t{len(shape)}.jsonl"
+        code = run_cli(["run", "-m", str(tiny_target), "-md", str(tiny_draft), "-t", "1",
+                        "-c", "512", "-fa", "off", "-p", "Once upon a time, in a land", "-n",
+                        "40", "--temp", "0", "--spec-draft-n-max", "4", "--trace", str(path),
+                        *shape])
+        capsys.readouterr()
+        assert code == 0
+        return [json.loads(x) for x in path.read_text().splitlines()]
+
+    trees = [r for r in trace("--spec-tree-topk", "4", "--spec-draft-p-split", "0")
+             if "parents" in r]
+    assert trees  # the draft branched
+    for r in trees:
+        assert set(TREE_KEYS) <= set(r) and len(r["parents"]) == len(r["proposed"])
+        assert len(r["path"]) == r["n_accepted"]
+        assert r["emitted"][: r["n_accepted"]] == [r["proposed"][i] for i in r["path"]]
+        assert all(r["parents"][b] == a for a, b in zip([-1, *r["path"]], r["path"],
+                                                        strict=False))
+        assert 1 <= r["depth"] <= 4
+    assert any(r["off_chain"] for r in trees)
+    assert not any(set(TREE_KEYS) & set(r) for r in trace("--spec-tree-topk", "1"))
