@@ -66,6 +66,11 @@ def model_view(rows: Sequence[ConfigSummary], costs: CostCurve) -> list[str]:
         cfg = row.config
         if cfg.plain or cfg.auto or not row.per_position_acceptance:
             continue
+        if cfg.tree is not None and cfg.tree[0] > 1:
+            # its acceptance by position is along whichever branch was kept: a chain's
+            # model of it would price the tree's extra nodes and wider drafts at nothing
+            lines.append(f"{cfg.label}: a tree, measured only (no chain model prices it)")
+            continue
         # a type that drafts over a model's logits (a draft model, a head) pays its step
         draft = costs.draft_rel if bounded_by_n_max(cfg.types) and costs.draft_rel else 0.0
         acc = conditional_acceptance(row.per_position_acceptance)
