@@ -325,7 +325,8 @@ def test_bench_cost_curve_feeds_the_draft_its_own_tokens(cross_vocab):
         draft_ctx=_FakeCtx(),
         cross_vocab=cross_vocab,
         draft_tokens=lambda toks: [1000 + t for t in toks] + [1999],
-        info=SimpleNamespace(eagle3=None),
+        info=SimpleNamespace(eagle3=None, dflash=None),
+        draft_type="draft-simple",
     )
     # the contexts (and the draft's tokens) come from the Session method made for timing
     session.timing_contexts = lambda toks: Session.timing_contexts(session, toks)
