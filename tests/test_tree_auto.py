@@ -23,11 +23,17 @@ def test_the_ceiling_vetoes_trees_where_each_node_costs_a_row():
     assert tree_ceiling(FLAT, 0.7, 4, 4) == 1.0
 
 
-def test_the_ceiling_is_the_best_case_over_the_chain():
+def test_the_ceiling_is_the_best_case_over_the_chain_or_plain_decoding():
     depth, nodes = 3, 8
     best = (depth + 1) / (FLAT.draft * depth + FLAT.verify_cost(nodes))
     chain = speedups(FLAT, 0.5, depth)[depth]
+    assert chain > 1.0
     assert abs(tree_ceiling(FLAT, 0.5, depth, nodes) - best / chain) < 1e-12
+    # where even the chain loses to plain decoding, the tree must beat plain decoding
+    slow = Costs(verify=LINEAR.verify, draft=0.6)
+    assert speedups(slow, 0.7, 4)[4] < 1.0
+    best = 5 / (0.6 * 4 + slow.verify_cost(10))
+    assert abs(tree_ceiling(slow, 0.7, 4, 10) - best) < 1e-12 and best < 1.0
 
 
 def feed(choice: TreeChoice, name: str, rounds: int, *, tree_rate: float, chain_rate: float):
@@ -116,8 +122,10 @@ def test_the_policy_asks_the_cost_model_then_the_rates(monkeypatch):
     p._plans["draft-simple"] = pol._Plan(k=4, speedup=1.2, probe=False)
     monkeypatch.setattr(p, "acceptance", lambda name: [0.7] * 8)
     monkeypatch.setattr(p, "costs", lambda name: LINEAR)
+    monkeypatch.setattr(p.cost, "likely_curve", lambda: LINEAR.verify)
     assert not p.allows_tree("draft-simple")  # vetoed: every node costs a row
-    monkeypatch.setattr(p, "costs", lambda name: FLAT)
+    # the veto reads the curve as it likely is, not the prior a plan is priced at
+    monkeypatch.setattr(p.cost, "likely_curve", lambda: FLAT.verify)
     assert p.allows_tree("draft-simple")  # could pay, unmeasured: explored
     p._plans["draft-simple"] = pol._Plan(k=4, speedup=1.2, probe=True)
     assert not p.allows_tree("draft-simple")  # a probe measures a chain

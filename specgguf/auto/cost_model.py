@@ -210,17 +210,18 @@ def worth_continuing(
 
 
 def tree_ceiling(costs: Costs, acceptance: Acceptance, depth: int, nodes: int) -> float:
-    """The most a tree of `nodes` nodes and `depth` levels can gain over the chain of that
-    depth, as a ratio of speedups: the tree's if every round emitted all depth + 1 tokens it
-    can (no tree does better), priced at the chain's draft cost plus the tree's wider verify
-    pass (its wider draft passes only add to that), over the chain's expected speedup. At or
-    below 1 the tree loses to the chain whatever the target accepts: auto never drafts it."""
+    """The most a tree of `nodes` nodes and `depth` levels can gain over the better of the
+    chain of that depth and plain decoding, as a ratio of speedups: the tree's if every
+    round emitted all depth + 1 tokens it can (no tree does better), priced at the chain's
+    draft cost plus the tree's wider verify pass (its wider draft passes only add to that),
+    over the chain's expected speedup or 1. At or below 1 the tree loses to one of them
+    whatever the target accepts: auto never drafts it."""
     if depth <= 0 or nodes <= depth:
         return 1.0
     chain = speedups(costs, acceptance, depth)[depth]
     base = costs.verify_cost(0)
     best = (depth + 1) * base / (costs.draft * depth + costs.verify_cost(nodes))
-    return best / chain if chain > 0 else float("inf")
+    return best / max(chain, 1.0)
 
 
 def needed_acceptance(

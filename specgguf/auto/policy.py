@@ -34,7 +34,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Protocol
 
@@ -660,7 +660,11 @@ class AdaptivePolicy:
         if shape is None or not shape.branches or plan is None or plan.k <= 0 or plan.probe:
             return False
         nodes = shape.node_cap(plan.k)
-        ceiling = tree_ceiling(self.costs(name), self.acceptance(name), plan.k, nodes)
+        # the tree's wider pass as the curve most likely is (widths past the widest measured
+        # rise at the measured slope), not at the prior a plan is priced at (a full step per
+        # unmeasured row), which no tree could ever beat, so none would ever be measured
+        costs = replace(self.costs(name), verify=self.cost.likely_curve())
+        ceiling = tree_ceiling(costs, self.acceptance(name), plan.k, nodes)
         return self.trees.wants_tree(name, can_pay=ceiling > 1.0 + self.margin)
 
     def gate(self, name: str) -> DraftGate:

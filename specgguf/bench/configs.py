@@ -11,7 +11,7 @@ from specgguf.bench.axes import AXES, parse_n_max_list
 from specgguf.core.tree import TreeShape
 from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP
 from specgguf.drafters.ngram_options import SIZE_M_TYPES
-from specgguf.drafters.registry import bounded_by_n_max
+from specgguf.drafters.registry import REGISTRY, bounded_by_n_max
 from specgguf.drafters.spec_types import default_spec_types, parse_spec_types
 
 
@@ -73,7 +73,7 @@ class BenchConfig:
         return flags
 
 #: the types whose drafter grows trees (--sweep-tree varies their rows)
-TREE_TYPES = frozenset({"draft-simple"})
+TREE_TYPES = frozenset(t.name for t in REGISTRY if t.grows_trees)
 
 PLAIN = BenchConfig((), 0)
 

@@ -144,6 +144,9 @@ class SpecType:
     #: lookup: one over all); None: the prompt only (ngram-cache: its -lcd file keeps what
     #: was generated, nothing made up)
     reads_views: str | None = None
+    #: grows tree drafts where the shape asks for them (BuildContext.tree); the other types
+    #: propose chains, and are built with CHAIN
+    grows_trees: bool = False
 
     @property
     def bounded_by_n_max(self) -> bool:
@@ -198,7 +201,7 @@ class SpecType:
             drafter = builder(params, ctx)
         drafter.name = self.name
         drafter.free = self.free
-        drafter.tree = ctx.tree
+        drafter.tree = ctx.tree if self.grows_trees else CHAIN
         return drafter
 
 
@@ -326,7 +329,7 @@ REGISTRY: tuple[SpecType, ...] = (
     SpecType("ngram-mod", _ngram_mod, NgramModParams, free=True, reads_views="apart"),
     SpecType("ngram-cache", _ngram_cache, NgramCacheParams, free=True),
     SpecType("suffix", _suffix, SuffixParams, free=True, reads_views="together"),
-    SpecType("draft-simple", _draft_simple, needs_model=True),
+    SpecType("draft-simple", _draft_simple, needs_model=True, grows_trees=True),
     SpecType("draft-eagle3", _draft_eagle3, needs_model=True),
     SpecType("draft-mtp", _draft_mtp, per_sequence=True, drafts_to_n_max=True),
     SpecType("draft-dflash", _block_drafter(False), needs_model=True),
