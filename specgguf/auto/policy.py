@@ -838,6 +838,8 @@ class AdaptivePolicy:
                 "expected_speedup": round(s, 4),
                 "why_not": self.why_not(name),
             }
+            if self.trees.knows(name):
+                drafters[name]["trees"] = self.trees.summary(name)
         hist = Counter(self.chosen)
         sched = self.schedule
         return {

@@ -81,6 +81,20 @@ class TreeChoice:
             r.chain_n += 1
             r.since_tree, r.since_chain = r.since_tree + 1, 0
 
+    def knows(self, name: str) -> bool:
+        """Whether `name` was asked about (a drafter whose shape branches)."""
+        return name in self._rates
+
     def summary(self, name: str) -> dict[str, float | int | None]:
+        """The measured rates (tokens per ms) and rounds of each kind, for auto's report."""
         r = self._rates.get(name, _Rates())
-        return {"chain_rate": r.chain, "tree_rate": r.tree, "tree_rounds": r.tree_n}
+
+        def rate(x: float | None) -> float | None:
+            return round(x, 5) if x is not None else None
+
+        return {
+            "chain_rate": rate(r.chain),
+            "tree_rate": rate(r.tree),
+            "chain_rounds": r.chain_n,
+            "tree_rounds": r.tree_n,
+        }
