@@ -71,3 +71,51 @@ def test_probabilistic_trees_run_and_keep_the_cache_true(tiny_target, tiny_draft
         assert dec.stats.tree_rounds > 0 and len(out) > 0
     finally:
         spec.close()
+
+
+def test_two_slots_verify_their_trees_in_shared_passes(tiny_target, tiny_draft, monkeypatch):
+    """-np 2: both slots grow trees (their branches in sequences of the shared draft
+    context) and verify them in the shared target passes; each text is the one its slot
+    gives alone, and the shared cache keeps no stray cell."""
+    import llama_cpp as ll
+
+    from specgguf.backend.session import LoadOptions, Session, SpecOptions
+    from tests.test_batched import _gen, assert_same_or_near_tie, concurrently, tokens_of
+
+    def make(parallel: int) -> Session:
+        load = LoadOptions(model=tiny_target, model_draft=tiny_draft, n_ctx=512 * parallel,
+                           threads=1, flash_attn="off")  # fmt: skip
+        spec = SpecOptions(["draft-simple"], n_max=4, draft_sampling="greedy", tree=SHAPES[1])
+        return Session(load, spec, parallel=parallel)
+
+    from specgguf.backend.batched import SequenceView
+
+    trees: list[int] = []
+    decode_tree = SequenceView.decode_tree
+
+    def counted(view, *args):
+        trees.append(view.seq)
+        return decode_tree(view, *args)
+
+    monkeypatch.setattr(SequenceView, "decode_tree", counted)
+    one, many = make(1), make(2)
+    try:
+        greedy = SamplerParams(temp=0.0)
+        prompts = [one.tokenize(p) for p in PROMPTS[:2]]
+        alone = _gen(one, greedy)
+        refs = [tokens_of(alone.generate(p)) for p in prompts]
+        gen = _gen(many, greedy)
+        got = concurrently(gen, prompts, None)
+        for i in range(2):
+            assert_same_or_near_tie(one, prompts[i], refs[i], got[i], f"slot {i}")
+        assert set(trees) == {0, 1}  # both slots verified trees in the shared passes
+        target = many.target.owner
+        assert target.branches > 1 and many.draft_ctx.owner.branches > 1
+        memory = target.ctx.memory
+        for s in range(2, 2 * target.branches):  # the branches' sequences are empty
+            assert ll.llama_memory_seq_pos_max(memory, s) == -1
+        for i, view in enumerate(target.views):
+            assert ll.llama_memory_seq_pos_max(memory, i) == len(view.tokens) - 1
+    finally:
+        many.close()
+        one.close()

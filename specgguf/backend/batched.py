@@ -103,8 +103,14 @@ class _Request:
     rows: list[np.ndarray] = field(default_factory=list)
     error: BaseException | None = None
     finished: bool = False
+    #: rows at positions and sequences of their own (a tree's nodes, a draft's branches):
+    #: (positions, sequence sets), evaluated whole in one step, every row's logits returned,
+    #: the view's bookkeeping left to the view; None: tokens at pos0.. of the view's sequence
+    placed: tuple[list[int], list[tuple[int, ...]]] | None = None
 
     def wants(self, j: int) -> bool:
+        if self.placed is not None:
+            return True
         return self.outputs == "all" or (self.outputs == "last" and j == len(self.tokens) - 1)
 
 
@@ -123,22 +129,34 @@ class BatchedContext:
         role: str = "target",
         holds_others: bool = False,
         prompt_chunk: int = PROMPT_CHUNK,
+        branches: int = 1,
+        branch_cells: int = 0,
     ) -> None:
         """`params.n_ctx` is one sequence's size; `role` names the model in /metrics.
         `holds_others` (the draft model's context): while some sequence is drafting, the
         other contexts' rows wait for it, so the sequences that verify after drafting share
-        one target pass instead of verifying one by one as their drafts end."""
+        one target pass instead of verifying one by one as their drafts end. `branches`:
+        KV sequences per slot for tree rounds (a target's leaves, a draft's branches; 1:
+        chains), with `branch_cells` cells per slot beyond its own positions for the nodes
+        a round holds until it is settled."""
+        self.branches = max(1, branches)
         self.ctx = engine.Context(
-            model, replace(params, n_ctx=params.n_ctx * n_seq, n_seq_max=n_seq)
+            model,
+            replace(
+                params,
+                n_ctx=(params.n_ctx + branch_cells) * n_seq,
+                n_seq_max=n_seq * self.branches,
+            ),
         )
         self.model = model
         self.role = role
         self.holds_others = holds_others
         self.rendezvous = rendezvous
         self.prompt_chunk = max(1, prompt_chunk)
-        self.n_ctx_seq = self.ctx.n_ctx // n_seq
+        self.n_ctx_seq = params.n_ctx if branch_cells else self.ctx.n_ctx // n_seq
         self.stats = StepStats()
         self._pending: list[_Request] = []
+        self.n_slots = n_seq
         self.views = [SequenceView(self, i) for i in range(n_seq)]
         rendezvous.steppers.append(self)
 
@@ -170,12 +188,16 @@ class BatchedContext:
             plan = self._plan(chunk)
         tokens: list[int] = []
         pos: list[int] = []
-        seq: list[int] = []
+        seq: list[int | tuple[int, ...]] = []
         logits: list[bool] = []
         for r, a, b in plan:
             tokens.extend(r.tokens[a:b])
-            pos.extend(range(r.pos0 + a, r.pos0 + b))
-            seq.extend([r.view.seq] * (b - a))
+            if r.placed is not None:
+                pos.extend(r.placed[0])
+                seq.extend(r.placed[1])
+            else:
+                pos.extend(range(r.pos0 + a, r.pos0 + b))
+                seq.extend([r.view.seq] * (b - a))
             logits.extend(r.wants(j) for j in range(a, b))
         s = self.stats
         finished = 0
@@ -204,8 +226,9 @@ class BatchedContext:
             if n_out:
                 r.rows.append(np.array(out[k : k + n_out]))  # a copy: the next step reuses it
                 k += n_out
-            r.view.tokens.extend(r.tokens[a:b])
-            r.view.n_past = r.pos0 + b
+            if r.placed is None:
+                r.view.tokens.extend(r.tokens[a:b])
+                r.view.n_past = r.pos0 + b
             r.done = b
             if b == len(r.tokens):
                 r.finished = True
@@ -225,7 +248,10 @@ class BatchedContext:
             if budget <= 0:
                 break
             left = len(r.tokens) - r.done
-            take = min(left, budget, left if left <= self.prompt_chunk else chunk)
+            if r.placed is not None:  # placed rows go whole, in a step with room for them
+                take = left if left <= budget else 0
+            else:
+                take = min(left, budget, left if left <= self.prompt_chunk else chunk)
             if take > 0:
                 plan.append((r, r.done, r.done + take))
                 budget -= take
@@ -277,6 +303,11 @@ class SequenceView:
     def __init__(self, owner: BatchedContext, seq: int) -> None:
         self.owner = owner
         self.seq = seq
+        #: its KV sequences: its own, then those of its tree rounds' branches (the owner's
+        #: sequences past the slots', `branches - 1` each)
+        n_slots, extra = owner.n_slots, owner.branches - 1
+        self._seqs = [seq, *(n_slots + seq * extra + j for j in range(extra))]
+        self._tree: engine.TreePass | None = None
         self.model = owner.model
         self.n_ctx = owner.n_ctx_seq
         self.n_vocab = owner.model.n_vocab
@@ -313,14 +344,96 @@ class SequenceView:
         engine.check_room(pos0 + n, self.n_ctx)
         if pos0 < len(self.tokens) or self._dirty:
             self.truncate(pos0)
-        owner = self.owner
-        req = _Request(self, list(tokens), pos0, outputs)
-        owner.rendezvous.submit(owner, req, lambda: owner._pending.append(req))
-        if req.error is not None:
-            raise req.error
+        req = self._submit(_Request(self, list(tokens), pos0, outputs))
         if outputs == "none":
             return None
         return req.rows[0] if len(req.rows) == 1 else np.concatenate(req.rows)
+
+    def _submit(self, req: _Request) -> _Request:
+        """Hand `req` to the shared steps and wait for it (its error raised here)."""
+        owner = self.owner
+        owner.rendezvous.submit(owner, req, lambda: owner._pending.append(req))
+        if req.error is not None:
+            raise req.error
+        return req
+
+    def _placed(self, tokens: list[int], pos: list[int], sets: list[tuple[int, ...]]):
+        """Rows at positions and sequences of their own, in the shared steps: all logits."""
+        req = self._submit(_Request(self, tokens, pos[0], "all", placed=(pos, sets)))
+        return req.rows[0] if len(req.rows) == 1 else np.concatenate(req.rows)
+
+    # -- tree rounds in the shared pass (engine.TreePass over this slot's sequences) ----------
+
+    @property
+    def tree_width(self) -> int:
+        """The most leaves of a tree this slot verifies in a shared pass (1: chains)."""
+        return len(self._seqs)
+
+    @property
+    def n_seq(self) -> int:
+        """Sequences a draft may branch into (its own is 0): `fork`, `decode_beside`."""
+        return len(self._seqs)
+
+    def decode_tree(
+        self, root: int, tokens: Sequence[int], parents: Sequence[int], pos0: int
+    ) -> np.ndarray:
+        """engine.Context.decode_tree's contract, the tree's rows in the shared steps."""
+        t = engine.TreePass.lay_out(root, tokens, parents, pos0, self._seqs)
+        engine.check_room(t.end, self.n_ctx)
+        if pos0 < len(self.tokens) or self._dirty:
+            self.truncate(pos0)
+        memory = self.owner.ctx.memory
+        self.owner.rendezvous.run_locked(lambda: t.share(memory))
+        try:
+            out = self._placed(*t.rows())
+        except BaseException:
+            self.owner.rendezvous.run_locked(lambda: t.drop(memory))
+            self._dirty = True
+            raise
+        self._tree = t
+        return out
+
+    def keep_path(self, path: Sequence[int]) -> None:
+        """Settle the last decode_tree (engine.Context.keep_path's contract)."""
+        t, self._tree = self._tree, None
+        if t is None:
+            raise ValueError("keep_path without a decode_tree")
+        kept: list[int] = []
+        memory = self.owner.ctx.memory
+        self.owner.rendezvous.run_locked(lambda: kept.extend(t.keep(memory, path)))
+        del self.tokens[t.pos0 :]
+        self.tokens.extend(kept)
+        self.n_past = t.pos0 + len(kept)
+
+    def fork(self, src: int, dst: int) -> None:
+        """This slot's branch `dst` becomes a copy of its sequence `src` (0: its own)."""
+        a, b = self._seqs[src], self._seqs[dst]
+        self.owner.rendezvous.run_locked(lambda: self.owner.ctx.fork(a, b))
+
+    def seq_rm(self, seq: int, p0: int) -> None:
+        """Forget positions >= p0 of this slot's sequence `seq` (0: its own, a rollback)."""
+        if seq == 0:
+            self.truncate(p0)
+            return
+        s = self._seqs[seq]
+        self.owner.rendezvous.run_locked(lambda: self.owner.ctx.seq_rm(s, p0))
+
+    def decode_beside(
+        self, tokens: Sequence[int], pos: Sequence[int], seq: Sequence[int]
+    ) -> np.ndarray:
+        """engine.Context.decode_beside's contract (rows of this slot's sequences, local
+        ids; rows of its own sequence extend its bookkeeping), in the shared steps."""
+        own = [(t, p) for t, p, s in zip(tokens, pos, seq, strict=True) if s == 0]
+        if own:
+            engine.check_room(own[0][1] + len(own), self.n_ctx)
+            if own[0][1] < len(self.tokens) or self._dirty:
+                self.truncate(own[0][1])
+        sets = [(self._seqs[s],) for s in seq]
+        out = self._placed(list(tokens), list(pos), sets)
+        for t, p in own:
+            self.tokens.append(t)
+            self.n_past = p + 1
+        return out
 
     def truncate(self, n_keep: int) -> None:
         """Roll back: forget every position >= n_keep of this sequence."""

@@ -410,16 +410,77 @@ def check_room(needed: int, n_ctx: int) -> None:
 
 
 @dataclass
-class _TreePass:
-    """What a decode_tree put in the cache, for the keep_path that settles it."""
+class TreePass:
+    """A draft tree laid out as KV cells: what one pass evaluates and what `keep` settles.
+
+    Leaf k's sequence is `seqs[k]`; `seqs[0]` is the generation's own sequence, the others
+    exist only for the round. Each node's cell belongs to the sequences of every leaf below
+    it, the root's to all, so under llama.cpp's mask (a row sees the cells of its first
+    sequence at positions up to its own) each node sees its ancestors and the prefix, and
+    nothing of its siblings' branches: as if its path were decoded alone."""
 
     root: int
     tokens: list[int]
-    parents: list[int]
     pos0: int
-    n_leaves: int
-    #: node -> the leaves (sequence ids) its cell belongs to
+    seqs: list[int]
+    #: node -> the leaves (indices into seqs) its cell belongs to
     below: list[list[int]]
+    depth: list[int]
+
+    @classmethod
+    def lay_out(
+        cls,
+        root: int,
+        tokens: Sequence[int],
+        parents: Sequence[int],
+        pos0: int,
+        seqs: Sequence[int],
+    ) -> TreePass:
+        """The layout of a tree whose leaves take `seqs` in order (at least as many)."""
+        ends, below = tree.leaf_sets(parents)
+        if len(ends) > len(seqs):
+            raise ValueError(f"a tree of {len(ends)} leaves, {len(seqs)} sequences for them")
+        return cls(root, list(tokens), pos0, list(seqs[: len(ends)]), below, tree.depths(parents))
+
+    @property
+    def end(self) -> int:
+        """One past the deepest position the pass writes."""
+        return self.pos0 + 1 + max(self.depth, default=0)
+
+    def rows(self) -> tuple[list[int], list[int], list[tuple[int, ...]]]:
+        """(tokens, positions, sequence sets) of the pass: the root, then one row per node."""
+        toks = [self.root, *self.tokens]
+        pos = [self.pos0, *(self.pos0 + d for d in self.depth)]
+        sets = [tuple(self.seqs), *(tuple(self.seqs[k] for k in b) for b in self.below)]
+        return toks, pos, sets
+
+    def share(self, memory) -> None:  # noqa: ANN001 - llama_memory_t
+        """Before the pass: every branch's sequence sees the prefix (cells shared, none
+        copied)."""
+        for s in self.seqs[1:]:
+            ll.llama_memory_seq_cp(memory, self.seqs[0], s, -1, -1)
+
+    def keep(self, memory, path: Sequence[int]) -> list[int]:  # noqa: ANN001
+        """After the verdict: the root and the accepted nodes `path` become the main
+        sequence's next positions (the cells the pass wrote, now its own), every other node
+        and every branch sequence are dropped. Returns the kept tokens, root first."""
+        main = self.seqs[0]
+        leaf = self.seqs[self.below[path[-1]][0]] if path else main
+        end = self.pos0 + 1 + len(path)
+        if leaf != main:  # the kept branch is another leaf's: the main sequence takes it
+            ll.llama_memory_seq_rm(memory, main, self.pos0 + 1, -1)
+            ll.llama_memory_seq_cp(memory, leaf, main, self.pos0 + 1, end)
+        else:
+            ll.llama_memory_seq_rm(memory, main, end, -1)
+        for s in self.seqs[1:]:
+            ll.llama_memory_seq_rm(memory, s, -1, -1)
+        return [self.root, *(self.tokens[i] for i in path)]
+
+    def drop(self, memory) -> None:  # noqa: ANN001
+        """After a failed pass: the branches gone, the main sequence back to pos0."""
+        for s in self.seqs[1:]:
+            ll.llama_memory_seq_rm(memory, s, -1, -1)
+        ll.llama_memory_seq_rm(memory, self.seqs[0], self.pos0, -1)
 
 
 class Context:
@@ -460,7 +521,7 @@ class Context:
             self._batch.n_seq_id[i] = 1
             self._batch.seq_id[i][0] = 0
         #: the tree of the last decode_tree, until keep_path settles it
-        self._tree: _TreePass | None = None
+        self._tree: TreePass | None = None
         self.n_past = 0
         #: the token at each position the KV cache holds (len == n_past)
         self.tokens: list[int] = []
@@ -592,7 +653,8 @@ class Context:
         give_way: Callable[[], bool] | None = None,
     ) -> np.ndarray:
         """One llama_decode of rows that may belong to several sequences (a context made with
-        n_seq_max > 1): row j is `tokens[j]` at `pos[j]` of sequence `seq[j]`, with its
+        n_seq_max > 1): row j is `tokens[j]` at `pos[j]` of sequence `seq[j]` (or of each
+        sequence of a tuple there: a tree node's cell, shared by its leaves), with its
         logits computed where `logits[j]`. Returns a zero-copy (n_out, n_vocab) view of those
         rows in batch order, valid until the next decode. At most n_batch rows; the caller
         keeps each sequence's positions and bookkeeping (specgguf.backend.batched), so a
@@ -607,29 +669,37 @@ class Context:
         if not 0 < n <= self.n_batch:
             raise ValueError(f"decode_rows: {n} rows, the batch holds 1..{self.n_batch}")
         b = self._batch
+        sets = [(s,) if isinstance(s, int) else tuple(s) for s in seq]
         for j in range(n):
             b.token[j] = tokens[j]
             b.pos[j] = pos[j]
-            b.seq_id[j][0] = seq[j]
+            b.n_seq_id[j] = len(sets[j])
+            for k, s_ in enumerate(sets[j]):
+                b.seq_id[j][k] = s_
             b.logits[j] = logits[j]
         b.n_tokens = n
-        if give_way is None:
-            rc = ll.llama_decode(self.ptr, b)
-        else:
-            self._give_way = give_way
-            ll.llama_set_abort_callback(self.ptr, self._give_way_check, None)
-            try:
+        try:
+            if give_way is None:
                 rc = ll.llama_decode(self.ptr, b)
-            finally:
-                ll.llama_set_abort_callback(self.ptr, _NO_ABORT, None)
-                self._give_way = None
-            if rc == 2:
-                first: dict[int, int] = {}
-                for s_, p_ in zip(seq, pos, strict=True):
+            else:
+                self._give_way = give_way
+                ll.llama_set_abort_callback(self.ptr, self._give_way_check, None)
+                try:
+                    rc = ll.llama_decode(self.ptr, b)
+                finally:
+                    ll.llama_set_abort_callback(self.ptr, _NO_ABORT, None)
+                    self._give_way = None
+        finally:
+            for j in range(n):  # rows of sequence 0 alone again (what decode expects)
+                b.n_seq_id[j], b.seq_id[j][0] = 1, 0
+        if rc == 2 and give_way is not None:
+            first: dict[int, int] = {}
+            for ss, p_ in zip(sets, pos, strict=True):
+                for s_ in ss:
                     first[s_] = min(p_, first.get(s_, p_))
-                for s_, p_ in first.items():
-                    self.seq_rm(s_, p_)
-                raise GaveWay
+            for s_, p_ in first.items():
+                self.seq_rm(s_, p_)
+            raise GaveWay
         if rc != 0:
             raise SpecggufError(f"llama_decode failed with status {rc}", ExitCode.RUNTIME)
         n_out = sum(map(bool, logits))
@@ -651,79 +721,40 @@ class Context:
     def decode_tree(
         self, root: int, tokens: Sequence[int], parents: Sequence[int], pos0: int
     ) -> np.ndarray:
-        """Evaluate a draft tree in ONE llama_decode: `root` (the round's last token) at
-        pos0, node i (`tokens[i]`, below `parents[i]`, -1: the root) at pos0 + its depth.
-        Returns a zero-copy (1 + len(tokens), n_vocab) view of the logits, the root's row
-        first, then one per node; valid until the next decode. `keep_path` must follow.
-
-        Why this is exact: a cell belongs to the sequences of every leaf below its node (the
-        root and the prefix to all of them), and llama.cpp's mask lets a row see the cells
-        of its first sequence at positions up to its own: each node sees its ancestors and
-        the prefix, nothing of its siblings' branches, as if its path were decoded alone."""
-        ends, below = tree.leaf_sets(parents)
-        depth = tree.depths(parents)
-        n = 1 + len(tokens)
-        if len(ends) > self.n_seq or n > self.n_batch:
-            raise ValueError(
-                f"decode_tree: {len(ends)} leaves, {n} rows; this context holds "
-                f"{self.n_seq} sequences, {self.n_batch} rows"
-            )
-        check_room(pos0 + 1 + max(depth, default=0), self.n_ctx)
+        """Evaluate a draft tree in ONE llama_decode (TreePass: each node sees exactly its
+        ancestors): `root` (the round's last token) at pos0, node i (`tokens[i]`, below
+        `parents[i]`, -1: the root) at pos0 + its depth. Returns a zero-copy
+        (1 + len(tokens), n_vocab) view of the logits, the root's row first, then one per
+        node; valid until the next decode. `keep_path` must follow."""
+        t = TreePass.lay_out(root, tokens, parents, pos0, range(self.n_seq))
+        check_room(t.end, self.n_ctx)
         if pos0 < len(self.tokens) or self._dirty:
             self.truncate(pos0)
-        for s in range(1, len(ends)):  # every branch sees the prefix
-            ll.llama_memory_seq_cp(self.memory, 0, s, -1, -1)
-        b = self._batch
-        rows = [(root, pos0, range(len(ends)))]
-        rows += [(t, pos0 + d, seqs) for t, d, seqs in zip(tokens, depth, below, strict=True)]
-        for j, (tok, pos, seqs) in enumerate(rows):
-            b.token[j], b.pos[j], b.logits[j] = tok, pos, True
-            b.n_seq_id[j] = len(seqs)
-            for k, s in enumerate(seqs):
-                b.seq_id[j][k] = s
-        b.n_tokens = n
-        self._tree = _TreePass(root, list(tokens), list(parents), pos0, len(ends), below)
-        rc = ll.llama_decode(self.ptr, b)
-        for j in range(n):  # the batch's rows back to sequence 0 alone (what decode expects)
-            b.n_seq_id[j], b.seq_id[j][0] = 1, 0
-        if rc != 0:
-            self._drop_branches(pos0)
+        t.share(self.memory)
+        self._tree = t
+        toks, pos, sets = t.rows()
+        try:
+            return self.decode_rows(toks, pos, sets, [True] * len(toks))
+        except BaseException:
+            self._tree = None
+            t.drop(self.memory)
             self._dirty = True
             if interrupts.pending():
                 interrupts.raise_pending()
-            raise SpecggufError(f"llama_decode failed with status {rc}", ExitCode.RUNTIME)
-        ptr = ll.llama_get_logits(self.ptr)
-        return np.ctypeslib.as_array(ptr, shape=(n, self.n_vocab))
+            raise
 
     @interrupts.atomic
     def keep_path(self, path: Sequence[int]) -> None:
         """Settle the last decode_tree: keep the root and the accepted nodes `path` (a branch
-        from the root down) as sequence 0's next positions, drop every other node. The
-        cells stay where the pass wrote them: the accepted ones change owner, nothing is
-        evaluated again."""
+        from the root down) as the sequence's next positions, drop every other node."""
         t = self._tree
         if t is None:
             raise ValueError("keep_path without a decode_tree")
         self._tree = None
-        leaf = t.below[path[-1]][0] if path else 0
-        end = t.pos0 + 1 + len(path)
-        if leaf != 0:  # the kept branch is another leaf's: sequence 0 takes its cells
-            ll.llama_memory_seq_rm(self.memory, 0, t.pos0 + 1, -1)
-            ll.llama_memory_seq_cp(self.memory, leaf, 0, t.pos0 + 1, end)
-        else:
-            ll.llama_memory_seq_rm(self.memory, 0, end, -1)
-        for s in range(1, t.n_leaves):
-            ll.llama_memory_seq_rm(self.memory, s, -1, -1)
+        kept = t.keep(self.memory, path)
         del self.tokens[t.pos0 :]
-        self.tokens.extend([t.root, *(t.tokens[i] for i in path)])
-        self.n_past = end
-
-    def _drop_branches(self, pos0: int) -> None:
-        """After a failed tree pass: every branch sequence gone, sequence 0 back to pos0."""
-        t, self._tree = self._tree, None
-        for s in range(1, t.n_leaves if t is not None else 1):
-            ll.llama_memory_seq_rm(self.memory, s, -1, -1)
-        ll.llama_memory_seq_rm(self.memory, 0, pos0, -1)
+        self.tokens.extend(kept)
+        self.n_past = t.pos0 + len(kept)
 
     # -- branches of a draft: sequences beside sequence 0 (specgguf.drafters.draft_tree) ----
 
@@ -748,9 +779,6 @@ class Context:
         except SpecggufError:
             self._dirty = True
             raise
-        finally:
-            for j in range(len(tokens)):
-                self._batch.seq_id[j][0] = 0
         for t, p in own:
             self.tokens.append(t)
             self.n_past = p + 1

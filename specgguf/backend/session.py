@@ -247,7 +247,11 @@ class Session:
         self.rendezvous = Rendezvous()
         try:
             target = BatchedContext(
-                self.target_model, self._params(n_ctx, draft=False), parallel, self.rendezvous
+                self.target_model,
+                self._params(n_ctx, draft=False),
+                parallel,
+                self.rendezvous,
+                **self._batched_tree(draft=False),
             )
             self._batched.append(target)
             drafts: list[SequenceView | None] = [None] * parallel
@@ -259,6 +263,7 @@ class Session:
                     self.rendezvous,
                     role="draft",
                     holds_others=True,
+                    **self._batched_tree(draft=True),
                 )
                 self._batched.append(draft)
                 drafts = list(draft.views)
@@ -288,17 +293,31 @@ class Session:
             load.cache_type_v_draft if draft else load.cache_type_v,
         )
 
-    def _branching(self, params: engine.ContextParams, *, draft: bool) -> engine.ContextParams:
-        """`params` with the sequences a tree round needs (a slot's own contexts only): the
-        target's, one per leaf of the widest tree verified; the draft's, one per branch it
-        grows at once (--spec-tree-topk). Chains: one."""
+    def _tree_sequences(self, *, draft: bool) -> int:
+        """The KV sequences a slot's tree rounds need: the target's, one per leaf of the
+        widest tree verified; the draft's, one per branch it grows at once
+        (--spec-tree-topk). Chains: one."""
         room = self.spec.tree_room
         shape = room or self.spec.tree_shape
         if not shape.branches:
-            return params
+            return 1
         leaves = room.nodes if room is not None else shape.node_cap(self.spec.n_max)
-        n_seq = shape.topk if draft else leaves
-        return replace(params, n_seq_max=max(1, min(n_seq, NODES_MAX)))
+        return max(1, min(shape.topk if draft else leaves, NODES_MAX))
+
+    def _branching(self, params: engine.ContextParams, *, draft: bool) -> engine.ContextParams:
+        """`params` with the sequences a slot's own context needs for tree rounds."""
+        n_seq = self._tree_sequences(draft=draft)
+        return params if n_seq == 1 else replace(params, n_seq_max=n_seq)
+
+    def _batched_tree(self, *, draft: bool) -> dict[str, int]:
+        """A shared context's tree room per slot (BatchedContext's branches, branch_cells):
+        its sequences, and the cells a round's nodes hold until it is settled (a target's
+        tree; the draft's branches, depth x width)."""
+        n_seq = self._tree_sequences(draft=draft)
+        if n_seq == 1:
+            return {}
+        cells = n_seq * self.spec.n_max if draft else n_seq + 1
+        return {"branches": n_seq, "branch_cells": cells}
 
     def _contexts(self, n_ctx: int) -> tuple[ModelContext, ModelContext | None]:
         """A target context (and a draft context, when there is a draft model) of n_ctx,

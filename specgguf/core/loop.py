@@ -93,7 +93,7 @@ class SpeculativeDecoder:
         self._hear = self._tell_listeners if self.listeners else None
         #: the most leaves of a tree draft the target verifies in one pass (1: chains only).
         #: Chains where a tree cannot be verified exactly as cheaply: a target context
-        #: without tree passes (a recurrent or hybrid memory, a shared server pass), drafters
+        #: without tree passes (a recurrent or hybrid memory), drafters
         #: that hear the target's rows (they read a chain's), a grammar (its states follow one
         #: chain of proposals).
         width = getattr(target, "tree_width", 1)
