@@ -53,7 +53,8 @@ SweepSizeM = typer.Option(
 SweepTree = typer.Option(
     None,
     "--sweep-tree",
-    help="Run every draft-simple configuration once per tree shape in this comma list: K "
+    help="Run every configuration with a type that grows trees (draft-simple, "
+    "ngram-map-k4v) once per tree shape in this comma list: K "
     "(--spec-tree-topk K) or KxN (with --spec-tree-nodes N); 1 is the chain, e.g. 1,2,3x10.",
 )
 NPredict = typer.Option(

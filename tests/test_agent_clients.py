@@ -194,8 +194,11 @@ def test_langchain_bind_tools_forced_call(chat_model):
 def test_langchain_streamed_tool_call_chunks_add_up_to_the_call(chat_model):
     bound = chat_model().bind_tools([GetWeather], tool_choice="GetWeather",
                                     parallel_tool_calls=False)  # fmt: skip
-    whole = bound.invoke(ASK)
-    chunks = list(bound.stream(ASK))
+    # streamed first, on a question no earlier test asked: the server's suffix drafter
+    # copies earlier outputs, so a repeated answer may come whole in one round
+    ask = "Is it raining in Oslo right now?"
+    chunks = list(bound.stream(ask))
+    whole = bound.invoke(ask)
     with_args = [c for c in chunks if any(t.get("args") for t in c.tool_call_chunks)]
     assert len(with_args) >= 2  # the arguments came in fragments
     merged = functools.reduce(operator.add, chunks)

@@ -217,3 +217,37 @@ def test_a_chain_is_verified_as_before():
         a = verify(toks, qs, ps.__getitem__, u.uniform)
         b = verify_tree(toks, tree.chain_parents(k), qs, ps.__getitem__, u.uniform)
         assert (a.n_accepted, a.token, a.path) == (b.n_accepted, b.token, b.path)
+
+
+def test_a_trie_merges_common_prefixes_and_keeps_the_first_path_first():
+    tokens, parents = tree.trie([[1, 2, 3], [1, 2, 4], [5, 6], [1, 7]], nodes=10, width=3)
+    chain = tree.first_chain(parents)
+    assert [tokens[i] for i in chain] == [1, 2, 3]
+    ends = tree.leaves(parents)
+    paths = {tuple(tokens[j] for j in tree.path_to(leaf, parents)) for leaf in ends}
+    assert paths == {(1, 2, 3), (1, 2, 4), (5, 6), (1, 7)}
+    # caps: nodes and children per node cut a path where it would exceed them
+    tokens, parents = tree.trie([[1, 2, 3], [1, 2, 4], [5, 6]], nodes=4, width=1)
+    assert [tokens[i] for i in tree.first_chain(parents)] == [1, 2, 3]
+    assert len(tokens) == 3  # [1,2,4] needs a second child of 2, [5,6] a second of the root
+
+
+def test_ngram_map_k4v_proposes_its_continuations_as_a_tree_where_counts_disagree():
+    from specgguf.drafters.ngram_map import NgramMapK4V
+
+    a, b = [20, 21, 22, 23], [30, 31, 32, 33]
+    key = [1, 2]
+    seq = [7]  # (a start at position 0 is never indexed, as in llama.cpp)
+    for cont in (a, b, a, b):  # two continuations, equally often: no chain wins
+        seq += key + cont + [9, 9, 9, 9]
+    seq += [8] * 12  # every occurrence eligible
+    d = NgramMapK4V(size_n=2, size_m=4, min_hits=1)
+    d.begin([*seq, *key])
+    assert d.propose(8).tokens == []  # a chain needs a dominant continuation
+    d.tree, d.tree_leaves = tree.TreeShape(topk=3, nodes=10), 4
+    draft = d.propose(8)
+    assert draft.is_tree
+    ends = tree.leaves(draft.parents)
+    paths = {tuple(draft.tokens[j] for j in tree.path_to(x, draft.parents)) for x in ends}
+    assert paths == {tuple(a), tuple(b)}
+    assert d.peek(8).parents is None  # a shadow draft stays a chain

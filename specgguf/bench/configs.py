@@ -98,8 +98,8 @@ def parse_configs(
     `run` does with neither --spec-type nor --spec-draft-n-max (the free n-gram drafters, and
     draft-simple with a draft model, under auto). With `size_m_values` (--sweep-size-m), each
     configuration with ngram-simple/map-k/map-k4v runs once per size_m. With `tree_values`
-    (--sweep-tree), each configuration with a drafter that grows trees (draft-simple) runs
-    once per tree shape.
+    (--sweep-tree), each configuration with a type that grows trees (its registry row's
+    grows_trees) runs once per tree shape.
     With no --spec-type: ngram-simple and ngram-map-k as llama.cpp runs them, the draft
     model's type (`draft_type`: draft-simple, draft-eagle3 for an EAGLE-3 head, draft-mtp for
     a separate MTP drafter) with a fixed length when a draft model is there, and the default.

@@ -180,7 +180,7 @@ class SpeculativeDecoder:
                 draft = _first_chain(draft)  # ...nor with the target's width
             if draft.tokens and policy is not None:
                 # a free drafter proposes all it has; the policy keeps the part that pays
-                draft = _cut(draft, policy.trim(d.name, len(draft.tokens)))
+                draft = _cut(draft, policy.trim(d.name, draft.depth))
             if draft.tokens:
                 return d, draft
         return None, Draft()

@@ -159,3 +159,29 @@ def widest_level(parents: Sequence[int]) -> int:
     for d in depths(parents):
         counts[d] = counts.get(d, 0) + 1
     return max(counts.values(), default=0)
+
+
+def trie(paths: Sequence[Sequence[int]], *, nodes: int, width: int) -> tuple[list[int], list[int]]:
+    """(tokens, parents) of the tree that holds `paths` (token sequences from the root, the
+    most likely first), their common prefixes merged so that siblings are distinct: what a
+    drafter with several continuations proposes at once. At most `nodes` nodes and `width`
+    children per node; a path that no longer fits is cut where it would exceed them. The
+    first path is the tree's first chain (each node's first child)."""
+    tokens: list[int] = []
+    parents: list[int] = []
+    child: dict[tuple[int, int], int] = {}  # (parent, token) -> node
+    kids: dict[int, int] = {}
+    for path in paths:
+        node = ROOT
+        for tok in path:
+            nxt = child.get((node, tok))
+            if nxt is None:
+                if len(tokens) >= nodes or kids.get(node, 0) >= width:
+                    break
+                nxt = child[(node, tok)] = len(tokens)
+                tokens.append(int(tok))
+                parents.append(node)
+                kids[node] = kids.get(node, 0) + 1
+            node = nxt
+    order = preorder(parents)
+    return [tokens[i] for i in order], reorder(parents, order)

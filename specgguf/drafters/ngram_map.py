@@ -34,6 +34,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from specgguf.core.draft import Draft, Drafter, DraftGate
+from specgguf.core.tree import leaves as tree_leaves_of
+from specgguf.core.tree import trie
 from specgguf.drafters.ngram_params import NgramMapK4VParams, NgramMapKParams
 from specgguf.drafters.ngram_simple import PrefixHashedTokens
 
@@ -126,8 +128,26 @@ class _NgramMapBase(Drafter):
             return None
         return best, best.start, best.cap
 
-    def _lookup(self, budget: int) -> tuple[Draft, tuple[_Key | _Value, int, bool] | None]:
-        """The proposal, and what `feedback` should cap afterwards (pure)."""
+    def _tree_of(self, key: _Key, budget: int) -> Draft:
+        """The key's continuations as one tree, the most frequent first (map-k4v where a
+        tree may be verified: the counts need not agree, the target picks). Each is capped
+        as its chain would be; the caps are not learned from a tree's round."""
+        hist, m = self._hist, self.size_m
+        ranked = sorted(key.values, key=lambda v: -v.count)  # stable: ties keep the earlier
+        paths = [hist.tokens[v.start : v.start + min(m, v.cap, budget)] for v in ranked]
+        shape = self.tree
+        tokens, parents = trie(
+            paths, nodes=shape.node_cap(budget), width=min(shape.topk, self.tree_leaves)
+        )
+        if len(tree_leaves_of(parents)) > self.tree_leaves:  # (a trie's leaves <= its paths)
+            return Draft()
+        return Draft(tokens, None, parents) if tokens else Draft()
+
+    def _lookup(
+        self, budget: int, *, tree: bool = False
+    ) -> tuple[Draft, tuple[_Key | _Value, int, bool] | None]:
+        """The proposal, and what `feedback` should cap afterwards (pure); `tree`: the
+        continuations as a tree where map-k4v keeps several."""
         hist, n, m = self._hist, self.size_n, self.size_m
         length = len(hist)
         if budget <= 0 or length < 2 * n + m + 1:
@@ -137,6 +157,8 @@ class _NgramMapBase(Drafter):
             return Draft(), None
         if key.hits < self.min_hits:
             return Draft(), None
+        if tree and not self.key_only and len(key.values) > 1:
+            return self._tree_of(key, budget), None
         chosen = self._choose(key)
         if chosen is None:
             return Draft(), None
@@ -148,7 +170,8 @@ class _NgramMapBase(Drafter):
         return Draft(tokens=hist.tokens[start : start + count]), (stats, count, count < want)
 
     def propose(self, budget: int, gate: DraftGate | None = None) -> Draft:
-        draft, self._pending = self._lookup(budget)
+        tree = self.tree.branches and self.tree_leaves > 1
+        draft, self._pending = self._lookup(budget, tree=tree)
         return draft
 
     def peek(self, budget: int) -> Draft:

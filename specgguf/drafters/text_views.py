@@ -213,10 +213,11 @@ class WithTextViews(Drafter):
         self.view_tokens = 0
 
     def __setattr__(self, name: str, value: object) -> None:
-        # the registry names the drafter and marks it free after building it: the inner ones
-        # must carry the same marks (auto and the stats read them through either)
+        # the registry names the drafter, marks it free and gives it its tree shape after
+        # building it, and the loop tells it how wide a tree the target verifies: the inner
+        # ones must carry the same marks (auto and the stats read them through either)
         super().__setattr__(name, value)
-        if name in ("name", "free"):
+        if name in ("name", "free", "tree", "tree_leaves"):
             for d in (self.__dict__.get("inner"), self.__dict__.get("escaped")):
                 if d is not None:
                     setattr(d, name, value)
