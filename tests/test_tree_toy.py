@@ -251,3 +251,70 @@ def test_ngram_map_k4v_proposes_its_continuations_as_a_tree_where_counts_disagre
     paths = {tuple(draft.tokens[j] for j in tree.path_to(x, draft.parents)) for x in ends}
     assert paths == {tuple(a), tuple(b)}
     assert d.peek(8).parents is None  # a shadow draft stays a chain
+
+
+class _ToyBranches:
+    """engine.Context's branch calls on a toy: a row of logits per path (seeded by it)."""
+
+    def __init__(self, n_seq: int, vocab: int = V) -> None:
+        self.n_seq, self.vocab = n_seq, vocab
+        self.paths: dict[int, tuple[int, ...]] = {0: ()}
+
+    def row(self, path: tuple[int, ...]) -> np.ndarray:
+        rng = np.random.default_rng(hash(path) & 0xFFFF)
+        return rng.normal(size=self.vocab) * 1.5
+
+    def fork(self, src: int, dst: int) -> None:
+        self.paths[dst] = self.paths[src]
+
+    def seq_rm(self, seq: int, p0: int) -> None:
+        self.paths.pop(seq, None) if seq else None
+
+    def decode_beside(self, tokens, pos, seq):
+        out = []
+        for t, s in zip(tokens, seq, strict=True):
+            self.paths[s] = (*self.paths[s], int(t))
+            out.append(self.row(self.paths[s]))
+        return np.array(out)
+
+
+def test_a_drafted_sampled_tree_follows_the_targets_distribution():
+    """draft_tree's probabilistic levels (siblings drawn without replacement, frontier
+    nodes drawing in rank order within the level's room) verified by verify_tree: the
+    first two emitted tokens follow the target's p (20k seeded rounds)."""
+    from specgguf.core.draft import DraftTiming
+    from specgguf.drafters.draft_steps import DraftRules
+    from specgguf.drafters.draft_tree import draft_tree
+
+    sampler = SamplerParams(temp=1.0, top_k=0, top_p=1.0, min_p=0.0)
+
+    def target(path: tuple[int, ...]) -> SparseDist:
+        rng = np.random.default_rng((hash(path) * 7 + 1) & 0xFFFF)
+        return dist(rng.dirichlet(np.ones(V) * 0.7))
+
+    shape = tree.TreeShape(topk=3, nodes=7, p_split=0.05)
+    n = 20_000
+    joint = np.zeros((V, V))
+    for seed in range(n):
+        ctx = _ToyBranches(3)
+        rules = DraftRules(sampler, n_max=3, probabilistic=True, random=PositionRandom(seed))
+        draft, _ = draft_tree(ctx.row(()), ctx, 3, None, rules, shape, max_leaves=5,
+                              pos_first=10, timing=DraftTiming())  # fmt: skip
+        parents = draft.parents if draft.parents is not None else tree.chain_parents(len(draft))
+
+        def p_at(r: int, draft=draft, parents=parents) -> SparseDist:
+            nodes = tree.path_to(r - 1, parents) if r else []
+            return target(tuple(draft.tokens[i] for i in nodes))
+
+        u = PositionRandom(seed + 1 << 20)
+        v = verify_tree(draft.tokens, parents, draft.probs, p_at, u.uniform)
+        out = [draft.tokens[i] for i in v.path] + [v.token]
+        if len(out) == 1:
+            out.append(target((out[0],)).sample_at(u.uniform(1, 0)))
+        joint[out[0], out[1]] += 1
+    want = np.zeros((V, V))
+    p1 = target(())
+    for a, pa in zip(p1.ids, p1.probs, strict=True):
+        p2 = target((int(a),))
+        want[a, p2.ids] = pa * p2.probs
+    np.testing.assert_allclose(joint / n, want, atol=0.015)

@@ -66,16 +66,17 @@ class _Node:
 
 
 def _candidates(
-    row: np.ndarray, shape: TreeShape, rules: DraftRules, pos: int
+    row: np.ndarray, shape: TreeShape, rules: DraftRules, pos: int, limit: int
 ) -> list[tuple[int, float, SparseDist | None]]:
-    """(token, confidence, q) of the children a node with logits `row` offers, best first;
-    [] where even its best is below p-min (llama.cpp: that branch stops)."""
+    """(token, confidence, q) of at most `limit` children a node with logits `row` offers,
+    best first (probabilistic: in draw order); [] where even its best is below p-min
+    (llama.cpp: that branch stops)."""
     ids, conf = top_k_confidences(row)
     if conf[0] < rules.p_min:
         return []
     if not rules.probabilistic:
         out = [(int(ids[0]), float(conf[0]), None)]
-        for t, c in zip(ids[1 : shape.topk], conf[1 : shape.topk], strict=True):
+        for t, c in zip(ids[1:limit], conf[1:limit], strict=True):
             if c >= shape.p_split:
                 out.append((int(t), float(c), None))
         return out
@@ -83,7 +84,7 @@ def _candidates(
     out = []
     left: SparseDist | None = q
     mass = 1.0  # what the draws so far left of q
-    for j in range(shape.topk):
+    for j in range(limit):
         if left is None or (j and mass < shape.p_split):
             break  # decided before the draw: the siblings stay a sample of q
         x = left.sample_at(rules.random.uniform(pos, sibling(DRAFT, j)))
@@ -93,6 +94,77 @@ def _candidates(
         total = left.probs[keep].sum()
         left = SparseDist(left.ids[keep], left.probs[keep] / total) if total > 0 else None
     return out
+
+
+#: a candidate child: (score, its parent's frontier rank, its rank among the parent's
+#: candidates, token, confidence, q)
+_Offer = tuple[float, int, int, int, float, "SparseDist | None"]
+
+
+def _ranked_level(
+    frontier: list[tuple[int, np.ndarray, int]],
+    scores: dict[int, float],
+    shape: TreeShape,
+    rules: DraftRules,
+    pos: int,
+    *,
+    room: tuple[int, int],
+) -> tuple[list[_Offer], int]:
+    """One-hot children: every frontier node's candidates, the first chain's best first,
+    then the best by score, within `room` (nodes this level, leaves it may add). Which are
+    kept may depend on every candidate: one-hot verification only asks whether the target's
+    own token is among a node's children. Returns them and the leaves they add."""
+    slots, leaf_room = room
+    offers: list[_Offer] = []
+    for rank, (node, row, _seq) in enumerate(frontier):
+        for j, (tok, conf, q) in enumerate(_candidates(row, shape, rules, pos, shape.topk)):
+            offers.append((scores[node] * conf, rank, j, tok, conf, q))
+    main = next((o for o in offers if o[1] == 0 and o[2] == 0), None)
+    if main is None or slots <= 0:
+        return [], 0
+    chosen = [main]
+    fathers = {0}  # frontier ranks with a child chosen at this level
+    grown = 1 if frontier[0][0] == tree.ROOT else 0
+    for o in sorted((o for o in offers if o is not main), key=lambda o: -o[0]):
+        if len(chosen) >= slots:
+            break
+        adds = 1 if frontier[o[1]][0] == tree.ROOT or o[1] in fathers else 0
+        if grown + adds > leaf_room:
+            continue  # one more leaf would need a sequence the target lacks
+        chosen.append(o)
+        fathers.add(o[1])
+        grown += adds
+    return sorted(chosen, key=lambda o: (o[1], o[2])), grown
+
+
+def _drawn_level(
+    frontier: list[tuple[int, np.ndarray, int]],
+    scores: dict[int, float],
+    shape: TreeShape,
+    rules: DraftRules,
+    pos: int,
+    *,
+    room: tuple[int, int],
+) -> tuple[list[_Offer], int]:
+    """Sampled children: the frontier nodes in rank order, each drawing as many children as
+    the room left allows, decided before its draws, and keeping every one it draws. Recursive
+    rejection sampling is exact only for siblings that are the sample the drafter drew: a
+    child dropped after it was seen (for its score) would bias which ones the target meets."""
+    slots, leaf_room = room
+    chosen: list[_Offer] = []
+    grown = 0
+    for rank, (node, row, _seq) in enumerate(frontier):
+        first_leaf = 1 if node == tree.ROOT else 0  # a node's first child adds no leaf
+        limit = min(shape.topk, slots - len(chosen), 1 + leaf_room - grown - first_leaf)
+        if limit <= 0:
+            break
+        drawn = _candidates(row, shape, rules, pos, limit)
+        if not drawn and rank == 0:
+            return [], 0  # the first chain stops: so does the tree
+        for j, (tok, conf, q) in enumerate(drawn):
+            chosen.append((scores[node] * conf, rank, j, tok, conf, q))
+        grown += first_leaf + max(0, len(drawn) - 1) if drawn else 0
+    return chosen, grown
 
 
 def draft_tree(
@@ -124,29 +196,16 @@ def draft_tree(
     try:
         for depth in range(1, budget + 1):
             pos = pos_first + depth - 1  # where this level's nodes sit
-            offers: list[tuple[float, int, int, int, float, SparseDist | None]] = []
-            for rank, (node, row, _seq) in enumerate(frontier):
-                for j, (tok, conf, q) in enumerate(_candidates(row, shape, rules, pos)):
-                    offers.append((scores[node] * conf, rank, j, tok, conf, q))
-            # the first chain: frontier[0] (sequence 0) and its best candidate
-            main = next((o for o in offers if o[1] == 0 and o[2] == 0), None)
+            if rules.probabilistic:
+                chosen, grown = _drawn_level(frontier, scores, shape, rules, pos, room=(
+                    min(shape.topk, cap - len(nodes)), max_leaves - leaves))
+            else:
+                chosen, grown = _ranked_level(frontier, scores, shape, rules, pos, room=(
+                    min(shape.topk, cap - len(nodes)), max_leaves - leaves))
+            main = chosen[0] if chosen and chosen[0][1] == 0 and chosen[0][2] == 0 else None
             if main is None or (gate is not None and not gate(depth - 1, main[4])):
                 break  # the first chain ends here: so does the tree
-            chosen = [main]
-            fathers = {0}  # frontier ranks with a child chosen at this level
-            grown = 0 if frontier[0][0] != tree.ROOT else 1  # leaves added by the level
-            for o in sorted((o for o in offers if o is not main), key=lambda o: -o[0]):
-                if len(chosen) >= shape.topk or len(nodes) + len(chosen) >= cap:
-                    break
-                parent = frontier[o[1]][0]
-                adds = 1 if parent == tree.ROOT or o[1] in fathers else 0
-                if leaves + grown + adds > max_leaves:
-                    continue  # one more leaf would need a sequence the target lacks
-                chosen.append(o)
-                fathers.add(o[1])
-                grown += adds
             leaves += grown
-            chosen.sort(key=lambda o: (o[1], o[2]))  # by parent, then in draw order
             level: list[tuple[int, int]] = []  # (node index, its parent's sequence)
             for score, rank, _j, tok, _conf, q in chosen:
                 scores[len(nodes)] = score
