@@ -101,70 +101,76 @@ def _candidates(
 _Offer = tuple[float, int, int, int, float, "SparseDist | None"]
 
 
-def _ranked_level(
-    frontier: list[tuple[int, np.ndarray, int]],
-    scores: dict[int, float],
-    shape: TreeShape,
-    rules: DraftRules,
-    pos: int,
-    *,
-    room: tuple[int, int],
-) -> tuple[list[_Offer], int]:
-    """One-hot children: every frontier node's candidates, the first chain's best first,
-    then the best by score, within `room` (nodes this level, leaves it may add). Which are
-    kept may depend on every candidate: one-hot verification only asks whether the target's
-    own token is among a node's children. Returns them and the leaves they add."""
-    slots, leaf_room = room
-    offers: list[_Offer] = []
-    for rank, (node, row, _seq) in enumerate(frontier):
-        for j, (tok, conf, q) in enumerate(_candidates(row, shape, rules, pos, shape.topk)):
-            offers.append((scores[node] * conf, rank, j, tok, conf, q))
-    main = next((o for o in offers if o[1] == 0 and o[2] == 0), None)
-    if main is None or slots <= 0:
-        return [], 0
-    chosen = [main]
-    fathers = {0}  # frontier ranks with a child chosen at this level
-    grown = 1 if frontier[0][0] == tree.ROOT else 0
-    for o in sorted((o for o in offers if o is not main), key=lambda o: -o[0]):
-        if len(chosen) >= slots:
-            break
-        adds = 1 if frontier[o[1]][0] == tree.ROOT or o[1] in fathers else 0
-        if grown + adds > leaf_room:
-            continue  # one more leaf would need a sequence the target lacks
-        chosen.append(o)
-        fathers.add(o[1])
-        grown += adds
-    return sorted(chosen, key=lambda o: (o[1], o[2])), grown
+@dataclass
+class _Level:
+    """One depth's choice of children: the frontier (node, its logits row, its sequence),
+    each node's score, the rules, the level's position and its room (`slots`: nodes it may
+    add; `leaf_room`: leaves it may add)."""
 
+    frontier: list[tuple[int, np.ndarray, int]]
+    scores: dict[int, float]
+    shape: TreeShape
+    rules: DraftRules
+    pos: int
+    slots: int
+    leaf_room: int
 
-def _drawn_level(
-    frontier: list[tuple[int, np.ndarray, int]],
-    scores: dict[int, float],
-    shape: TreeShape,
-    rules: DraftRules,
-    pos: int,
-    *,
-    room: tuple[int, int],
-) -> tuple[list[_Offer], int]:
-    """Sampled children: the frontier nodes in rank order, each drawing as many children as
-    the room left allows, decided before its draws, and keeping every one it draws. Recursive
-    rejection sampling is exact only for siblings that are the sample the drafter drew: a
-    child dropped after it was seen (for its score) would bias which ones the target meets."""
-    slots, leaf_room = room
-    chosen: list[_Offer] = []
-    grown = 0
-    for rank, (node, row, _seq) in enumerate(frontier):
-        first_leaf = 1 if node == tree.ROOT else 0  # a node's first child adds no leaf
-        limit = min(shape.topk, slots - len(chosen), 1 + leaf_room - grown - first_leaf)
-        if limit <= 0:
-            break
-        drawn = _candidates(row, shape, rules, pos, limit)
-        if not drawn and rank == 0:
-            return [], 0  # the first chain stops: so does the tree
-        for j, (tok, conf, q) in enumerate(drawn):
-            chosen.append((scores[node] * conf, rank, j, tok, conf, q))
-        grown += first_leaf + max(0, len(drawn) - 1) if drawn else 0
-    return chosen, grown
+    def choose(self) -> tuple[list[_Offer], int]:
+        """The children kept, by parent rank then draw order, and the leaves they add; []
+        where the first chain stops (and so the tree)."""
+        if self.slots <= 0:
+            return [], 0
+        return self._drawn() if self.rules.probabilistic else self._ranked()
+
+    def _ranked(self) -> tuple[list[_Offer], int]:
+        """One-hot children: every frontier node's candidates, the first chain's best first,
+        then the best by score. Which are kept may depend on every candidate: one-hot
+        verification only asks whether the target's own token is among a node's children."""
+        frontier, topk = self.frontier, self.shape.topk
+        offers: list[_Offer] = []
+        for rank, (node, row, _seq) in enumerate(frontier):
+            for j, (tok, conf, q) in enumerate(
+                _candidates(row, self.shape, self.rules, self.pos, topk)
+            ):
+                offers.append((self.scores[node] * conf, rank, j, tok, conf, q))
+        main = next((o for o in offers if o[1] == 0 and o[2] == 0), None)
+        if main is None:
+            return [], 0
+        chosen = [main]
+        fathers = {0}  # frontier ranks with a child chosen at this level
+        grown = 1 if frontier[0][0] == tree.ROOT else 0
+        for o in sorted((o for o in offers if o is not main), key=lambda o: -o[0]):
+            if len(chosen) >= self.slots:
+                break
+            adds = 1 if frontier[o[1]][0] == tree.ROOT or o[1] in fathers else 0
+            if grown + adds > self.leaf_room:
+                continue  # one more leaf would need a sequence the target lacks
+            chosen.append(o)
+            fathers.add(o[1])
+            grown += adds
+        return sorted(chosen, key=lambda o: (o[1], o[2])), grown
+
+    def _drawn(self) -> tuple[list[_Offer], int]:
+        """Sampled children: the frontier nodes in rank order, each drawing as many children
+        as the room left allows, decided before its draws, and keeping every one it draws.
+        Recursive rejection sampling is exact only for siblings that are the sample the
+        drafter drew: a child dropped after it was seen (for its score) would bias which
+        ones the target meets."""
+        chosen: list[_Offer] = []
+        grown = 0
+        for rank, (node, row, _seq) in enumerate(self.frontier):
+            first_leaf = 1 if node == tree.ROOT else 0  # a node's first child adds no leaf
+            room = 1 + self.leaf_room - grown - first_leaf
+            limit = min(self.shape.topk, self.slots - len(chosen), room)
+            if limit <= 0:
+                break
+            drawn = _candidates(row, self.shape, self.rules, self.pos, limit)
+            if not drawn and rank == 0:
+                return [], 0
+            for j, (tok, conf, q) in enumerate(drawn):
+                chosen.append((self.scores[node] * conf, rank, j, tok, conf, q))
+            grown += first_leaf + max(0, len(drawn) - 1) if drawn else 0
+        return chosen, grown
 
 
 def draft_tree(
@@ -196,12 +202,9 @@ def draft_tree(
     try:
         for depth in range(1, budget + 1):
             pos = pos_first + depth - 1  # where this level's nodes sit
-            if rules.probabilistic:
-                chosen, grown = _drawn_level(frontier, scores, shape, rules, pos, room=(
-                    min(shape.topk, cap - len(nodes)), max_leaves - leaves))
-            else:
-                chosen, grown = _ranked_level(frontier, scores, shape, rules, pos, room=(
-                    min(shape.topk, cap - len(nodes)), max_leaves - leaves))
+            slots = min(shape.topk, cap - len(nodes))
+            level_choice = _Level(frontier, scores, shape, rules, pos, slots, max_leaves - leaves)
+            chosen, grown = level_choice.choose()
             main = chosen[0] if chosen and chosen[0][1] == 0 and chosen[0][2] == 0 else None
             if main is None or (gate is not None and not gate(depth - 1, main[4])):
                 break  # the first chain ends here: so does the tree
