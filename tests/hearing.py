@@ -32,6 +32,28 @@ def refuse_loading(monkeypatch) -> None:
     monkeypatch.setattr(engine, "Model", refuse)
 
 
+def check_refusals(open_session, target, head, tmp_path, monkeypatch, spec_type: str) -> None:
+    """Refused from the headers, one line each, nothing loaded: a qwen2 target (its graph
+    records no layer inputs), and a libllama without the hidden-state calls `spec_type`
+    needs. `open_session(target, head)` opens a session drafting with `head`."""
+    import pytest
+
+    from specgguf.backend import llama_ext
+    from specgguf.errors import ExitCode, SpecggufError
+    from tests.tiny_eagle3 import write_qwen2_target_header
+
+    refuse_loading(monkeypatch)
+    qwen2 = write_qwen2_target_header(tmp_path / "qwen2.gguf")
+    with pytest.raises(SpecggufError) as err:
+        open_session(qwen2, head)
+    assert err.value.code == ExitCode.INCOMPATIBLE and "qwen2" in str(err.value)
+    monkeypatch.setattr(llama_ext, "ext", lambda: None)
+    with pytest.raises(SpecggufError) as err:
+        open_session(target, head)
+    assert err.value.code == ExitCode.NO_RUNTIME and spec_type in str(err.value)
+    assert "\n" not in str(err.value)
+
+
 def check_long_prompt(make: Make, reference: list[int], prompt: str) -> None:
     """A prompt of several batches: the output is plain's, the drafts those after one pass."""
     s, one = make(n_batch=32), make()

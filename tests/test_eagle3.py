@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 from specgguf_cli.app import run_cli
 
-from specgguf.backend import llama_ext
 from specgguf.backend.session import LoadOptions, Session, SpecOptions
 from specgguf.core.sampling import SamplerParams
 from specgguf.errors import ExitCode, SpecggufError
@@ -27,11 +26,12 @@ from tests.hearing import (
     check_end_of_context,
     check_long_prompt,
     check_prefix_reuse,
+    check_refusals,
     check_server_slots,
     generate,
     refuse_loading,
 )
-from tests.tiny_eagle3 import build_eagle3_head, build_eagle3_target, write_qwen2_target_header
+from tests.tiny_eagle3 import build_eagle3_head, build_eagle3_target
 from tests.tiny_models import TARGET_SEED
 
 WARM = SamplerParams(temp=0.9, top_k=40, top_p=0.95)
@@ -268,18 +268,10 @@ def test_bad_heads_are_refused_before_loading(models, tmp_path, no_loading, kwar
     assert err.value.code == code and "\n" not in str(err.value)
 
 
-def test_a_qwen2_target_is_refused_before_loading(models, tmp_path, no_loading):
-    qwen2 = write_qwen2_target_header(tmp_path / "qwen2.gguf")
-    with pytest.raises(SpecggufError) as err:
-        session(qwen2, models["random"])
-    assert err.value.code == ExitCode.INCOMPATIBLE and "qwen2" in str(err.value)
-
-
-def test_a_library_without_the_calls(models, monkeypatch, no_loading):
-    monkeypatch.setattr(llama_ext, "ext", lambda: None)
-    with pytest.raises(SpecggufError) as err:
-        session(models["target"], models["random"])
-    assert err.value.code == ExitCode.NO_RUNTIME and "draft-eagle3" in str(err.value)
+def test_a_qwen2_target_and_a_library_without_the_calls_are_refused(models, tmp_path,
+                                                                     monkeypatch):
+    check_refusals(session, models["target"], models["random"], tmp_path, monkeypatch,
+                           "draft-eagle3")  # fmt: skip
 
 
 def test_the_command_line_says_it_in_one_line(models, capfd):
