@@ -285,10 +285,11 @@ def test_bad_drafters_are_refused_before_loading(models, tmp_path, no_loading, k
     assert err.value.code == code and "\n" not in str(err.value)
 
 
-def test_a_qwen2_target_and_a_library_without_the_calls_are_refused(models, tmp_path,
-                                                                     monkeypatch):
-    check_refusals(session, models["target"], models["random"], tmp_path, monkeypatch,
-                           "draft-dflash")  # fmt: skip
+def test_a_qwen2_target_and_a_library_without_the_calls_are_refused(
+    models, tmp_path, monkeypatch
+):
+    head = models["random"]
+    check_refusals(session, models["target"], head, tmp_path, monkeypatch, "draft-dflash")
 
 
 def test_the_command_line_says_it_in_one_line(models, capfd):
