@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tests.tiny_eagle3 import HEAD_TARGET_LAYERS, TARGET_EMBD, copy_tokenizer
-from tests.tiny_models import N_VOCAB, write_file, write_tokenizer
+from tests.tiny_eagle3 import HEAD_TARGET_LAYERS, TARGET_EMBD, finish_head, head_writer
+from tests.tiny_models import N_VOCAB
 
 #: the mask token of the tiny heads: a byte token the tiny targets rarely emit
 MASK_TOKEN = 200
@@ -114,19 +114,10 @@ def build_dflash_head(
             w["conf_proj.bias"] = np.zeros(1, dtype=np.float32)
     w |= extra or {}
 
-    writer = gguf.GGUFWriter(path, arch="dflash")
-    writer.add_name(f"tiny-dflash-seed{seed}")
-    writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if f16 else gguf.LlamaFileType.ALL_F32)
-    writer.add_context_length(2048)
-    writer.add_embedding_length(n_embd)
-    writer.add_block_count(n_layer)
-    writer.add_feed_forward_length(n_ff)
-    writer.add_head_count(n_head)
-    writer.add_head_count_kv(n_head_kv)
-    writer.add_rope_dimension_count(head_dim)
-    writer.add_rope_freq_base(10000.0)
-    writer.add_layer_norm_rms_eps(1e-5)
-    writer.add_vocab_size(n_vocab)
+    writer = head_writer(
+        path, "dflash", seed, f16=f16, n_embd=n_embd, n_layer=n_layer, n_ff=n_ff,
+        n_head=n_head, n_head_kv=n_head_kv, n_vocab=n_vocab,
+    )  # fmt: skip
     writer.add_uint32("dflash.block_size", block_size)
     writer.add_array("dflash.target_layers", [int(x) for x in target_layers])
     if sample_from_anchor is not None:
@@ -135,17 +126,6 @@ def build_dflash_head(
         writer.add_bool("dflash.attention.causal", causal)
     if markov_rank:
         writer.add_bool("dflash.has_confidence_head", confidence)
-    if reader is None:
-        write_tokenizer(writer, "bytes", None)
-    else:
-        copy_tokenizer(reader, writer)
     if mask_token is not None:
         writer.add_uint32("tokenizer.ggml.mask_token_id", mask_token)
-    for name, value in w.items():
-        if name not in omit:
-            dtype = np.float16 if f16 and value.ndim == 2 and value.shape[0] > 1 else np.float32
-            writer.add_tensor(name, np.ascontiguousarray(value, dtype=dtype))
-    if d2t is not None and "d2t" not in omit:
-        writer.add_tensor("d2t", np.asarray(d2t, dtype=np.int64))
-    write_file(writer)
-    return path
+    return finish_head(writer, path, reader, w, omit=omit, d2t=d2t, f16=f16)

@@ -103,28 +103,68 @@ def build_eagle3_head(
     if own_token_embd:
         w["token_embd.weight"] = (rng.standard_normal((n_vocab, n_embd))).astype(np.float32)
 
-    writer = gguf.GGUFWriter(path, arch="eagle3")
-    writer.add_name(f"tiny-eagle3-seed{seed}")
+    writer = head_writer(
+        path, "eagle3", seed, f16=f16, n_embd=n_embd, n_layer=block_count, n_ff=n_ff,
+        n_head=n_head, n_head_kv=n_head_kv, n_vocab=n_vocab,
+    )  # fmt: skip
+    writer.add_array("eagle3.target_layers", [int(x) for x in target_layers])
+    writer.add_uint32("eagle3.target_hidden_size", target_hidden_size)
+    return finish_head(writer, path, reader, w, omit=omit, d2t=d2t, f16=f16)
+
+
+def head_writer(
+    path: Path,
+    arch: str,
+    seed: int,
+    *,
+    f16: bool,
+    n_embd: int,
+    n_layer: int,
+    n_ff: int,
+    n_head: int,
+    n_head_kv: int,
+    n_vocab: int,
+):  # noqa: ANN201 - gguf.GGUFWriter
+    """A GGUFWriter for a tiny head of `arch` with the hyperparameters every head's header
+    carries (the architecture's own keys are the caller's)."""
+    import gguf
+
+    writer = gguf.GGUFWriter(path, arch=arch)
+    writer.add_name(f"tiny-{arch}-seed{seed}")
     writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if f16 else gguf.LlamaFileType.ALL_F32)
     writer.add_context_length(2048)
     writer.add_embedding_length(n_embd)
-    writer.add_block_count(block_count)
+    writer.add_block_count(n_layer)
     writer.add_feed_forward_length(n_ff)
     writer.add_head_count(n_head)
     writer.add_head_count_kv(n_head_kv)
-    writer.add_rope_dimension_count(head_dim)
+    writer.add_rope_dimension_count(n_embd // n_head)
     writer.add_rope_freq_base(10000.0)
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_vocab_size(n_vocab)
-    writer.add_array("eagle3.target_layers", [int(x) for x in target_layers])
-    writer.add_uint32("eagle3.target_hidden_size", target_hidden_size)
+    return writer
+
+
+def finish_head(
+    writer,  # noqa: ANN001 - gguf.GGUFWriter
+    path: Path,
+    reader,  # noqa: ANN001 - gguf.GGUFReader or None
+    tensors: dict[str, np.ndarray],
+    *,
+    omit: Sequence[str],
+    d2t: Sequence[int] | None,
+    f16: bool,
+) -> Path:
+    """The tokenizer (the tiny targets', or `reader`'s file's), the tensors but those in
+    `omit` (with `f16`, matrices of more than one row in F16, the rest F32) and `d2t`; the
+    file written: its path."""
     if reader is None:
         write_tokenizer(writer, "bytes", None)
     else:
         copy_tokenizer(reader, writer)
-    for name, value in w.items():
+    for name, value in tensors.items():
         if name not in omit:
-            dtype = np.float16 if f16 and value.ndim == 2 else np.float32
+            dtype = np.float16 if f16 and value.ndim == 2 and value.shape[0] > 1 else np.float32
             writer.add_tensor(name, np.ascontiguousarray(value, dtype=dtype))
     if d2t is not None and "d2t" not in omit:
         writer.add_tensor("d2t", np.asarray(d2t, dtype=np.int64))
