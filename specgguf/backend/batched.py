@@ -423,16 +423,10 @@ class SequenceView:
     ) -> np.ndarray:
         """engine.Context.decode_beside's contract (rows of this slot's sequences, local
         ids; rows of its own sequence extend its bookkeeping), in the shared steps."""
-        own = [(t, p) for t, p, s in zip(tokens, pos, seq, strict=True) if s == 0]
-        if own:
-            engine.check_room(own[0][1] + len(own), self.n_ctx)
-            if own[0][1] < len(self.tokens) or self._dirty:
-                self.truncate(own[0][1])
+        own = engine.own_rows(self, tokens, pos, seq)
         sets = [(self._seqs[s],) for s in seq]
         out = self._placed(list(tokens), list(pos), sets)
-        for t, p in own:
-            self.tokens.append(t)
-            self.n_past = p + 1
+        engine.record_own_rows(self, own)
         return out
 
     def truncate(self, n_keep: int) -> None:

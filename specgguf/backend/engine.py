@@ -409,6 +409,27 @@ def check_room(needed: int, n_ctx: int) -> None:
         raise SpecggufError(f"context full: {needed} tokens needed, -c is {n_ctx}", ExitCode.PROMPT)
 
 
+def own_rows(ctx, tokens: Sequence[int], pos: Sequence[int], seq: Sequence[int]):  # noqa: ANN001, ANN201
+    """Before a decode_beside pass on `ctx` (an engine Context or a shared-pass sequence):
+    the (token, position) rows of its own sequence 0, checked against its room, and the
+    sequence rolled back to where they start when it holds more (or a failed pass left
+    cells)."""
+    own = [(t, p) for t, p, s in zip(tokens, pos, seq, strict=True) if s == 0]
+    if own:
+        start = own[0][1]
+        check_room(start + len(own), ctx.n_ctx)
+        if start < len(ctx.tokens) or ctx._dirty:
+            ctx.truncate(start)
+    return own
+
+
+def record_own_rows(ctx, own: Sequence[tuple[int, int]]) -> None:  # noqa: ANN001
+    """After the pass: sequence 0's rows are in `ctx`'s cache, so in its bookkeeping."""
+    for t, p in own:
+        ctx.tokens.append(t)
+        ctx.n_past = p + 1
+
+
 @dataclass
 class TreePass:
     """A draft tree laid out as KV cells: what one pass evaluates and what `keep` settles.
@@ -769,19 +790,13 @@ class Context:
         valid until the next decode): row j is `tokens[j]` at `pos[j]` of sequence `seq[j]`.
         Rows of sequence 0 extend the context's own bookkeeping (`tokens`, `n_past`), as
         `decode` would; the other sequences are the caller's to keep and to drop."""
-        own = [(t, p) for t, p, s in zip(tokens, pos, seq, strict=True) if s == 0]
-        for _t, p in own[:1]:
-            check_room(p + len(own), self.n_ctx)
-            if p < len(self.tokens) or self._dirty:
-                self.truncate(p)
+        own = own_rows(self, tokens, pos, seq)
         try:
             out = self.decode_rows(tokens, pos, seq, [True] * len(tokens))
         except SpecggufError:
             self._dirty = True
             raise
-        for t, p in own:
-            self.tokens.append(t)
-            self.n_past = p + 1
+        record_own_rows(self, own)
         return out
 
     @interrupts.callback

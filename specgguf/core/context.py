@@ -33,7 +33,13 @@ class KVContext(Protocol):
     For drafters that read hidden states (specgguf.core.draft.Drafter.hears), a target context
     also has `capture(layers)` (capture those layers' hidden states on every decode from now
     on) and takes `hear` in `decode`: called with each pass's TargetPass (a prompt longer than
-    the batch is several passes). A context that serves only token drafters needs neither."""
+    the batch is several passes). A context that serves only token drafters needs neither.
+
+    A target that verifies tree drafts (specgguf.core.tree) also has `tree_width` (the most
+    leaves one pass holds), `decode_tree(root, tokens, parents, pos0)` (the root and every
+    node in one pass, a row of logits each) and `keep_path(path)` (keep the accepted branch,
+    drop the rest); the loop reads `tree_width` with a default of 1, so a context without
+    them verifies chains."""
 
     n_ctx: int
     n_past: int

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from specgguf.core.sampling import SparseDist
-from specgguf.core.tree import CHAIN, TreeShape, depths
+from specgguf.core.tree import CHAIN, TreeShape, branches, depth_of
 
 
 @dataclass
@@ -51,14 +51,12 @@ class Draft:
     @property
     def depth(self) -> int:
         """Positions drafted: a chain's length, a tree's deepest branch."""
-        return max(depths(self.parents), default=0) if self.parents else len(self.tokens)
+        return depth_of(self.parents, len(self.tokens))
 
     @property
     def is_tree(self) -> bool:
         """Some node has a sibling (a tree that is a chain is verified as one)."""
-        if self.parents is None:
-            return False
-        return any(p != i - 1 for i, p in enumerate(self.parents))
+        return branches(self.parents)
 
 
 @dataclass(frozen=True)

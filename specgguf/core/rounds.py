@@ -11,7 +11,7 @@ from typing import Protocol
 
 from specgguf.core.draft import DraftGate
 from specgguf.core.sampling import SamplerParams
-from specgguf.core.tree import children, depths
+from specgguf.core.tree import children, depth_of
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class Round:
     @property
     def depth(self) -> int:
         """Positions drafted: a chain's length, a tree's deepest branch."""
-        return max(depths(self.parents), default=0) if self.parents else len(self.proposed)
+        return depth_of(self.parents, len(self.proposed))
 
     @property
     def off_chain(self) -> bool:

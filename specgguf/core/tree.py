@@ -86,6 +86,18 @@ def depths(parents: Sequence[int]) -> list[int]:
     return out
 
 
+def depth_of(parents: Sequence[int] | None, n: int) -> int:
+    """Positions drafted by n proposals: a chain's length (parents None), a tree's deepest
+    branch."""
+    return max(depths(parents), default=0) if parents else n
+
+
+def branches(parents: Sequence[int] | None) -> bool:
+    """Whether some node has a sibling (a "tree" whose every node has one child is a chain,
+    verified as one)."""
+    return parents is not None and any(p != i - 1 for i, p in enumerate(parents))
+
+
 def children(parents: Sequence[int]) -> dict[int, list[int]]:
     """node -> its children in order (ROOT's included; a leaf has no entry)."""
     out: dict[int, list[int]] = {}

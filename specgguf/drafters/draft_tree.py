@@ -225,9 +225,8 @@ def draft_tree(
     tokens = [nodes[i].token for i in order]
     probs = [nodes[i].q for i in order] if rules.probabilistic else None
     timing.proposed = len(tokens)
-    if parents and not any(p != i - 1 for i, p in enumerate(parents)):
-        return Draft(tokens, probs), own  # a tree that stayed one chain
-    return Draft(tokens, probs, parents), own  # type: ignore[arg-type]
+    # a tree that stayed one chain goes out as a chain
+    return Draft(tokens, probs, parents if tree.branches(parents) else None), own
 
 
 def _grow(
