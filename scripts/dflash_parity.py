@@ -22,7 +22,6 @@ Exit 0 when every paired round drafted the same tokens (scripts/draft_rounds.py)
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 from pathlib import Path
@@ -32,11 +31,11 @@ sys.path.insert(0, str(ROOT))
 
 from scripts.draft_rounds import report  # noqa: E402
 from scripts.eagle3_parity import (  # noqa: E402
-    DEFAULT_BIN,
-    DEFAULT_TARGET,
     common_flags,
     frequent_tokens,
     llama_cpp_drafts,
+    parity_args,
+    parity_parser,
     specgguf_rounds,
 )
 from tests.tiny_dflash import build_dflash_head  # noqa: E402
@@ -63,16 +62,9 @@ def make_head(target: Path, out: Path, d2t: list[int] | None = None, dspark: boo
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--target", type=Path, default=DEFAULT_TARGET)
-    ap.add_argument("--bin", type=Path, default=DEFAULT_BIN)
-    ap.add_argument("-n", type=int, default=48)
-    ap.add_argument("--k", type=int, default=4)
-    ap.add_argument("--accepting", action="store_true", help="a d2t drafter that agrees at times")
+    ap = parity_parser(__doc__.splitlines()[0], "a d2t drafter that agrees at times")
     ap.add_argument("--dspark", action="store_true", help="a DSpark drafter (a Markov head)")
-    args = ap.parse_args()
-    if not args.target.is_file():
-        sys.exit(f"no target at {args.target} (--target)")
+    args = parity_args(ap)
     spec_type = "draft-dspark" if args.dspark else "draft-dflash"
     with tempfile.TemporaryDirectory() as tmp:
         plain = Path(tmp) / "plain.jsonl"

@@ -102,19 +102,32 @@ def frequent_tokens(target: Path, n: int, trace: Path, count: int = 6) -> list[i
     return [t for t, _ in Counter(emitted).most_common(count)]
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parity_parser(description: str, accepting: str) -> argparse.ArgumentParser:
+    """The options every parity script takes (the target, llama.cpp's build, -n, K, and a
+    drafter that agrees at times: `accepting` says which)."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--target", type=Path, default=DEFAULT_TARGET)
     ap.add_argument("--bin", type=Path, default=DEFAULT_BIN)
     ap.add_argument("-n", type=int, default=48)
     ap.add_argument("--k", type=int, default=4)
-    ap.add_argument(
-        "--accepting", action="store_true",
-        help="a d2t head over the target's most frequent answer tokens: some rounds accepted",
-    )  # fmt: skip
+    ap.add_argument("--accepting", action="store_true", help=accepting)
+    return ap
+
+
+def parity_args(ap: argparse.ArgumentParser) -> argparse.Namespace:
+    """The parsed options, the target checked (a missing one ends in one line)."""
     args = ap.parse_args()
     if not args.target.is_file():
         sys.exit(f"no target at {args.target} (--target)")
+    return args
+
+
+def main() -> int:
+    ap = parity_parser(
+        __doc__.splitlines()[0],
+        "a d2t head over the target's most frequent answer tokens: some rounds accepted",
+    )
+    args = parity_args(ap)
     with tempfile.TemporaryDirectory() as tmp:
         plain = Path(tmp) / "plain.jsonl"
         d2t = frequent_tokens(args.target, args.n, plain) if args.accepting else None
