@@ -22,7 +22,7 @@ from dataclasses import replace
 import numpy as np
 
 from specgguf.core import tree
-from specgguf.core.acceptance import verify, verify_tree
+from specgguf.core.acceptance import verify_tree
 from specgguf.core.constraint import Constraint, RoundStates
 from specgguf.core.context import KVContext, Outputs
 from specgguf.core.draft import Draft, Drafter, TargetPass
@@ -93,9 +93,9 @@ class SpeculativeDecoder:
         self._hear = self._tell_listeners if self.listeners else None
         #: the most leaves of a tree draft the target verifies in one pass (1: chains only).
         #: Chains where a tree cannot be verified exactly as cheaply: a target context
-        #: without tree passes (a recurrent or hybrid memory), drafters
-        #: that hear the target's rows (they read a chain's), a grammar (its states follow one
-        #: chain of proposals).
+        #: without tree passes (a recurrent or hybrid memory), drafters that hear the
+        #: target's rows (they read a chain's), a grammar (its states follow one chain of
+        #: proposals).
         width = getattr(target, "tree_width", 1)
         if self.listeners or constraint is not None:
             width = 1
@@ -251,15 +251,11 @@ class SpeculativeDecoder:
             return self.random.uniform(n_past + 1 + i, purpose)  # i: position in this round
 
         parents = draft.parents
-        if parents is None:
-            verdict = verify(draft.tokens, draft.probs, p_at, uniform)
-        else:  # rows: the root's, then one per node (uniforms keyed by depth, as a chain's)
-            verdict = verify_tree(draft.tokens, parents, draft.probs, p_at, uniform)
+        # rows: the root's, then one per node; uniforms keyed by depth (a chain: its index)
+        shape = parents if parents is not None else tree.chain_parents(len(draft.tokens))
+        verdict = verify_tree(draft.tokens, shape, draft.probs, p_at, uniform)
         target_probs = (
-            [
-                p_at(i if parents is None else parents[i] + 1).prob(x)
-                for i, x in enumerate(draft.tokens)
-            ]
+            [p_at(shape[i] + 1).prob(x) for i, x in enumerate(draft.tokens)]
             if self.trace_probs
             else None
         )
