@@ -195,8 +195,8 @@ def bench(
     prompts = load_prompts(prompt, file, classes, per_class)
     o.check_lookup_caches([t for c in configs for t in c.types], flags.ngram)
 
-    from specgguf.backend.session import resolve_seed
     from specgguf.generator import Generator
+    from specgguf.loading.session import resolve_seed
 
     all_types = sorted({t for c in configs for t in c.types}, key=PRIORITY.index)
     # n_max 3: each configuration sets its own draft length per run
@@ -206,7 +206,7 @@ def bench(
     if not quiet:
         for warning in session.warnings:
             print(f"warning: {warning}", file=sys.stderr)
-    from specgguf.backend.devices import placement_line
+    from specgguf.binding.devices import placement_line
 
     placed = placement_line(session.placement)
     if placed and not quiet:

@@ -16,14 +16,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from specgguf.backend.compat import check_compatible
-from specgguf.backend.eagle3_info import check_target_role
-from specgguf.backend.gguf_info import GGUFInfo, MemoryEstimate, estimate_memory, read_gguf_info
-from specgguf.backend.memory_caps import describe, expected_removal
-from specgguf.backend.mtp_info import is_mtp_drafter, mtp_layers, mtp_problem
-from specgguf.backend.preflight import draft_kind, resolve_n_ctx
-from specgguf.backend.vocab_overlap import vocab_overlap
+from specgguf.binding.memory_caps import describe, expected_removal
 from specgguf.errors import ExitCode, SpecggufError, UsageError
+from specgguf.heads.eagle3_info import check_target_role
+from specgguf.heads.mtp_info import is_mtp_drafter, mtp_layers, mtp_problem
+from specgguf.loading.preflight import draft_kind, resolve_n_ctx
+from specgguf.modelfiles.compat import check_compatible
+from specgguf.modelfiles.gguf_info import GGUFInfo, MemoryEstimate, estimate_memory, read_gguf_info
+from specgguf.modelfiles.vocab_overlap import vocab_overlap
 
 __all__ = ["check", "check_report", "render_report"]
 
@@ -189,14 +189,14 @@ def template_check(info: GGUFInfo, n_ctx: int) -> dict[str, object] | None:
 
 def offload_report(report: dict, n_gpu_layers: str, n_gpu_layers_draft: str) -> dict:
     """Where -ngl / -ngld would put each model's layers with this build and these devices
-    (llama.cpp's rule, specgguf.backend.offload), from the layer counts in the headers: nothing is
+    (llama.cpp's rule, specgguf.binding.offload), from the layer counts in the headers: nothing is
     loaded. A build that cannot say (llama-cpp-python missing, a GPU build without its GPU)
     gets a `note` instead of failing the check."""
-    from specgguf.backend.offload import describe_placement
+    from specgguf.binding.offload import describe_placement
 
     out: dict[str, object] = {"target": None, "draft": None, "note": None}
     try:
-        from specgguf.backend import engine
+        from specgguf.binding import engine
         engine.require_gpu_if_built_for_one()
         devices = engine.backend_devices()
         for role, flag in (("target", n_gpu_layers), ("draft", n_gpu_layers_draft)):
@@ -214,7 +214,7 @@ def offload_report(report: dict, n_gpu_layers: str, n_gpu_layers_draft: str) -> 
 def _rpc_placement(report: dict, rpc, device, device_draft, ngl: str, ngld: str) -> str | None:
     """--rpc/-dev/-devd: the workers are probed and each model's layer placement predicted
     (llama.cpp's split rule); added to the report as "rpc" and returned as one "rpc:" line."""
-    from specgguf.backend import devices, engine
+    from specgguf.binding import devices, engine
 
     layers = {r: (report[r] or {}).get("block_count") for r in ("target", "draft")}
     gl = {"target": engine.parse_gpu_layers(ngl), "draft": engine.parse_gpu_layers(ngld)}
@@ -419,7 +419,7 @@ def check(
     """
     try:
         if model is None:  # like `run`: the pulled default pair, both models
-            from specgguf.backend.models import require_default_pair
+            from specgguf.modelfiles.models import require_default_pair
 
             target, default_draft = require_default_pair()
             model, model_draft = str(target), model_draft or str(default_draft)

@@ -18,13 +18,13 @@ from typing import Any
 import typer
 from specgguf_cli import grammar_flags as gf
 
-from specgguf.backend.ggml_types import FLASH_ATTN, KV_CACHE_TYPES
 from specgguf.core.tree import AUTO_TREE, CHAIN, NODES_MAX, TOPK_MAX, TreeShape
 from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP, DRAFT_SAMPLING_MODES, N_MAX_LIMIT
 from specgguf.drafters.registry import REGISTRY
 from specgguf.drafters.spec_types import AUTO_DEFAULT_NGRAM
 from specgguf.errors import UsageError, open_user_file
 from specgguf.io.sampling_fields import flag_error
+from specgguf.modelfiles.ggml_types import FLASH_ATTN, KV_CACHE_TYPES
 
 
 def one_of(choices: Sequence[str]) -> str:
@@ -437,8 +437,8 @@ def draft_type_for(model_draft: Path | None) -> str:
     draft-mtp, any other model as draft-simple)."""
     if model_draft is None:
         return "draft-simple"
-    from specgguf.backend.eagle3_info import draft_type_of
-    from specgguf.backend.gguf_info import read_gguf_info
+    from specgguf.heads.eagle3_info import draft_type_of
+    from specgguf.modelfiles.gguf_info import read_gguf_info
 
     return draft_type_of(read_gguf_info(model_draft))
 
@@ -447,7 +447,7 @@ def resolve_models(model: Path | None, model_draft: Path | None) -> tuple[Path, 
     """No -m: the pulled default pair, draft included (exit 6 with a hint when not pulled)."""
     if model is not None:
         return model, model_draft
-    from specgguf.backend.models import require_default_pair
+    from specgguf.modelfiles.models import require_default_pair
 
     target, default_draft = require_default_pair()
     return target, model_draft or default_draft
@@ -466,7 +466,7 @@ def _same(value: Any) -> Any:
 class SharedFlag:
     """One flag that `run`, `bench` and `serve` all take, declared once: the commands'
     parameter name, its Typer declaration (names, aliases, variable, default, help), its type,
-    and the specgguf.backend.session.LoadOptions field it fills (None: not a loading setting,
+    and the specgguf.loading.session.LoadOptions field it fills (None: not a loading setting,
     read from SessionFlags instead)."""
 
     param: str
@@ -519,10 +519,10 @@ _KV_ROWS = tuple(row for row in SESSION_FLAGS if row.param.startswith("cache_typ
 
 
 def load_options(model: Path, model_draft: Path | None, /, **given: Any):
-    """specgguf.backend.session.LoadOptions for a resolved model pair from the shared flags'
+    """specgguf.loading.session.LoadOptions for a resolved model pair from the shared flags'
     values, by parameter name (e.g. ctx_size=512); a flag not given keeps its default, and
     -m/-md as given are replaced by the resolved pair."""
-    from specgguf.backend.session import LoadOptions
+    from specgguf.loading.session import LoadOptions
 
     unknown = sorted(set(given) - set(_SHARED))
     if unknown:
@@ -619,7 +619,7 @@ class SessionFlags:
         return model, model_draft, types
 
     def load_options(self, model: Path, model_draft: Path | None):
-        """These flags' specgguf.backend.session.LoadOptions for the resolved pair."""
+        """These flags' specgguf.loading.session.LoadOptions for the resolved pair."""
         return load_options(model, model_draft, **self.given)
 
     def open_session(
@@ -635,8 +635,8 @@ class SessionFlags:
         """Load the pair (imports llama_cpp) for `types` at draft length `n_max` (None: auto);
         `tree_room`: the widest tree its contexts must hold, when wider than the flags' (bench's
         --sweep-tree)."""
-        from specgguf.backend.session import Session
         from specgguf.generator import spec_options
+        from specgguf.loading.session import Session
 
         g = self.given
         return Session(
@@ -793,7 +793,7 @@ def with_generation_flags(func):
 
 def list_devices(rpc: str | None) -> int:
     """--list-devices: llama.cpp's listing, after registering --rpc workers; exits 0."""
-    from specgguf.backend import devices
+    from specgguf.binding import devices
     if rpc:
         devices.add_rpc_servers(rpc)
     print(devices.format_device_list())

@@ -2,7 +2,7 @@
 
 A pull stopped by Ctrl-C, SIGTERM or SIGHUP stops pip, removes its temporary files and exits
 128 + the signal; one killed outright (SIGKILL) takes pip with it (Linux), and what it left on
-disk is removed by the next pull (specgguf.backend.models.sweep_leftovers).
+disk is removed by the next pull (specgguf.modelfiles.models.sweep_leftovers).
 """
 
 from __future__ import annotations
@@ -26,14 +26,14 @@ def pull(
     """Download the default Qwen2.5-Coder pair and SmolLM2 (Gemma 3 270M and the F16 copy of the
     target only when named) into $SPECGGUF_MODELS (default ~/.cache/specgguf/models), checking
     each file's SHA-256 before installing it."""
-    from specgguf.backend.models import (
+    from specgguf.errors import UsageError
+    from specgguf.modelfiles.models import (
         ALL_MODELS,
         DEFAULT_PULL,
         model_path,
         sha256_file,
         sweep_leftovers,
     )
-    from specgguf.errors import UsageError
 
     keys = which or list(DEFAULT_PULL)
     unknown = [k for k in keys if k not in ALL_MODELS]
@@ -70,7 +70,7 @@ def pull(
             print(f"{spec.filename}: {how}", file=sys.stderr)
         try:
             if spec.derived_from:
-                from specgguf.backend.convert import derive
+                from specgguf.binding.convert import derive
 
                 derive(spec, model_path(ALL_MODELS[spec.derived_from]), dest)
             else:
@@ -88,7 +88,7 @@ def _fetch(spec, dest: Path, show: bool) -> None:
     """Download, assemble and verify one model; its temporary files go however this ends."""
     from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
-    from specgguf.backend.models import assemble, download, temp_download_dir
+    from specgguf.modelfiles.models import assemble, download, temp_download_dir
 
     with temp_download_dir() as tmp:
         wheels = download(spec, Path(tmp), quiet=not show)

@@ -47,7 +47,7 @@ def rpc_server(
     ),
 ) -> int:
     """Run a ggml RPC worker on this machine's CPU (for `run --rpc HOST:PORT`)."""
-    from specgguf.backend import devices
+    from specgguf.binding import devices
     if not 0 < port < 65536:
         raise UsageError(f"--port {port}: out of range")
     if threads < 0:
@@ -59,7 +59,7 @@ def rpc_server(
         except OSError as e:
             raise UsageError(f"-c {cache_dir}: {e.strerror or e}") from None
     _check_bind(host, port)
-    from specgguf.backend.engine import default_threads
+    from specgguf.binding.engine import default_threads
 
     serve = devices.start_server(host, port, threads or default_threads(), cache_dir)
 
@@ -103,6 +103,6 @@ def _check_bind(host: str, port: int) -> None:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             s.bind((host, port))
     except OSError as e:
-        from specgguf.backend.devices import RpcError
+        from specgguf.binding.devices import RpcError
 
         raise RpcError(f"rpc-server: cannot listen on {host}:{port} ({e.strerror or e})") from None

@@ -172,8 +172,8 @@ def run(
                 tracer = TraceWriter.open(trace)
 
             # imports llama_cpp: not before
-            from specgguf.backend.session import CROSS_VOCAB_NOTICE
             from specgguf.generator import Generator
+            from specgguf.loading.session import CROSS_VOCAB_NOTICE
 
             output_grammar = gen_flags.output_grammar()
 
@@ -255,7 +255,7 @@ def run(
 
 def _print_placement(session, quiet: bool) -> None:
     """With --rpc/-dev/-devd: one "rpc: ..." line saying where each model's layers are."""
-    from specgguf.backend.devices import placement_line
+    from specgguf.binding.devices import placement_line
 
     line = placement_line(session.placement)
     if line and not quiet:

@@ -147,7 +147,7 @@ def serve(
 
     bind(host, port).close()  # a port in use fails now, not after the weights are read
 
-    from specgguf.backend.devices import is_loopback
+    from specgguf.binding.devices import is_loopback
     from specgguf.generator import Generator
     from specgguf.server.app import ServerConfig
     from specgguf.server.runner import say

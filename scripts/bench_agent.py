@@ -507,7 +507,7 @@ def bench(sides: list[Side], task: Task, turns: list[str], repeat: int,
 
 
 def default_pair() -> tuple[str, str]:
-    from specgguf.backend.models import require_default_pair
+    from specgguf.modelfiles.models import require_default_pair
 
     return tuple(str(p) for p in require_default_pair())  # type: ignore[return-value]
 

@@ -48,11 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = ap.parse_args(argv)
 
-    from specgguf.backend import engine
-    from specgguf.backend.eagle3_head import Eagle3Context
-    from specgguf.backend.eagle3_info import read_eagle3_head
-    from specgguf.backend.gguf_info import read_gguf_info
-    from specgguf.backend.models import require_default_pair
+    from specgguf.binding import engine
+    from specgguf.heads.eagle3_head import Eagle3Context
+    from specgguf.heads.eagle3_info import read_eagle3_head
+    from specgguf.modelfiles.gguf_info import read_gguf_info
+    from specgguf.modelfiles.models import require_default_pair
     from tests.tiny_eagle3 import build_eagle3_head
 
     target_path, draft_path = require_default_pair()

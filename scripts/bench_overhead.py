@@ -237,7 +237,7 @@ def measure_warm(
     many rounds in a fraction of a second, which a shared CPU's noise hardly reaches."""
     import numpy as np
 
-    from specgguf.backend import engine
+    from specgguf.binding import engine
     dec, policy = _decoder(session, cfg, temp, 1 << 30, seed, ignore_eos=True)
     gen = dec.generate(tokens)
     for _ in range(3):
@@ -317,13 +317,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", action="store_true", help="cProfile the measured rounds")
     args = ap.parse_args(argv)
 
-    from specgguf.backend import engine
-    from specgguf.backend.session import LoadOptions, Session, SpecOptions
+    from specgguf.binding import engine
     from specgguf.errors import SpecggufError
+    from specgguf.loading.session import LoadOptions, Session, SpecOptions
 
     try:
         if args.model is None:
-            from specgguf.backend.models import require_default_pair
+            from specgguf.modelfiles.models import require_default_pair
 
             args.model, default_draft = require_default_pair()
             args.model_draft = args.model_draft or default_draft

@@ -113,7 +113,7 @@ def start_worker(threads: int) -> tuple[subprocess.Popen, int]:
          "-t", str(threads)],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT,
     )  # fmt: skip
-    from specgguf.backend.devices import RpcError, probe
+    from specgguf.binding.devices import RpcError, probe
 
     deadline = time.monotonic() + 60
     while True:

@@ -47,7 +47,7 @@ MASK_TOKEN = 17
 def make_head(target: Path, out: Path, d2t: list[int] | None = None, dspark: bool = False) -> Path:
     """A random DFlash (or DSpark) drafter over the target: its width and heads, its
     tokenizer; with `d2t`, a small lm_head of its own over those target tokens."""
-    from specgguf.backend.gguf_info import read_gguf_info
+    from specgguf.modelfiles.gguf_info import read_gguf_info
 
     info = read_gguf_info(target)
     n_embd, n_layer = info.embedding_length, info.block_count

@@ -44,7 +44,7 @@ PROMPT = "The quick brown fox jumps over the lazy dog. Then the dog"
 def make_head(target: Path, out: Path, d2t: list[int] | None = None) -> Path:
     """A random head over the target: its width and heads, its tokenizer, its lm_head; with
     `d2t`, its own small lm_head over those target tokens instead."""
-    from specgguf.backend.gguf_info import read_gguf_info
+    from specgguf.modelfiles.gguf_info import read_gguf_info
 
     info = read_gguf_info(target)
     n_embd, n_layer = info.embedding_length, info.block_count

@@ -268,9 +268,9 @@ def measure(a: argparse.Namespace) -> dict:
     sys.path.insert(0, str(ROOT / "scripts"))
     import bench_overhead as bo
 
-    from specgguf.backend import engine
-    from specgguf.backend.session import LoadOptions, Session, SpecOptions
     from specgguf.bench import measure_cost_curve
+    from specgguf.binding import engine
+    from specgguf.loading.session import LoadOptions, Session, SpecOptions
 
     timer = bo.DecodeTimer(cpu=False)  # an idle GPU machine: wall time
     timer.install(engine.ll)

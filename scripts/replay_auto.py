@@ -148,7 +148,7 @@ def main() -> None:
     cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
     todo = [p for p in prompts if f"{a.n}:{p}" not in cache]
     if todo:
-        from specgguf.backend.session import LoadOptions, Session, SpecOptions
+        from specgguf.loading.session import LoadOptions, Session, SpecOptions
 
         s = Session(LoadOptions(model=Path(a.model), n_ctx=4096), SpecOptions(types=[]))
         try:

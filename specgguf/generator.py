@@ -5,7 +5,7 @@ policy of each slot seeded from (and saved back to) this machine's profile, the 
 and the defaults of the command line. `generate()` returns a Generation that advances one
 speculative round per `next()`: a CLI loops over it, a server with several slots runs each
 slot's Generation on a thread of its own, their decodes sharing passes (the `rendezvous`,
-specgguf.backend.rendezvous). Each step yields the text released by that round, split into
+specgguf.binding.rendezvous). Each step yields the text released by that round, split into
 fragments that came from accepted drafts and fragments the target produced itself, with `stop`
 strings cut out and UTF-8 never split.
 
@@ -26,10 +26,9 @@ from typing import Any
 
 from specgguf.auto.policy import AdaptivePolicy
 from specgguf.auto.preload import without_draft_cost
-from specgguf.backend.batched import SequenceView
-from specgguf.backend.grammar import GrammarError, compile_grammar, schema_to_gbnf
-from specgguf.backend.rendezvous import Rendezvous
-from specgguf.backend.session import Session, Slot, SpecOptions, TimingContexts, resolve_seed
+from specgguf.binding.batched import SequenceView
+from specgguf.binding.grammar import GrammarError, compile_grammar, schema_to_gbnf
+from specgguf.binding.rendezvous import Rendezvous
 from specgguf.core.constraint import NoTokenAllowed
 from specgguf.core.draft import Drafter
 from specgguf.core.loop import SpeculativeDecoder
@@ -39,6 +38,7 @@ from specgguf.core.stats import RunStats
 from specgguf.draft_plan import DRAFT_MODEL_TYPE
 from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP
 from specgguf.errors import PromptError
+from specgguf.loading.session import Session, Slot, SpecOptions, TimingContexts, resolve_seed
 from specgguf.spec_plan import CappedLengths, SpecOverrides, SpecPlan
 
 
@@ -334,7 +334,7 @@ class Generator:
     def shared_prefix(self, slot: int, tokens: Sequence[int]) -> int:
         """How many leading tokens of `tokens` the slot's KV cache holds (what a prompt there
         would not evaluate again)."""
-        from specgguf.backend.engine import common_prefix_len
+        from specgguf.binding.engine import common_prefix_len
 
         return common_prefix_len(self._slots[slot].slot.target.tokens, tokens)
 

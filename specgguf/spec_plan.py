@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from specgguf.auto.profile import CostProfile
-from specgguf.backend.session import SpecOptions
+from specgguf.loading.session import SpecOptions
 
 Lengths = Literal["fixed", "capped", "auto"]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from specgguf.backend import engine
+from specgguf.binding import engine
 from specgguf.core.sampling import SamplerParams
 from tests.serve_helpers import FAST, Server, post_together
 
@@ -38,7 +38,7 @@ def check_refusals(open_session, target, head, tmp_path, monkeypatch, spec_type:
     needs. `open_session(target, head)` opens a session drafting with `head`."""
     import pytest
 
-    from specgguf.backend import llama_ext
+    from specgguf.binding import llama_ext
     from specgguf.errors import ExitCode, SpecggufError
     from tests.tiny_eagle3 import write_qwen2_target_header
 

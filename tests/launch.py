@@ -26,7 +26,7 @@ RENDER_MARKER = b"[tests.launch] chat template rendering starts\n"
 
 def _slow_log(delay: float) -> None:
     from specgguf import interrupts
-    from specgguf.backend import engine
+    from specgguf.binding import engine
 
     original = engine._log
     announced = False
@@ -78,7 +78,7 @@ def main() -> None:
         _mark_render()
     pip = os.environ.get("SPECGGUF_TEST_PIP")
     if pip:
-        from specgguf.backend import models
+        from specgguf.modelfiles import models
         models.PIP_COMMAND = json.loads(pip)
     from specgguf_cli.app import main as cli_main
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from specgguf.backend.session import Session, SpecOptions
 from specgguf.core.sampling import SamplerParams
 from specgguf.drafters.mtp import MtpDrafter
+from specgguf.loading.session import Session, SpecOptions
 from tests.serve_helpers import Server, post_together
 
 GREEDY = SamplerParams(temp=0.0)

@@ -376,8 +376,8 @@ def test_summary_reports_choices_costs_and_acceptance():
 
 
 def test_auto_is_lossless_and_records_its_choices(tiny_target, tiny_draft):
-    from specgguf.backend.session import LoadOptions, Session, SpecOptions
     from specgguf.core.sampling import SamplerParams
+    from specgguf.loading.session import LoadOptions, Session, SpecOptions
 
     greedy = SamplerParams(temp=0.0)
     load = LoadOptions(

@@ -302,7 +302,7 @@ def test_jsonl_prompt_lines_are_plain_text_with_the_default_pair(
     from pathlib import Path
 
     monkeypatch.setattr(
-        "specgguf.backend.models.require_default_pair",
+        "specgguf.modelfiles.models.require_default_pair",
         lambda: (Path(tiny_target), Path(tiny_draft)),
     )
     payload = (

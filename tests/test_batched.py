@@ -1,4 +1,4 @@
-"""Several slots decoded as one batch (specgguf.backend.batched, specgguf.backend.rendezvous).
+"""Several slots decoded as one batch (specgguf.binding.batched, specgguf.binding.rendezvous).
 
 On the tiny models: 8 generations of mixed prompt lengths run concurrently on an -np 8
 session, each on its own thread, must give each the text the same request gives alone on a
@@ -18,7 +18,7 @@ import threading
 import numpy as np
 import pytest
 
-from specgguf.backend.rendezvous import Cancelled, Rendezvous
+from specgguf.binding.rendezvous import Cancelled, Rendezvous
 from tests.near_tie import assert_same_or_near_tie as near_tie_check
 
 N_SLOTS = 8
@@ -56,7 +56,7 @@ def prompt(i: int) -> str:
 
 @pytest.fixture(scope="module")
 def sessions(tiny_target, tiny_draft):
-    from specgguf.backend.session import LoadOptions, Session, SpecOptions
+    from specgguf.loading.session import LoadOptions, Session, SpecOptions
 
     def make(parallel: int, draft_sampling: str = "auto") -> Session:
         return Session(
@@ -160,8 +160,8 @@ def test_concurrent_slots_give_each_request_its_text_alone(sessions, temp, spec)
 def test_a_long_prompt_is_evaluated_in_chunks(sessions, monkeypatch):
     """A prompt longer than the chunk takes several steps, and its text is unchanged (no
     time slice: the tiny model is so fast that a slice would take the whole prompt)."""
-    from specgguf.backend import batched
-    from specgguf.backend.batched import PROMPT_CHUNK
+    from specgguf.binding import batched
+    from specgguf.binding.batched import PROMPT_CHUNK
     from specgguf.core.sampling import SamplerParams
 
     monkeypatch.setattr(batched, "PROMPT_SLICE_S", 0.0)
@@ -393,7 +393,7 @@ def test_a_failed_step_fails_its_waiters_and_the_sequence_recovers(sessions, mon
 def test_rows_in_a_slice_follow_the_widest_step_timed():
     """The chunk of a long prompt: the rows the widest step timed (of at least the least
     chunk) would evaluate in the slice, never fewer than the least chunk."""
-    from specgguf.backend.batched import StepStats
+    from specgguf.binding.batched import StepStats
 
     s = StepStats()
     assert s.rows_in(0.5, at_least=64) == 64  # nothing wide timed yet
@@ -409,8 +409,8 @@ def test_a_long_prompt_takes_what_a_slice_evaluates(tiny_target, monkeypatch):
     """Where a pass is fast (a GPU), a long prompt alone takes as many rows a step as the
     target evaluates in PROMPT_SLICE_S by its measured rate, up to n_batch; where it is slow,
     PROMPT_CHUNK rows. The short request's rows come first in either."""
-    from specgguf.backend import batched, engine
-    from specgguf.backend.batched import PROMPT_CHUNK, BatchedContext, _Request
+    from specgguf.binding import batched, engine
+    from specgguf.binding.batched import PROMPT_CHUNK, BatchedContext, _Request
 
     monkeypatch.setattr(batched, "PROMPT_SLICE_S", 0.5)
     model = engine.Model(tiny_target)
@@ -434,8 +434,8 @@ def test_a_long_prompt_yields_to_a_newcomer_until_its_first_token(tiny_target, m
     while the short prompt of a request that has had no token yet waits, but never stalls a
     step that would otherwise be empty, and takes the full chunk again once that prompt's
     pass (which gives the first token) was decoded."""
-    from specgguf.backend import batched, engine
-    from specgguf.backend.batched import (
+    from specgguf.binding import batched, engine
+    from specgguf.binding.batched import (
         NEWCOMER_CHUNK,
         PROMPT_CHUNK,
         BatchedContext,
@@ -483,8 +483,8 @@ def test_a_long_prompt_yields_to_a_newcomer_until_its_first_token(tiny_target, m
 def test_the_tail_of_a_long_prompt_pauses_no_other(tiny_target, monkeypatch):
     """Only a request short as a whole makes the long prompts pause for its first token: the
     last rows of a long one are taken whole beside the others' chunks, in the same step."""
-    from specgguf.backend import batched, engine
-    from specgguf.backend.batched import PROMPT_CHUNK, BatchedContext, _Request
+    from specgguf.binding import batched, engine
+    from specgguf.binding.batched import PROMPT_CHUNK, BatchedContext, _Request
 
     monkeypatch.setattr(batched, "PROMPT_SLICE_S", 0.0)  # chunks of PROMPT_CHUNK
     model = engine.Model(tiny_target)
@@ -507,7 +507,7 @@ def test_decode_rows_that_gives_way_keeps_nothing_of_its_batch(tiny_target):
     """An abandoned batch leaves no cell behind, in any of its sequences (the rows of its
     earlier micro-batches included): the next decode's logits equal those of a context that
     never saw it, and another sequence's cells are untouched."""
-    from specgguf.backend import engine
+    from specgguf.binding import engine
 
     model = engine.Model(tiny_target)
     params = engine.ContextParams(n_ctx=1024, n_threads=1, flash_attn="off", n_seq_max=2)
@@ -550,7 +550,7 @@ def test_a_long_prompt_step_gives_way_to_a_request_that_joins(sessions, monkeypa
     that chunk: the step is abandoned, the newcomer's prompt goes in the next step without
     the long prompt's (whether or not it may reuse a cached prefix), and both texts are what
     each gets alone."""
-    from specgguf.backend import batched
+    from specgguf.binding import batched
     from specgguf.core.sampling import SamplerParams
     from specgguf.generator import GenParams
 
@@ -636,7 +636,7 @@ def test_every_step_runs_on_one_thread():
 
 
 def test_step_times_between_widths_are_interpolated():
-    from specgguf.backend.batched import StepStats
+    from specgguf.binding.batched import StepStats
 
     s = StepStats()
     s.timed(2, 0.2)
@@ -651,7 +651,7 @@ def test_a_batched_session_times_both_models_widths_before_any_step(tiny_target,
     """A server with a draft model has timed a pass of each model over 1..N rows before its
     first request (what auto prices a draft in a shared pass with), and those passes left
     nothing in the cache and no step in the statistics."""
-    from specgguf.backend.session import LoadOptions, Session, SpecOptions
+    from specgguf.loading.session import LoadOptions, Session, SpecOptions
 
     load = LoadOptions(model=tiny_target, model_draft=tiny_draft, n_ctx=512 * 5, threads=1)
     many = Session(load, SpecOptions(types=["draft-simple"], n_max=3), parallel=5)

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from specgguf.backend.models import DRAFT, TARGET, is_present, model_path
-from specgguf.backend.session import LoadOptions, Session, SpecOptions
 from specgguf.core.sampling import SamplerParams
 from specgguf.generator import Generator
+from specgguf.loading.session import LoadOptions, Session, SpecOptions
+from specgguf.modelfiles.models import DRAFT, TARGET, is_present, model_path
 from tests.near_tie import REAL_NEAR_TIE
 from tests.test_batched import assert_same_or_near_tie, concurrently, tokens_of
 

@@ -248,9 +248,9 @@ PROMPTS = [BenchPrompt("code", "def main():\n    return"), BenchPrompt("chat", "
 
 @pytest.fixture(scope="module")
 def tiny_bench(tiny_target, tiny_draft):
-    from specgguf.backend.session import LoadOptions, Session, SpecOptions
     from specgguf.core.sampling import SamplerParams
     from specgguf.generator import Generator
+    from specgguf.loading.session import LoadOptions, Session, SpecOptions
 
     configs = parse_configs(
         ["draft-simple:2;ngram-simple;draft-simple:auto"], [3], have_draft_model=True
@@ -329,10 +329,10 @@ def test_bench_runs_are_generator_calls(tiny_target, tiny_draft, monkeypatch):
     configuration's settings, and writes what the Generator writes for the same prompt and
     configuration: bench measures the path `run` takes. Sampled (--temp 0.7), so the text
     depends on the call's seed and settings."""
-    from specgguf.backend.session import LoadOptions, Session, SpecOptions
     from specgguf.bench import gen_params
     from specgguf.core.sampling import SamplerParams
     from specgguf.generator import Generator
+    from specgguf.loading.session import LoadOptions, Session, SpecOptions
 
     calls = []
     real = Generator.generate
@@ -438,9 +438,9 @@ def test_bench_cli_usage_errors_before_loading(tiny_target, capsys):
 
 def test_ctrl_c_reports_the_runs_that_finished(tiny_target, monkeypatch):
     import specgguf.bench as bench_mod
-    from specgguf.backend.session import LoadOptions, Session, SpecOptions
     from specgguf.core.sampling import SamplerParams
     from specgguf.generator import Generator
+    from specgguf.loading.session import LoadOptions, Session, SpecOptions
 
     real = bench_mod.run_one
     calls = []

@@ -7,7 +7,6 @@ import pytest
 import typer.main
 from specgguf_cli.app import _register, app
 
-from specgguf.backend.session import SpecOptions
 from specgguf.bench import (
     AXES,
     BenchConfig,
@@ -19,6 +18,7 @@ from specgguf.bench import (
 )
 from specgguf.core.tree import AUTO_TREE, CHAIN, UNSET, TreeShape
 from specgguf.errors import UsageError
+from specgguf.loading.session import SpecOptions
 
 
 def test_every_axis_flag_is_a_bench_option() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from specgguf.backend.gguf_info import read_gguf_info
 from specgguf.errors import ExitCode, PromptError, UsageError
 from specgguf.io.chat import (
     CHATML_TEMPLATE,
@@ -15,6 +14,7 @@ from specgguf.io.chat import (
     template_for,
     validate_messages,
 )
+from specgguf.modelfiles.gguf_info import read_gguf_info
 from tests.tiny_models import DEFAULT_TEMPLATE, TARGET_SEED, build_tiny_model
 
 USER_HI = [{"role": "user", "content": "hi"}]

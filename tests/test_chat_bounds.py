@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from specgguf.backend.gguf_info import read_gguf_info
 from specgguf.errors import ExitCode
 from specgguf.io.chat import CHATML_TEMPLATE, ChatTemplate, ChatTemplateError, _tojson
 from specgguf.io.template_bounds import CHARS_PER_TOKEN, TemplateLimits
+from specgguf.modelfiles.gguf_info import read_gguf_info
 from tests.gguf_factory import QWEN_15, need_models
 from tests.test_chat import HF_STYLE
 from tests.tiny_models import DEFAULT_TEMPLATE, TARGET_SEED, build_tiny_model

@@ -23,8 +23,8 @@ from gguf import GGUFValueType
 from specgguf_cli.app import _register, app, run_cli
 from specgguf_cli.short_flags import multi_letter_short_flags
 
-from specgguf.backend.gguf_info import read_gguf_info
 from specgguf.errors import ExitCode
+from specgguf.modelfiles.gguf_info import read_gguf_info
 from tests.gguf_factory import (
     gguf_str,
     header,
@@ -410,7 +410,7 @@ def test_check_without_m_and_no_pulled_models(cli):
 
 
 def test_legacy_flag_refused_before_anything_is_loaded(cli, tiny_target, tiny_draft, monkeypatch):
-    import specgguf.backend.session as session
+    import specgguf.loading.session as session
 
     def boom(*args, **kwargs):
         raise AssertionError("a model was loaded for a refused flag")

@@ -13,9 +13,9 @@ import typer
 from gguf_factory import QWEN_05, QWEN_15, SMOLLM, default_tokens, need_models, write_gguf
 from typer.testing import CliRunner
 
-from specgguf.backend.compat import check_compatible, require_compatible, vocab_type
-from specgguf.backend.gguf_info import VocabInfo, read_gguf_info
 from specgguf.errors import ExitCode, IncompatibleModelsError
+from specgguf.modelfiles.compat import check_compatible, require_compatible, vocab_type
+from specgguf.modelfiles.gguf_info import VocabInfo, read_gguf_info
 
 
 def vocab(n: int = 300, **changes) -> VocabInfo:

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specgguf.backend.session import CROSS_VOCAB_NOTICE, LoadOptions, Session, SpecOptions
 from specgguf.core.sampling import PositionRandom, SamplerParams, distribution
 from specgguf.drafters.cross_vocab import CrossVocabDrafter
 from specgguf.errors import ExitCode, IncompatibleModelsError
+from specgguf.loading.session import CROSS_VOCAB_NOTICE, LoadOptions, Session, SpecOptions
 from tests.tiny_models import TARGET_SEED, build_tiny_model, special_ids
 
 PROMPTS = [
@@ -317,8 +317,8 @@ def test_bench_cost_curve_feeds_the_draft_its_own_tokens(cross_vocab):
     the draft's tokenization of the prompt, never target ids (which may not exist there)."""
     from types import SimpleNamespace
 
-    from specgguf.backend.session import Session
     from specgguf.bench import measure_cost_curve
+    from specgguf.loading.session import Session
 
     session = SimpleNamespace(
         target=_FakeCtx(),

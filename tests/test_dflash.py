@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from specgguf_cli.app import run_cli
 
-from specgguf.backend.session import LoadOptions, Session, SpecOptions
 from specgguf.core.sampling import SamplerParams
 from specgguf.errors import ExitCode, SpecggufError
+from specgguf.loading.session import LoadOptions, Session, SpecOptions
 from tests.conversation import check_two_turns
 from tests.draft_spy import record_proposals
 from tests.hearing import (

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 from specgguf_cli.app import run_cli
 
-from specgguf.backend import memory_budget
-from specgguf.backend.dflash_info import check_dflash_pair
-from specgguf.backend.eagle3_info import check_draft_role, check_target_role, draft_type_of
-from specgguf.backend.gguf_info import read_gguf_info
-from specgguf.backend.preflight import preflight
-from specgguf.backend.session import LoadOptions
 from specgguf.errors import ExitCode, SpecggufError
+from specgguf.heads.dflash_info import check_dflash_pair
+from specgguf.heads.eagle3_info import check_draft_role, check_target_role, draft_type_of
+from specgguf.loading import memory_budget
+from specgguf.loading.preflight import preflight
+from specgguf.loading.session import LoadOptions
+from specgguf.modelfiles.gguf_info import read_gguf_info
 from tests.tiny_dflash import MASK_TOKEN, build_dflash_head
 from tests.tiny_eagle3 import TARGET_LAYERS_N, build_eagle3_target, write_qwen2_target_header
 from tests.tiny_models import N_VOCAB, TARGET_SEED

@@ -8,16 +8,16 @@ import json
 import pytest
 from specgguf_cli.app import run_cli
 
-from specgguf.backend.eagle3_info import (
+from specgguf.drafters.spec_types import parse_spec_types
+from specgguf.errors import ExitCode, SpecggufError
+from specgguf.heads.eagle3_info import (
     check_draft_role,
     check_eagle3_pair,
     draft_type_of,
 )
-from specgguf.backend.gguf_info import read_gguf_info
-from specgguf.backend.head_checks import read_d2t
-from specgguf.backend.preflight import preflight
-from specgguf.drafters.spec_types import parse_spec_types
-from specgguf.errors import ExitCode, SpecggufError
+from specgguf.heads.head_checks import read_d2t
+from specgguf.loading.preflight import preflight
+from specgguf.modelfiles.gguf_info import read_gguf_info
 from tests.tiny_eagle3 import (
     TARGET_LAYERS_N,
     build_eagle3_head,

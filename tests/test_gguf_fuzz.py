@@ -16,8 +16,8 @@ from gguf_factory import write_gguf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specgguf.backend.gguf_info import GGUFInfo, read_gguf_info
 from specgguf.errors import ModelFileError, SpecggufError
+from specgguf.modelfiles.gguf_info import GGUFInfo, read_gguf_info
 
 TIME_LIMIT_S = 2.0
 MAX_EXAMPLES = 300

@@ -28,9 +28,9 @@ from gguf_factory import (
     write_gguf,
 )
 
-from specgguf.backend import gguf_info
-from specgguf.backend.gguf_info import estimate_memory, read_gguf_info
 from specgguf.errors import ExitCode, ModelFileError
+from specgguf.modelfiles import gguf_info
+from specgguf.modelfiles.gguf_info import estimate_memory, read_gguf_info
 
 
 def expect_error(path: Path, *fragments: str) -> str:

@@ -74,9 +74,9 @@ def _tensors(path: str) -> dict[str, np.ndarray]:
 
 
 def test_the_head_passes_specgguf_eagle3_checks_against_its_target(tmp_path) -> None:
-    from specgguf.backend.eagle3_info import check_eagle3_pair
-    from specgguf.backend.gguf_info import read_gguf_info
-    from specgguf.backend.llama_ext import LAYER_INPUT_ARCHS
+    from specgguf.binding.llama_ext import LAYER_INPUT_ARCHS
+    from specgguf.heads.eagle3_info import check_eagle3_pair
+    from specgguf.modelfiles.gguf_info import read_gguf_info
 
     info = gpu_models.build(tmp_path, gpu_models.Design("tiny", 2, 0.8))
     target = read_gguf_info(info["target"])

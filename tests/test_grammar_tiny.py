@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 
-from specgguf.backend.grammar import GrammarError
+from specgguf.binding.grammar import GrammarError
 from specgguf.core.sampling import SamplerParams
 from specgguf.generator import Generator, GenParams, OutputGrammar
 from tests.test_speculative_tiny import make_session

@@ -7,7 +7,7 @@ import gguf
 import numpy as np
 import pytest
 
-from specgguf.backend import engine, llama_ext
+from specgguf.binding import engine, llama_ext
 from specgguf.core.draft import TargetPass
 from specgguf.errors import ExitCode, SpecggufError
 

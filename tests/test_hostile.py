@@ -25,10 +25,10 @@ from pathlib import Path
 
 import pytest
 
-from specgguf.backend import memory_budget as mb
-from specgguf.backend.gguf_info import read_gguf_info
 from specgguf.errors import MAX_TEXT_BYTES, ExitCode, SpecggufError
 from specgguf.io import json_input
+from specgguf.loading import memory_budget as mb
+from specgguf.modelfiles.gguf_info import read_gguf_info
 from tests.gguf_factory import write_gguf
 from tests.serve_helpers import FAST, Server, env
 
@@ -525,7 +525,7 @@ def _limited(code: str) -> subprocess.CompletedProcess:
 def test_a_schema_asking_for_too_many_repetitions_is_refused_before_converting(schema):
     code = (
         "import json, sys\n"
-        "from specgguf.backend.grammar import GrammarError, schema_to_gbnf\n"
+        "from specgguf.binding.grammar import GrammarError, schema_to_gbnf\n"
         f"try:\n    schema_to_gbnf(json.loads({json.dumps(json.dumps(schema))}), 'x')\n"
         "except GrammarError as e:\n    print(e)\n"
     )
@@ -535,7 +535,7 @@ def test_a_schema_asking_for_too_many_repetitions_is_refused_before_converting(s
 
 
 def test_ordinary_repetition_counts_still_convert():
-    from specgguf.backend.grammar import schema_to_gbnf
+    from specgguf.binding.grammar import schema_to_gbnf
 
     gbnf = schema_to_gbnf({"type": "array", "items": {"type": "string", "maxLength": 50},
                            "minItems": 2, "maxItems": 500})  # fmt: skip
@@ -575,7 +575,7 @@ def test_a_grammar_too_large_for_llama_cpp_is_one_line(tiny_target, tmp_path, fl
 
 
 def test_grammar_parts_count_rules_groups_alternatives_and_repetitions():
-    from specgguf.backend.grammar_bounds import grammar_parts
+    from specgguf.grammars.grammar_bounds import grammar_parts
 
     assert grammar_parts('root ::= ("a" | b)\nb ::= [a-z]{2,5}') == 2 + 1 + 1 + 5
     # nothing counts inside literals, character classes and comments

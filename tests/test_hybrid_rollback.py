@@ -1,6 +1,6 @@
 """Speculation on a hybrid target and hybrid drafts (tiny qwen35: one gated-delta-net layer, one
 attention layer): their memory drops only whole sequences, so every rejection is rolled back
-from a checkpoint (specgguf.backend.checkpoints). Whatever the drafts, the text must be what
+from a checkpoint (specgguf.binding.checkpoints). Whatever the drafts, the text must be what
 plain decoding prints: greedy, and seeded sampling token for token (greedy drafts)."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from specgguf_cli.app import run_cli
 
-from specgguf.backend import engine, memory_caps
-from specgguf.backend.checkpoints import CheckpointedContext
-from specgguf.backend.session import LoadOptions, Session, SpecOptions
+from specgguf.binding import engine, memory_caps
+from specgguf.binding.checkpoints import CheckpointedContext
 from specgguf.core.sampling import SamplerParams
 from specgguf.errors import SpecggufError
+from specgguf.loading.session import LoadOptions, Session, SpecOptions
 from tests.conversation import check_two_turns
 from tests.serve_helpers import FAST, Server, post_together
 from tests.tiny_hybrid import LOOPY_SSM_A, build_tiny_mamba, build_tiny_qwen35

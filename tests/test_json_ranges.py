@@ -1,4 +1,4 @@
-"""specgguf.backend.json_ranges: the GBNF of a schema's numeric bounds accepts exactly the
+"""specgguf.grammars.json_ranges: the GBNF of a schema's numeric bounds accepts exactly the
 numbers within them. Property tests twice over: on a small pure reading of the GBNF it writes
 (literals, classes, groups, alternatives, repetitions, as a Python regex), for many ranges and
 values; and on libllama's own grammar engine (the Constraint every generation uses), fed
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specgguf.backend.json_ranges import (
+from specgguf.grammars.json_ranges import (
     FREE_DIGITS,
     Bound,
     EmptyRange,
@@ -135,7 +135,7 @@ def test_number_range_accepts_exactly_the_decimals_within(lo, hi, values):
 
 @pytest.fixture(scope="module")
 def model(tiny_target):
-    from specgguf.backend import engine
+    from specgguf.binding import engine
 
     return engine.Model(tiny_target)
 
@@ -145,7 +145,7 @@ def engine_accepts(model, gbnf: str, text: str) -> bool:
     tokens) and then allows the end of generation."""
     import numpy as np
 
-    from specgguf.backend.grammar import compile_grammar
+    from specgguf.binding.grammar import compile_grammar
 
     c = compile_grammar(model, gbnf, "test")
     for ch in text:  # a character outside the vocabulary's single tokens: its byte tokens

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from specgguf_cli.app import run_cli
 
-from specgguf.backend.preflight import DEFAULT_N_CTX, resolve_n_ctx
 from specgguf.errors import ExitCode
+from specgguf.loading.preflight import DEFAULT_N_CTX, resolve_n_ctx
 from tests.gguf_factory import write_gguf
 
 SPECGGUF = str(Path(sys.executable).with_name("specgguf"))

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from specgguf.backend import engine
+from specgguf.binding import engine
 
 
 def test_on_passing_thread_returns_raises_and_leaves_no_thread():
@@ -25,7 +25,7 @@ def test_on_passing_thread_returns_raises_and_leaves_no_thread():
 
 
 def test_a_session_decodes_nothing_on_the_loading_thread(tiny_target, tiny_draft, monkeypatch):
-    from specgguf.backend.session import LoadOptions, Session, SpecOptions
+    from specgguf.loading.session import LoadOptions, Session, SpecOptions
 
     threads: list[str] = []
     real = engine.Context.decode

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from specgguf.backend.engine import common_prefix_len
+from specgguf.binding.engine import common_prefix_len
 from specgguf.core.draft import Draft, Drafter, TargetPass
 from specgguf.core.loop import SpeculativeDecoder
 from specgguf.core.rounds import GenerationConfig

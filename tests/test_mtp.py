@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 from specgguf_cli.app import run_cli
 
-from specgguf.backend.session import LoadOptions, Session, SpecOptions
 from specgguf.errors import ExitCode
+from specgguf.loading.session import LoadOptions, Session, SpecOptions
 from tests.conversation import check_two_turns
 from tests.draft_spy import record_proposals
 from tests.mtp_checks import (
@@ -162,7 +162,7 @@ def test_a_target_without_nextn_layers_is_refused(plain_target, capsys):
 
 
 def test_a_library_without_the_calls_is_refused(mtp_target, monkeypatch, capsys):
-    from specgguf.backend import engine, llama_ext
+    from specgguf.binding import engine, llama_ext
 
     loaded = []
     monkeypatch.setattr(llama_ext, "ext", lambda: None)

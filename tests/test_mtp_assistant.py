@@ -16,8 +16,8 @@ import json
 import pytest
 from specgguf_cli.app import run_cli
 
-from specgguf.backend.session import LoadOptions, Session, SpecOptions
 from specgguf.errors import ExitCode
+from specgguf.loading.session import LoadOptions, Session, SpecOptions
 from tests.conversation import check_two_turns
 from tests.mtp_checks import (
     PROMPT,
@@ -180,7 +180,7 @@ def test_the_md_header_selects_draft_mtp_and_check_names_it(target, echo, capsys
 
 def refused(argv, capsys, monkeypatch) -> tuple[int, str]:
     """run_cli's status and its one line on stderr, with every model load recorded."""
-    from specgguf.backend import engine
+    from specgguf.binding import engine
 
     loaded: list[object] = []
     monkeypatch.setattr(engine.Model, "__init__", lambda *a, **k: loaded.append(a))
@@ -240,14 +240,14 @@ def test_an_assistant_as_a_draft_model_or_a_model_as_an_assistant(
                           "draft-mtp", "-p", "hi"], capsys, monkeypatch)  # fmt: skip
     assert code == ExitCode.USAGE and "not an MTP drafter" in line
     # with draft-simple beside it, a plain -md is its draft model: no refusal for that
-    from specgguf.backend.eagle3_info import check_draft_role
-    from specgguf.backend.gguf_info import read_gguf_info
+    from specgguf.heads.eagle3_info import check_draft_role
+    from specgguf.modelfiles.gguf_info import read_gguf_info
 
     check_draft_role(["draft-simple", "draft-mtp"], read_gguf_info(tiny_draft))
 
 
 def test_a_library_without_the_calls_is_refused(target, echo, capsys, monkeypatch):
-    from specgguf.backend import llama_ext
+    from specgguf.binding import llama_ext
 
     monkeypatch.setattr(llama_ext, "ext", lambda: None)
     code, line = refused(["run", "-m", str(target), "-md", str(echo), "-p", "hi"], capsys,

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from specgguf.backend.gguf_info import read_gguf_info
-from specgguf.backend.mtp_info import MtpLayers, mtp_layers, mtp_problem
-from specgguf.backend.session import LoadOptions, Session, SpecOptions
+from specgguf.heads.mtp_info import MtpLayers, mtp_layers, mtp_problem
+from specgguf.loading.session import LoadOptions, Session, SpecOptions
+from specgguf.modelfiles.gguf_info import read_gguf_info
 from tests.mtp_checks import GREEDY, PROMPT, WARM, N
 from tests.tiny_mimo2 import N_TRUNK, build_tiny_mimo2
 from tests.tiny_models import TARGET_SEED

@@ -1,5 +1,5 @@
 """The header check behind --spec-type draft-mtp and `check`'s "MTP layers" row
-(specgguf.backend.mtp_info): a target's own NextN layers are found, and every file llama.cpp's
+(specgguf.heads.mtp_info): a target's own NextN layers are found, and every file llama.cpp's
 MTP graph would abort on is refused in one line before any weight is read."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from cli.check_cmd import check_report
-from specgguf.backend.gguf_info import read_gguf_info
-from specgguf.backend.mtp_info import MtpLayers, mtp_layers, mtp_problem, require_mtp
 from specgguf.errors import ExitCode, SpecggufError
+from specgguf.heads.mtp_info import MtpLayers, mtp_layers, mtp_problem, require_mtp
+from specgguf.modelfiles.gguf_info import read_gguf_info
 from tests.tiny_hybrid import build_tiny_qwen35
 from tests.tiny_models import TARGET_SEED
 

@@ -1,6 +1,6 @@
 """Where -ngl / -ngld put the layers, and a GPU build without its GPU.
 
-The placement rule (specgguf.backend.offload) is llama.cpp's loader's, tested on made-up device
+The placement rule (specgguf.binding.offload) is llama.cpp's loader's, tested on made-up device
 lists since no GPU is at hand; `run` and `check` are tested end to end on this (CPU) build,
 where everything stays on the CPU, and the refusal of a GPU build that finds no GPU through a
 fake registry list handed to the engine.
@@ -13,7 +13,7 @@ import json
 import pytest
 from specgguf_cli.app import run_cli
 
-from specgguf.backend.offload import (
+from specgguf.binding.offload import (
     Device,
     describe_placement,
     gpu_build_without_device,
@@ -77,14 +77,14 @@ def test_a_gpu_backend_without_devices_is_named() -> None:
 
 
 def test_engine_sees_this_machines_devices() -> None:
-    from specgguf.backend import engine
+    from specgguf.binding import engine
     devices = engine.backend_devices()
     assert any(d.kind == "cpu" for d in devices)
     engine.require_gpu_if_built_for_one()  # a CPU build: nothing to refuse
 
 
 def test_a_cuda_build_without_a_gpu_fails_in_one_line(monkeypatch, tiny_target, capfd) -> None:
-    from specgguf.backend import engine
+    from specgguf.binding import engine
     class FakeGgml:
         """This build's ggml, plus a CUDA registry that found no device."""
 

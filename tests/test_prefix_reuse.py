@@ -9,9 +9,9 @@ import json
 import pytest
 from specgguf_cli.app import run_cli
 
-from specgguf.backend.engine import common_prefix_len
-from specgguf.backend.session import LoadOptions, Session, SpecOptions
+from specgguf.binding.engine import common_prefix_len
 from specgguf.core.sampling import SamplerParams
+from specgguf.loading.session import LoadOptions, Session, SpecOptions
 
 GREEDY = SamplerParams(temp=0.0)
 WARM = SamplerParams(temp=0.9)

@@ -275,7 +275,7 @@ def test_save_profile_returns_false_when_the_folder_cannot_be_created(tmp_path):
 
 
 def load_like(model, draft=None, **kw) -> SimpleNamespace:
-    """What profile_key reads of specgguf.backend.session.LoadOptions."""
+    """What profile_key reads of specgguf.loading.session.LoadOptions."""
     attrs = dict(
         model=model,
         model_draft=draft,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from specgguf.backend.models import OTHER, sweep_leftovers
+from specgguf.modelfiles.models import OTHER, sweep_leftovers
 
 ROOT = Path(__file__).resolve().parent.parent
 WAIT_S = 30
@@ -221,7 +221,7 @@ def test_interrupted_assembly_leaves_no_partial_file(tmp_path):
     import zipfile
     from dataclasses import replace
 
-    from specgguf.backend.models import assemble
+    from specgguf.modelfiles.models import assemble
 
     parts = [b"a" * (5 << 20), b"b" * 1000]
     wheels = []

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from specgguf.backend import models
 from specgguf.errors import SpecggufError
+from specgguf.modelfiles import models
 
 
 def test_gemma_is_pinned_and_not_pulled_by_default():
@@ -78,7 +78,7 @@ def test_target_f16_is_derived_from_target_with_its_pinned_checksum(
 
     from specgguf_cli import pull_cmd
 
-    from specgguf.backend.convert import derive
+    from specgguf.binding.convert import derive
 
     monkeypatch.setenv(models.MODELS_ENV, str(tmp_path / "models"))
     src = models.ModelSpec(**{**models.TARGET.__dict__, "size": tiny_target.stat().st_size,
@@ -104,7 +104,7 @@ def test_target_f16_is_derived_from_target_with_its_pinned_checksum(
         digest = got
         raise SpecggufError("stop", 6)
 
-    monkeypatch.setattr("specgguf.backend.convert.install_verified", remember)
+    monkeypatch.setattr("specgguf.binding.convert.install_verified", remember)
     with pytest.raises(SpecggufError):
         derive(probe, tiny_target, tmp_path / "probe.gguf")
     monkeypatch.undo()
@@ -117,7 +117,7 @@ def test_target_f16_is_derived_from_target_with_its_pinned_checksum(
     assert fetched == ["target"]  # the source first
     out = tmp_path / "models" / f16.filename
     assert models.sha256_file(out) == digest
-    from specgguf.backend.gguf_info import read_gguf_info
+    from specgguf.modelfiles.gguf_info import read_gguf_info
 
     assert read_gguf_info(out).file_type == 1  # LLAMA_FTYPE_MOSTLY_F16
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 
 from specgguf.auto.profile import load_profile
-from specgguf.backend.models import DRAFT, TARGET_F16, is_present, model_path
-from specgguf.backend.session import LoadOptions, Session, SpecOptions
 from specgguf.core.sampling import SamplerParams
+from specgguf.loading.session import LoadOptions, Session, SpecOptions
+from specgguf.modelfiles.models import DRAFT, TARGET_F16, is_present, model_path
 from tests.near_tie import REAL_NEAR_TIE, assert_same_or_near_tie, greedy
 from tests.test_real_pair import CODE_PROMPTS
 

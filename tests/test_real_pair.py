@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-from specgguf.backend.models import DRAFT, OTHER, TARGET, is_present, model_path
-from specgguf.backend.session import LoadOptions, Session, SpecOptions
+from specgguf.loading.session import LoadOptions, Session, SpecOptions
+from specgguf.modelfiles.models import DRAFT, OTHER, TARGET, is_present, model_path
 from tests.near_tie import REAL_NEAR_TIE, assert_same_or_near_tie, greedy
 
 pytestmark = [

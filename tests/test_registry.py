@@ -8,7 +8,6 @@ from dataclasses import fields
 import pytest
 from specgguf_cli import options as o
 
-from specgguf.backend.ggml_types import FLASH_ATTN, KV_CACHE_TYPES
 from specgguf.bench import parse_n_max_list
 from specgguf.core.sampling import SamplerParams
 from specgguf.drafters.cross_vocab import CrossVocabDrafter
@@ -24,6 +23,7 @@ from specgguf.drafters.registry import (
     ngram_drafter,
 )
 from specgguf.errors import UsageError
+from specgguf.modelfiles.ggml_types import FLASH_ATTN, KV_CACHE_TYPES
 from specgguf.server.protocol import ApiError, parse_speculative
 
 #: llama.cpp's names in its fixed trial order (common/speculative.cpp)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from specgguf.backend import devices
+from specgguf.binding import devices
 from specgguf.errors import ExitCode
 from specgguf.errors import UsageError as SpecUsageError
 from tests.test_interrupt import read_until

@@ -185,7 +185,7 @@ def test_chat_flag_uses_the_gguf_template(run):
 
 def test_chat_is_default_for_the_default_pair(run, tiny_target, tiny_draft, monkeypatch, capsys):
     monkeypatch.setattr(
-        "specgguf.backend.models.require_default_pair",
+        "specgguf.modelfiles.models.require_default_pair",
         lambda: (Path(tiny_target), Path(tiny_draft)),
     )
     args = ["-n", "8", "--temp", "0", "--json", "-q", "-p", "hi"]
@@ -321,8 +321,8 @@ def test_kv_cache_types_reach_llama_cpp(tiny_target, tiny_draft):
     cannot hold quantized blocks of 32, so q8_0 is not usable on them.)"""
     import llama_cpp as ll
 
-    from specgguf.backend.session import LoadOptions, Session, SpecOptions
     from specgguf.core.sampling import SamplerParams
+    from specgguf.loading.session import LoadOptions, Session, SpecOptions
 
     sizes, texts = {}, {}
     for kv in ("f16", "f32"):

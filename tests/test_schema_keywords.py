@@ -1,8 +1,8 @@
 """Every validation keyword of a JSON schema is enforced by the grammar or refused in words,
-never accepted and then ignored (specgguf.backend.schema_gbnf). Enforced ones are checked on
+never accepted and then ignored (specgguf.grammars.schema_gbnf). Enforced ones are checked on
 libllama's grammar engine (the tiny model's vocabulary, one character per token): a value
 that keeps the keyword is taken, one that breaks it is not. Also: `pattern`'s regex escapes
-(specgguf.backend.json_patterns, property-tested against Python's re), recursive references,
+(specgguf.grammars.json_patterns, property-tested against Python's re), recursive references,
 true / false, tools whose parameters refer to their own $defs, and bounded conversion."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specgguf.backend.grammar import GrammarError, schema_to_gbnf
-from specgguf.backend.grammar_bounds import MAX_GRAMMAR_PARTS, grammar_parts
-from specgguf.backend.schema_gbnf import FAMILIES, GENERAL
+from specgguf.binding.grammar import GrammarError, schema_to_gbnf
+from specgguf.grammars.grammar_bounds import MAX_GRAMMAR_PARTS, grammar_parts
+from specgguf.grammars.schema_gbnf import FAMILIES, GENERAL
 from specgguf.io.tools import call_schema
 from tests.test_json_ranges import engine_accepts, model  # noqa: F401 - the fixture
 

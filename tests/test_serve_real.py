@@ -17,8 +17,8 @@ import sys
 import numpy as np
 import pytest
 
-from specgguf.backend.models import DRAFT, TARGET, is_present, model_path
-from specgguf.backend.session import LoadOptions, Session, SpecOptions
+from specgguf.loading.session import LoadOptions, Session, SpecOptions
+from specgguf.modelfiles.models import DRAFT, TARGET, is_present, model_path
 from tests.near_tie import REAL_NEAR_TIE, greedy, top_two
 from tests.serve_helpers import ROOT, Server, env
 

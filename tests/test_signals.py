@@ -114,7 +114,7 @@ def test_a_signal_as_llama_decode_returns_waits_for_the_bookkeeping(tiny_target,
     are the context's, and the next decode follows them. (Raised at once, it left cells the
     context did not know of, and the next turn's decode at the position the context believed
     next was refused by llama.cpp, status -1: a -cnv turn after Ctrl-C failed, exit 7.)"""
-    from specgguf.backend import engine
+    from specgguf.binding import engine
 
     model = engine.Model(tiny_target)
     ctx = engine.Context(model, engine.ContextParams(n_ctx=256, n_threads=1, flash_attn="off"))

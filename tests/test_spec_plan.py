@@ -3,7 +3,7 @@ a request's overrides, bench's whole configurations. Pure: no model."""
 
 from __future__ import annotations
 
-from specgguf.backend.session import SpecOptions
+from specgguf.loading.session import SpecOptions
 from specgguf.spec_plan import CappedLengths, SpecOverrides, SpecPlan
 
 AUTO = SpecOptions(types=["ngram-map-k", "draft-simple"], n_max=8, adaptive=True)

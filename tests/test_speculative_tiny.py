@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from specgguf.backend.session import LoadOptions, Session, SpecOptions
 from specgguf.core.sampling import SamplerParams, distribution
+from specgguf.loading.session import LoadOptions, Session, SpecOptions
 
 PROMPTS = ["the cat sat on", "def main():\n    return", "Once upon a time, in a land"]
 GREEDY = SamplerParams(temp=0.0)

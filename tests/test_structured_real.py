@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from specgguf.backend.models import DRAFT, TARGET, is_present
+from specgguf.modelfiles.models import DRAFT, TARGET, is_present
 from tests.serve_helpers import openai_client, serving
 
 pytestmark = [

@@ -96,8 +96,8 @@ def test_a_zero_sized_corpus_keeps_nothing():
 
 
 def test_namespaces_never_share_a_corpus(tiny_target):
-    from specgguf.backend.session import LoadOptions, Session, SpecOptions
     from specgguf.core.sampling import SamplerParams
+    from specgguf.loading.session import LoadOptions, Session, SpecOptions
 
     spec = SpecOptions(types=["suffix"])
     session = Session(LoadOptions(model=tiny_target, n_ctx=256), spec)
@@ -129,8 +129,8 @@ def test_drafting_from_earlier_requests_keeps_greedy_text(tiny_target):
     """The second time a prompt comes, its whole answer is in the corpus: drafted and accepted,
     and the text is plain decoding's (or parts from it only at a near tie, as passes of
     other widths may)."""
-    from specgguf.backend.session import LoadOptions, Session, SpecOptions
     from specgguf.core.sampling import SamplerParams
+    from specgguf.loading.session import LoadOptions, Session, SpecOptions
     from tests.near_tie import assert_same_or_near_tie
     from tests.test_batched import NEAR_TIE
 
@@ -175,11 +175,11 @@ def test_forget_drops_the_corpus_and_the_sequence_in_hand():
 def test_bench_runs_do_not_draft_from_each_other(tiny_target):
     """bench measures every run as a new `run`: a prompt measured again drafts nothing of its
     own earlier answer (Generator.forget_outputs after each run)."""
-    from specgguf.backend.session import LoadOptions, Session, SpecOptions
     from specgguf.bench import run_one
     from specgguf.bench.configs import BenchConfig
     from specgguf.core.sampling import SamplerParams
     from specgguf.generator import Generator
+    from specgguf.loading.session import LoadOptions, Session, SpecOptions
 
     session = Session(LoadOptions(model=tiny_target, n_ctx=512), SpecOptions(types=["suffix"]))
     try:

@@ -183,7 +183,7 @@ def test_every_context_lookup_reads_the_views(spec_type):
 
 
 def test_the_session_views_use_the_targets_tokenizer(tiny_target):
-    from specgguf.backend.session import LoadOptions, Session, SpecOptions
+    from specgguf.loading.session import LoadOptions, Session, SpecOptions
 
     session = Session(LoadOptions(model=tiny_target, n_ctx=512), SpecOptions(types=["ngram-map-k"]))
     try:

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from specgguf.backend.models import TARGET, is_present, model_path
+from specgguf.modelfiles.models import TARGET, is_present, model_path
 from tests.serve_helpers import openai_client, serving
 from tests.test_serve_tools import TOOLS
 

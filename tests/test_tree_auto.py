@@ -80,8 +80,8 @@ def test_auto_with_trees_on_tiny_models_gives_the_targets_text(tiny_target, tiny
     """Under auto the policy decides round by round; whatever it decides, greedy output is
     plain greedy (on the tiny pair, whose draft costs a target step, it keeps chains)."""
     from specgguf.auto.policy import AdaptivePolicy
-    from specgguf.backend.session import LoadOptions, Session, SpecOptions
     from specgguf.core.sampling import SamplerParams
+    from specgguf.loading.session import LoadOptions, Session, SpecOptions
 
     greedy = SamplerParams(temp=0.0)
     load = LoadOptions(model=tiny_target, model_draft=tiny_draft, n_ctx=512, threads=1,

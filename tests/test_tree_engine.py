@@ -10,7 +10,7 @@ import llama_cpp as ll
 import numpy as np
 import pytest
 
-from specgguf.backend import engine
+from specgguf.binding import engine
 from specgguf.core import tree
 
 PARAMS = engine.ContextParams(n_ctx=256, n_batch=64, n_ubatch=64, n_threads=1, flash_attn="off")

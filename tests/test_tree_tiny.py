@@ -79,7 +79,7 @@ def test_two_slots_verify_their_trees_in_shared_passes(tiny_target, tiny_draft, 
     gives alone, and the shared cache keeps no stray cell."""
     import llama_cpp as ll
 
-    from specgguf.backend.session import LoadOptions, Session, SpecOptions
+    from specgguf.loading.session import LoadOptions, Session, SpecOptions
     from tests.test_batched import _gen, assert_same_or_near_tie, concurrently, tokens_of
 
     def make(parallel: int) -> Session:
@@ -88,7 +88,7 @@ def test_two_slots_verify_their_trees_in_shared_passes(tiny_target, tiny_draft, 
         spec = SpecOptions(["draft-simple"], n_max=4, draft_sampling="greedy", tree=SHAPES[1])
         return Session(load, spec, parallel=parallel)
 
-    from specgguf.backend.batched import SequenceView
+    from specgguf.binding.batched import SequenceView
 
     trees: list[int] = []
     decode_tree = SequenceView.decode_tree

@@ -1,5 +1,5 @@
 """Tiny GGUFs whose memory drops only whole sequences, for the tests of rollback by
-checkpoints (specgguf.backend.checkpoints): a hybrid in llama.cpp's `qwen35` layout (one
+checkpoints (specgguf.binding.checkpoints): a hybrid in llama.cpp's `qwen35` layout (one
 gated-delta-net layer, one attention layer) and a purely recurrent `mamba` (two SSM layers).
 
 Layer 0 is a gated delta net (a recurrent state per sequence: its memory cannot drop its last

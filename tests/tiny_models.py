@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from specgguf.backend.vocab_overlap import gpt2_byte_to_char
+from specgguf.modelfiles.vocab_overlap import gpt2_byte_to_char
 
 DEFAULT_TEMPLATE = (
     "{% for message in messages %}"

@@ -12,7 +12,7 @@ E(k) / C(k); `best_k` picks the k that maximises it, and k = 0 (do not speculate
 nothing beats 1. `worth_continuing` answers the same question one draft token at a time.
 `rollback` is what undoing a rejection costs the target: ~0 for an attention KV cache, a
 checkpoint restore plus a re-decode of the accepted tokens for a recurrent or hybrid model
-(specgguf.backend.checkpoints), which only a round with a rejected proposal pays.
+(specgguf.binding.checkpoints), which only a round with a rejected proposal pays.
 
 No state, no clock, no backend: the estimators (cost_estimator, acceptance_estimator) supply
 the numbers, the policy asks these functions.

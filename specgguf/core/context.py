@@ -1,7 +1,7 @@
 """What the speculative loop and the model drafter need of a model context, as a Protocol.
 
 The loop is the paper's algorithm; it should not care whether the KV cache behind it lives in
-llama.cpp (specgguf.backend.engine.Context satisfies this structurally), on another machine, or in a
+llama.cpp (specgguf.binding.engine.Context satisfies this structurally), on another machine, or in a
 numpy toy that a test builds in a millisecond. Importing this module imports no backend.
 """
 

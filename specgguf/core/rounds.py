@@ -39,7 +39,7 @@ class Round:
     eos: bool = False  # an end-of-generation token ended the text in this round
     #: the target's rollback after a rejection: ~0 where its memory drops positions itself, a
     #: restore and a re-decode of the accepted tokens on a recurrent or hybrid model
-    #: (specgguf.backend.checkpoints); auto prices rejections with it
+    #: (specgguf.binding.checkpoints); auto prices rejections with it
     rollback_ms: float = 0.0
     #: the first round: its token was sampled from the prompt's pass (no pass of its own,
     #: nothing drafted), so it is no sample of what a step costs

@@ -3,7 +3,7 @@
 A tree draft (specgguf.core.draft.Draft with `parents`) holds several guesses at once: where
 the drafter is unsure at some position, two or more tokens are proposed there and each
 continues as a branch of its own. The target evaluates every node in ONE pass, each node at
-position n_past + its depth and seeing exactly its ancestors (specgguf.backend.engine's tree
+position n_past + its depth and seeing exactly its ancestors (specgguf.binding.engine's tree
 decode), and the verifier (specgguf.core.acceptance.verify_tree) walks down from the root,
 keeping one path. A chain loses the rest of a round at its first wrong guess; a tree goes on
 along the sibling the target did pick.

@@ -1,6 +1,6 @@
 """draft-dflash and draft-dspark: a block drafter proposes every draft token in one pass.
 
-The drafter (specgguf.backend.dflash_head, reached through the `BlockHead` protocol so this
+The drafter (specgguf.heads.dflash_head, reached through the `BlockHead` protocol so this
 layer needs no backend) hears the target layers it reads on every target pass, prompt chunks
 and verify passes alike: its KV cache holds one row per target position. A proposal is one
 pass over [the last token, mask...]; its rows are the draft's logits, read under the same
@@ -35,7 +35,7 @@ from specgguf.errors import UsageError
 
 
 class BlockHead(Protocol):
-    """A DFlash or DSpark drafter's context (specgguf.backend.dflash_head.DflashContext)."""
+    """A DFlash or DSpark drafter's context (specgguf.heads.dflash_head.DflashContext)."""
 
     #: the target layers it reads, in its own order
     @property

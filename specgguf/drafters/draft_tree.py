@@ -44,7 +44,7 @@ from specgguf.drafters.draft_steps import DraftRules
 
 class Branches(Protocol):
     """A draft context's sequences beside its own (sequence 0, the drafter's chain), as
-    specgguf.backend.engine.Context offers them."""
+    specgguf.binding.engine.Context offers them."""
 
     n_seq: int
 

@@ -1,6 +1,6 @@
 """draft-eagle3: an EAGLE-3 head drafts from the target's own hidden states.
 
-The head (specgguf.backend.eagle3_head, reached through the `HiddenStateHead` protocol so
+The head (specgguf.heads.eagle3_head, reached through the `HiddenStateHead` protocol so
 this layer needs no backend) hears three of the target's layers on every target pass,
 prompt chunks and verify passes alike, and keeps its decoder's input convention and its KV
 in step with the target's. This drafter tells it what the loop decided (the prompt, what
@@ -29,7 +29,7 @@ from specgguf.drafters.draft_steps import DraftRules, ModelDrafter
 
 
 class HiddenStateHead(Protocol):
-    """An EAGLE-3 head's context (specgguf.backend.eagle3_head.Eagle3Context)."""
+    """An EAGLE-3 head's context (specgguf.heads.eagle3_head.Eagle3Context)."""
 
     #: the target layers it reads, in its own order
     @property

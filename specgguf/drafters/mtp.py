@@ -1,6 +1,6 @@
 """draft-mtp: the target's own multi-token-prediction (NextN) layer drafts.
 
-The head (specgguf.backend.mtp_head) reads, at each position q, the token at q and the
+The head (specgguf.heads.mtp_head) reads, at each position q, the token at q and the
 target's last hidden state at q-1, and predicts the token after q. This drafter keeps the head
 in step with the target, in llama.cpp's convention (common/speculative.cpp, draft-mtp):
 
@@ -40,7 +40,7 @@ PROMPT_ENDS = 2
 
 
 class Head(Protocol):
-    """What the drafter needs of an MTP head (specgguf.backend.mtp_head.MtpHead)."""
+    """What the drafter needs of an MTP head (specgguf.heads.mtp_head.MtpHead)."""
 
     n_embd: int
     n_ctx: int

@@ -74,7 +74,7 @@ def classify_draft(value: str, base: str | None = None) -> tuple[str | None, str
     path = next((c for c in candidates if os.path.isfile(c)), None)
     if path is None:
         return None, f"{value} is not here to read"
-    from specgguf.backend.gguf_info import read_gguf_info
+    from specgguf.modelfiles.gguf_info import read_gguf_info
 
     try:
         info = read_gguf_info(path)

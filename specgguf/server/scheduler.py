@@ -6,7 +6,7 @@ over the shared weights). Requests beyond the slots wait in a bounded queue
 (`requests_deferred`); beyond that, 503.
 
 With one slot (-np 1) the worker thread runs the request round by round, as `run` does. With
-several, the slots are sequences of one context per model (specgguf.backend.batched): each
+several, the slots are sequences of one context per model (specgguf.binding.batched): each
 active request runs its Generation on a thread of its own, a member of the session's
 Rendezvous, and every step decodes the pending rows of all of them in one pass (a prompt in
 chunks, so that it does not stall the others). The worker thread then only assigns slots and
@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from specgguf.backend.rendezvous import Cancelled
+from specgguf.binding.rendezvous import Cancelled
 from specgguf.errors import ExitCode, SpecggufError
 from specgguf.generator import Chunk, Generation, Generator, GenParams
 from specgguf.server.protocol import ApiError

@@ -1,0 +1,619 @@
+"""A loaded target (and optional draft) plus everything needed to generate from a prompt.
+
+`run`, `bench` and batch mode all need the same thing: models loaded ONCE, a pre-flight that
+refuses bad input before any weight is read, and a fresh speculative decoder per prompt.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from specgguf.binding import devices, engine, memory_caps
+from specgguf.binding.batched import BatchedContext, SequenceView
+from specgguf.binding.checkpoints import ModelContext, with_rollback
+from specgguf.binding.grammar import draft_source
+from specgguf.binding.llama_ext import require_ext
+from specgguf.binding.rendezvous import Rendezvous
+from specgguf.core.constraint import Constraint
+from specgguf.core.draft import Drafter
+from specgguf.core.loop import SpeculativeDecoder
+from specgguf.core.rounds import BudgetPolicy, GenerationConfig
+from specgguf.core.sampling import PositionRandom, SamplerParams
+from specgguf.core.tree import CHAIN, NODES_MAX, TreeShape
+from specgguf.drafters.mtp import HeadState
+from specgguf.drafters.registry import SPEC_TYPES, BuildContext, needs_draft_model
+from specgguf.drafters.suffix import SuffixCorpus
+from specgguf.drafters.text_views import TextViews
+from specgguf.errors import ExitCode, PromptError, SpecggufError
+from specgguf.heads import dflash_head, eagle3_head
+from specgguf.heads.eagle3_info import check_draft_role
+from specgguf.heads.mtp_head import PURPOSE as MTP_PURPOSE
+from specgguf.heads.mtp_head import MtpHead, load_with_mtp_layers
+from specgguf.heads.mtp_info import require_mtp
+from specgguf.loading import memory_budget
+from specgguf.loading.preflight import preflight, resolve_n_ctx
+
+#: the one line `run` prints when the draft drafts through text
+CROSS_VOCAB_NOTICE = (
+    "note: the draft model's vocabulary differs from the target's: draft-simple drafts "
+    "through text (cross-vocabulary mode; --spec-vocab-strict refuses such a pair)"
+)
+
+
+@dataclass
+class LoadOptions:
+    model: Path
+    model_draft: Path | None = None
+    n_gpu_layers: str = "auto"
+    n_gpu_layers_draft: str = "auto"
+    n_ctx: int | None = None  # None: preflight.DEFAULT_N_CTX capped at training; 0: training
+    n_batch: int = 2048
+    n_ubatch: int = 512
+    threads: int = 0
+    threads_draft: int = 0  # 0: same as threads
+    flash_attn: str = "auto"
+    repack: bool = True
+    verbose: bool = False
+    cache_type_k: str = "f16"
+    cache_type_v: str = "f16"
+    cache_type_k_draft: str = "f16"
+    cache_type_v_draft: str = "f16"
+    rpc: str | None = None  # --rpc HOST:PORT,...: ggml RPC workers become devices
+    device: str | None = None  # -dev: target devices (None: all, "none": no offload)
+    device_draft: str | None = None  # -devd: draft devices (None: follows -dev)
+    #: --spec-vocab-strict: refuse a draft with another vocabulary (llama.cpp's rule, exit 4)
+    strict_vocab: bool = False
+
+
+@dataclass
+class SpecOptions:
+    types: list[str] = field(default_factory=list)  # in priority order
+    n_max: int = 3
+    n_min: int = 0
+    p_min: float = 0.0
+    # one of drafters.draft_lengths.DRAFT_SAMPLING_MODES. auto: probabilistic when --temp > 0
+    # and the draft length is fixed; greedy (one-hot) otherwise, so that under
+    # --spec-draft-n-max auto a seed still fixes the text
+    draft_sampling: str = "auto"
+    adaptive: bool = False  # --spec-draft-n-max auto (n_max is then auto's cap)
+    #: a generation under a grammar also drafts the text the grammar forces ("grammar" joins
+    #: the types, first); off by default: on JSON schemas' grammars, which allow optional
+    #: whitespace nearly everywhere, it found almost nothing to force and cost ~6% (measured),
+    #: so the command line offers it as `--spec-type grammar` only
+    grammar_draft: bool = False
+    ngram: Any = None  # specgguf.drafters.ngram_options.NgramOptions
+    #: the n-gram lookups also read each prompt JSON-escaped and unescaped
+    #: (specgguf.drafters.text_views): a file in the prompt is found while the output writes
+    #: it inside a JSON string (a tool call's arguments), and the other way round
+    text_views: bool = True
+    #: how wide a tree a drafter may propose each round (specgguf.core.tree.TreeShape:
+    #: --spec-tree-topk, --spec-tree-nodes, --spec-draft-p-split); CHAIN: chains only,
+    #: UNSET: as the flags' defaults (TreeShape.resolved)
+    tree: TreeShape = CHAIN
+    #: the widest tree the session's contexts must hold (bench: every configuration's), as
+    #: (the most branches at once, the most nodes verified); None: this spec's own
+    tree_room: TreeShape | None = None
+
+    @property
+    def tree_shape(self) -> TreeShape:
+        """The shape this spec drafts with (`tree` resolved for auto or a fixed n_max)."""
+        return self.tree.resolved(adaptive=self.adaptive)
+
+
+@dataclass
+class Slot:
+    """One sequence's private state over the loaded models: its own target KV cache, its own
+    draft-model KV cache and its own n-gram indexes. A server gives each concurrent request a
+    slot; the weights are loaded once and shared (llama.cpp allows several contexts per model).
+    """
+
+    id: int
+    target: ModelContext | SequenceView
+    draft_ctx: ModelContext | SequenceView | None = None
+    ngram: dict[str, Drafter] = field(default_factory=dict)
+    #: draft-mtp: the MTP context beside this slot's target context (its own KV cache) and
+    #: the target's hidden states kept for it
+    mtp: HeadState | None = None
+
+    def close(self) -> None:
+        for d in self.ngram.values():
+            d.close()
+        for ctx in (self.mtp, self.draft_ctx, self.target):
+            if ctx is not None:
+                ctx.close()
+
+
+class TimingContexts(NamedTuple):
+    """What a cost measurement times directly, bypassing the decoder."""
+
+    target: ModelContext
+    draft: ModelContext | None
+    #: the prompt in the draft's tokens when its vocabulary differs (None: the target's ids)
+    draft_tokens: list[int] | None
+    #: the --spec-type the draft context drafts for (what its measured step is stored as)
+    draft_type: str = "draft-simple"
+
+
+class Session:
+    """Models loaded once, plus `parallel` slots (slot 0 is the session's own `target`,
+    `draft_ctx` and n-gram drafters; more exist only for a server's -np). With several slots,
+    -c is the total, divided between them as llama-server divides it."""
+
+    def __init__(self, load: LoadOptions, spec: SpecOptions, *, parallel: int = 1) -> None:
+        engine.init_backend(load.verbose)
+        engine.require_gpu_if_built_for_one()  # a CUDA build without a GPU: one line, exit 7
+        need_draft = needs_draft_model(spec.types)
+        #: draft-mtp: each slot gets an MTP context over the target's own NextN layer, or over
+        #: a separate MTP drafter file (-md, a Gemma-4 assistant) sharing the target's cache
+        self.uses_mtp = "draft-mtp" in spec.types
+        if self.uses_mtp:
+            require_ext(MTP_PURPOSE)  # a libllama without the calls: exit 10, nothing loaded
+        read_draft = need_draft or self.uses_mtp  # (-md may be draft-mtp's drafter file)
+        self.info = preflight(
+            load.model, load.model_draft if read_draft else None, strict_vocab=load.strict_vocab
+        )
+        check_draft_role(spec.types, self.info.draft)
+        if self.uses_mtp and self.info.mtp_drafter is None:
+            require_mtp(self.info.target)  # no usable NextN layer: exit 4, nothing loaded
+        if self.info.eagle3 is not None:  # the head's calls, before any weight is read
+            require_ext(eagle3_head.FEATURE)
+        if self.info.dflash is not None:
+            require_ext(f"--spec-type {self.info.dflash.spec_type}")
+        #: the draft drafts through text (another vocabulary); the caller prints the notice
+        self.cross_vocab = self.info.cross_vocab
+        self.load = load
+        self.spec = spec
+        #: namespace -> the earlier outputs `suffix` drafts from (suffix_corpus)
+        self._suffix_corpora: dict[Hashable | None, SuffixCorpus] = {}
+        n_ctx, ctx_warning = resolve_n_ctx(load.n_ctx, self.info.target.context_length)
+        #: one-line warnings for the caller to print (this module never writes to stderr)
+        self.warnings: list[str] = [ctx_warning] if ctx_warning else []
+        self.ngl = engine.parse_gpu_layers(load.n_gpu_layers)
+        self.ngl_draft = engine.parse_gpu_layers(load.n_gpu_layers_draft)
+        # --rpc before -dev/-devd: the workers' devices must exist before they are named.
+        placed = devices.prepare(load)
+        # -c bounded by memory: refused in one line before llama.cpp commits to the allocation
+        own_layers = self.uses_mtp and self.info.mtp_drafter is None
+        memory_budget.check_session(
+            self.info,
+            n_ctx,
+            parallel,
+            load,
+            offload=bool(self.ngl or self.ngl_draft),
+            mtp_head=own_layers,
+        )
+        #: where each model's layers went, read from llama.cpp's load log (--rpc, -dev)
+        self.placement: dict[str, devices.Placement] = {}
+        load_target = load_with_mtp_layers if own_layers else engine.Model
+        with devices.recording(self.placement, "target", placed.record):
+            self.target_model = load_target(
+                load.model, n_gpu_layers=self.ngl, repack=load.repack, devices=placed.target
+            )
+        md: engine.Model | None = None  # the -md file, when a type uses it
+        assistant = self.info.mtp_drafter is not None
+        if (need_draft or assistant) and load.model_draft is not None:
+            with devices.recording(self.placement, "draft", placed.record):
+                md = engine.Model(
+                    load.model_draft,
+                    n_gpu_layers=self.ngl_draft,
+                    repack=load.repack,
+                    devices=placed.draft,
+                )
+        #: the draft model (draft-simple), EAGLE-3 head (draft-eagle3) or block drafter
+        #: (draft-dflash, draft-dspark) of -md
+        self.draft_model: engine.Model | None = None if assistant else md
+        #: a separate MTP drafter's model (-md for draft-mtp; None: the target's own layers)
+        self.mtp_model: engine.Model | None = md if assistant else None
+        #: what each model's memory can forget ("target", "draft": memory_caps.PARTIAL, FULL
+        #: or NONE), probed on the first slot's contexts; FULL ones roll back by checkpoints
+        self.memory: dict[str, str] = {}
+        #: -np > 1: the lockstep the slots' threads decode in (None: one slot, or slots of
+        #: their own contexts stepped in turn by the caller)
+        self.rendezvous: Rendezvous | None = None
+        self._batched: list[BatchedContext] = []
+        self._ngram_drafters: dict[str, Drafter] = {}
+        self.extra_slots: list[Slot] = []
+        self.mtp: HeadState | None = None
+        if parallel == 1:
+            self.target, self.draft_ctx = self._contexts(n_ctx)
+            self.mtp = self._mtp_head(self.target)
+            return
+        n_ctx = (n_ctx or self.target_model.n_ctx_train) // parallel
+        if not self._sequences_roll_back() or self.uses_mtp:
+            # a recurrent or hybrid model, or MTP heads (a head hears its own slot's target
+            # passes): each slot its own contexts, decoded one slot at a time (no shared passes)
+            self.target, self.draft_ctx = self._contexts(n_ctx)
+            self.mtp = self._mtp_head(self.target)
+            try:
+                for i in range(1, parallel):
+                    target, draft_ctx = self._contexts(self.target.n_ctx)
+                    self.extra_slots.append(Slot(i, target, draft_ctx))
+                    self.extra_slots[-1].mtp = self._mtp_head(target)
+            except BaseException:
+                self.close()
+                raise
+            return
+        # -np N: one context per model holding the N slots as sequences, decoded together
+        self.rendezvous = Rendezvous()
+        try:
+            target = BatchedContext(
+                self.target_model,
+                self._params(n_ctx, draft=False),
+                parallel,
+                self.rendezvous,
+                **self._batched_tree(draft=False),
+            )
+            self._batched.append(target)
+            drafts: list[SequenceView | None] = [None] * parallel
+            if self.draft_model is not None:
+                draft = BatchedContext(
+                    self.draft_model,
+                    self._params(target.n_ctx_seq, draft=True),
+                    parallel,
+                    self.rendezvous,
+                    role="draft",
+                    holds_others=True,
+                    **self._batched_tree(draft=True),
+                )
+                self._batched.append(draft)
+                drafts = list(draft.views)
+                # both models' passes by width, before any request: what a draft costs in a
+                # shared pass (auto.policy.SharedPass.draft_pass_cost)
+                widths = sorted({1, 2, 3, 4, 6, 8, 12, 16, parallel} & set(range(1, parallel + 1)))
+                for batched in self._batched:  # (where every later decode runs)
+                    self.rendezvous.on_step_thread(lambda b=batched: b.time_widths(widths))
+        except BaseException:
+            self.close()
+            raise
+        self.target, self.draft_ctx = target.views[0], drafts[0]
+        self.extra_slots = [Slot(i, target.views[i], drafts[i]) for i in range(1, parallel)]
+
+    def _params(self, n_ctx: int, *, draft: bool) -> engine.ContextParams:
+        """The context parameters of the target or of the draft model (its own threads and KV
+        cache types; llama.cpp: no separate draft context size, it follows the target's)."""
+        load = self.load
+        threads = load.threads_draft if draft and load.threads_draft > 0 else load.threads
+        return engine.ContextParams(
+            n_ctx,
+            load.n_batch,
+            load.n_ubatch,
+            threads,
+            load.flash_attn,
+            load.cache_type_k_draft if draft else load.cache_type_k,
+            load.cache_type_v_draft if draft else load.cache_type_v,
+        )
+
+    def _tree_sequences(self, *, draft: bool) -> int:
+        """The KV sequences a slot's tree rounds need: the target's, one per leaf of the
+        widest tree verified; the draft's, one per branch it grows at once
+        (--spec-tree-topk). Chains: one."""
+        room = self.spec.tree_room
+        shape = room or self.spec.tree_shape
+        if not shape.branches:
+            return 1
+        leaves = room.nodes if room is not None else shape.node_cap(self.spec.n_max)
+        return max(1, min(shape.topk if draft else leaves, NODES_MAX))
+
+    def _branching(self, params: engine.ContextParams, *, draft: bool) -> engine.ContextParams:
+        """`params` with the sequences a slot's own context needs for tree rounds."""
+        n_seq = self._tree_sequences(draft=draft)
+        return params if n_seq == 1 else replace(params, n_seq_max=n_seq)
+
+    def _batched_tree(self, *, draft: bool) -> dict[str, int]:
+        """A shared context's tree room per slot (BatchedContext's branches, branch_cells):
+        its sequences, and the cells a round's nodes hold until it is settled (a target's
+        tree; the draft's branches, depth x width)."""
+        n_seq = self._tree_sequences(draft=draft)
+        if n_seq == 1:
+            return {}
+        cells = n_seq * self.spec.n_max if draft else n_seq + 1
+        return {"branches": n_seq, "branch_cells": cells}
+
+    def _contexts(self, n_ctx: int) -> tuple[ModelContext, ModelContext | None]:
+        """A target context (and a draft context, when there is a draft model) of n_ctx,
+        each able to roll back (specgguf.binding.checkpoints.with_rollback)."""
+        target, draft_ctx = self._engine_contexts(n_ctx)
+        try:
+            target = self._rollback_capable(target, "target")
+            if draft_ctx is not None:
+                draft_ctx = self._rollback_capable(draft_ctx, "draft")
+        except BaseException:
+            for ctx in (draft_ctx, target):
+                if ctx is not None:
+                    ctx.close()
+            raise
+        return target, draft_ctx
+
+    def _mtp_head(self, target: ModelContext) -> HeadState | None:
+        """draft-mtp's MTP context beside `target` (its size; the draft's threads and KV cache
+        types, as llama.cpp makes it), over the target's own NextN layers or over the drafter
+        file's model reading `target`'s cache; None without draft-mtp."""
+        if not self.uses_mtp:
+            return None
+        params = self._params(target.n_ctx, draft=True)
+        if self.mtp_model is not None:
+            head = MtpHead(self.mtp_model, target.ptr, params, target=self.target_model)
+        else:
+            head = MtpHead(self.target_model, target.ptr, params)
+        return HeadState(head)
+
+    def _rollback_capable(self, ctx: engine.Context, role: str) -> ModelContext:
+        """`ctx` probed and, where needed, wrapped; a memory that cannot forget anything
+        refuses speculation in one line. An EAGLE-3 head or a block drafter rolls itself back
+        with the target (specgguf.heads.eagle3_head, dflash_head) and is returned as it is."""
+        if isinstance(ctx, (eagle3_head.Eagle3Context, dflash_head.DflashContext)):
+            return ctx  # type: ignore[return-value]
+        draft = role == "draft"
+        keep = self.spec.n_max + 1 if draft else 1
+        # (the probe decodes: on a thread of its own, so that no second team of llama.cpp's
+        # CPU workers outlives it: engine.on_passing_thread)
+        out, removal = engine.on_passing_thread(lambda: with_rollback(ctx, draft=draft, keep=keep))
+        self.memory.setdefault(role, removal)
+        if removal == memory_caps.NONE and self.spec.types:
+            raise SpecggufError(
+                f"{ctx.model.path}: the {role} model's memory {memory_caps.REMOVAL[removal][1]} "
+                "(use --spec-type none)",
+                ExitCode.RUNTIME,
+            )
+        return out
+
+    def _sequences_roll_back(self) -> bool:
+        """Whether every loaded model can drop the tail of one sequence of a shared context
+        (an attention KV cache can; a recurrent or hybrid memory cannot), read from the
+        architecture as `check` reads it: what -np > 1 needs to decode the slots as sequences
+        of one context, in shared passes. An EAGLE-3 head or a block drafter hears its own
+        slot's target passes, so its slots get contexts of their own too."""
+        if self.info.eagle3 is not None or self.info.dflash is not None:
+            return False
+        infos = [self.info.target] + ([self.info.draft] if self.draft_model is not None else [])
+        removal = memory_caps.expected_removal
+        return all(i is not None and removal(i.architecture) == memory_caps.PARTIAL for i in infos)
+
+    def memory_report(self) -> dict[str, dict[str, str]]:
+        """Each loaded model's memory (memory_caps.describe): run --json's "kv_rollback"."""
+        infos = {"target": self.info.target, "draft": self.info.draft}
+        return {
+            role: memory_caps.describe(removal, infos[role].architecture)
+            for role, removal in self.memory.items()
+        }
+
+    def _engine_contexts(self, n_ctx: int) -> tuple[engine.Context, engine.Context | None]:
+        """The engine contexts behind `_contexts` (the draft's follows the target's size)."""
+        target = engine.Context(
+            self.target_model, self._branching(self._params(n_ctx, draft=False), draft=False)
+        )
+        draft_ctx = None
+        if self.draft_model is not None:
+            try:
+                params = self._params(target.n_ctx, draft=True)
+                draft_ctx = self._draft_context(target, params)
+            except BaseException:
+                target.close()
+                raise
+        return target, draft_ctx
+
+    def _draft_context(self, target: engine.Context, params: engine.ContextParams):  # noqa: ANN202
+        """The -md file's context beside `target`: a draft model's own, or a head's over the
+        target's (an EAGLE-3 head, a DFlash or DSpark drafter)."""
+        assert self.draft_model is not None
+        if self.info.eagle3 is not None:
+            return eagle3_head.Eagle3Context(self.draft_model, target, params, self.info.eagle3)
+        if self.info.dflash is not None:
+            return dflash_head.DflashContext(self.draft_model, target, params, self.info.dflash)
+        return engine.Context(self.draft_model, self._branching(params, draft=True))
+
+    @property
+    def slots(self) -> list[Slot]:
+        """Every slot, slot 0 (a view of the session's own contexts and drafters) first."""
+        own = Slot(0, self.target, self.draft_ctx, self._ngram_drafters, self.mtp)
+        return [own, *self.extra_slots]
+
+    def offload(self) -> str:
+        """Where -ngl / -ngld put each model's layers: "target: 28/29 layers on CUDA0
+        (1 on CPU), draft: all 25 layers on CPU"."""
+        line = "target: " + engine.offload_summary(self.target_model, self.ngl)
+        draft = self.draft_model or self.mtp_model
+        if draft is not None:
+            line += ", draft: " + engine.offload_summary(draft, self.ngl_draft)
+        return line
+
+    # -- prompts ------------------------------------------------------------------------------
+
+    def tokenize(self, text: str) -> list[int]:
+        if not text:
+            raise PromptError("the prompt is empty")
+        tokens = self.target_model.tokenize(text)
+        if not tokens:
+            raise PromptError("the prompt is empty after tokenization")
+        if len(tokens) >= self.target.n_ctx:
+            raise PromptError(
+                f"the prompt is {len(tokens)} tokens, the context is {self.target.n_ctx} "
+                "(-c): nothing would fit after it"
+            )
+        return tokens
+
+    def draft_tokens(self, tokens: list[int]) -> list[int]:
+        """The draft's tokens for the text of target `tokens` (the same ids when the two
+        vocabularies agree): what a cross-vocabulary draft reads for that sequence."""
+        if not self.cross_vocab or self.draft_model is None:
+            return list(tokens)
+        tm = self.target_model
+        body = tokens[1:] if tokens and tm.add_bos and tokens[0] == tm.bos else tokens
+        text = b"".join(tm.piece_special(t) for t in body).decode("utf-8", "replace")
+        return self.draft_model.tokenize(text, add_special=True, parse_special=True)
+
+    # -- drafters -----------------------------------------------------------------------------
+
+    def suffix_corpus(self, spec: SpecOptions, namespace: Hashable | None) -> SuffixCorpus:
+        """The earlier outputs `suffix` drafts from under `namespace` (a server's API key;
+        None: the process's own): one corpus per namespace, shared by every slot, never
+        read under another one."""
+        corpus = self._suffix_corpora.get(namespace)
+        if corpus is None:  # setdefault: two slots' threads asking at once get one corpus
+            params = SPEC_TYPES["suffix"].params_from(spec.ngram)
+            corpus = self._suffix_corpora.setdefault(namespace, SuffixCorpus(params.cache_tokens))
+        return corpus
+
+    @functools.cached_property
+    def text_views(self) -> TextViews:
+        """The prompts' escape-aware views in the target's tokens, for the n-gram lookups: the
+        text as the target spells it (special tokens as nothing), tokenized as the target
+        tokenizes text it writes (no BOS, no special tokens parsed)."""
+        tm = self.target_model
+
+        def tokenize(text: str) -> list[int]:
+            return tm.tokenize(text, add_special=False, parse_special=False)
+
+        return TextViews(tokenize, self.detokenize)
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        """The target's text of `tokens` (special tokens as nothing; bytes that do not form
+        UTF-8 as U+FFFD)."""
+        return b"".join(self.target_model.piece(t) for t in tokens).decode("utf-8", "replace")
+
+    def _drafters(
+        self,
+        sampler: SamplerParams,
+        random: PositionRandom,
+        spec: SpecOptions,
+        slot: Slot | None,
+        reuse_prefix: bool = True,
+        constraint: Constraint | None = None,
+        namespace: Hashable | None = None,
+    ) -> list[Drafter]:
+        """The drafters of spec.types over `slot`, built by the registry. A model-free drafter
+        is built once per slot and keeps its indexes across the slot's sequences; a drafter over
+        the draft model is built per generation (it takes the generation's sampler and seed),
+        and so is the grammar drafter (it reads the generation's `constraint`)."""
+        slot = slot if slot is not None else self.slots[0]
+        ngram = slot.ngram
+        draft_ctx = slot.draft_ctx
+        ctx = BuildContext(
+            ngram=spec.ngram,
+            draft_ctx=draft_ctx,
+            sampler=sampler,
+            random=random,
+            n_max=spec.n_max,
+            n_min=spec.n_min,
+            p_min=spec.p_min,
+            probabilistic=spec.draft_sampling == "probabilistic"
+            or (spec.draft_sampling == "auto" and not sampler.greedy and not spec.adaptive),
+            reuse_prefix=reuse_prefix,
+            cross_vocab=(draft_ctx.model, self.target_model)
+            if self.cross_vocab and draft_ctx is not None
+            else None,
+            grammar=draft_source(self.target_model, constraint)
+            if constraint is not None and "grammar" in spec.types
+            else None,
+            constraint=constraint,
+            mtp=slot.mtp,
+            head=draft_ctx if self.info.eagle3 is not None else None,
+            block_head=draft_ctx if self.info.dflash is not None else None,
+            views=self.text_views if spec.text_views else None,
+            tree=spec.tree_shape,
+            suffix_corpus=self.suffix_corpus(spec, namespace) if "suffix" in spec.types else None,
+        )
+        out: list[Drafter] = []
+        for t in spec.types:
+            row = SPEC_TYPES[t]
+            if row.built_per_sequence:
+                out.append(row.build(ctx))
+                continue
+            d = ngram.get(t)
+            if d is None:
+                d = ngram[t] = row.build(ctx)
+            out.append(d)
+        return out
+
+    def decoder(
+        self,
+        sampler: SamplerParams,
+        n_predict: int,
+        seed: int,
+        *,
+        ignore_eos: bool = False,
+        trace_probs: bool = False,
+        budget_policy: BudgetPolicy | None = None,
+        reuse_prefix: bool = True,
+        spec: SpecOptions | None = None,
+        slot: Slot | None = None,
+        constraint: Constraint | None = None,
+        namespace: Hashable | None = None,
+    ) -> SpeculativeDecoder:
+        """A decoder for one sequence over `slot` (default: the session's own contexts), with
+        `spec` replacing the session's speculative options for this one generation. With
+        `reuse_prefix` its prefill keeps whatever start of the prompt the slot's KV caches
+        still hold from the previous sequence (same output as a fresh context, fewer tokens
+        evaluated). The n-gram drafters are the slot's `ngram` ones: a caller that wants
+        separate n-gram state (bench: one per configuration) passes a copy of the slot with
+        its own dict. `namespace` chooses the corpus of earlier outputs `suffix` reads (a
+        server's API key). `constraint` (a grammar's fresh state, specgguf.binding.grammar) masks
+        every row the target's tokens are drawn from."""
+        spec = spec if spec is not None else self.spec
+        slot = slot if slot is not None else self.slots[0]
+        random = PositionRandom(seed)
+        config = GenerationConfig(
+            n_predict=n_predict, n_max=spec.n_max, sampler=sampler, ignore_eos=ignore_eos
+        )
+        return SpeculativeDecoder(
+            slot.target,
+            self._drafters(sampler, random, spec, slot, reuse_prefix, constraint, namespace),
+            config,
+            random,
+            is_eog=self.target_model.is_eog,
+            trace_probs=trace_probs,
+            budget_policy=budget_policy,
+            reuse_prefix=reuse_prefix,
+            constraint=constraint,
+        )
+
+    # -- timing -------------------------------------------------------------------------------
+
+    def timing_contexts(self, tokens: Sequence[int]) -> TimingContexts:
+        """Slot 0's contexts for timing raw passes (bench's cost curve), and `tokens` as the
+        draft reads them. Whoever times on them leaves both KV caches empty afterwards: the
+        next generation then evaluates its prompt in full, as after any other sequence."""
+        cross = self.cross_vocab and self.draft_ctx is not None
+        if self.draft_ctx is None and self.mtp is not None:  # the MTP head's own step
+            return TimingContexts(self.target, self.mtp.head, None, "draft-mtp")
+        return TimingContexts(
+            self.target,
+            self.draft_ctx,
+            self.draft_tokens(list(tokens)) if cross else None,
+            self.draft_type,
+        )
+
+    @property
+    def draft_type(self) -> str:
+        """The --spec-type the -md file drafts as (what its measured step is stored as)."""
+        if self.info.eagle3 is not None:
+            return "draft-eagle3"
+        if self.info.dflash is not None:
+            return self.info.dflash.spec_type
+        return "draft-simple"
+
+    def close(self) -> None:
+        for slot in getattr(self, "extra_slots", []):
+            slot.close()
+        for d in getattr(self, "_ngram_drafters", {}).values():
+            d.close()
+        for name in ("mtp", "draft_ctx", "target"):
+            obj = getattr(self, name, None)
+            if obj is not None:
+                obj.close()
+        for batched in getattr(self, "_batched", []):
+            batched.close()
+        for name in ("mtp_model", "draft_model", "target_model"):
+            obj = getattr(self, name, None)
+            if obj is not None:
+                obj.close()
+
+
+def resolve_seed(seed: int) -> int:
+    """llama.cpp's -s -1 (LLAMA_DEFAULT_SEED) means a random seed; we report the one used."""
+    return random.SystemRandom().randrange(2**32) if seed < 0 or seed == 0xFFFFFFFF else seed
