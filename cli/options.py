@@ -483,7 +483,7 @@ class SharedFlag:
 
 #: Every flag `run`, `bench` and `serve` share for loading a model pair and drafting over it,
 #: in --help order: the one source of their names, defaults and LoadOptions fields.
-#: `with_session_flags` adds them to a command; the README's flag table is checked against it.
+#: `with_session_flags` adds them to a command; docs/running.md's flag table is checked against it.
 SESSION_FLAGS: tuple[SharedFlag, ...] = (
     SharedFlag("model", Model, Path | None),  # None: the pulled pair (SessionFlags.resolve)
     SharedFlag("model_draft", ModelDraft, Path | None),

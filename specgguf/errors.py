@@ -1,7 +1,7 @@
 """One exception type for every failure a user can cause, each carrying its exit status.
 
 The CLI turns a SpecggufError into exactly one line on stderr and its exit code; anything
-else escaping is a bug in specgguf. The codes are documented in the README's exit-code table,
+else escaping is a bug in specgguf. The codes are documented in docs/exit-codes.md,
 so scripts can branch on them: keep the two in step.
 """
 

@@ -12,7 +12,7 @@ pytest.importorskip("starlette")
 
 from specgguf.server.app import ENDPOINTS, PUBLIC  # noqa: E402
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parent.parent / "docs" / "server.md"
 
 
 def _readme_endpoints() -> set[tuple[str, str]]:

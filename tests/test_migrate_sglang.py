@@ -19,7 +19,7 @@ from specgguf.migrate.reasons import reason
 from specgguf.migrate.refuse import check_run_argv
 from specgguf.migrate.text import migrate_text
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[1] / "docs" / "migrate.md"
 R = "specgguf run -m t.gguf -md d.gguf"
 
 MAPPING = [

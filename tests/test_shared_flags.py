@@ -14,7 +14,7 @@ from specgguf_cli.app import _register, app, run_cli
 
 from specgguf.drafters.ngram_options import NGRAM_FLAGS
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parent.parent / "docs" / "running.md"
 COMMANDS = ("run", "bench", "serve")
 
 

@@ -60,7 +60,7 @@ class Endpoint:
         return (self.path, *self.aliases)
 
 
-#: every endpoint the server answers: the one table of routes (the README's endpoint list and
+#: every endpoint the server answers: the one table of routes (docs/server.md's endpoint list and
 #: `serve --help` are checked against it)
 ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("POST", "/v1/chat/completions", "chat", ("/chat/completions",)),
