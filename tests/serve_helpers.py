@@ -28,14 +28,15 @@ class Server:
     """A `specgguf serve` process on a free port; `stop()` sends SIGTERM and returns the exit
     status (and stderr)."""
 
-    def __init__(self, args: list[str], *, timeout: float = 60) -> None:
+    def __init__(self, args: list[str], *, timeout: float = 60, cwd: Path = ROOT) -> None:
+        """`cwd`: the source tree whose specgguf runs (scripts/bench_default.py's base)."""
         self.timeout = timeout  # seconds a request may take (a busy CPU is slow)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "specgguf_cli.app", "serve", "--port", "0", *args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
-            cwd=ROOT,
+            cwd=cwd,
             env=env(),
         )
         self.err = b""
