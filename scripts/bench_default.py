@@ -48,6 +48,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from scripts.bench_auto_runs import prompt_of  # noqa: E402
+
 MODELS = Path(os.environ.get("SPECGGUF_MODELS", Path.home() / ".cache" / "specgguf" / "models"))
 TARGETS = {
     "f16": MODELS / "qwen2.5-coder-1.5b-instruct-f16.gguf",
@@ -103,14 +105,6 @@ def worktree(rev: str) -> Path:
     if not link.exists():
         link.symlink_to(path / "cli")
     return path
-
-
-def prompt_of(cls: str) -> str:
-    for line in (ROOT / "scripts" / "bench_prompts.jsonl").read_text().splitlines():
-        obj = json.loads(line)
-        if obj["class"] == cls:
-            return obj["prompt"]
-    raise SystemExit(f"bench_default: no prompt of class {cls!r} in bench_prompts.jsonl")
 
 
 def run_once(cfg: Config, target: Path, prompt: str, n: int, profile: Path | None) -> float:

@@ -626,3 +626,28 @@ def test_a_draft_model_starts_only_where_the_rest_of_the_answer_repays_its_catch
     assert policy._repays_catch_up(d.name, plan, 1 << 30)  # an open-ended answer
     d.lag = 401
     assert not policy._repays_catch_up(d.name, plan, 48)
+
+
+def test_a_free_draft_passes_the_round_to_a_drafter_in_line_that_plans_better(monkeypatch):
+    """The first non-empty draft takes the round, so a weak n-gram guess must not take it from
+    a draft model that plans a better one: trim sends nothing, and the next drafter drafts.
+    Once that drafter has been asked (it stands before in line, or drafted nothing), the
+    free guess goes out as its own cost model says."""
+    from specgguf.auto.policy import _Plan
+
+    policy = AdaptivePolicy(n_max_cap=8)
+    free = Stream(text=[1, 2, 3] * 20, name="suffix", max_draft=16)
+    policy.attach([free, FakeDrafter()])
+    for k, rel in enumerate(FLAT_CURVE):
+        policy.cost.add_verify(k, 70.0 * rel)
+    acc = {"suffix": [0.45, 0.8, 0.9], "draft-simple": [0.97, 1.0, 1.0]}
+    monkeypatch.setattr(policy, "acceptance", lambda name: acc[name])
+    plans = {"suffix": _Plan(16, 1.5, probe=False), "draft-simple": _Plan(5, 2.5, probe=False)}
+    monkeypatch.setattr(policy, "_plans", plans)
+    policy._asked = {"suffix"}
+    assert policy.trim("suffix", 2) == 0  # x~1.4 expected against the draft model's x2.5
+    policy._asked = {"suffix", "draft-simple"}
+    assert policy.trim("suffix", 2) == 2  # nobody better left in line: it pays on its own
+    plans["draft-simple"] = _Plan(0, 1.0, probe=False)  # the draft model sits this round out
+    policy._asked = {"suffix"}
+    assert policy.trim("suffix", 2) == 2
