@@ -37,9 +37,8 @@ def test_every_relative_link_and_anchor_resolves(page: Path) -> None:
             continue  # http(s), mailto: not checked here
         path, _, anchor = target.partition("#")
         dest = (page.parent / path).resolve() if path else page
-        if not dest.exists():
-            broken.append(target)
-        elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+        exists = dest.exists()
+        if not exists or (anchor and dest.suffix == ".md" and anchor not in _anchors(dest)):
             broken.append(target)
     assert broken == [], f"{page.name}: broken links {broken}"
 
