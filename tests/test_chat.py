@@ -3,6 +3,8 @@ extras, the sandbox, and errors. Pure: no model is run here."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from specgguf.errors import ExitCode, PromptError, UsageError
@@ -216,3 +218,28 @@ def test_non_text_parts_are_refused_in_one_line(part, match):
     with pytest.raises(PromptError, match=match) as e:
         validate_messages([{"role": "user", "content": [{"type": "text", "text": "a"}, part]}])
     assert "\n" not in str(e.value)
+
+
+QWEN25 = (Path(__file__).parent / "data" / "qwen2.5-instruct.jinja").read_text()
+
+
+def test_a_developer_message_reaches_a_template_that_knows_only_system():
+    t = ChatTemplate.compile(QWEN25, "test")
+    out = t.render([{"role": "developer", "content": "Answer in French."},
+                    {"role": "user", "content": "hi"}])  # fmt: skip
+    assert "<|im_start|>system\nAnswer in French.<|im_end|>" in out
+    # a template that names the developer role itself gets it as it is
+    knows = ChatTemplate.compile(
+        "{% for m in messages %}{{ m.role }}:{{ m.content }};{% endfor %}"
+        "{% if false %}{{ 'developer' }}{% endif %}",
+        "t",
+    )
+    assert knows.render([{"role": "developer", "content": "X"}]) == "developer:X;"
+    # and it counts as the conversation's own system prompt: -sys does not add another
+    msgs = [{"role": "developer", "content": "X"}]
+    assert conversation("default", msgs) == msgs
+
+
+def test_an_unknown_role_is_refused_by_name():
+    with pytest.raises(PromptError, match='messages\\[1\\]: unknown role "wizard"'):
+        validate_messages([{"role": "user", "content": "a"}, {"role": "wizard", "content": "b"}])

@@ -291,6 +291,9 @@ def test_any_text_in_any_pieces_parses_as_the_whole_and_loses_nothing(parts, cut
     events += s.close()
     content = "".join(e for e in events if isinstance(e, str))
     whole_content, whole_calls = split_tool_calls(text, TOOLS)
+    if s.invalid:  # a call whose arguments are not JSON: the whole answer is content
+        assert (whole_content, whole_calls) == (text, [])
+        return
     assert [(c.name, c.arguments) for c in s.calls] == [
         (c.name, c.arguments) for c in whole_calls
     ]
@@ -300,3 +303,52 @@ def test_any_text_in_any_pieces_parses_as_the_whole_and_loses_nothing(parts, cut
     for c in s.calls:  # what streamed is what the call says
         assert "".join(e.arguments for e in events
                        if isinstance(e, CallDelta) and e.index == s.calls.index(c)) == c.arguments
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # arguments that are not JSON, name first (streamed path) or arguments first (whole)
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": Oslo}}\n</tool_call>',
+        '<tool_call>\n{"arguments": {"city": Oslo}, "name": "get_weather"}\n</tool_call>',
+        # string arguments that are not the JSON text of an object
+        '<tool_call>\n{"name": "get_weather", "arguments": "not json"}\n</tool_call>',
+        '<tool_call>\n{"name": "get_weather", "arguments": "[1, 2]"}\n</tool_call>',
+        '<tool_call>\n{"name": "get_weather", "arguments": [1, 2]}\n</tool_call>',
+    ],
+)
+def test_a_call_whose_arguments_are_not_a_json_object_is_content(text):
+    assert split_tool_calls(text, TOOLS) == (text, [])
+
+
+@pytest.mark.parametrize(
+    "args", ['{"city": "\\ud800"}', '{"city": ' + "[" * 300 + "]" * 300 + "}"]
+)
+def test_the_verdict_does_not_depend_on_key_order(args):
+    # a lone surrogate, nesting past the JSON reader's bound: content, whichever key is first
+    for obj in (f'{{"name": "get_weather", "arguments": {args}}}',
+                f'{{"arguments": {args}, "name": "get_weather"}}'):  # fmt: skip
+        text = f"<tool_call>\n{obj}\n</tool_call>"
+        assert split_tool_calls(text, TOOLS) == (text, []), obj
+
+
+def test_a_streamed_call_with_bad_arguments_is_marked_invalid():
+    s = ToolCallStream(TOOLS)
+    s.feed('<tool_call>\n{"name": "get_weather", "arguments": {"city": ')
+    s.feed("Oslo}}\n</tool_call>")
+    s.close()
+    assert s.invalid  # its deltas went out already: the server ends the answer as no call
+
+
+def test_the_closing_fence_of_the_contents_code_block_stays():
+    text = "Code:\n```\nprint(1)\n```\n" + CALL
+    assert calls_of(text) == ("Code:\n```\nprint(1)\n```", [("get_weather", {"city": "Paris"})])
+    for size in (1, 2, 5):
+        assert streamed(text, size)[0].strip() == "Code:\n```\nprint(1)\n```"
+
+
+def test_parameters_must_be_an_object_schema():
+    for params in ({"type": "array"}, {"type": "string"}, []):
+        with pytest.raises(ToolsError, match="must be a JSON schema of an object"):
+            validate_tools([{"type": "function", "function": {"name": "f", "parameters": params}}])
+    validate_tools([{"type": "function", "function": {"name": "f", "parameters": {}}}])

@@ -187,7 +187,7 @@ class ChatTemplate:
         PromptError-coded line."""
         from jinja2.exceptions import TemplateError
 
-        msgs = validate_messages(messages)
+        msgs = system_for_developer(validate_messages(messages), self.source)
         limits = self.limits
         env = self._compiled.environment
         where = f"chat template from {self.origin}"
@@ -236,9 +236,24 @@ class ChatTemplate:
         return text
 
 
+#: the roles OpenAI's chat API knows; any other is refused by name rather than left for a
+#: template to skip without a word ("function" is the API's older name for "tool")
+ROLES = ("system", "developer", "user", "assistant", "tool", "function")
+
+
+def system_for_developer(msgs: list[dict[str, Any]], source: str) -> list[dict[str, Any]]:
+    """OpenAI's newer clients send their instructions as `developer`; most templates know only
+    `system` and would skip the message without a word, so it is renamed to `system` unless
+    the template compares a role with the string 'developer' itself (GPT-OSS, Gemma 4 do)."""
+    if "'developer'" in source or '"developer"' in source:
+        return msgs
+    return [{**m, "role": "system"} if m["role"] == "developer" else m for m in msgs]
+
+
 def validate_messages(messages: Any) -> list[dict[str, Any]]:
     """A non-empty list of {"role": str, "content": str, ...}; copies, so a template cannot
-    see (or keep) the caller's objects. Extra keys (name, tool_calls, ...) pass through.
+    see (or keep) the caller's objects. Extra keys (name, tool_calls, ...) pass through. A
+    role outside ROLES is refused by name (a template would drop it unseen).
 
     `content` may also be OpenAI's list of parts, [{"type": "text", "text": "..."}, ...]: the
     text parts are joined with newlines (as llama.cpp's server does for templates that want a
@@ -255,6 +270,9 @@ def validate_messages(messages: Any) -> list[dict[str, Any]]:
         role = m.get("role")
         if not isinstance(role, str) or not role:
             raise PromptError(f'messages[{i}]: "role" must be a non-empty string')
+        if role not in ROLES:
+            shown = json.dumps(role, ensure_ascii=False)[:40]
+            raise PromptError(f'messages[{i}]: unknown role {shown} (one of {", ".join(ROLES)})')
         content = m.get("content")
         if isinstance(content, list):
             content = _join_text_parts(content, i)
@@ -292,13 +310,13 @@ def conversation(
     system_prompt: str | None, messages: Sequence[Mapping[str, Any]]
 ) -> list[Mapping[str, Any]]:
     """The message list a chat template renders: the default system prompt (-sys) first,
-    unless the messages bring a system message of their own, then the messages.
+    unless the messages bring a system (or developer) message of their own, then the messages.
 
     The one place this is decided (Generator.chat_prompt calls it for `run --chat`, -cnv,
     --jsonl and every server endpoint), so that -sys means the same everywhere."""
     msgs = list(messages)
     if system_prompt and not any(
-        isinstance(m, Mapping) and m.get("role") == "system" for m in msgs
+        isinstance(m, Mapping) and m.get("role") in ("system", "developer") for m in msgs
     ):
         msgs.insert(0, {"role": "system", "content": system_prompt})
     return msgs

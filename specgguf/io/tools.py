@@ -55,8 +55,14 @@ def validate_tools(tools: Any) -> list[dict[str, Any]]:
             raise ToolsError(f"{where}.function.name': {name!r} is given twice")
         names.add(name)
         params = fn.get("parameters")
-        if params is not None and not isinstance(params, Mapping):
-            raise ToolsError(f"{where}.function.parameters' must be a JSON schema object")
+        if params is not None and (
+            not isinstance(params, Mapping) or params.get("type", "object") != "object"
+        ):
+            # a call's arguments are an object of named parameters (OpenAI refuses the rest)
+            raise ToolsError(
+                f"{where}.function.parameters' must be a JSON schema of an object "
+                '({"type": "object", ...})'
+            )
     return [dict(t) for t in tools]
 
 
@@ -226,7 +232,7 @@ class CallDelta:
 
 def _as_call(text: str, names: set[str]) -> ToolCall | None:
     """A call from its JSON text (`arguments`, or `parameters` as some fine-tunes write), if
-    it is one of a known tool."""
+    it is one of a known tool and its arguments are an object (or the JSON text of one)."""
     try:
         obj = json_input.loads(text)  # bounded: the text may nest as deep as a grammar forced
     except ValueError:
@@ -235,8 +241,19 @@ def _as_call(text: str, names: set[str]) -> ToolCall | None:
         return None
     args = obj.get("arguments", obj.get("parameters", {}))
     if isinstance(args, str):
-        return ToolCall(obj["name"], args)
+        return ToolCall(obj["name"], args) if arguments_object(args) else None
+    if not isinstance(args, dict):
+        return None
     return ToolCall(obj["name"], json.dumps(args, ensure_ascii=False))
+
+
+def arguments_object(text: str) -> bool:
+    """Whether a call's arguments text is a JSON object within json_input's bounds (depth, no
+    lone surrogate): the test every call passes, whichever order its keys came in."""
+    try:
+        return isinstance(json_input.loads(text), dict)
+    except ValueError:
+        return False
 
 
 FENCE = "```"
@@ -320,6 +337,10 @@ class ToolCallStream:
         self.names = {t["function"]["name"] for t in tools}
         self.calls: list[ToolCall] = []
         self.truncated = False  # the text ended inside a call's arguments
+        #: a call's arguments, once complete, were not a JSON object (`{"city": Oslo}`): the
+        #: whole answer is content (its deltas may have been streamed already)
+        self.invalid = False
+        self._in_code = False  # a code fence that holds no call was opened in the content
         self._buf = ""
         self._state = _TEXT
         self._obj = 0  # in _HEAD and _WHOLE: where the object starts in _buf
@@ -379,6 +400,8 @@ class ToolCallStream:
                     return
                 self._buf = self._buf[end:]
                 self._scan, self._state = _Scan(depth=1), _REST
+                if not arguments_object(self.calls[-1].arguments):
+                    self.invalid = True
             elif state == _REST:  # keys after the arguments: read past, not content
                 end = self._scan.run(self._buf, 0)
                 if end is None:
@@ -403,6 +426,10 @@ class ToolCallStream:
         found = [i for i in (s.find(OPEN), s.find(FENCE)) if i >= 0]
         if found:
             at = min(found)
+            if self._in_code and s.startswith(FENCE, at):  # the content's own closing fence
+                self._content(out, s[: at + len(FENCE)])
+                self._buf, self._in_code = s[at + len(FENCE) :], False
+                return True
             self._content(out, s[:at])
             self._open(s[at:])
             return True
@@ -426,6 +453,8 @@ class ToolCallStream:
         is read again as content."""
         s = self._buf
         n = len(OPEN) if s.startswith(OPEN) else len(FENCE) if s.startswith(FENCE) else 1
+        if s.startswith(FENCE) and FENCE not in self._closers[1:]:
+            self._in_code = True  # a code block of the content: its closing fence is content
         self._content(out, s[:n])
         self._buf, self._state, self._closers = s[n:], _TEXT, []
 
@@ -577,9 +606,29 @@ class ToolCallStream:
             out.append(CallDelta(len(self.calls) - 1, piece))
 
 
-def split_tool_calls(text: str, tools: Sequence[Mapping[str, Any]]) -> tuple[str, list[ToolCall]]:
-    """A whole answer -> (its content, its calls)."""
+@dataclass
+class ParsedAnswer:
+    """A whole answer split: its content, its calls, and whether it ended inside a call's
+    arguments (`truncated`)."""
+
+    content: str
+    calls: list[ToolCall]
+    truncated: bool = False
+    invalid: bool = False  # always False here: such an answer has no calls
+
+
+def parse_answer(text: str, tools: Sequence[Mapping[str, Any]]) -> ParsedAnswer:
+    """A whole answer -> its content and calls. An answer holding a call whose arguments are
+    not a JSON object is all content, untouched: no call of it is returned."""
     s = ToolCallStream(tools)
     events = s.feed(text) + s.close()
+    if s.invalid:
+        return ParsedAnswer(text, [])
     content = "".join(e for e in events if isinstance(e, str))
-    return (content.strip() if s.calls else content), s.calls
+    return ParsedAnswer(content.strip() if s.calls else content, s.calls, s.truncated)
+
+
+def split_tool_calls(text: str, tools: Sequence[Mapping[str, Any]]) -> tuple[str, list[ToolCall]]:
+    """A whole answer -> (its content, its calls)."""
+    parsed = parse_answer(text, tools)
+    return parsed.content, parsed.calls

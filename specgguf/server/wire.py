@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from specgguf.io.tools import CallDelta, ToolCallStream
+from specgguf.io.tools import CallDelta, ParsedAnswer, ToolCallStream, parse_answer
 from specgguf.server import protocol as p
 
 
@@ -131,13 +131,11 @@ class Chat(_OpenAI):
         finish = p.finish_reason(a.stop_reason())
         message: dict[str, Any] = {"role": "assistant", "content": text}
         if a.req.tools:
-            parsed = ToolCallStream(a.req.tools)
-            events = parsed.feed(text) + parsed.close()
+            parsed = parse_answer(text, a.req.tools)
             if parsed.calls:
-                content = "".join(e for e in events if isinstance(e, str)).strip()
                 message = {
                     "role": "assistant",
-                    "content": content or None,
+                    "content": parsed.content or None,
                     "tool_calls": [c.as_dict() for c in parsed.calls],
                 }
                 finish = tools_finish(parsed, finish)
@@ -156,10 +154,13 @@ class Chat(_OpenAI):
         ]  # fmt: skip
 
 
-def tools_finish(parsed: ToolCallStream, finish: str) -> str:
+def tools_finish(parsed: ToolCallStream | ParsedAnswer, finish: str) -> str:
     """The finish_reason of an answer with calls: "tool_calls", unless the text was cut
-    (max_tokens) inside a call's arguments: "length", as OpenAI says of a call cut short."""
-    if not parsed.calls or parsed.truncated and finish == "length":
+    (max_tokens) inside a call's arguments: "length", as OpenAI says of a call cut short; or
+    a streamed call's arguments turned out not to be JSON: the answer is no call."""
+    if not parsed.calls or parsed.invalid:
+        return finish
+    if parsed.truncated and finish == "length":
         return finish
     return "tool_calls"
 
