@@ -163,8 +163,8 @@ def template_check(info: GGUFInfo, n_ctx: int) -> dict[str, object] | None:
     use at this context size. None without a template; {"ok": False, "error": ...} when it
     does not compile or cannot render in bounds (time, size, depth), so a hostile or broken
     template is found before `run --chat` meets it."""
-    from specgguf.io.chat import ChatTemplateError, template_for
-    from specgguf.io.template_bounds import TemplateLimits
+    from specgguf.chat.template import ChatTemplateError, template_for
+    from specgguf.chat.template_bounds import TemplateLimits
 
     if not info.chat_template:
         return None

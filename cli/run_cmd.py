@@ -163,7 +163,7 @@ def run(
                 text = o.read_prompt(prompt, file)
             template_src = None
             if chat_template_file is not None:
-                from specgguf.io.chat import read_template_file
+                from specgguf.chat.template import read_template_file
 
                 template_src = read_template_file(chat_template_file)
             if trace is not None:

@@ -137,7 +137,7 @@ def serve(
     model, model_draft, types = flags.resolve(gen_flags.spec_type, n_max)
     template_src = None
     if chat_template_file is not None:
-        from specgguf.io.chat import read_template_file
+        from specgguf.chat.template import read_template_file
 
         template_src = read_template_file(chat_template_file)
     from specgguf.server.runner import bind

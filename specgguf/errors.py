@@ -17,7 +17,7 @@ class ExitCode(IntEnum):
     MODEL = 3  # model file missing, not a GGUF, truncated, corrupt, unsupported
     INCOMPATIBLE = 4  # target and draft vocabularies are not compatible
     PROMPT = 5  # empty prompt, not UTF-8, longer than the context; the chat template failed
-    # or passed its bounds (time, steps, size, depth: specgguf.io.template_bounds)
+    # or passed its bounds (time, steps, size, depth: specgguf.chat.template_bounds)
     PULL = 6  # default models not pulled, download or checksum failure
     RUNTIME = 7  # llama.cpp failed while decoding
     BATCH_PARTIAL = 8  # --jsonl: at least one line failed, the others were answered

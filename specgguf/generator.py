@@ -70,9 +70,9 @@ class OutputGrammar:
     def for_tools(
         cls, tools: Sequence[Mapping[str, Any]], only: str | None = None, *, parallel: bool = True
     ) -> OutputGrammar:
-        """Tool calls in the <tool_call> format (specgguf.io.tools) whose JSON matches the
+        """Tool calls in the <tool_call> format (specgguf.chat.tools) whose JSON matches the
         tools' schemas: of any tool, or of `only`; one call, or with `parallel` one or more."""
-        from specgguf.io.tools import call_schema, wrap_call_grammar
+        from specgguf.chat.tools import call_schema, wrap_call_grammar
 
         call = schema_to_gbnf(call_schema(tools, only), "'tools'")
         return cls(wrap_call_grammar(call, parallel=parallel), "'tools'")
@@ -353,7 +353,7 @@ class Generator:
         """The chat template (--chat-template-file, else the GGUF's, else ChatML), compiled
         on first use."""
         if self._template is None:
-            from specgguf.io.chat import ChatTemplate, template_for
+            from specgguf.chat.template import ChatTemplate, template_for
 
             info = self.session.info.target
             vocab = info.vocab
@@ -361,7 +361,7 @@ class Generator:
             def tok(i):
                 return vocab.tokens[i] if i is not None and 0 <= i < len(vocab.tokens) else ""
 
-            from specgguf.io.template_bounds import TemplateLimits
+            from specgguf.chat.template_bounds import TemplateLimits
 
             # rendering is bounded in time and size; the size cap follows the context (-c)
             kw = dict(
@@ -389,19 +389,19 @@ class Generator:
         messages: Sequence[Mapping[str, Any]],
         tools: Sequence[Mapping[str, Any]] | None = None,
     ) -> str:
-        """The messages rendered for generation, after specgguf.io.chat.conversation() puts
+        """The messages rendered for generation, after specgguf.chat.template.conversation() puts
         the default system prompt (-sys) first unless the messages bring their own.
 
         `tools` (OpenAI's, validated) go to the template, which describes them (Qwen2.5's
         does); a template that never reads `tools` gets their description as a system
         message instead, so the model knows them either way."""
-        from specgguf.io.chat import conversation
+        from specgguf.chat.template import conversation
 
         msgs = conversation(self.system_prompt, messages)
         template = self.template()
         if not tools:
             return template.render(msgs, add_generation_prompt=True)
-        from specgguf.io.tools import template_messages, tools_system_prompt
+        from specgguf.chat.tools import template_messages, tools_system_prompt
 
         msgs = template_messages(msgs)
         if "tools" in template.source:

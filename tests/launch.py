@@ -57,7 +57,7 @@ def _mark_prefill() -> None:
 
 
 def _mark_render() -> None:
-    from specgguf.io.chat import ChatTemplate
+    from specgguf.chat.template import ChatTemplate
 
     original = ChatTemplate.render
 

@@ -14,9 +14,9 @@ import json
 import pytest
 
 from scripts.bench_agent import TOOLS, Task, write_messages
+from specgguf.chat.tools import split_tool_calls
 from specgguf.core.sampling import SamplerParams
 from specgguf.generator import Generator, GenParams, OutputGrammar
-from specgguf.io.tools import split_tool_calls
 from specgguf.loading.session import LoadOptions, Session, SpecOptions
 from specgguf.modelfiles.models import TARGET, is_present, model_path
 from tests.near_tie import REAL_NEAR_TIE, assert_same_or_near_tie

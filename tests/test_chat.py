@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from specgguf.errors import ExitCode, PromptError, UsageError
-from specgguf.io.chat import (
+from specgguf.chat.template import (
     CHATML_TEMPLATE,
     ChatTemplate,
     ChatTemplateError,
@@ -16,6 +15,7 @@ from specgguf.io.chat import (
     template_for,
     validate_messages,
 )
+from specgguf.errors import ExitCode, PromptError, UsageError
 from specgguf.modelfiles.gguf_info import read_gguf_info
 from tests.tiny_models import DEFAULT_TEMPLATE, TARGET_SEED, build_tiny_model
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from specgguf.chat.template import CHATML_TEMPLATE, ChatTemplate, ChatTemplateError, _tojson
+from specgguf.chat.template_bounds import CHARS_PER_TOKEN, TemplateLimits
 from specgguf.errors import ExitCode
-from specgguf.io.chat import CHATML_TEMPLATE, ChatTemplate, ChatTemplateError, _tojson
-from specgguf.io.template_bounds import CHARS_PER_TOKEN, TemplateLimits
 from specgguf.modelfiles.gguf_info import read_gguf_info
 from tests.gguf_factory import QWEN_15, need_models
 from tests.test_chat import HF_STYLE
@@ -148,7 +148,7 @@ def _reference_render(src: str, messages, **kw) -> str:
     """What chat.py rendered before the bounds: Jinja's immutable sandbox, same settings."""
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    from specgguf.io.chat import _raise_exception, generation_block
+    from specgguf.chat.template import _raise_exception, generation_block
 
     env = ImmutableSandboxedEnvironment(
         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=False,

@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specgguf.binding.grammar import GrammarError, schema_to_gbnf
+from specgguf.chat.tools import call_schema
 from specgguf.grammars.grammar_bounds import MAX_GRAMMAR_PARTS, grammar_parts
 from specgguf.grammars.schema_gbnf import FAMILIES, GENERAL
-from specgguf.io.tools import call_schema
 from tests.test_json_ranges import engine_accepts, model  # noqa: F401 - the fixture
 
 NODE = {

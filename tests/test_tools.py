@@ -1,4 +1,4 @@
-"""Tool calls in and out of text (specgguf.io.tools): Qwen/Hermes <tool_call> blocks and bare
+"""Tool calls in and out of text (specgguf.chat.tools): Qwen/Hermes <tool_call> blocks and bare
 JSON calls parsed into OpenAI tool_calls, the same whole or streamed in any pieces; the
 request's tools and tool_choice validated with the field named; the call grammar's wrapper."""
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specgguf.io.tools import (
+from specgguf.chat.tools import (
     CallDelta,
     ToolCallStream,
     ToolsError,

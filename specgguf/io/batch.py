@@ -123,7 +123,7 @@ def parse_line(text: str | bytes, line: int) -> BatchItem:
             raise fail('"prompt" must be a string')
         item.prompt = obj["prompt"]
     else:
-        from specgguf.io.chat import validate_messages
+        from specgguf.chat.template import validate_messages
 
         try:
             item.messages = validate_messages(obj["messages"])

@@ -28,10 +28,10 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.routing import Route
 
+from specgguf.chat.tools import CallDelta, ToolCallStream
 from specgguf.errors import SpecggufError
 from specgguf.generator import Generator
 from specgguf.io import json_input
-from specgguf.io.tools import CallDelta, ToolCallStream
 from specgguf.server import protocol as p
 from specgguf.server.protocol import ApiError
 from specgguf.server.scheduler import Event, Job, Scheduler

@@ -339,7 +339,7 @@ def _stream(body: dict) -> tuple[bool, bool]:
 
 
 def parse_chat(body: Any) -> Request:
-    from specgguf.io.chat import validate_messages
+    from specgguf.chat.template import validate_messages
 
     body = _object(body)
     if "messages" not in body:
@@ -365,7 +365,7 @@ def _tools(body: dict, params: GenParams) -> tuple[list[dict] | None, GenParams]
     ("required" or a named function)."""
     from dataclasses import replace
 
-    from specgguf.io.tools import ToolsError, validate_tool_choice, validate_tools
+    from specgguf.chat.tools import ToolsError, validate_tool_choice, validate_tools
 
     try:
         if not body.get("tools"):

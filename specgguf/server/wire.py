@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from specgguf.io.tools import CallDelta, ParsedAnswer, ToolCallStream, parse_answer
+from specgguf.chat.tools import CallDelta, ParsedAnswer, ToolCallStream, parse_answer
 from specgguf.server import protocol as p
 
 

@@ -9,7 +9,7 @@ block (rendered as-is), `raise_exception`, `strftime_now`, and a `tojson` that k
 characters and does not HTML-escape (Jinja's own would turn "<" into "\\u003c").
 
 The sandbox stops a template from reaching Python internals, not from spending: rendering runs
-in specgguf.io.template_bounds' BoundedSandbox, which bounds steps, time, the size of every value
+in specgguf.chat.template_bounds' BoundedSandbox, which bounds steps, time, the size of every value
 and of the output (16 characters per token of the context), call depth and range(); any
 failure is one ChatTemplateError line (exit 5; compile failures take the origin's code).
 
@@ -31,8 +31,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from specgguf.chat.template_bounds import TemplateBoundsError, TemplateLimits
 from specgguf.errors import ExitCode, PromptError, SpecggufError, read_user_text
-from specgguf.io.template_bounds import TemplateBoundsError, TemplateLimits
 
 #: The largest template compiled. Compiling costs far more than rendering (measured here: a
 #: 64k-item list literal took 22 s and 400 MB to compile), so the source is lexed first and
@@ -92,7 +92,7 @@ def generation_block() -> type:
 
 
 def _environment(limits: TemplateLimits):
-    from specgguf.io.template_bounds import BoundedSandbox
+    from specgguf.chat.template_bounds import BoundedSandbox
 
     env = BoundedSandbox(
         trim_blocks=True,
