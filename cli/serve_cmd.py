@@ -13,6 +13,9 @@ from pathlib import Path
 import typer
 from specgguf_cli import options as o
 
+from specgguf.chat.render import RenderOptions
+from specgguf.errors import UsageError
+from specgguf.io import json_input
 from specgguf.server import connections as cn
 
 Host = typer.Option("127.0.0.1", "--host", envvar="LLAMA_ARG_HOST", help="Address to listen on.")
@@ -55,6 +58,14 @@ ChatTemplateFile = typer.Option(
     envvar="LLAMA_ARG_CHAT_TEMPLATE_FILE",
     help="Jinja chat template to use instead of the target GGUF's tokenizer.chat_template.",
 )
+ChatTemplateKwargs = typer.Option(
+    None,
+    "--chat-template-kwargs",
+    envvar="LLAMA_ARG_CHAT_TEMPLATE_KWARGS",
+    help="JSON object of extra variables for the chat template (enable_thinking, ...): every "
+    "request's default; a request's chat_template_kwargs go over it.",
+    show_default=False,
+)
 Jinja = typer.Option(
     True,
     "--jinja/--no-jinja",
@@ -90,6 +101,7 @@ def serve(
     max_queue: int = MaxQueue,
     max_connections: int | None = MaxConnections,
     chat_template_file: Path | None = ChatTemplateFile,
+    chat_template_kwargs: str | None = ChatTemplateKwargs,
     jinja: bool = Jinja,
     alias: str | None = Alias,
     timeout: int = Timeout,
@@ -178,8 +190,12 @@ def serve(
             template_origin=f"--chat-template-file {chat_template_file}",
             warn=None if quiet else (lambda m: say(f"warning: {m}")),
             grammar=output_grammar,
+            render_options=template_kwargs_option(chat_template_kwargs),
         )
         gen.template()  # a template that does not compile fails now, with its line
+        dialect = gen.dialect()
+        if not quiet:
+            say(f"chat dialect: {dialect.name} ({dialect.family}): tool calls are read in it")
         if output_grammar is not None:  # and so does a grammar llama.cpp refuses
             gen.constraint(output_grammar)
         cfg = ServerConfig(
@@ -208,3 +224,19 @@ def serve(
             gen.save_profile()
         session.close()
         sys.stderr.flush()
+
+
+def template_kwargs_option(text: str | None) -> RenderOptions:
+    """--chat-template-kwargs: a JSON object (bounded like a request body), else one
+    UsageError line."""
+    if text is None:
+        return RenderOptions()
+    try:
+        kwargs = json_input.loads(text)
+    except ValueError as e:
+        raise UsageError(f"--chat-template-kwargs: not JSON: {e}") from None
+    if not isinstance(kwargs, dict):
+        raise UsageError("--chat-template-kwargs must be a JSON object")
+    if "enable_thinking" in kwargs and not isinstance(kwargs["enable_thinking"], bool):
+        raise UsageError("--chat-template-kwargs: enable_thinking must be true or false")
+    return RenderOptions(kwargs=kwargs)

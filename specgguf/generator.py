@@ -29,6 +29,8 @@ from specgguf.auto.preload import without_draft_cost
 from specgguf.binding.batched import SequenceView
 from specgguf.binding.grammar import GrammarError, compile_grammar, schema_to_gbnf
 from specgguf.binding.rendezvous import Rendezvous
+from specgguf.chat.dialects.base import Forced
+from specgguf.chat.render import RenderOptions
 from specgguf.core.constraint import NoTokenAllowed
 from specgguf.core.draft import Drafter
 from specgguf.core.loop import SpeculativeDecoder
@@ -68,14 +70,22 @@ class OutputGrammar:
 
     @classmethod
     def for_tools(
-        cls, tools: Sequence[Mapping[str, Any]], only: str | None = None, *, parallel: bool = True
+        cls,
+        tools: Sequence[Mapping[str, Any]],
+        only: str | None = None,
+        *,
+        parallel: bool = True,
+        forced: Forced | None = None,
     ) -> OutputGrammar:
-        """Tool calls in the <tool_call> format (specgguf.chat.tools) whose JSON matches the
-        tools' schemas: of any tool, or of `only`; one call, or with `parallel` one or more."""
-        from specgguf.chat.tools import call_schema, wrap_call_grammar
+        """Tool calls in a family's forced form (`forced`; Hermes' <tool_call> tags when None)
+        whose JSON matches the tools' schemas: of any tool, or of `only`; one call, or with
+        `parallel` one or more."""
+        from specgguf.chat.dialects import FALLBACK
 
-        call = schema_to_gbnf(call_schema(tools, only), "'tools'")
-        return cls(wrap_call_grammar(call, parallel=parallel), "'tools'")
+        forced = forced or FALLBACK.forced
+        assert forced is not None
+        call = schema_to_gbnf(forced.schema(tools, only), "'tools'")
+        return cls(forced.grammar(call, parallel=parallel), "'tools'")
 
 
 @dataclass(frozen=True)
@@ -284,6 +294,7 @@ class Generator:
         warn: Callable[[str], None] | None = None,
         recheck_draft: bool = False,
         grammar: OutputGrammar | None = None,
+        render_options: RenderOptions | None = None,
     ) -> None:
         self.session = session
         self.grammar = grammar  # every call's, unless GenParams.grammar gives its own
@@ -296,6 +307,10 @@ class Generator:
         self.template_origin = template_origin
         self.warn = warn
         self._template = None
+        self._dialect = None
+        self._shown: frozenset[int] | None = None  # see _format_tokens
+        #: what every chat prompt is rendered with unless a call gives its own
+        self.render_options = render_options or RenderOptions()
         # --spec-draft-n-max auto: one cost model per slot for the generator's life; what it
         # learned on one prompt (costs, acceptance) carries over to the next
         self.auto = auto and bool(session.spec.types)
@@ -388,30 +403,41 @@ class Generator:
         self,
         messages: Sequence[Mapping[str, Any]],
         tools: Sequence[Mapping[str, Any]] | None = None,
+        options: RenderOptions | None = None,
     ) -> str:
         """The messages rendered for generation, after specgguf.chat.template.conversation() puts
         the default system prompt (-sys) first unless the messages bring their own.
 
-        `tools` (OpenAI's, validated) go to the template, which describes them (Qwen2.5's
-        does); a template that never reads `tools` gets their description as a system
-        message instead, so the model knows them either way."""
+        `tools` (OpenAI's, validated) and `options` (thinking, the template kwargs; None: the
+        generator's `render_options`) are rendered as specgguf.chat.render describes."""
+        from specgguf.chat.render import render_conversation
         from specgguf.chat.template import conversation
 
         msgs = conversation(self.system_prompt, messages)
-        template = self.template()
-        if not tools:
-            return template.render(msgs, add_generation_prompt=True)
-        from specgguf.chat.tools import template_messages, tools_system_prompt
+        return render_conversation(self.template(), msgs, tools, options or self.render_options)
 
-        msgs = template_messages(msgs)
-        if "tools" in template.source:
-            return template.render(msgs, add_generation_prompt=True, tools=list(tools))
-        about = tools_system_prompt(tools)
-        if msgs and msgs[0].get("role") == "system":
-            msgs[0] = {**msgs[0], "content": f"{msgs[0]['content']}\n\n{about}"}
-        else:
-            msgs.insert(0, {"role": "system", "content": about})
-        return template.render(msgs, add_generation_prompt=True)
+    def dialect(self):
+        """The tool-call dialect of the template's family (specgguf.chat.dialects)."""
+        if self._dialect is None:
+            from specgguf.chat.dialects import detect
+
+            self._dialect = detect(self.template().source)
+        return self._dialect
+
+    def _format_tokens(self) -> frozenset[int]:
+        """The control tokens that carry the dialect's format ([TOOL_CALLS], ...): rendered as
+        text for the parser (it removes them from what the user sees); every other special
+        token stays nothing."""
+        if self._shown is None:
+            if self._template is None:  # no chat prompt yet: a raw prompt shows no markers
+                return frozenset()
+            shown = set()
+            for text in self.dialect().control_tokens:
+                ids = self.encode(text, add_special=False, parse_special=True)
+                if len(ids) == 1:
+                    shown.add(ids[0])
+            self._shown = frozenset(shown)
+        return self._shown
 
     def tokenize(self, text: str) -> list[int]:
         """Prompt text -> tokens; PromptError when empty or too long for a slot's context."""
@@ -431,6 +457,8 @@ class Generator:
                 raise PromptError(f"invalid token id {t!r} (the vocabulary has {n_vocab})")
 
     def piece(self, token: int) -> bytes:
+        if token in self._format_tokens():
+            return self.session.target_model.piece_special(token)
         return self.session.target_model.piece(token)
 
     def detokenize(self, tokens: Sequence[int]) -> str:

@@ -122,8 +122,10 @@ def tools_system_prompt(tools: Sequence[Mapping[str, Any]]) -> str:
     )
 
 
-def call_schema(tools: Sequence[Mapping[str, Any]], only: str | None = None) -> dict[str, Any]:
-    """The JSON schema of one call {"name": ..., "arguments": ...} of any tool (or `only`).
+def call_schema(
+    tools: Sequence[Mapping[str, Any]], only: str | None = None, args_key: str = "arguments"
+) -> dict[str, Any]:
+    """The JSON schema of one call {"name": ..., args_key: ...} of any tool (or `only`).
 
     A tool's parameters sit under properties.arguments here, so their references to their
     own root ("#/$defs/Location", what pydantic and OpenAI's helpers write) would point into
@@ -144,8 +146,8 @@ def call_schema(tools: Sequence[Mapping[str, Any]], only: str | None = None) -> 
         alts.append(
             {
                 "type": "object",
-                "properties": {"name": {"const": fn["name"]}, "arguments": params},
-                "required": ["name", "arguments"],
+                "properties": {"name": {"const": fn["name"]}, args_key: params},
+                "required": ["name", args_key],
                 "additionalProperties": False,
             }
         )
@@ -187,15 +189,36 @@ def _rebased(schema: Any, base: str, found: list[bool] | None = None) -> Any:
 _CALL_RULE = "specgguf-tool-call"
 
 
-def wrap_call_grammar(call_gbnf: str, *, parallel: bool) -> str:
-    """The grammar of one call's JSON (root rule `root`) inside the markers: one call, or
-    with `parallel` one or more, separated by a newline."""
+def wrap_call_grammar(
+    call_gbnf: str,
+    *,
+    parallel: bool,
+    before: str = f"{OPEN}\n",
+    after: str = f"\n{CLOSE}",
+    between: str | None = "\n",
+    open_all: str = "",
+    close_all: str = "",
+) -> str:
+    """The grammar of one call's JSON (root rule `root`) inside a family's markers (Hermes'
+    <tool_call> tags unless told): one call, or with `parallel` (and a `between` separator)
+    one or more; `open_all` and `close_all` around them all."""
     body, n = re.subn(r"(?m)^root ::= ", f"{_CALL_RULE} ::= ", call_gbnf)
     if n != 1:
         raise ValueError("the call grammar has no root rule")
-    call = f'"{OPEN}\\n" {_CALL_RULE} "\\n{CLOSE}"'
-    root = f'root ::= {call} ("\\n" {call})*' if parallel else f"root ::= {call}"
-    return f"{root}\n{body}"
+    call = " ".join(p for p in (_literal(before), _CALL_RULE, _literal(after)) if p)
+    calls = call
+    if parallel and between is not None:
+        calls = f"{call} ({' '.join(p for p in (_literal(between), call) if p)})*"
+    root = " ".join(p for p in (_literal(open_all), calls, _literal(close_all)) if p)
+    return f"root ::= {root}\n{body}"
+
+
+def _literal(text: str) -> str:
+    """A GBNF string literal of `text` ("" for none)."""
+    if not text:
+        return ""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
 
 
 @dataclass
@@ -617,18 +640,13 @@ class ParsedAnswer:
     invalid: bool = False  # always False here: such an answer has no calls
 
 
-def parse_answer(text: str, tools: Sequence[Mapping[str, Any]]) -> ParsedAnswer:
-    """A whole answer -> its content and calls. An answer holding a call whose arguments are
-    not a JSON object is all content, untouched: no call of it is returned."""
+def split_tool_calls(text: str, tools: Sequence[Mapping[str, Any]]) -> tuple[str, list[ToolCall]]:
+    """A whole answer in Hermes' shapes -> (its content, its calls); an answer holding a call
+    whose arguments are not a JSON object is all content (specgguf.chat.dialects'
+    parse_answer is the same for every family)."""
     s = ToolCallStream(tools)
     events = s.feed(text) + s.close()
     if s.invalid:
-        return ParsedAnswer(text, [])
+        return text, []
     content = "".join(e for e in events if isinstance(e, str))
-    return ParsedAnswer(content.strip() if s.calls else content, s.calls, s.truncated)
-
-
-def split_tool_calls(text: str, tools: Sequence[Mapping[str, Any]]) -> tuple[str, list[ToolCall]]:
-    """A whole answer -> (its content, its calls)."""
-    parsed = parse_answer(text, tools)
-    return parsed.content, parsed.calls
+    return (content.strip() if s.calls else content), s.calls

@@ -28,7 +28,8 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.routing import Route
 
-from specgguf.chat.tools import CallDelta, ToolCallStream
+from specgguf.chat.render import RenderOptions
+from specgguf.chat.tools import CallDelta
 from specgguf.errors import SpecggufError
 from specgguf.generator import Generator
 from specgguf.io import json_input
@@ -220,7 +221,8 @@ class App:
         try:
             if req.kind == "chat":
                 assert req.messages is not None
-                tokens = gen.encode(gen.chat_prompt(req.messages, req.tools))
+                prompt = gen.chat_prompt(req.messages, req.tools, self.render_options(req))
+                tokens = gen.encode(prompt)
             elif req.prompt is not None:
                 tokens = gen.encode(req.prompt)
             else:
@@ -302,7 +304,7 @@ class App:
     # -- generation endpoints ------------------------------------------------------------------
 
     async def chat(self, request: HttpRequest):
-        req = await self.body(request, p.parse_chat)
+        req = await self.body(request, self.parse_chat)
         job = await self.start(req)
         return await self.answer(req, job, request)
 
@@ -338,6 +340,14 @@ class App:
 
     def final_object(self, req: p.Request, job: Job, text: str, tokens: list[int]) -> dict:
         return FORMATS[req.kind].final(self.answer_of(req, job), text, tokens)
+
+    def parse_chat(self, body: Any) -> p.Request:
+        """A chat request, its calls read in the template's dialect."""
+        return p.parse_chat(body, self.gen.dialect())
+
+    def render_options(self, req: p.Request) -> RenderOptions:
+        """The server's rendering options with the request's kwargs and effort on top."""
+        return self.gen.render_options.merged(req.template_kwargs, req.reasoning_effort)
 
     def answer_of(self, req: p.Request, job: Job) -> Answer:
         """What the wire formats read of this request's answer (figures computed on demand)."""
@@ -413,7 +423,7 @@ class App:
             yield data(obj)
         # with tools, the text goes through the call parser: content as it comes, a call's
         # id and name once its head is read, then its arguments as they are decoded
-        calls = ToolCallStream(req.tools) if req.tools else None
+        calls = req.dialect.parser(req.tools) if req.tools and req.dialect else None
 
         def call_chunks(events: list[str | CallDelta]) -> list[bytes]:
             return [data(obj) for obj in fmt.calls(a, events)]
@@ -504,11 +514,11 @@ class App:
         return JSONResponse({"content": await self.sched.call(work)})
 
     async def apply_template(self, request: HttpRequest):
-        req = await self.body(request, p.parse_chat)
+        req = await self.body(request, self.parse_chat)
 
         def work():
             try:
-                return self.gen.chat_prompt(req.messages or [], req.tools)
+                return self.gen.chat_prompt(req.messages or [], req.tools, self.render_options(req))
             except SpecggufError as e:
                 raise p.bad(str(e), "invalid_prompt") from None
 
@@ -590,6 +600,7 @@ class App:
                 "draft_model_path": self.cfg.draft_path,
                 "model_alias": self.cfg.model_id,
                 "chat_template": self.gen.template().source,
+                "chat_dialect": self.gen.dialect().name,
                 "modalities": {"vision": False, "audio": False},
                 "build_info": f"specgguf {__version__}",
                 "is_sleeping": False,

@@ -16,9 +16,11 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from specgguf.chat.dialects import FALLBACK, Dialect
+from specgguf.chat.render import REASONING_EFFORTS
 from specgguf.core.sampling import SamplerParams
 from specgguf.drafters.draft_lengths import N_MAX_LIMIT, in_range
 from specgguf.errors import SpecggufError
@@ -109,6 +111,12 @@ class Request:
     #: OpenAI's tools (validated; None: none, or tool_choice "none"): rendered into the
     #: prompt, and the answer's <tool_call> blocks returned as tool_calls
     tools: list[dict] | None = None
+    #: the dialect the answer's calls are read in (the server's, or the fallback's where a
+    #: forced call is written in it); None: not a chat request with tools
+    dialect: Dialect | None = None
+    #: the request's `chat_template_kwargs` and `reasoning_effort` (over the server's)
+    template_kwargs: dict[str, Any] = field(default_factory=dict)
+    reasoning_effort: str | None = None
 
     def params_for(self, base: SamplerParams) -> GenParams:
         """The generation parameters, with the sampler fields given over the server's."""
@@ -338,7 +346,13 @@ def _stream(body: dict) -> tuple[bool, bool]:
     return stream, include_usage
 
 
-def parse_chat(body: Any) -> Request:
+#: the most chat_template_kwargs a request may set (each value is JSON of the bounded body)
+MAX_TEMPLATE_KWARGS = 64
+
+
+def parse_chat(body: Any, dialect: Dialect | None = None) -> Request:
+    """/v1/chat/completions (and /apply-template): `dialect` is the server's (FALLBACK when
+    not given), in which the answer's calls are read and a forced call is written."""
     from specgguf.chat.template import validate_messages
 
     body = _object(body)
@@ -352,17 +366,31 @@ def parse_chat(body: Any) -> Request:
     params, sampler = _params(
         body, n_predict_keys=("max_completion_tokens", "max_tokens", "n_predict")
     )
-    tools, params = _tools(body, params)
+    dialect = dialect or FALLBACK
+    tools, params, dialect = _tools(body, params, dialect)
+    kwargs = _get(body, "chat_template_kwargs", lambda v: isinstance(v, dict), "an object", {})
+    if len(kwargs) > MAX_TEMPLATE_KWARGS:
+        raise bad(f"'chat_template_kwargs' has more than {MAX_TEMPLATE_KWARGS} keys")
+    if "enable_thinking" in kwargs and not isinstance(kwargs["enable_thinking"], bool):
+        raise bad("'chat_template_kwargs.enable_thinking' must be true or false")
+    effort = _get(
+        body, "reasoning_effort", lambda v: v in REASONING_EFFORTS,
+        "one of " + ", ".join(REASONING_EFFORTS),
+    )  # fmt: skip
     return Request(
         "chat", stream, params, sampler, messages=messages, include_usage=include_usage,
-        tools=tools,
+        tools=tools, dialect=dialect if tools else None, template_kwargs=kwargs,
+        reasoning_effort=effort,
     )  # fmt: skip
 
 
-def _tools(body: dict, params: GenParams) -> tuple[list[dict] | None, GenParams]:
+def _tools(
+    body: dict, params: GenParams, dialect: Dialect
+) -> tuple[list[dict] | None, GenParams, Dialect]:
     """`tools`, `tool_choice` and `parallel_tool_calls`: the tools to render (None for none
-    or tool_choice "none") and the params, with the grammar of a call when one is required
-    ("required" or a named function)."""
+    or tool_choice "none"), the params, with the grammar of a call in the family's forced form
+    when one is required ("required" or a named function), and the dialect the answer is read
+    in (the fallback's where the family has no forced form)."""
     from dataclasses import replace
 
     from specgguf.chat.tools import ToolsError, validate_tool_choice, validate_tools
@@ -371,24 +399,25 @@ def _tools(body: dict, params: GenParams) -> tuple[list[dict] | None, GenParams]
         if not body.get("tools"):
             # none to call: "none" and "auto" mean no call, "required" or a name are refused
             validate_tool_choice(body.get("tool_choice"), [])
-            return None, params
+            return None, params, dialect
         tools = validate_tools(body["tools"])
         choice = validate_tool_choice(body.get("tool_choice"), tools)
     except ToolsError as e:
         raise bad(str(e)) from None
     if choice == "none":
-        return None, params
+        return None, params, dialect
     if choice == "auto":
-        return tools, params
+        return tools, params, dialect
     if params.grammar is not None:
         raise bad(f"'tool_choice' {choice!r} and {params.grammar.origin} cannot be combined")
     only = choice.removeprefix("function:") if choice.startswith("function:") else None
     parallel = _bool(body, "parallel_tool_calls", True)
+    dialect = dialect.forcing(FALLBACK)
     try:
-        grammar = OutputGrammar.for_tools(tools, only, parallel=parallel)
+        grammar = OutputGrammar.for_tools(tools, only, parallel=parallel, forced=dialect.forced)
     except SpecggufError as e:
         raise bad(str(e), "invalid_schema") from None
-    return tools, replace(params, grammar=grammar)
+    return tools, replace(params, grammar=grammar), dialect
 
 
 def _flatten_content(messages: Any) -> Any:

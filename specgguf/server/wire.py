@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from specgguf.chat.tools import CallDelta, ParsedAnswer, ToolCallStream, parse_answer
+from specgguf.chat.dialects.base import CallStream, parse_answer
+from specgguf.chat.tools import CallDelta, ParsedAnswer
 from specgguf.server import protocol as p
 
 
@@ -130,8 +131,8 @@ class Chat(_OpenAI):
     def final(self, a: Answer, text: str, tokens: list[int]) -> dict[str, Any]:
         finish = p.finish_reason(a.stop_reason())
         message: dict[str, Any] = {"role": "assistant", "content": text}
-        if a.req.tools:
-            parsed = parse_answer(text, a.req.tools)
+        if a.req.tools and a.req.dialect is not None:
+            parsed = parse_answer(text, a.req.tools, a.req.dialect)
             if parsed.calls:
                 message = {
                     "role": "assistant",
@@ -154,7 +155,7 @@ class Chat(_OpenAI):
         ]  # fmt: skip
 
 
-def tools_finish(parsed: ToolCallStream | ParsedAnswer, finish: str) -> str:
+def tools_finish(parsed: CallStream | ParsedAnswer, finish: str) -> str:
     """The finish_reason of an answer with calls: "tool_calls", unless the text was cut
     (max_tokens) inside a call's arguments: "length", as OpenAI says of a call cut short; or
     a streamed call's arguments turned out not to be JSON: the answer is no call."""

@@ -1,0 +1,122 @@
+"""A conversation rendered the way llama-server renders it: what the template is given besides
+the messages, and the workarounds that let every template render every conversation.
+
+Given: `tools` whenever the request has them (and, for a template that never reads `tools`,
+their description as a system message, so the model knows them either way); `enable_thinking`;
+today's date as `date_string` ("03 Dec 2026") and `datetime` ("Dec 03 2026"), besides the
+`strftime_now` every template has; `reasoning_effort` when asked; and the chat template kwargs
+(`serve --chat-template-kwargs`, then the request's `chat_template_kwargs` on top), which may
+set any of these. Workarounds: an earlier call's `arguments` (a JSON string in OpenAI's API)
+reach the template as an object; and a template that refuses a system message (it raises)
+gets it merged into the first user turn instead.
+
+Pure: no model, no llama_cpp."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from specgguf.chat.tools import template_messages, tools_system_prompt
+
+if TYPE_CHECKING:  # jinja2 is imported only when a template is
+    from specgguf.chat.template import ChatTemplate
+
+#: reasoning_effort values OpenAI's API takes; "none" turns thinking off, as llama-server does
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high")
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """What a request (or the server's defaults) adds to its messages."""
+
+    enable_thinking: bool = True
+    reasoning_effort: str | None = None
+    #: chat template kwargs: the server's default and the request's, merged (the request wins)
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    def merged(
+        self, request_kwargs: Mapping[str, Any] | None, reasoning_effort: str | None = None
+    ) -> RenderOptions:
+        """These options with a request's kwargs over the server's, and its reasoning_effort
+        (when it gives one)."""
+        return RenderOptions(
+            self.enable_thinking,
+            reasoning_effort or self.reasoning_effort,
+            {**self.kwargs, **(request_kwargs or {})},
+        )
+
+    def thinking(self) -> bool:
+        """Whether the model is asked to think: the kwargs' `enable_thinking` wins, then a
+        reasoning_effort of "none" (off), then the option."""
+        if "enable_thinking" in self.kwargs:
+            return bool(self.kwargs["enable_thinking"])
+        if self.reasoning_effort == "none":
+            return False
+        return self.enable_thinking
+
+
+def render_context(options: RenderOptions, now: datetime | None = None) -> dict[str, Any]:
+    """The variables a template gets besides messages, tools and the special tokens."""
+    now = now or datetime.now()
+    ctx: dict[str, Any] = {
+        "date_string": now.strftime("%d %b %Y"),
+        "datetime": now.strftime("%b %d %Y"),
+    }
+    if options.reasoning_effort not in (None, "none"):
+        ctx["reasoning_effort"] = options.reasoning_effort
+    ctx.update(options.kwargs)
+    ctx["enable_thinking"] = options.thinking()
+    return ctx
+
+
+def render_conversation(
+    template: ChatTemplate,
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    options: RenderOptions | None = None,
+    *,
+    now: datetime | None = None,
+) -> str:
+    """The prompt for `messages` (and `tools`), with the context and workarounds above."""
+    from specgguf.chat.template import ChatTemplateError, validate_messages
+
+    options = options or RenderOptions()
+    extra = render_context(options, now)
+    msgs = template_messages(validate_messages(messages))
+    if tools:
+        extra["tools"] = list(tools)
+        if "tools" not in template.source:
+            msgs = _with_system(msgs, tools_system_prompt(tools))
+    try:
+        return template.render(msgs, add_generation_prompt=True, **extra)
+    except ChatTemplateError:
+        merged = _system_into_first_user(msgs)
+        if merged is None:
+            raise
+        try:
+            return template.render(merged, add_generation_prompt=True, **extra)
+        except ChatTemplateError:
+            pass
+        raise
+
+
+def _with_system(msgs: list[dict[str, Any]], about: str) -> list[dict[str, Any]]:
+    if msgs and msgs[0].get("role") == "system":
+        return [{**msgs[0], "content": f"{msgs[0]['content']}\n\n{about}"}, *msgs[1:]]
+    return [{"role": "system", "content": about}, *msgs]
+
+
+def _system_into_first_user(msgs: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """The system messages' text put before the first user turn's (None: nothing to merge)."""
+    system = [m for m in msgs if m.get("role") == "system"]
+    rest = [m for m in msgs if m.get("role") != "system"]
+    first = next((i for i, m in enumerate(rest) if m.get("role") == "user"), None)
+    if not system or first is None:
+        return None
+    head = "\n\n".join(str(m.get("content") or "") for m in system)
+    user = rest[first]
+    rest[first] = {**user, "content": f"{head}\n\n{user.get('content') or ''}"}
+    return rest
