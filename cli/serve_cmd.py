@@ -13,6 +13,7 @@ from pathlib import Path
 import typer
 from specgguf_cli import options as o
 
+from specgguf.chat.reasoning import REASONING_FORMATS
 from specgguf.chat.render import RenderOptions
 from specgguf.errors import UsageError
 from specgguf.io import json_input
@@ -66,6 +67,22 @@ ChatTemplateKwargs = typer.Option(
     "request's default; a request's chat_template_kwargs go over it.",
     show_default=False,
 )
+ReasoningFormat = typer.Option(
+    "auto",
+    "--reasoning-format",
+    envvar="LLAMA_ARG_THINK",
+    help="How a chat answer's thinking (<think>...</think>) is returned: none (left in the "
+    "content), deepseek or auto (in message.reasoning_content); a request's reasoning_format "
+    "overrides it.",
+)
+Reasoning = typer.Option(
+    "auto",
+    "-rea",
+    "--reasoning",
+    envvar="LLAMA_ARG_REASONING",
+    help="Whether thinking models are asked to think (the template's enable_thinking): on, "
+    "off or auto (the template's default: on).",
+)
 Jinja = typer.Option(
     True,
     "--jinja/--no-jinja",
@@ -102,6 +119,8 @@ def serve(
     max_connections: int | None = MaxConnections,
     chat_template_file: Path | None = ChatTemplateFile,
     chat_template_kwargs: str | None = ChatTemplateKwargs,
+    reasoning_format: str = ReasoningFormat,
+    reasoning: str = Reasoning,
     jinja: bool = Jinja,
     alias: str | None = Alias,
     timeout: int = Timeout,
@@ -190,7 +209,9 @@ def serve(
             template_origin=f"--chat-template-file {chat_template_file}",
             warn=None if quiet else (lambda m: say(f"warning: {m}")),
             grammar=output_grammar,
-            render_options=template_kwargs_option(chat_template_kwargs),
+            render_options=template_kwargs_option(
+                chat_template_kwargs, reasoning, reasoning_format
+            ),
         )
         gen.template()  # a template that does not compile fails now, with its line
         dialect = gen.dialect()
@@ -208,6 +229,7 @@ def serve(
             auto=n_max is None,
             n_parallel=parallel,
             seed=gen_flags.seed,
+            reasoning_format=reasoning_format,
         )
         return run_server(
             gen,
@@ -226,11 +248,21 @@ def serve(
         sys.stderr.flush()
 
 
-def template_kwargs_option(text: str | None) -> RenderOptions:
-    """--chat-template-kwargs: a JSON object (bounded like a request body), else one
-    UsageError line."""
+def template_kwargs_option(
+    text: str | None, reasoning: str = "auto", reasoning_format: str = "auto"
+) -> RenderOptions:
+    """--chat-template-kwargs (a JSON object, bounded like a request body), -rea (on, off,
+    auto) and --reasoning-format checked, else one UsageError line."""
+    if reasoning_format not in REASONING_FORMATS:
+        raise UsageError(
+            f"--reasoning-format must be one of {', '.join(REASONING_FORMATS)}, "
+            f"not {reasoning_format!r}"
+        )
+    if reasoning not in ("on", "off", "auto"):
+        raise UsageError(f"-rea/--reasoning must be on, off or auto, not {reasoning!r}")
+    thinking = reasoning != "off"
     if text is None:
-        return RenderOptions()
+        return RenderOptions(enable_thinking=thinking)
     try:
         kwargs = json_input.loads(text)
     except ValueError as e:
@@ -239,4 +271,4 @@ def template_kwargs_option(text: str | None) -> RenderOptions:
         raise UsageError("--chat-template-kwargs must be a JSON object")
     if "enable_thinking" in kwargs and not isinstance(kwargs["enable_thinking"], bool):
         raise UsageError("--chat-template-kwargs: enable_thinking must be true or false")
-    return RenderOptions(kwargs=kwargs)
+    return RenderOptions(enable_thinking=thinking, kwargs=kwargs)

@@ -110,6 +110,10 @@ class GenParams:
     #: API key, so that nothing one key's requests wrote is drafted into another's; None: the
     #: plan's (the process's own)
     namespace: Hashable | None = None
+    #: the answer is read for tool calls: the control tokens that carry the dialect's format
+    #: ([TOOL_CALLS], ...) are detokenized for the parser, which keeps them from the user
+    #: (elsewhere every special token is nothing, as before)
+    format_tokens: bool = False
 
 
 @dataclass
@@ -457,6 +461,10 @@ class Generator:
                 raise PromptError(f"invalid token id {t!r} (the vocabulary has {n_vocab})")
 
     def piece(self, token: int) -> bytes:
+        return self.session.target_model.piece(token)
+
+    def format_piece(self, token: int) -> bytes:
+        """A token's bytes for a tool-call parser: the dialect's control tokens as text."""
         if token in self._format_tokens():
             return self.session.target_model.piece_special(token)
         return self.session.target_model.piece(token)
@@ -527,7 +535,7 @@ class Generator:
         return Generation(
             decoder,
             tokens,
-            self.piece,
+            self.format_piece if p.format_tokens else self.piece,
             seed=seed,
             stop=p.stop,
             slot=slot,

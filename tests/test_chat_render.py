@@ -102,3 +102,19 @@ def test_tools_reach_a_template_that_reads_them_and_are_described_where_it_does_
     blind = ChatTemplate.compile("{% for m in messages %}{{ m.content }}|{% endfor %}", "t")
     text = render_conversation(blind, [{"role": "user", "content": "x"}], [WEATHER])
     assert "<tools>" in text and text.endswith("|x|")
+
+
+def test_serve_flags_for_rendering_are_checked_in_one_line():
+    from specgguf_cli.serve_cmd import template_kwargs_option
+
+    from specgguf.errors import UsageError
+
+    opts = template_kwargs_option('{"enable_thinking": false, "x": 1}', "on")
+    assert opts.kwargs == {"enable_thinking": False, "x": 1} and not opts.thinking()
+    assert not template_kwargs_option(None, "off").thinking()
+    for args, words in ((("[1]",), "must be a JSON object"), (("{",), "not JSON"),
+                        (('{"enable_thinking": "no"}',), "true or false"),
+                        ((None, "maybe"), "-rea/--reasoning"),
+                        ((None, "auto", "r1"), "--reasoning-format")):  # fmt: skip
+        with pytest.raises(UsageError, match=words):
+            template_kwargs_option(*args)

@@ -158,3 +158,9 @@ def test_a_forced_answer_is_read_back_by_the_dialect_that_forced_it(dialect):
     assert parse(writer.name, text)[:2] == ("", want)
     g = f.grammar('root ::= "{}"', parallel=f.between is not None)
     assert g.startswith("root ::= ") and 'specgguf-tool-call ::= "{}"' in g
+
+
+def test_the_docs_table_has_one_row_per_dialect_in_order():
+    doc = (Path(__file__).parent.parent / "docs" / "structured-output.md").read_text()
+    rows = re.findall(r"^\| `([a-z0-9.-]+)` \| ", doc, re.M)
+    assert rows == [d.name for d in DIALECTS]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.serve_helpers import FAST, serving
+from tests.serve_helpers import FAST, serving, sse_events
 from tests.test_serve_tools import TOOLS, USER
 
 TEMPLATES = Path(__file__).parent / "data" / "templates"
@@ -53,3 +53,23 @@ def test_a_forced_call_parses_and_the_next_turn_renders(family):
             {"role": "user", "content": "Thanks. And tomorrow?"}]  # fmt: skip
     prompt = server.post("/apply-template", {"messages": turn, "tools": TOOLS})["prompt"]
     assert "sunny" in prompt and "tomorrow" in prompt
+
+
+#: an answer that thinks first, held to that shape by a grammar (the tiny model never would)
+THINKING = 'root ::= "<think>" [a-z ]{1,12} "</think>" [a-z]{1,8}'
+
+
+def test_reasoning_comes_apart_whole_and_streamed(family):
+    server = family[0]
+    body = {"messages": USER, "grammar": THINKING, "max_tokens": 40}
+    message = server.post("/v1/chat/completions", body)["choices"][0]["message"]
+    assert message["reasoning_content"] and "<think>" not in message["content"]
+    assert re.fullmatch(r"[a-z]{1,8}", message["content"])
+    conn, resp = server.stream("/v1/chat/completions", {**body, "stream": True})
+    deltas = [e["choices"][0]["delta"] for e in sse_events(resp) if e != "[DONE]" and e["choices"]]
+    conn.close()
+    assert "".join(d.get("reasoning_content", "") for d in deltas) == message["reasoning_content"]
+    assert "".join(d.get("content") or "" for d in deltas) == message["content"]
+    raw = server.post("/v1/chat/completions", {**body, "reasoning_format": "none"})
+    text = raw["choices"][0]["message"]["content"]
+    assert text.startswith("<think>") and "reasoning_content" not in raw["choices"][0]["message"]

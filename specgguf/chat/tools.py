@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from specgguf.chat.markers import partial_marker
 from specgguf.io import json_input
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
@@ -456,16 +457,10 @@ class ToolCallStream:
             self._content(out, s[:at])
             self._open(s[at:])
             return True
-        keep = max(self._partial(s, OPEN), self._partial(s, FENCE))
+        keep = max(partial_marker(s, OPEN), partial_marker(s, FENCE))
         self._content(out, s[: len(s) - keep])
         self._buf = s[len(s) - keep :]
         return False
-
-    @staticmethod
-    def _partial(s: str, marker: str) -> int:
-        """How many of s's last characters may start `marker`."""
-        return next((n for n in range(min(len(marker) - 1, len(s)), 0, -1)
-                     if marker.startswith(s[-n:])), 0)  # fmt: skip
 
     def _open(self, s: str, closers: list[str] | None = None) -> None:
         self._buf, self._pos, self._state = s, 0, _PRELUDE

@@ -28,6 +28,7 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.routing import Route
 
+from specgguf.chat.reasoning import CONTENT, REASONING, ReasoningSplit, prompt_opens_thinking
 from specgguf.chat.render import RenderOptions
 from specgguf.chat.tools import CallDelta
 from specgguf.errors import SpecggufError
@@ -97,6 +98,8 @@ class ServerConfig:
     auto: bool = False
     n_parallel: int = 1
     seed: int = -1  # -s: a request without a seed gets this one (-1: a fresh random seed)
+    #: --reasoning-format: how a chat answer's thinking is returned (a request may ask another)
+    reasoning_format: str = "auto"
 
 
 class App:
@@ -222,6 +225,7 @@ class App:
             if req.kind == "chat":
                 assert req.messages is not None
                 prompt = gen.chat_prompt(req.messages, req.tools, self.render_options(req))
+                req.thinking_opened = prompt_opens_thinking(prompt)
                 tokens = gen.encode(prompt)
             elif req.prompt is not None:
                 tokens = gen.encode(req.prompt)
@@ -342,8 +346,9 @@ class App:
         return FORMATS[req.kind].final(self.answer_of(req, job), text, tokens)
 
     def parse_chat(self, body: Any) -> p.Request:
-        """A chat request, its calls read in the template's dialect."""
-        return p.parse_chat(body, self.gen.dialect())
+        """A chat request, its calls read in the template's dialect, its reasoning split in
+        the server's --reasoning-format unless it asks for another."""
+        return p.parse_chat(body, self.gen.dialect(), self.cfg.reasoning_format)
 
     def render_options(self, req: p.Request) -> RenderOptions:
         """The server's rendering options with the request's kwargs and effort on top."""
@@ -425,8 +430,22 @@ class App:
         # id and name once its head is read, then its arguments as they are decoded
         calls = req.dialect.parser(req.tools) if req.tools and req.dialect else None
 
+        # and a thinking model's reasoning apart: reasoning_content deltas, never content
+        split = ReasoningSplit(opened=req.thinking_opened) if req.splits_reasoning() else None
+
         def call_chunks(events: list[str | CallDelta]) -> list[bytes]:
             return [data(obj) for obj in fmt.calls(a, events)]
+
+        def answer_chunks(pieces: list[tuple[str, str]], tokens, extra) -> list[bytes]:
+            out: list[bytes] = []
+            for kind, text in pieces:
+                if kind == REASONING:
+                    out += [data(obj) for obj in fmt.reasoning(a, text)]
+                elif calls is not None:
+                    out += call_chunks(calls.feed(text))
+                else:
+                    out.append(data(fmt.content(a, text, tokens, job.slot, extra)))
+            return out
 
         async for ev in self.events(job):
             if ev.kind == "error":
@@ -440,16 +459,18 @@ class App:
                     **(ev.info.as_dict() if ev.info is not None else {}),
                     "slot": job.slot,
                 }
-                if calls is not None:
-                    for chunk in call_chunks(calls.feed(ev.chunk.text)):
-                        yield chunk
-                    continue
-                yield data(fmt.content(a, ev.chunk.text, ev.tokens, job.slot, extra))
+                text = ev.chunk.text
+                pieces = split.feed(text) if split is not None else [(CONTENT, text)]
+                for chunk in answer_chunks(pieces, ev.tokens, extra):
+                    yield chunk
                 continue
             # done
             g = job.generation
             assert g is not None
             finish = p.finish_reason(g.stop_reason)
+            if split is not None:
+                for chunk in answer_chunks(split.close(), [], {}):
+                    yield chunk
             if calls is not None:
                 for chunk in call_chunks(calls.close()):
                     yield chunk

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specgguf.chat.dialects import FALLBACK, Dialect
+from specgguf.chat.reasoning import REASONING_FORMATS
 from specgguf.chat.render import REASONING_EFFORTS
 from specgguf.core.sampling import SamplerParams
 from specgguf.drafters.draft_lengths import N_MAX_LIMIT, in_range
@@ -117,6 +118,13 @@ class Request:
     #: the request's `chat_template_kwargs` and `reasoning_effort` (over the server's)
     template_kwargs: dict[str, Any] = field(default_factory=dict)
     reasoning_effort: str | None = None
+    #: how thinking is returned (specgguf.chat.reasoning: none, deepseek, auto)
+    reasoning_format: str = "none"
+    #: the rendered prompt ended inside an opened <think> (set when it is rendered)
+    thinking_opened: bool = False
+
+    def splits_reasoning(self) -> bool:
+        return self.kind == "chat" and self.reasoning_format != "none"
 
     def params_for(self, base: SamplerParams) -> GenParams:
         """The generation parameters, with the sampler fields given over the server's."""
@@ -350,9 +358,12 @@ def _stream(body: dict) -> tuple[bool, bool]:
 MAX_TEMPLATE_KWARGS = 64
 
 
-def parse_chat(body: Any, dialect: Dialect | None = None) -> Request:
+def parse_chat(
+    body: Any, dialect: Dialect | None = None, reasoning_format: str = "auto"
+) -> Request:
     """/v1/chat/completions (and /apply-template): `dialect` is the server's (FALLBACK when
-    not given), in which the answer's calls are read and a forced call is written."""
+    not given), in which the answer's calls are read and a forced call is written;
+    `reasoning_format` the server's, which the request's `reasoning_format` overrides."""
     from specgguf.chat.template import validate_messages
 
     body = _object(body)
@@ -377,10 +388,14 @@ def parse_chat(body: Any, dialect: Dialect | None = None) -> Request:
         body, "reasoning_effort", lambda v: v in REASONING_EFFORTS,
         "one of " + ", ".join(REASONING_EFFORTS),
     )  # fmt: skip
+    reasoning = _get(
+        body, "reasoning_format", lambda v: v in REASONING_FORMATS,
+        "one of " + ", ".join(REASONING_FORMATS), reasoning_format,
+    )  # fmt: skip
     return Request(
         "chat", stream, params, sampler, messages=messages, include_usage=include_usage,
         tools=tools, dialect=dialect if tools else None, template_kwargs=kwargs,
-        reasoning_effort=effort,
+        reasoning_effort=effort, reasoning_format=reasoning,
     )  # fmt: skip
 
 
@@ -406,6 +421,7 @@ def _tools(
         raise bad(str(e)) from None
     if choice == "none":
         return None, params, dialect
+    params = replace(params, format_tokens=True)
     if choice == "auto":
         return tools, params, dialect
     if params.grammar is not None:

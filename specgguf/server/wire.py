@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from specgguf.chat.dialects.base import CallStream, parse_answer
+from specgguf.chat.reasoning import split_reasoning
 from specgguf.chat.tools import CallDelta, ParsedAnswer
 from specgguf.server import protocol as p
 
@@ -52,6 +53,10 @@ class WireFormat:
 
     def calls(self, a: Answer, events: list[str | CallDelta]) -> list[dict]:
         """Chunks for a stream parsed for tool calls (chat only): content and calls' pieces."""
+        return []
+
+    def reasoning(self, a: Answer, text: str) -> list[dict]:
+        """Chunks of a thinking model's reasoning (chat only)."""
         return []
 
     def closing(self, a: Answer, finish: str, extra: dict) -> list[dict[str, Any]]:
@@ -130,6 +135,9 @@ class Chat(_OpenAI):
 
     def final(self, a: Answer, text: str, tokens: list[int]) -> dict[str, Any]:
         finish = p.finish_reason(a.stop_reason())
+        reasoning = ""
+        if a.req.splits_reasoning():
+            reasoning, text = split_reasoning(text, opened=a.req.thinking_opened)
         message: dict[str, Any] = {"role": "assistant", "content": text}
         if a.req.tools and a.req.dialect is not None:
             parsed = parse_answer(text, a.req.tools, a.req.dialect)
@@ -140,10 +148,15 @@ class Chat(_OpenAI):
                     "tool_calls": [c.as_dict() for c in parsed.calls],
                 }
                 finish = tools_finish(parsed, finish)
+        if reasoning:
+            message["reasoning_content"] = reasoning
         return self.whole(a, {"index": 0, "message": message, "finish_reason": finish})
 
     def opening(self, a: Answer) -> list[dict[str, Any]]:
         return [self.chunk(a, {"role": "assistant", "content": ""}, None)]
+
+    def reasoning(self, a: Answer, text: str) -> list[dict]:
+        return [self.chunk(a, {"reasoning_content": text}, None)]
 
     def calls(self, a: Answer, events: list[str | CallDelta]) -> list[dict]:
         """One chunk per event: {"content": ...}, or one call's piece in `tool_calls` (its

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from specgguf.chat.markers import partial_marker
 from specgguf.chat.tools import (
     CallDelta,
     ParsedAnswer,
@@ -237,7 +238,7 @@ class BlockCallStream:
             return True
         i = s.find(self._start)
         if i < 0:
-            keep = 0 if final else _partial(s, self._start)
+            keep = 0 if final else partial_marker(s, self._start)
             self._content(out, s[: len(s) - keep])
             self._buf = s[len(s) - keep :]
             return False
@@ -267,10 +268,3 @@ class BlockCallStream:
         else:
             out.append(text)
 
-
-def _partial(s: str, marker: str) -> int:
-    """How many of s's last characters may start `marker`."""
-    for n in range(min(len(marker) - 1, len(s)), 0, -1):
-        if marker.startswith(s[-n:]):
-            return n
-    return 0

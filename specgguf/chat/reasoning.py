@@ -1,0 +1,106 @@
+"""Reasoning apart from the answer: a thinking model's `<think>...</think>` (DeepSeek R1, QwQ,
+Qwen3, Qwen3.5) goes to `reasoning_content`, the rest to `content`, whole or as it streams.
+
+Thinking is recognised where the answer begins: the answer opens with `<think>`, or the
+prompt already opened it (R1's and Qwen3.5's templates end the prompt with `<think>\\n`), so
+everything up to `</think>` is thinking. A `<think>` later in the answer is content, and
+anything inside the thinking is thinking: a tool call written there is no call (the caller
+feeds only the content to the call parser). An answer cut short inside its thinking has only
+reasoning. The formats are llama-server's: `none` leaves the text as it is, `deepseek` (and
+`auto`, the default) splits it.
+
+Pure: no model, no llama_cpp."""
+
+from __future__ import annotations
+
+from specgguf.chat.markers import partial_marker
+
+OPEN, CLOSE = "<think>", "</think>"
+REASONING_FORMATS = ("none", "deepseek", "auto")
+REASONING, CONTENT = "reasoning", "content"
+
+# the splitter's states: before the answer's first non-blank text; thinking; answering
+_START, _THINK, _ANSWER = range(3)
+
+
+class ReasoningSplit:
+    """Feed the generated text; get (REASONING or CONTENT, text) pieces in order."""
+
+    def __init__(self, *, opened: bool = False) -> None:
+        """`opened`: the prompt ended inside an opened <think>."""
+        self._state = _THINK if opened else _START
+        self._buf = ""
+        self._after_close = False  # blanks right after </think> are not content
+        self.reasoning = ""  # all the thinking so far
+        self.content = ""  # all the content so far
+
+    def feed(self, text: str) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        self._buf += text
+        self._step(out, final=False)
+        return out
+
+    def close(self) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        self._step(out, final=True)
+        if self._buf:
+            self._emit(out, REASONING if self._state == _THINK else CONTENT, self._buf)
+            self._buf = ""
+        return out
+
+    def _step(self, out: list[tuple[str, str]], final: bool) -> None:
+        while self._buf:
+            s = self._buf
+            if self._state == _START:
+                head = s.lstrip()
+                if head.startswith(OPEN):
+                    self._buf, self._state = head[len(OPEN) :].lstrip("\n"), _THINK
+                elif not final and (not head or OPEN.startswith(head)):
+                    return  # the answer may still open with <think>
+                else:
+                    self._state = _ANSWER
+            elif self._state == _THINK:
+                i = s.find(CLOSE)
+                if i < 0:
+                    keep = 0 if final else partial_marker(s, CLOSE)
+                    self._emit(out, REASONING, s[: len(s) - keep])
+                    self._buf = s[len(s) - keep :]
+                    return
+                self._emit(out, REASONING, s[:i])
+                self._buf, self._state, self._after_close = s[i + len(CLOSE) :], _ANSWER, True
+            else:
+                if self._after_close:
+                    s = s.lstrip()
+                    if not s:
+                        self._buf = ""
+                        return
+                    self._after_close = False
+                self._emit(out, CONTENT, s)
+                self._buf = ""
+
+    def _emit(self, out: list[tuple[str, str]], kind: str, text: str) -> None:
+        if not text:
+            return
+        if kind == REASONING:
+            self.reasoning += text
+        else:
+            self.content += text
+        if out and out[-1][0] == kind:
+            out[-1] = (kind, out[-1][1] + text)
+        else:
+            out.append((kind, text))
+
+
+def prompt_opens_thinking(prompt: str) -> bool:
+    """Whether the rendered prompt ends inside an opened <think> (the template opened it)."""
+    tail = prompt.rstrip()
+    return tail.endswith(OPEN)
+
+
+def split_reasoning(text: str, *, opened: bool = False) -> tuple[str, str]:
+    """A whole answer -> (reasoning, content)."""
+    s = ReasoningSplit(opened=opened)
+    s.feed(text)
+    s.close()
+    return s.reasoning.rstrip(), s.content
+
