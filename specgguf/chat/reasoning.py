@@ -31,6 +31,7 @@ class ReasoningSplit:
         self._state = _THINK if opened else _START
         self._buf = ""
         self._after_close = False  # blanks right after </think> are not content
+        self._lead = opened  # newlines right after <think> are not thinking
         self.reasoning = ""  # all the thinking so far
         self.content = ""  # all the content so far
 
@@ -54,12 +55,18 @@ class ReasoningSplit:
             if self._state == _START:
                 head = s.lstrip()
                 if head.startswith(OPEN):
-                    self._buf, self._state = head[len(OPEN) :].lstrip("\n"), _THINK
+                    self._buf, self._state, self._lead = head[len(OPEN) :], _THINK, True
                 elif not final and (not head or OPEN.startswith(head)):
                     return  # the answer may still open with <think>
                 else:
                     self._state = _ANSWER
             elif self._state == _THINK:
+                if self._lead:  # the newlines right after <think> are not thinking
+                    s = s.lstrip("\n")
+                    if not s:
+                        self._buf = ""
+                        return
+                    self._buf, self._lead = s, False
                 i = s.find(CLOSE)
                 if i < 0:
                     keep = 0 if final else partial_marker(s, CLOSE)
