@@ -106,9 +106,10 @@ class GenParams:
     #: constrained decoding: every token the target emits obeys this grammar (drafts it
     #: forbids are rejected); None: the generator's (the command line's), if any
     grammar: OutputGrammar | None = None
-    #: whose n-gram drafters and earlier outputs (`suffix`) this call drafts from: a server's
-    #: API key, so that nothing one key's requests wrote is drafted into another's; None: the
-    #: plan's (the process's own)
+    #: whose n-gram drafters and earlier outputs (`suffix`) this call drafts from, and whose
+    #: KV prefix it may reuse: a server's API key, so that nothing one key's requests wrote is
+    #: drafted into or reused by another's (a slot last written under another namespace starts
+    #: from an empty cache); None: the plan's drafters (the process's own)
     namespace: Hashable | None = None
     #: the answer is read for tool calls: the control tokens that carry the dialect's format
     #: ([TOOL_CALLS], ...) are detokenized for the parser, which keeps them from the user
@@ -129,6 +130,11 @@ class Chunk:
         return "".join(t for t, _ in self.pieces)
 
 
+#: the owner of a slot's caches while a call of another namespace replaces them: equal to no
+#: namespace, so nobody reuses what they hold
+_NOBODY = object()
+
+
 class _SlotState:
     def __init__(self, slot: Slot, policy: AdaptivePolicy | None) -> None:
         self.slot = slot
@@ -136,6 +142,28 @@ class _SlotState:
         self.policy_used = False
         #: SpecPlan.namespace -> that key's n-gram drafters on this slot
         self.ngram_caches: dict[Hashable, dict[str, Drafter]] = {}
+        #: GenParams.namespace of the call that last wrote the slot's KV caches: only a call
+        #: of the same namespace may reuse their prefix (another key's cache_n and timings
+        #: would reveal that prompt a token at a time)
+        self.owner: Hashable | None = None
+
+    def reusable_by(self, namespace: Hashable | None) -> bool:
+        """Whether a call under `namespace` may keep the prefix the slot's caches hold."""
+        return self.owner == namespace
+
+    def claim(self, namespace: Hashable | None) -> Callable[[], None] | None:
+        """A call under `namespace` starts here: where another namespace wrote the caches
+        they belong to nobody until the call's prompt has replaced them (a call ended before
+        its prefill leaves the other's tokens in place); the callable returned, run after the
+        prefill, makes `namespace` their owner (None: the owner is already `namespace`)."""
+        if self.reusable_by(namespace):
+            return None
+        self.owner = _NOBODY
+
+        def own() -> None:
+            self.owner = namespace
+
+        return own
 
     def slot_for(self, key: Hashable | None) -> Slot:
         """The slot, with the n-gram drafters kept under `key` (None: its own)."""
@@ -160,8 +188,11 @@ class Generation:
         policy: AdaptivePolicy | None = None,
         own_policy: bool = False,
         grammar_origin: str = "",
+        on_prefilled: Callable[[], None] | None = None,
     ) -> None:
         self.decoder = decoder
+        #: called once, when the first round shows the prompt is in the KV cache
+        self._on_prefilled = on_prefilled
         self._grammar_origin = grammar_origin
         self.prompt_tokens = list(tokens)
         self.seed = seed
@@ -215,6 +246,9 @@ class Generation:
                 f"{self._grammar_origin}: the grammar allows no token after "
                 f"{self.stats.predicted_n} generated tokens"
             ) from None
+        if self._on_prefilled is not None:
+            self._on_prefilled()
+            self._on_prefilled = None
         pieces = []
         for i, t in enumerate(rnd.emitted):
             text = self._utf8.decode(self._piece(t))
@@ -350,11 +384,21 @@ class Generator:
         """Prompt + generated tokens the slot's target KV cache holds now."""
         return self._slots[slot].slot.target.n_past
 
-    def shared_prefix(self, slot: int, tokens: Sequence[int]) -> int:
-        """How many leading tokens of `tokens` the slot's KV cache holds (what a prompt there
-        would not evaluate again)."""
+    def cache_owned_by(self, slot: int, namespace: Hashable | None) -> bool:
+        """Whether the slot's KV caches hold what calls under `namespace` wrote (only those
+        may reuse or see them)."""
+        return self._slots[slot].reusable_by(namespace)
+
+    def shared_prefix(
+        self, slot: int, tokens: Sequence[int], namespace: Hashable | None = None
+    ) -> int:
+        """How many leading tokens of `tokens` the slot's KV cache holds that a call under
+        `namespace` (GenParams.namespace) would not evaluate again: 0 where another namespace
+        wrote the cache, whatever it holds."""
         from specgguf.binding.engine import common_prefix_len
 
+        if not self.cache_owned_by(slot, namespace):
+            return 0
         return common_prefix_len(self._slots[slot].slot.target.tokens, tokens)
 
     def policy(self, slot: int = 0) -> AdaptivePolicy | None:
@@ -515,7 +559,7 @@ class Generator:
             ignore_eos=self.ignore_eos if p.ignore_eos is None else p.ignore_eos,
             trace_probs=trace_probs,
             budget_policy=policy if policy is not None else cap,
-            reuse_prefix=p.cache_prompt,
+            reuse_prefix=p.cache_prompt and st.reusable_by(p.namespace),
             spec=spec,
             slot=st.slot_for(plan.namespace),
             constraint=constraint,
@@ -542,6 +586,7 @@ class Generator:
             policy=policy,
             own_policy=fresh is not None,
             grammar_origin=grammar.origin if grammar is not None else "",
+            on_prefilled=st.claim(p.namespace),
         )
 
     def constraint(self, grammar: OutputGrammar):

@@ -82,8 +82,20 @@ ENDPOINTS: tuple[Endpoint, ...] = (
 #: check, read when the request's generation is planned: its namespace)
 _API_KEY: contextvars.ContextVar[str | None] = contextvars.ContextVar("api_key", default=None)
 
+
+
+def _namespace() -> tuple[str, str] | None:
+    """The request's API key as GenParams.namespace: whose drafters, earlier outputs and KV
+    prefixes it may use (None: a server without keys, where every request shares them)."""
+    key = _API_KEY.get()
+    return None if key is None else ("api-key", key)
+
+
 #: paths that answer without the API key
 PUBLIC = frozenset(path for e in ENDPOINTS if e.public for path in e.paths)
+
+#: slot_states' figures that /slots shows only to the API key whose request made them
+_PRIVATE_SLOT_FIGURES = ("n_cached", "n_drafted", "n_accepted", "n_decoded")
 
 
 @dataclass
@@ -265,9 +277,9 @@ class App:
         params = req.params_for(self.gen.sampler)
         if params.seed is None:
             params = replace(params, seed=self.cfg.seed)
-        key = _API_KEY.get()
-        if key is not None:
-            params = replace(params, namespace=("api-key", key))
+        ns = _namespace()
+        if ns is not None:
+            params = replace(params, namespace=ns)
         return self.sched.submit(tokens, params)
 
     async def events(self, job: Job, request: HttpRequest | None = None) -> AsyncIterator[Event]:
@@ -629,11 +641,15 @@ class App:
         )
 
     async def slots(self, request: HttpRequest):
+        """Every slot; under --api-key the figures of a slot another key's request runs in
+        or last wrote (its prompt's length, its drafts) are null: they are that key's."""
         out = []
-        for s in self.sched.slot_states():
+        for s in self.sched.slot_states(_namespace()):
             params = self.settings()
-            if s["params"] is not None:
+            if s["params"] is not None and s["visible"]:
                 params["n_predict"] = s["params"].n_predict
+            if not s["visible"]:
+                s = {**s, **dict.fromkeys(_PRIVATE_SLOT_FIGURES)}
             out.append(
                 {
                     "id": s["id"],

@@ -23,7 +23,7 @@ import contextlib
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -244,8 +244,10 @@ class Scheduler:
                 rows.append((name, kind, fig[key], help_.format(role)))
         return rows
 
-    def slot_states(self) -> list[dict[str, Any]]:
-        """Per slot: busy or not, the task, tokens decoded, cached tokens (for /slots)."""
+    def slot_states(self, namespace: Hashable | None = None) -> list[dict[str, Any]]:
+        """Per slot: busy or not, the task, tokens decoded, cached tokens (for /slots); and
+        whether those figures are `namespace`'s to see (its request runs there, or its
+        requests wrote the slot's cache)."""
         batch = self.batch_figures().get("target")
         with self._lock:
             busy = {j.slot: j for j in self._active.values()}
@@ -265,6 +267,9 @@ class Scheduler:
                         "n_drafted": st.n_drafted if st else 0,
                         "n_accepted": st.n_accept if st else 0,
                         "batch": batch,
+                        "visible": job.params.namespace == namespace
+                        if job
+                        else self.gen.cache_owned_by(i, namespace),
                     }
                 )
             return out
@@ -330,7 +335,9 @@ class Scheduler:
     def _assign(self) -> list[Job]:
         """Give waiting jobs the free slots (under the lock, on the worker thread): each to the
         free slot whose KV cache shares the longest prefix with its prompt, so a conversation's
-        next turn finds its earlier turns still cached. Returns the jobs given a slot."""
+        next turn finds its earlier turns still cached. Only caches its own API key wrote
+        count (Generator.shared_prefix): which slot another key's prompt lands in says nothing
+        of what this key's slots hold. Returns the jobs given a slot."""
         started: list[Job] = []
         free = [i for i in range(self.gen.n_slots) if i not in self._active]
         while free and self._waiting:
@@ -338,13 +345,21 @@ class Scheduler:
             if job.cancelled.is_set():
                 self._finish_unstarted(job)
                 continue
-            best = max(free, key=lambda i: (self.gen.shared_prefix(i, job.tokens), -i))
+            best = max(free, key=lambda i: self._fit(i, job))
             free.remove(best)
             job.slot = best
             self._slot_task[best] = job.id
             self._active[best] = job
             started.append(job)
         return started
+
+    def _fit(self, slot: int, job: Job) -> tuple[int, bool, int]:
+        """How well a free slot suits `job` (the largest wins): the prefix of its prompt that
+        the slot's cache holds for its key; then a slot that is its key's or empty, so another
+        key's cached conversation is not evicted while one is free; then the lowest index."""
+        ns = job.params.namespace
+        own = self.gen.cache_owned_by(slot, ns) or self.gen.cached_tokens(slot) == 0
+        return self.gen.shared_prefix(slot, job.tokens, ns), own, -slot
 
     def _do_call(self, fn, fut: asyncio.Future, loop: asyncio.AbstractEventLoop) -> None:
         def deliver(ok: bool, value: Any) -> None:
