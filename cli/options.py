@@ -343,7 +343,7 @@ def validate(
         ),
         (
             draft_sampling in DRAFT_SAMPLING_MODES,
-            f"--spec-draft-sampling: {draft_sampling!r} (greedy, probabilistic or auto)",
+            f"--spec-draft-sampling: {draft_sampling!r} ({one_of(DRAFT_SAMPLING_MODES)})",
         ),
         (1 <= batch <= 1 << 16, f"-b/--batch-size: {batch} (must be 1..65536)"),
     ]

@@ -31,14 +31,17 @@ Lengths = Literal["fixed", "capped", "auto"]
 @dataclass(frozen=True)
 class SpecOverrides:
     """Per-call speculative settings, as llama-server's request fields `speculative.n_max`,
-    `speculative.n_min`, `speculative.p_min`. `n_max` fixes the draft length for this call:
-    at most n_max tokens per round from any drafter (the `auto` policy sits it out);
-    `enabled=False` or `n_max=0` decodes plainly."""
+    `speculative.n_min`, `speculative.p_min`, and specgguf's `speculative.draft_sampling`
+    (--spec-draft-sampling for this call). `n_max` fixes the draft length for this call:
+    at most n_max tokens per round from any drafter (the `auto` policy sits it out), so under
+    draft sampling `auto` a sampled call then drafts probabilistically unless it asks for
+    `greedy`; `enabled=False` or `n_max=0` decodes plainly."""
 
     enabled: bool = True
     n_max: int | None = None
     n_min: int | None = None
     p_min: float | None = None
+    draft_sampling: str | None = None  # one of DRAFT_SAMPLING_MODES
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,8 @@ class SpecPlan:
             changes["n_min"] = o.n_min
         if o.p_min is not None:
             changes["p_min"] = o.p_min
+        if o.draft_sampling is not None:
+            changes["draft_sampling"] = o.draft_sampling
         if not changes:
             return self
         cap = o.n_max if o.n_max is not None else self.cap

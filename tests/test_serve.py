@@ -208,6 +208,8 @@ def _error(server, method, path, body=None, *, key=KEY, raw=None):
         ({"messages": [{"role": "user", "content": "x"}], "n": 2}, "unsupported"),
         ({"messages": [{"role": "user", "content": "x"}], "speculative": {"n_max": -1}},
          "invalid_value"),
+        ({"messages": [{"role": "user", "content": "x"}],
+          "speculative": {"draft_sampling": "maybe"}}, "invalid_value"),
         ({"messages": [{"role": "user"}]}, "invalid_value"),
     ],
 )  # fmt: skip
@@ -287,6 +289,31 @@ def test_speculative_fields(server):
     assert len(nested["timings"]["per_position_acceptance"]) <= 3
     zero = chat(server, "the dog", max_tokens=24, **{"speculative.n_max": 0})
     assert zero["timings"]["draft_n"] == 0
+
+
+def test_greedy_draft_sampling_prints_what_plain_decoding_prints_for_a_seed(server):
+    """At temperature > 0 a request's fixed n_max drafts probabilistically unless it asks
+    for one-hot drafts: then the seeded text is plain decoding's with that seed."""
+    hot = {"temperature": 1.2, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "seed": 7,
+           "cache_prompt": False}  # fmt: skip
+    greedy = {"n_max": 4, "draft_sampling": "greedy"}
+
+    def text(r: dict) -> str:
+        return r["choices"][0]["message"]["content"]
+
+    for prompt in ("the dog", "once upon a time", "the cat sat on"):
+        plain = chat(server, prompt, max_tokens=40, speculative=False, **hot)
+        drafted = chat(server, prompt, max_tokens=40, speculative=greedy, **hot)
+        assert text(drafted) == text(plain), prompt
+        assert drafted["timings"]["draft_n"] > 0
+
+    def drawn(**fields) -> str:
+        body = {"prompt": "the dog", "n_predict": 2, **hot, "speculative.n_max": 4, **fields}
+        settings = server.post("/completion", body, key=KEY)["generation_settings"]
+        return settings["speculative.draft_sampling"]
+
+    assert drawn() == "probabilistic"  # a fixed n_max at temperature > 0, as documented
+    assert drawn(**{"speculative.draft_sampling": "greedy"}) == "greedy"  # the flat spelling
 
 
 def test_stream_chunks_mark_accepted_drafts(server):

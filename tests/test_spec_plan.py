@@ -39,6 +39,19 @@ def test_n_min_and_p_min_keep_the_lengths():
     assert plan.lengths == "auto" and (plan.spec.n_min, plan.spec.p_min) == (1, 0.5)
 
 
+def test_a_fixed_n_max_drafts_probabilistically_when_sampling_unless_asked_for_greedy():
+    from specgguf.core.sampling import SamplerParams
+
+    hot, cold = SamplerParams(temp=0.8), SamplerParams(temp=0)
+    assert not SpecPlan(AUTO).spec.drafts_probabilistically(hot)  # auto's lengths: one-hot
+    fixed = SpecPlan(AUTO).overridden(SpecOverrides(n_max=4)).spec
+    assert fixed.drafts_probabilistically(hot) and not fixed.drafts_probabilistically(cold)
+    greedy = SpecPlan(AUTO).overridden(SpecOverrides(n_max=4, draft_sampling="greedy"))
+    assert not greedy.spec.drafts_probabilistically(hot) and greedy.lengths == "capped"
+    alone = SpecPlan(AUTO).overridden(SpecOverrides(draft_sampling="probabilistic"))
+    assert alone.lengths == "auto" and alone.spec.drafts_probabilistically(hot)
+
+
 def test_the_grammar_drafter_joins_only_when_asked():
     assert SpecPlan(AUTO).constrained().spec.types == AUTO.types
     asked = SpecOptions(types=["ngram-map-k"], adaptive=True, grammar_draft=True)

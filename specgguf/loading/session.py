@@ -104,6 +104,14 @@ class SpecOptions:
         """The shape this spec drafts with (`tree` resolved for auto or a fixed n_max)."""
         return self.tree.resolved(adaptive=self.adaptive)
 
+    def drafts_probabilistically(self, sampler: SamplerParams) -> bool:
+        """Whether a model drafter samples its drafts (checked by rejection sampling) rather
+        than proposing its argmax: `draft_sampling` resolved for this sampler (auto: when
+        sampling with a fixed draft length)."""
+        if self.draft_sampling == "auto":
+            return not sampler.greedy and not self.adaptive
+        return self.draft_sampling == "probabilistic"
+
 
 @dataclass
 class Slot:
@@ -501,8 +509,7 @@ class Session:
             n_max=spec.n_max,
             n_min=spec.n_min,
             p_min=spec.p_min,
-            probabilistic=spec.draft_sampling == "probabilistic"
-            or (spec.draft_sampling == "auto" and not sampler.greedy and not spec.adaptive),
+            probabilistic=spec.drafts_probabilistically(sampler),
             reuse_prefix=reuse_prefix,
             cross_vocab=(draft_ctx.model, self.target_model)
             if self.cross_vocab and draft_ctx is not None

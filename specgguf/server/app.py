@@ -32,7 +32,7 @@ from specgguf.chat.reasoning import CONTENT, REASONING, ReasoningSplit, prompt_o
 from specgguf.chat.render import RenderOptions
 from specgguf.chat.tools import CallDelta
 from specgguf.errors import SpecggufError
-from specgguf.generator import Generator
+from specgguf.generator import Generator, GenParams
 from specgguf.io import json_input
 from specgguf.server import protocol as p
 from specgguf.server.protocol import ApiError
@@ -423,6 +423,10 @@ class App:
             "speculative.p_min": (o.p_min if o is not None and o.p_min is not None else spec.p_min),
             "speculative.auto": self.cfg.auto and (o is None or o.n_max is None),
             "speculative.types": list(spec.types),
+            # how a draft model's drafts are drawn for this request (n-gram drafts are one-hot)
+            "speculative.draft_sampling": "probabilistic"
+            if gen.plan(params or GenParams()).spec.drafts_probabilistically(sampler)
+            else "greedy",
         }
 
     async def sse(self, req: p.Request, job: Job) -> AsyncIterator[bytes]:

@@ -23,7 +23,7 @@ from specgguf.chat.dialects import FALLBACK, Dialect
 from specgguf.chat.reasoning import REASONING_FORMATS
 from specgguf.chat.render import REASONING_EFFORTS
 from specgguf.core.sampling import SamplerParams
-from specgguf.drafters.draft_lengths import N_MAX_LIMIT, in_range
+from specgguf.drafters.draft_lengths import DRAFT_SAMPLING_MODES, N_MAX_LIMIT, in_range
 from specgguf.errors import SpecggufError
 from specgguf.generator import GenParams, OutputGrammar
 from specgguf.io.sampling_fields import FIELDS, is_int, is_number
@@ -133,22 +133,28 @@ class Request:
         return replace(self.params, sampler=self.sampler.over(base))
 
 
+#: a request's `speculative.*` fields (flat, or as an object)
+SPECULATIVE_FIELDS = ("n_max", "n_min", "p_min", "draft_sampling")
+
+
 def parse_speculative(body: dict) -> SpecOverrides:
     """llama-server's flat `speculative.n_max` / `speculative.n_min` / `speculative.p_min`, the
-    same as an object `"speculative": {"n_max": ...}`, or `"speculative": false` (off)."""
+    same as an object `"speculative": {"n_max": ...}`, or `"speculative": false` (off); and
+    `speculative.draft_sampling`, one of --spec-draft-sampling's values."""
     spec = body.get("speculative")
     fields: dict[str, Any] = {}
     enabled = True
+    names = ", ".join(SPECULATIVE_FIELDS)
     if isinstance(spec, bool):
         enabled = spec
     elif isinstance(spec, dict):
-        unknown = sorted(set(spec) - {"n_max", "n_min", "p_min"})
+        unknown = sorted(set(spec) - set(SPECULATIVE_FIELDS))
         if unknown:
-            raise bad(f"unknown field 'speculative.{unknown[0]}' (n_max, n_min, p_min)")
+            raise bad(f"unknown field 'speculative.{unknown[0]}' ({names})")
         fields.update(spec)
     elif spec is not None:
-        raise bad("'speculative' must be false, true or an object {n_max, n_min, p_min}")
-    for name in ("n_max", "n_min", "p_min"):
+        raise bad(f"'speculative' must be false, true or an object {{{names}}}")
+    for name in SPECULATIVE_FIELDS:
         key = f"speculative.{name}"
         if key in body and body[key] is not None:
             fields[name] = body[key]
@@ -161,11 +167,16 @@ def parse_speculative(body: dict) -> SpecOverrides:
     p_min = fields.get("p_min")
     if p_min is not None and not (is_number(p_min) and 0 <= p_min <= 1):
         raise bad("'speculative.p_min' must be a number in [0, 1]")
+    sampling = fields.get("draft_sampling")
+    if sampling is not None and sampling not in DRAFT_SAMPLING_MODES:
+        modes = ", ".join(DRAFT_SAMPLING_MODES)
+        raise bad(f"'speculative.draft_sampling' must be one of {modes}")
     return SpecOverrides(
         enabled=enabled,
         n_max=n_max,
         n_min=n_min,
         p_min=float(p_min) if p_min is not None else None,
+        draft_sampling=sampling,
     )
 
 
