@@ -26,6 +26,8 @@ from pathlib import Path
 import pytest
 from specgguf_cli.app import run_cli
 
+from tests.signal_defaults import restore_defaults
+
 ROOT = Path(__file__).resolve().parent.parent
 LONG = ["-t", "1", "-c", "32768", "-fa", "off", "--ignore-eos", "-n", "100000", "--temp", "0"]
 PROMPT = ["-p", "hello"]
@@ -40,11 +42,6 @@ def env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
 
 
-def _default_sigint() -> None:
-    # A shell without job control starts background jobs with SIGINT ignored, and a child
-    # inherits that (Python then installs no handler): give the run a terminal's default.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
 
 def start(argv: list[str], *, hooks: dict[str, str] | None = None) -> subprocess.Popen:
     """A new session, so the signal goes to its process group as a terminal's Ctrl-C does.
@@ -58,7 +55,7 @@ def start(argv: list[str], *, hooks: dict[str, str] | None = None) -> subprocess
         cwd=ROOT,
         env={**env(), **(hooks or {})},
         start_new_session=True,
-        preexec_fn=_default_sigint,
+        preexec_fn=restore_defaults,
     )
 
 
@@ -330,7 +327,7 @@ def test_conversation_ctrl_c_stops_the_answer_sigterm_ends_it(tiny_target, tiny_
         cwd=ROOT,
         env=env(),
         start_new_session=True,
-        preexec_fn=_default_sigint,
+        preexec_fn=restore_defaults,
     )
     first = read_until(proc, 16)
     os.killpg(proc.pid, signal.SIGINT)

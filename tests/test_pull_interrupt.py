@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from specgguf.modelfiles.models import OTHER, sweep_leftovers
+from tests.signal_defaults import restore_defaults
 
 ROOT = Path(__file__).resolve().parent.parent
 WAIT_S = 30
@@ -39,9 +40,6 @@ FAKE_PIP = textwrap.dedent(
     """
 )
 
-
-def _default_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 class Pull:
@@ -71,7 +69,7 @@ class Pull:
             cwd=ROOT,
             env=env,
             start_new_session=True,
-            preexec_fn=_default_sigint,
+            preexec_fn=restore_defaults,
         )
 
     def pip_pid(self, proc: subprocess.Popen) -> int:

@@ -14,15 +14,19 @@ import pytest
 
 from specgguf import interrupts
 from specgguf.interrupts import Interrupted
+from tests.signal_defaults import default_dispositions
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
 
 @pytest.fixture(autouse=True)
 def _clean():
-    interrupts.reset()
-    yield
-    interrupts.reset()
+    # a terminal's dispositions, however the suite was launched (nohup ignores SIGHUP, a
+    # background job SIGINT): the tests that want an inherited "ignore" set it themselves
+    with default_dispositions():
+        interrupts.reset()
+        yield
+        interrupts.reset()
 
 
 def test_first_signal_raises_later_ones_only_count():
