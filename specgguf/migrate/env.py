@@ -30,10 +30,22 @@ TRIGGERS = ("LLAMA_ARG_DRAFT_MAX", "LLAMA_ARG_DRAFT_MIN", "LLAMA_ARG_DRAFT_P_MIN
 _NEEDS_TYPE = ("LLAMA_ARG_DRAFT_MAX", "LLAMA_ARG_DRAFT_MIN")  # ngram-mod or draft: ambiguous
 
 # what may stand before NAME on a line we copy, and what may follow its value
-_PREFIX = re.compile(r"[ \t]*(?:-[ \t]+|export[ \t]+|ENV[ \t]+|Environment=|set[ \t]+|"
+_PREFIX = re.compile(r"[ \t]*(?:-[ \t]+|export[ \t]+|ENV[ \t]+|Environment=|"
+                     r"set[ \t]+(?:(?:-[A-Za-z]*x[A-Za-z]*|--export)[ \t]+)?|"
                      r"\$env:|-e[ \t]+|--env[ \t]+|env[ \t]+)?[\"']?", re.I)
 _AFTER = re.compile(r"(?P<sep>[ \t]*[=:][ \t]*)(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'#,\]]*)"
                     r"(?P<tail>[\"']?[ \t]*(?:\\|\^|`)?[ \t]*)(?P<comment>#.*)?$")
+#: forms that separate a name from its value by blanks: a Dockerfile's legacy `ENV NAME value`,
+#: fish's `set -x NAME value` (`-gx`, `-Ux`, `--export`)
+_SPACED_PREFIX = re.compile(r"[ \t]*(?:ENV|set[ \t]+(?:-[A-Za-z]*x[A-Za-z]*|--export))[ \t]+", re.I)
+_AFTER_SPACED = re.compile(r"(?P<sep>[ \t]+)(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'#]+)"
+                           r"(?P<tail>[ \t]*\\?[ \t]*)(?P<comment>#.*)?$")
+#: what continues a command on the next line (sh, Dockerfile; Windows cmd; PowerShell)
+_CONTINUATIONS = ("\\", "^", "`")
+#: the start of one assignment among others on a line (`-e "NAME=`, `--set env.NAME=`, `NAME=`
+#: in a flow list or after `export A=1`): an option word, an opening quote, a dotted path
+_ITEM = re.compile(r"(?P<open>[\"']?)(?P<path>(?:[A-Za-z_][\w-]*\.)*)")
+_ITEM_OPTIONS = ("-e", "--env", "--set", "--set-string")
 _K8S_NAME = re.compile(r"(?P<lead>[ \t]*-[ \t]+)name:[ \t]*[\"']?$")
 #: systemd's `Environment="A=1" "B=2"`: several quoted assignments on one line
 _SYSTEMD_MANY = re.compile(r"[ \t]*Environment=(?:\"[^\"\n]*\"[ \t]+)+\"")
@@ -49,6 +61,14 @@ class EnvEdit:
     start: int
     end: int
     text: str
+
+    @property
+    def shown(self) -> str:
+        """The assignments added, for the report: one per line, without the marks that
+        continue a command onto the next line or separate a flow list's items."""
+        lines = (x.strip(" \t,").removesuffix("\\").removesuffix("^").removesuffix("`").strip()
+                 for x in self.text.splitlines())
+        return "; ".join(x for x in lines if x)
 
 
 @dataclass
@@ -76,9 +96,18 @@ def _indent(text: str, at: int) -> int:
     return len(line) - len(line.lstrip(" \t-"))
 
 
-def _value_after(text: str, end: int) -> str | None:
+def _assignment(text: str, start: int, end: int) -> re.Match[str] | None:
+    """NAME's separator, value, tail and comment, for NAME at text[start:end]."""
     a, b = _line_bounds(text, end)
     m = _AFTER.match(text, end, b)
+    if m is None and _SPACED_PREFIX.fullmatch(text, a, start):
+        m = _AFTER_SPACED.match(text, end, b)
+    return m
+
+
+def _value_after(text: str, start: int, end: int) -> str | None:
+    a, b = _line_bounds(text, end)
+    m = _assignment(text, start, end)
     if m and m.group("value"):
         return m.group("value").strip("\"'")
     # k8s: `- name: X` then `value: ...` on the next line
@@ -108,14 +137,50 @@ def _new_lines(text: str, start: int, end: int, entries: list[tuple[str, str]]
         return EnvEdit(b, b, "".join(f' "{name}={value}"' for name, value in entries))
     if not _PREFIX.fullmatch(prefix):
         return None
-    m = _AFTER.match(text, end, b)
+    m = _assignment(text, start, end)
     if m is None:
         return None
     quote = m.group("value")[:1] if m.group("value")[:1] in "\"'" else ""
     tail = m.group("tail").rstrip() if m.group("comment") else m.group("tail")
     lines = [f"{prefix}{name}{m.group('sep')}{quote}{value}{quote}{tail}"
              for name, value in entries]
+    before = text[:a].rstrip("\r\n").rstrip(" \t")
+    mark = next((c for c in _CONTINUATIONS if before.endswith(c)), None)
+    if mark is not None and not tail.rstrip().endswith(_CONTINUATIONS):
+        # the last line of a continued command (`ENV A=1 \` then `    B=2`): the new lines
+        # continue it too, or they would stand alone as lines of their own
+        if m.group("comment"):
+            return None
+        return EnvEdit(b, b, "".join(f" {mark}{newline}{line}" for line in lines))
     return EnvEdit(b, b, "".join(newline + line for line in lines))
+
+
+def _inline(text: str, start: int, end: int, entries: list[tuple[str, str]]) -> EnvEdit | None:
+    """The new assignments right after NAME's on its own line, in the same form, where NAME
+    is one of several on the line (`ENV A=1 NAME=2`, `export A=1 NAME=2`, `docker run -e
+    "NAME=2"`, `helm --set env.NAME=2`, a flow list `[A=1, NAME=2]`); None for another shape."""
+    a, b = _line_bounds(text, start)
+    word = max(text.rfind(c, a, start) for c in " \t[,{") + 1
+    item = _ITEM.fullmatch(text, max(word, a), start)
+    if item is None:
+        return None
+    open_ = item.group("open")
+    words = text[a:max(word, a)].split()
+    option = words[-1] if words and words[-1] in _ITEM_OPTIONS else ""
+    if open_:
+        m = re.compile(rf"=(?P<value>[^{open_}\n]*){open_}").match(text, end, b)
+    else:
+        m = re.compile(r"=(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"',\]}#]*)").match(text, end, b)
+    if m is None:
+        return None
+    value_quote = "" if open_ else m.group("value")[:1] if m.group("value")[:1] in "\"'" else ""
+    after = m.end()
+    sep = ", " if text[after:after + 1] in (",", "]", "}") else " "
+    lead = f"{option} " if option else ""
+    path = item.group("path")
+    out = "".join(f"{sep}{lead}{open_}{path}{name}={value_quote}{value}{value_quote}{open_}"
+                  for name, value in entries)
+    return EnvEdit(after, after, out)
 
 
 def migrate_env(text: str, spans: list[tuple[int, int, str]], *, spec_type_set: bool,
@@ -167,7 +232,7 @@ def _block_names(text: str, group: list[tuple[int, int, str]]) -> dict[str, str 
     body = "\n".join(block)
     names: dict[str, str | None] = {}
     for m in re.finditer(r"(?<![A-Za-z0-9_])(LLAMA_ARG_[A-Z0-9_]+)", body):
-        names.setdefault(m.group(1), _value_after(body, m.end()))
+        names.setdefault(m.group(1), _value_after(body, m.start(), m.end()))
     return names
 
 
@@ -224,6 +289,9 @@ def _one_block(text: str, group: list[tuple[int, int, str]], res: EnvResult, *,
     # assignment of a line, which no new line can start like)
     edit = next((e for e in (_new_lines(text, s, t, entries) for s, t, _ in reversed(group))
                  if e is not None), None)
+    if edit is None and _line_bounds(text, group[0][0]) == _line_bounds(text, group[-1][0]):
+        # several assignments on the one line the block is: the new ones join them there
+        edit = _inline(text, group[-1][0], group[-1][1], entries)
     if edit is None:
         res.renames = [r for r in res.renames if r not in renames]
         res.unsafe.append((at, (

@@ -29,12 +29,12 @@ def file_kind(path: str, text: str = "") -> str | None:
         return "bat"
     if lower.endswith((".ps1", ".psm1")):
         return "powershell"
-    if lower.endswith((".sh", ".bash", ".zsh", ".ksh", ".envrc", ".env")) \
+    if lower.endswith((".sh", ".bash", ".zsh", ".ksh", ".fish", ".envrc", ".env")) \
             or lower == ".env" or lower.startswith(".env."):
         return "shell"
     if lower.endswith((".service", ".socket", ".timer", ".container", ".conf", ".txt")):
         return "shell"
-    if re.match(r"#!.*\b(sh|bash|zsh|ksh|dash)\b", text):
+    if re.match(r"#!.*\b(sh|bash|zsh|ksh|dash|fish)\b", text):
         return "shell"
     return None
 

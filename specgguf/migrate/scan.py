@@ -226,8 +226,7 @@ class Scan:
                 [], [Edit(s, e, new)], (s, e)))
         for edit in res.inserts:
             line = self.line_of(edit.start)
-            shown = "; ".join(x.strip() for x in edit.text.splitlines() if x.strip())
-            self.findings.append(Finding(line, "", shown, [], [],
+            self.findings.append(Finding(line, "", edit.shown, [], [],
                                          [Edit(edit.start, edit.end, edit.text)],
                                          (edit.start, edit.end)))
         for at, note in res.notes:
