@@ -23,11 +23,22 @@ from pathlib import Path
 
 import numpy as np
 
+from specgguf.errors import ExitCode
 from tests.tiny_eagle3 import HEAD_TARGET_LAYERS, TARGET_EMBD, finish_head, head_writer
 from tests.tiny_models import N_VOCAB
 
 #: the mask token of the tiny heads: a byte token the tiny targets rarely emit
 MASK_TOKEN = 200
+
+
+#: build_dflash_head keyword arguments that make a drafter refused from its header, and the
+#: exit code it is refused with
+BAD_DFLASH_HEADS = [
+    (dict(n_embd=32), ExitCode.INCOMPATIBLE),  # made for a target of another width
+    (dict(target_layers=(0, 1, 9)), ExitCode.INCOMPATIBLE),  # a layer it lacks
+    (dict(omit=["blk.1.ffn_up.weight"]), ExitCode.MODEL),  # lacks tensors
+    (dict(d2t=[3, 10_000]), ExitCode.INCOMPATIBLE),  # d2t outside the vocabulary
+]
 
 
 def build_dflash_head(

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from specgguf.errors import ExitCode
 from tests.tiny_models import N_VOCAB, build_tiny_model, write_file, write_tokenizer
 
 #: the tiny target the heads are built for: the tiny llama model with three layers, so three
@@ -28,6 +29,15 @@ from tests.tiny_models import N_VOCAB, build_tiny_model, write_file, write_token
 TARGET_LAYERS_N = 3
 HEAD_TARGET_LAYERS = (0, 1, 2)
 TARGET_EMBD = 64
+
+
+#: build_eagle3_head keyword arguments that make a head refused from its header, and the
+#: exit code it is refused with
+BAD_EAGLE3_HEADS = [
+    (dict(target_hidden_size=48), ExitCode.INCOMPATIBLE),  # made for another target
+    (dict(omit=["blk.0.ffn_up.weight"]), ExitCode.MODEL),  # lacks tensors
+    (dict(d2t=[3, 10_000]), ExitCode.INCOMPATIBLE),  # d2t outside the vocabulary
+]
 
 
 def build_eagle3_target(path: str | Path, *, seed: int, arch: str = "llama") -> Path:
