@@ -24,8 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from specgguf.errors import ExitCode
-from tests.tiny_eagle3 import HEAD_TARGET_LAYERS, TARGET_EMBD, finish_head, head_writer
-from tests.tiny_models import N_VOCAB
+from tests.tiny_eagle3 import HEAD_TARGET_LAYERS, TARGET_EMBD, HeadDraw, finish_head, head_writer
 
 #: the mask token of the tiny heads: a byte token the tiny targets rarely emit
 MASK_TOKEN = 200
@@ -75,24 +74,11 @@ def build_dflash_head(
     DFlash2 selector). `tokenizer_from`: a real target GGUF whose tokenizer the head carries
     (as llama.cpp's converter copies the target's). `f16`: matrices in F16, norms in F32.
     """
-    import gguf
-
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
-    head_dim = n_embd // n_head
-    n_kv = n_head_kv * head_dim
-    n_vocab = N_VOCAB
-    reader = None
-    if tokenizer_from is not None:
-        reader = gguf.GGUFReader(str(tokenizer_from))
-        n_vocab = len(reader.fields["tokenizer.ggml.tokens"].contents())
+    draw = HeadDraw.start(path, seed, gain, tokenizer_from)
+    rng, g, reader, n_vocab = draw.rng, draw.g, draw.reader, draw.n_vocab
+    head_dim, n_kv, ones = n_embd // n_head, n_head_kv * (n_embd // n_head), draw.ones(n_embd)
     n_draft_vocab = len(d2t) if d2t is not None else n_vocab
-
-    def g(shape: tuple[int, ...], fan_in: int) -> np.ndarray:
-        return (rng.standard_normal(shape) * gain / np.sqrt(fan_in)).astype(np.float32)
-
-    ones = np.ones(n_embd, dtype=np.float32)
     enc_in = len(target_layers) * n_embd
     w: dict[str, np.ndarray] = {
         "fc.weight": g((n_embd, enc_in), enc_in),

@@ -17,12 +17,19 @@ names; keys and tensor names are those llama.cpp's eagle3 loader reads. Weights 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from specgguf.errors import ExitCode
-from tests.tiny_models import N_VOCAB, build_tiny_model, write_file, write_tokenizer
+from tests.tiny_models import (
+    N_VOCAB,
+    build_tiny_model,
+    write_file,
+    write_hparams,
+    write_tokenizer,
+)
 
 #: the tiny target the heads are built for: the tiny llama model with three layers, so three
 #: distinct layer inputs can be heard (llama's graph records every layer's input)
@@ -75,24 +82,11 @@ def build_eagle3_head(
     converter copies the target's), instead of the tiny targets'. `f16`: matrices in F16 (as
     a converted head's are), norms in F32.
     """
-    import gguf
-
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
-    head_dim = n_embd // n_head
-    n_kv = n_head_kv * head_dim
-    n_vocab = N_VOCAB
-    reader = None
-    if tokenizer_from is not None:
-        reader = gguf.GGUFReader(str(tokenizer_from))
-        n_vocab = len(reader.fields["tokenizer.ggml.tokens"].contents())
+    draw = HeadDraw.start(path, seed, gain, tokenizer_from)
+    rng, g, reader, n_vocab = draw.rng, draw.g, draw.reader, draw.n_vocab
+    head_dim, n_kv, ones = n_embd // n_head, n_head_kv * (n_embd // n_head), draw.ones(n_embd)
     n_draft_vocab = len(d2t) if d2t is not None else n_vocab
-
-    def g(shape: tuple[int, ...], fan_in: int) -> np.ndarray:
-        return (rng.standard_normal(shape) * gain / np.sqrt(fan_in)).astype(np.float32)
-
-    ones = np.ones(n_embd, dtype=np.float32)
     enc_in = fc_in if fc_in is not None else len(target_layers) * target_hidden_size
     w: dict[str, np.ndarray] = {
         "fc.weight": g((n_embd, enc_in), enc_in),
@@ -122,36 +116,57 @@ def build_eagle3_head(
     return finish_head(writer, path, reader, w, omit=omit, d2t=d2t, f16=f16)
 
 
+@dataclass
+class HeadDraw:
+    """Where a tiny head's random weights come from: one seeded generator, drawn in the order
+    the builder asks, and the vocabulary (the tiny targets', or a real target's whose
+    tokenizer the head carries: `reader` reads that file)."""
+
+    rng: np.random.Generator
+    gain: float
+    reader: object | None
+    n_vocab: int
+
+    @classmethod
+    def start(
+        cls, path: Path, seed: int, gain: float, tokenizer_from: str | Path | None
+    ) -> HeadDraw:
+        """The draw of a head to be written at `path` (its folder made)."""
+        import gguf
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        reader, n_vocab = None, N_VOCAB
+        if tokenizer_from is not None:
+            reader = gguf.GGUFReader(str(tokenizer_from))
+            n_vocab = len(reader.fields["tokenizer.ggml.tokens"].contents())
+        return cls(np.random.default_rng(seed), gain, reader, n_vocab)
+
+    def g(self, shape: tuple[int, ...], fan_in: int) -> np.ndarray:
+        """A random matrix scaled by gain / sqrt(fan_in)."""
+        return (self.rng.standard_normal(shape) * self.gain / np.sqrt(fan_in)).astype(np.float32)
+
+    @staticmethod
+    def ones(n: int) -> np.ndarray:
+        """A norm's weights: all ones."""
+        return np.ones(n, dtype=np.float32)
+
+
 def head_writer(
     path: Path,
     arch: str,
     seed: int,
     *,
     f16: bool,
-    n_embd: int,
-    n_layer: int,
-    n_ff: int,
-    n_head: int,
-    n_head_kv: int,
-    n_vocab: int,
+    **hparams: int,
 ):  # noqa: ANN201 - gguf.GGUFWriter
     """A GGUFWriter for a tiny head of `arch` with the hyperparameters every head's header
-    carries (the architecture's own keys are the caller's)."""
+    carries (`hparams`: write_hparams's sizes; the architecture's own keys are the caller's)."""
     import gguf
 
     writer = gguf.GGUFWriter(path, arch=arch)
     writer.add_name(f"tiny-{arch}-seed{seed}")
     writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if f16 else gguf.LlamaFileType.ALL_F32)
-    writer.add_context_length(2048)
-    writer.add_embedding_length(n_embd)
-    writer.add_block_count(n_layer)
-    writer.add_feed_forward_length(n_ff)
-    writer.add_head_count(n_head)
-    writer.add_head_count_kv(n_head_kv)
-    writer.add_rope_dimension_count(n_embd // n_head)
-    writer.add_rope_freq_base(10000.0)
-    writer.add_layer_norm_rms_eps(1e-5)
-    writer.add_vocab_size(n_vocab)
+    write_hparams(writer, n_ctx_train=2048, **hparams)
     return writer
 
 

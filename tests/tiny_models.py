@@ -227,16 +227,10 @@ def build_tiny_model(
     writer = gguf.GGUFWriter(path, arch="llama")
     writer.add_name(name or f"tiny-{vocab}-seed{seed}")
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
-    writer.add_context_length(n_ctx_train)
-    writer.add_embedding_length(n_embd)
-    writer.add_block_count(n_layer)
-    writer.add_feed_forward_length(n_ff)
-    writer.add_head_count(n_head)
-    writer.add_head_count_kv(n_head_kv)
-    writer.add_rope_dimension_count(n_embd // n_head)
-    writer.add_rope_freq_base(10000.0)
-    writer.add_layer_norm_rms_eps(1e-5)
-    writer.add_vocab_size(N_VOCAB)
+    write_hparams(
+        writer, n_ctx_train=n_ctx_train, n_embd=n_embd, n_layer=n_layer, n_ff=n_ff,
+        n_head=n_head, n_head_kv=n_head_kv, n_vocab=N_VOCAB,
+    )  # fmt: skip
 
     write_tokenizer(writer, vocab, chat_template)
 
@@ -307,3 +301,28 @@ def write_file(writer) -> None:
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
+
+
+def write_hparams(
+    writer,  # noqa: ANN001 - gguf.GGUFWriter
+    *,
+    n_ctx_train: int,
+    n_embd: int,
+    n_layer: int,
+    n_ff: int,
+    n_head: int,
+    n_head_kv: int,
+    n_vocab: int,
+) -> None:
+    """The hyperparameters every tiny llama-like GGUF's header carries (a target's or a
+    head's): sizes, RoPE over a whole head, RMS norm."""
+    writer.add_context_length(n_ctx_train)
+    writer.add_embedding_length(n_embd)
+    writer.add_block_count(n_layer)
+    writer.add_feed_forward_length(n_ff)
+    writer.add_head_count(n_head)
+    writer.add_head_count_kv(n_head_kv)
+    writer.add_rope_dimension_count(n_embd // n_head)
+    writer.add_rope_freq_base(10000.0)
+    writer.add_layer_norm_rms_eps(1e-5)
+    writer.add_vocab_size(n_vocab)
