@@ -23,29 +23,27 @@ repeats a token, which the tiny targets do.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from tests.tiny_models import (
-    DEFAULT_TEMPLATE,
     FFN_GAIN,
     LOGIT_GAIN,
+    N_EMBD,
+    N_FF,
+    N_HEAD,
+    N_HEAD_KV,
     N_VOCAB,
     QK_GAIN,
     V_GAIN,
-    perturbed,
-    structure,
-    write_tensors,
-    write_tokenizer,
+    prepared,
+    write_bytes_model,
 )
 
-N_EMBD = 64
-N_HEAD = 4
-N_HEAD_KV = 2
 HEAD_FULL = 32  # the full-attention layers' head size
 HEAD_SWA = 16  # the sliding layers'
-N_FF = 128
 SWA = 32  # the sliding window
 #: which target layers slide: the last attends fully, the one before it slides
 TARGET_SWA = (True, False, True, False)
@@ -159,13 +157,12 @@ def build_tiny_gemma4(
     """Write the tiny gemma4 target to ``path`` and return it (`shared_kv`: how many of its
     last layers reuse an earlier layer's cache, gemma4's `attention.shared_kv_layers`;
     `pattern`: which layers slide)."""
-    w = perturbed(lambda rng: _target_weights(rng, shared_kv, pattern), seed, None, 0.0)
-    structure(w, vocab="bytes", eos_logit_bias=eos_logit_bias, ascii_only=True)
+    make = partial(_target_weights, shared_kv=shared_kv, pattern=pattern)
+    w = prepared(make, seed, None, 0.0, eos_logit_bias)
     writer = _writer(path, "gemma4", N_EMBD, pattern)
     writer.add_shared_kv_layers(shared_kv)
     writer.add_embedding_length_per_layer_input(0)
-    write_tokenizer(writer, "bytes", DEFAULT_TEMPLATE)
-    write_tensors(writer, w)
+    write_bytes_model(writer, w)
     return Path(path)
 
 
@@ -226,6 +223,5 @@ def build_tiny_assistant(
     writer = _writer(path, "gemma4-assistant", A_EMBD, pattern)
     writer.add_embedding_length_out(target_embd)
     writer.add_nextn_predict_layers(len(pattern))
-    write_tokenizer(writer, "bytes", DEFAULT_TEMPLATE)
-    write_tensors(writer, w)
+    write_bytes_model(writer, w)
     return Path(path)

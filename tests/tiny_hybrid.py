@@ -23,23 +23,20 @@ from pathlib import Path
 import numpy as np
 
 from tests.tiny_models import (
-    DEFAULT_TEMPLATE,
     FFN_GAIN,
     LOGIT_GAIN,
+    N_EMBD,
+    N_FF,
+    N_HEAD,
+    N_HEAD_KV,
     N_VOCAB,
     QK_GAIN,
     V_GAIN,
-    perturbed,
-    structure,
-    write_tensors,
-    write_tokenizer,
+    prepared,
+    write_bytes_model,
 )
 
-N_EMBD = 64
-N_HEAD = 4
-N_HEAD_KV = 2
 HEAD_DIM = 16
-N_FF = 128
 # the gated delta net: 2 key heads and 4 value heads of 16, a 4-wide causal convolution
 SSM_STATE = 16  # head size of keys and values (ssm.state_size)
 SSM_GROUPS = 2  # key heads (ssm.group_count)
@@ -149,16 +146,8 @@ def _write(
     writer.add_ssm_conv_kernel(SSM_CONV)
     hparams(writer)
     writer.add_vocab_size(N_VOCAB)
-    write_tokenizer(writer, "bytes", DEFAULT_TEMPLATE)
-    write_tensors(writer, w)
+    write_bytes_model(writer, w)
     return path
-
-
-def _prepared(make, seed: int, perturb_from_seed: int | None, scale: float, eos_logit_bias: float):
-    """Weights of `make` as tests.tiny_models prepares its own (noise, bias channel, rows)."""
-    w = perturbed(make, seed, perturb_from_seed, scale)
-    structure(w, vocab="bytes", eos_logit_bias=eos_logit_bias, ascii_only=True)
-    return w
 
 
 def build_tiny_qwen35(
@@ -193,7 +182,7 @@ def build_tiny_qwen35(
             writer.add_nextn_predict_layers(nextn)
 
     make = partial(_weights, ssm_a=ssm_a, nextn=nextn)
-    w = _prepared(make, seed, perturb_from_seed, perturb_scale, eos_logit_bias)
+    w = prepared(make, seed, perturb_from_seed, perturb_scale, eos_logit_bias)
     w = {k: v for k, v in w.items() if k not in drop}
     return _write(path, "qwen35", w, hparams, n_blocks=2 + nextn)
 
@@ -252,5 +241,5 @@ def build_tiny_mamba(
         writer.add_ssm_state_size(MAMBA_STATE)
         writer.add_ssm_time_step_rank(MAMBA_DT_RANK)
 
-    w = _prepared(_mamba_weights, seed, perturb_from_seed, perturb_scale, eos_logit_bias)
+    w = prepared(_mamba_weights, seed, perturb_from_seed, perturb_scale, eos_logit_bias)
     return _write(path, "mamba", w, hparams)

@@ -16,23 +16,20 @@ from pathlib import Path
 import numpy as np
 
 from tests.tiny_models import (
-    DEFAULT_TEMPLATE,
     FFN_GAIN,
     LOGIT_GAIN,
+    N_EMBD,
+    N_FF,
+    N_HEAD,
+    N_HEAD_KV,
     N_VOCAB,
     QK_GAIN,
     V_GAIN,
-    perturbed,
-    structure,
-    write_tensors,
-    write_tokenizer,
+    prepared,
+    write_bytes_model,
 )
 
-N_EMBD = 64
-N_HEAD = 4
-N_HEAD_KV = 2
 HEAD_DIM = 16
-N_FF = 128
 N_TRUNK = 2
 SWA = 64  # the sliding window of the trunk's second layer
 
@@ -90,8 +87,7 @@ def build_tiny_mimo2(
     (`drop`: tensors left out, a broken file)."""
     import gguf  # deferred: only the tests that build models need it
 
-    w = perturbed(lambda rng: _weights(rng, nextn), seed, None, 0.0)
-    structure(w, vocab="bytes", eos_logit_bias=eos_logit_bias, ascii_only=True)
+    w = prepared(lambda rng: _weights(rng, nextn), seed, None, 0.0, eos_logit_bias)
     w = {k: v for k, v in w.items() if k not in drop}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -113,6 +109,5 @@ def build_tiny_mimo2(
     writer.add_sliding_window_pattern([i == 1 for i in range(n_blocks)])
     writer.add_nextn_predict_layers(nextn)
     writer.add_vocab_size(N_VOCAB)
-    write_tokenizer(writer, "bytes", DEFAULT_TEMPLATE)
-    write_tensors(writer, w)
+    write_bytes_model(writer, w)
     return path

@@ -55,6 +55,11 @@ SUPPRESSED_LOGIT_BIAS = -40.0
 #: bias channel is never written by a layer (attention, gated delta net, FFN)
 RESIDUAL_WRITERS = (".attn_output.weight", ".ssm_out.weight", ".ffn_down.weight")
 # Seeds the conftest fixtures use.
+#: the sizes every tiny architecture shares (llama's defaults; hybrid, mimo2 and gemma4 too)
+N_EMBD = 64
+N_HEAD = 4
+N_HEAD_KV = 2
+N_FF = 128
 TARGET_SEED = 1234
 DRAFT_SEED = 99
 
@@ -195,11 +200,11 @@ def build_tiny_model(
     perturb_scale: float = 0.0,
     vocab: str = "bytes",
     chat_template: str | None = DEFAULT_TEMPLATE,
-    n_embd: int = 64,
+    n_embd: int = N_EMBD,
     n_layer: int = 2,
-    n_head: int = 4,
-    n_head_kv: int = 2,
-    n_ff: int = 128,
+    n_head: int = N_HEAD,
+    n_head_kv: int = N_HEAD_KV,
+    n_ff: int = N_FF,
     n_ctx_train: int = 2048,
     eos_logit_bias: float = -40.0,
     ascii_only: bool = True,
@@ -326,3 +331,17 @@ def write_hparams(
     writer.add_rope_freq_base(10000.0)
     writer.add_layer_norm_rms_eps(1e-5)
     writer.add_vocab_size(n_vocab)
+
+
+def prepared(make, seed: int, perturb_from_seed: int | None, scale: float, eos_logit_bias: float):
+    """Weights of `make(rng)` as build_tiny_model prepares its own (noise, bias channel, rows)
+    for the bytes vocabulary, ASCII only: what every tiny architecture's builder draws."""
+    w = perturbed(make, seed, perturb_from_seed, scale)
+    structure(w, vocab="bytes", eos_logit_bias=eos_logit_bias, ascii_only=True)
+    return w
+
+
+def write_bytes_model(writer, w: dict[str, np.ndarray]) -> None:
+    """The bytes tokenizer with the default chat template, then the tensors `w`."""
+    write_tokenizer(writer, "bytes", DEFAULT_TEMPLATE)
+    write_tensors(writer, w)
