@@ -65,87 +65,72 @@ class _Validated:
             check_flag_value(f.metadata["flag"], getattr(self, f.name))
 
 
-def _size_n(prefix: str, what: str) -> Any:
-    return _opt(
-        12,
-        FlagInfo(
-            f"--spec-ngram-{prefix}-size-n",
-            f"ngram size N for {what} speculative decoding, length of lookup n-gram",
-            min=1,
-            max=NGRAM_SIZE_MAX,
-        ),
-    )
+def _int_opt(
+    default: int, flag: str, help: str, *, min: int, max: int | None = NGRAM_SIZE_MAX
+) -> Any:
+    """An integer field's default, its flag and help, and the bounds its value is checked
+    against (n-gram lengths are at most NGRAM_SIZE_MAX unless `max` says otherwise)."""
+    return _opt(default, FlagInfo(flag, help, min=min, max=max))
 
 
-def _size_m(prefix: str, what: str) -> Any:
-    return _opt(
-        48,
-        FlagInfo(
-            f"--spec-ngram-{prefix}-size-m",
-            f"ngram size M for {what} speculative decoding, length of draft m-gram",
-            min=1,
-            max=NGRAM_SIZE_MAX,
-        ),
-    )
-
-
-def _min_hits(prefix: str, what: str) -> Any:
+#: the lengths every key-value n-gram drafter takes: field -> (default, help, min, max)
+_NGRAM_LENGTHS: dict[str, tuple[int, str, int, int | None]] = {
+    "size_n": (
+        12, "ngram size N for {what} speculative decoding, length of lookup n-gram", 1,
+        NGRAM_SIZE_MAX,
+    ),
+    "size_m": (
+        48, "ngram size M for {what} speculative decoding, length of draft m-gram", 1,
+        NGRAM_SIZE_MAX,
+    ),
     # llama.cpp only checks the lower bound here (min hits must be at least 1).
-    return _opt(
-        1,
-        FlagInfo(
-            f"--spec-ngram-{prefix}-min-hits",
-            f"minimum hits for {what} speculative decoding",
-            min=1,
-        ),
-    )
+    "min_hits": (1, "minimum hits for {what} speculative decoding", 1, None),
+}  # fmt: skip
+
+
+def _ngram_length(kind: str, name: str) -> Any:
+    """The field `name` of _NGRAM_LENGTHS for `--spec-type ngram-{kind}`."""
+    default, help, lo, hi = _NGRAM_LENGTHS[name]
+    flag = f"--spec-ngram-{kind}-{name.replace('_', '-')}"
+    return _int_opt(default, flag, help.format(what=f"ngram-{kind}"), min=lo, max=hi)
 
 
 @dataclass(frozen=True)
 class NgramSimpleParams(_Validated):
-    size_n: int = _size_n("simple", "ngram-simple")
-    size_m: int = _size_m("simple", "ngram-simple")
-    min_hits: int = _min_hits("simple", "ngram-simple")
+    size_n: int = _ngram_length("simple", "size_n")
+    size_m: int = _ngram_length("simple", "size_m")
+    min_hits: int = _ngram_length("simple", "min_hits")
 
 
 @dataclass(frozen=True)
 class NgramMapKParams(_Validated):
-    size_n: int = _size_n("map-k", "ngram-map-k")
-    size_m: int = _size_m("map-k", "ngram-map-k")
-    min_hits: int = _min_hits("map-k", "ngram-map-k")
+    size_n: int = _ngram_length("map-k", "size_n")
+    size_m: int = _ngram_length("map-k", "size_m")
+    min_hits: int = _ngram_length("map-k", "min_hits")
 
 
 @dataclass(frozen=True)
 class NgramMapK4VParams(_Validated):
-    size_n: int = _size_n("map-k4v", "ngram-map-k4v")
-    size_m: int = _size_m("map-k4v", "ngram-map-k4v")
-    min_hits: int = _min_hits("map-k4v", "ngram-map-k4v")
+    size_n: int = _ngram_length("map-k4v", "size_n")
+    size_m: int = _ngram_length("map-k4v", "size_m")
+    min_hits: int = _ngram_length("map-k4v", "min_hits")
 
 
 @dataclass(frozen=True)
 class NgramModParams(_Validated):
     # n_min/n_max may be 0 in llama.cpp (0..1024); n_min > n_max is not rejected there either.
-    n_match: int = _opt(
-        24,
-        FlagInfo("--spec-ngram-mod-n-match", "ngram-mod lookup length", min=1, max=NGRAM_SIZE_MAX),
-    )
-    n_min: int = _opt(
+    n_match: int = _int_opt(24, "--spec-ngram-mod-n-match", "ngram-mod lookup length", min=1)
+    n_min: int = _int_opt(
         48,
-        FlagInfo(
-            "--spec-ngram-mod-n-min",
-            "minimum number of ngram tokens to use for ngram-based speculative decoding",
-            min=0,
-            max=NGRAM_SIZE_MAX,
-        ),
+        "--spec-ngram-mod-n-min",
+        "minimum number of ngram tokens to use for ngram-based speculative decoding",
+        min=0,
     )
-    n_max: int = _opt(
+    n_max: int = _int_opt(
         64,
-        FlagInfo(
-            "--spec-ngram-mod-n-max",
-            "maximum number of ngram tokens to use for ngram-based speculative decoding",
-            min=0,
-            max=NGRAM_SIZE_MAX,
-        ),
+        "--spec-ngram-mod-n-max",
+        "maximum number of ngram tokens to use for ngram-based speculative decoding",
+        min=0,
     )
 
 
@@ -177,22 +162,17 @@ class SuffixParams(_Validated):
     """`--spec-type suffix` (specgguf.drafters.suffix): vLLM's suffix decoding, named in
     llama.cpp's style."""
 
-    max_depth: int = _opt(
+    max_depth: int = _int_opt(
         24,
-        FlagInfo(
-            "--spec-suffix-max-depth",
-            "suffix: the longest context match looked for, and the longest draft",
-            min=1,
-            max=NGRAM_SIZE_MAX,
-        ),
+        "--spec-suffix-max-depth",
+        "suffix: the longest context match looked for, and the longest draft",
+        min=1,
     )
-    cache_tokens: int = _opt(
+    cache_tokens: int = _int_opt(
         131072,
-        FlagInfo(
-            "--spec-suffix-cache-tokens",
-            "suffix: tokens of earlier outputs kept per model and API key (oldest dropped "
-            "first; 0: the current request only)",
-            min=0,
-            max=1 << 24,
-        ),
+        "--spec-suffix-cache-tokens",
+        "suffix: tokens of earlier outputs kept per model and API key (oldest dropped "
+        "first; 0: the current request only)",
+        min=0,
+        max=1 << 24,
     )
