@@ -22,6 +22,7 @@ from pathlib import Path
 
 import typer
 from specgguf_cli import options as o
+from specgguf_cli.table_flags import with_table_flags
 
 from specgguf import interrupts
 from specgguf.io.output import write_stdout
@@ -50,8 +51,8 @@ Chat = typer.Option(
 )
 Conversation = typer.Option(
     False,
-    "-cnv",
-    "--conversation",
+    "-cnv/-no-cnv",
+    "--conversation/--no-conversation",
     help="Interactive chat: read user turns from stdin (one per line; end a line with \\ to "
     "continue it), keep the conversation across turns. -p/-f give the first turn.",
 )
@@ -62,6 +63,12 @@ ChatTemplateFile = typer.Option(
     None,
     "--chat-template-file",
     help="Jinja chat template to use instead of the target GGUF's tokenizer.chat_template.",
+)
+Escape = typer.Option(
+    False,
+    "-e/--no-escape",
+    "--escape",
+    help="Process escape sequences (\\n, \\t, \\', \\\", \\\\) in -p before it is used.",
 )
 Trace = typer.Option(
     None,
@@ -79,6 +86,24 @@ COLOR_CHOICES = {
 }
 
 
+def unescape(text: str) -> str:
+    """-e: the escapes llama.cpp processes in a prompt (\\n, \\t, \\r, \\', \\", \\\\,
+    \\xHH); any other backslash is kept as written."""
+    import re
+
+    simple = {"n": "\n", "t": "\t", "r": "\r", "'": "'", '"': '"', "\\": "\\", "a": "\a",
+              "b": "\b", "f": "\f", "v": "\v", "?": "?"}  # fmt: skip
+
+    def one(m: re.Match[str]) -> str:
+        body = m.group(1)
+        if body.startswith("x"):
+            return chr(int(body[1:], 16))
+        return simple.get(body, m.group(0))
+
+    return re.sub(r"\\(x[0-9a-fA-F]{2}|.)", one, text, flags=re.DOTALL)
+
+
+@with_table_flags("run")
 @o.with_generation_flags
 @o.with_session_flags
 def run(
@@ -94,6 +119,7 @@ def run(
     chat_template_file: Path | None = ChatTemplateFile,
     color: str = Color,
     trace: Path | None = Trace,
+    escape: bool = Escape,
     quiet: bool = o.Quiet,
 ) -> int:
     """Generate text with speculative decoding (or plain decoding with --spec-type none).
@@ -107,6 +133,8 @@ def run(
 
     # Everything that can be checked without a model is checked first: a typo costs nothing.
     n_max = gen_flags.check(flags)
+    if escape and prompt is not None:
+        prompt = unescape(prompt)
     seed = gen_flags.seed
     color_mode = COLOR_CHOICES.get(color.strip().lower())
     if color_mode is None:
@@ -120,7 +148,7 @@ def run(
     if chat is False and (conversation or system_prompt is not None):
         what = "-cnv/--conversation" if conversation else "-sys/--system-prompt"
         raise UsageError(f"{what} needs the chat template: drop --no-chat")
-    default_pair = flags.model is None
+    default_pair = flags.model is None and not flags.given["hf_repo"]  # -hf names a model
     if jsonl:  # each line says what it is: "messages" is chat, "prompt" is text unless --chat
         use_chat = chat if chat is not None else system_prompt is not None
     else:
