@@ -394,8 +394,8 @@ def validate(
             raise UsageError(f"invalid value for {what}")
 
 
-def read_prompt(prompt: str | None, file: Path | None) -> str:
-    """-p, else -f, else stdin (when it is not a terminal)."""
+def read_prompt(prompt: str | None, file: Path | None, flag: str = "-f") -> str:
+    """-p, else -f (or `flag`'s file), else stdin (when it is not a terminal)."""
     import sys
 
     from specgguf.errors import PromptError, read_bounded
@@ -403,9 +403,9 @@ def read_prompt(prompt: str | None, file: Path | None) -> str:
     if prompt is not None:
         return prompt
     if file is not None:
-        with open_user_file(file, "-f") as f:
-            data = read_bounded(f, f"-f {file}", PromptError)
-        return decode_prompt(data, f"-f {file}")
+        with open_user_file(file, flag) as f:
+            data = read_bounded(f, f"{flag} {file}", PromptError)
+        return decode_prompt(data, f"{flag} {file}")
     if sys.stdin is None or sys.stdin.isatty():
         raise PromptError("no prompt: pass -p TEXT, -f FILE, or pipe it on stdin")
     return decode_prompt(read_bounded(sys.stdin.buffer, "stdin", PromptError), "stdin")
@@ -688,6 +688,11 @@ class SessionFlags:
         if g["hf_repo_draft"]:
             draft = hub.fetch(HubModel.parse(g["hf_repo_draft"], flag="-hfd"))
         return model, draft
+
+    def switched_off(self) -> frozenset[str]:
+        """serve's endpoints the flag table's switches turned off (--no-webui, --no-slots)."""
+        pairs = self.tuning.server if self.tuning is not None else ()
+        return frozenset(handler for handler, on in pairs if not on)
 
     def load_options(self, model: Path, model_draft: Path | None):
         """These flags' specgguf.loading.session.LoadOptions for the resolved pair."""

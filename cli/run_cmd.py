@@ -64,6 +64,21 @@ ChatTemplateFile = typer.Option(
     "--chat-template-file",
     help="Jinja chat template to use instead of the target GGUF's tokenizer.chat_template.",
 )
+SystemPromptFile = typer.Option(
+    None, "-sysf", "--system-prompt-file",
+    help="Read the system message from a UTF-8 file (one trailing newline dropped).",
+)  # fmt: skip
+ReversePrompt = typer.Option(
+    None,
+    "-r",
+    "--reverse-prompt",
+    help="Stop an answer where its text would contain PROMPT (repeatable); with -cnv the "
+    "next turn follows. PROMPT itself is not printed.",
+)
+SingleTurn = typer.Option(
+    False, "-st", "--single-turn", help="With -cnv: answer the first turn (-p/-f, else the "
+    "first stdin line) and exit.",
+)  # fmt: skip
 Escape = typer.Option(
     False,
     "-e/--no-escape",
@@ -116,6 +131,9 @@ def run(
     chat: bool | None = Chat,
     conversation: bool = Conversation,
     system_prompt: str | None = SystemPrompt,
+    system_prompt_file: Path | None = SystemPromptFile,
+    reverse_prompt: list[str] | None = ReversePrompt,
+    single_turn: bool = SingleTurn,
     chat_template_file: Path | None = ChatTemplateFile,
     color: str = Color,
     trace: Path | None = Trace,
@@ -135,6 +153,12 @@ def run(
     n_max = gen_flags.check(flags)
     if escape and prompt is not None:
         prompt = unescape(prompt)
+    if system_prompt_file is not None:
+        if system_prompt is not None:
+            raise UsageError("-sys and -sysf both give the system message: give one")
+        system_prompt = o.read_prompt(None, system_prompt_file, "-sysf").removesuffix("\n")
+    if single_turn and not conversation:
+        raise UsageError("-st/--single-turn ends a -cnv conversation after one turn: add -cnv")
     seed = gen_flags.seed
     color_mode = COLOR_CHOICES.get(color.strip().lower())
     if color_mode is None:
@@ -248,6 +272,7 @@ def run(
                 tracer=tracer,
                 quiet=quiet,
                 meta=meta,
+                stop=tuple(reverse_prompt or ()),
             )
             if output_grammar is not None:  # a grammar llama.cpp refuses: its line, now
                 ctx.gen.constraint(output_grammar)
@@ -260,7 +285,7 @@ def run(
 
                 print(LEGEND, file=sys.stderr)
             if conversation:
-                return _run_conversation(ctx, text, color=colored)
+                return _run_conversation(ctx, text, color=colored, turns=1 if single_turn else 0)
             assert text is not None
             return _run_single(ctx, text, use_chat=use_chat, json_out=json_out, color=colored)
         finally:
@@ -349,8 +374,10 @@ class _Run:
     session, auto and its profile, the chat template, the defaults): the trace file, -q and
     the fields every --json object carries."""
 
-    def __init__(self, gen, *, tracer, quiet: bool, meta: dict) -> None:
+    def __init__(self, gen, *, tracer, quiet: bool, meta: dict, stop: tuple[str, ...] = ()) -> None:
         self.gen = gen
+        #: -r/--reverse-prompt: stop strings of every answer (a --jsonl line's own come first)
+        self.stop = stop
         self.tracer = tracer
         self.quiet = quiet
         self.meta = meta
@@ -367,6 +394,13 @@ class _Run:
             # a prompt is accepted, so that an error stays the one line on stderr
             self._offload_shown = True
             print(f"offload: {self.gen.session.offload()}", file=sys.stderr)
+        if self.stop:
+            from dataclasses import replace
+
+            from specgguf.generator import GenParams
+
+            params = params or GenParams()
+            params = replace(params, stop=tuple(dict.fromkeys((*params.stop, *self.stop))))
         return self.gen.generate(tokens, params, trace_probs=self.tracer is not None)
 
     def result_fields(self, result, stats, seed: int) -> dict:
@@ -538,8 +572,9 @@ def _read_turn(interactive: bool) -> str | None:
         return "\n".join(parts)
 
 
-def _run_conversation(run: _Run, first: str | None, *, color: bool) -> int:
-    """-cnv: one user turn per stdin line until EOF (or /exit); the whole conversation is
+def _run_conversation(run: _Run, first: str | None, *, color: bool, turns: int = 0) -> int:
+    """-cnv: one user turn per stdin line until EOF, /exit or `turns` answers (0: no limit,
+    -st: 1); the whole conversation is
     re-rendered every turn, and only what the KV cache does not hold yet is evaluated (the
     new turn, plus the assistant's last tokens). Ctrl-C stops the current answer (kept, as
     said so far); Ctrl-C at the prompt ends the conversation with exit status 130."""
@@ -589,6 +624,8 @@ def _run_conversation(run: _Run, first: str | None, *, color: bool) -> int:
                 return interrupts.exit_code()  # SIGTERM / SIGHUP end the conversation
             interrupts.reset()  # Ctrl-C stopped this answer; the next one may be stopped too
         turn += 1
+        if turn == turns:
+            return 0
 
 
 # -- streaming --------------------------------------------------------------------------------

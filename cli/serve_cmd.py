@@ -232,6 +232,7 @@ def serve(
             n_parallel=parallel,
             seed=gen_flags.seed,
             reasoning_format=reasoning_format,
+            disabled=flags.switched_off(),
         )
         return run_server(
             gen,

@@ -50,6 +50,21 @@ SAMPLES = {
     "--spec-draft-threads-batch": ("2", "context.draft", "n_threads_batch", 2),
     "--mlock": (None, "model.both", "load_mode", v.LOAD_MODES["mmap+mlock"]),
     "--mmap": (None, "model.both", "load_mode", v.LOAD_MODES["mmap"]),
+    "--ui": (None, "server", "page", True),
+    "--override-tensor": ("exps=CPU,attn=CPU", "model.target", "tensor_buft_overrides",
+                          (("exps", "CPU"), ("attn", "CPU"))),
+    "--cpu-moe": (None, "model.target", "tensor_buft_overrides", ((v.FFN_EXPERTS, "CPU"),)),
+    "--n-cpu-moe": ("2", "model.target", "tensor_buft_overrides",
+                    tuple((rf"blk\.{i}{v.FFN_EXPERTS}", "CPU") for i in range(2))),
+    "--n-cpu-ffn": ("1", "model.target", "tensor_buft_overrides",
+                    ((rf"blk\.0{v.FFN_DENSE}", "CPU"),)),
+    "--spec-draft-override-tensor": ("exps=CPU", "model.draft", "tensor_buft_overrides",
+                                     (("exps", "CPU"),)),
+    "--spec-draft-cpu-moe": (None, "model.draft", "tensor_buft_overrides",
+                             ((v.FFN_EXPERTS, "CPU"),)),
+    "--spec-draft-n-cpu-moe": ("1", "model.draft", "tensor_buft_overrides",
+                               ((rf"blk\.0{v.FFN_EXPERTS}", "CPU"),)),
+    "--slots": (None, "server", "slots", True),
 }
 
 
@@ -137,8 +152,8 @@ BASE = {"run": ["run", "-p", "x", "--spec-type", "none", "--spec-draft-n-max", "
 
 
 def _given(tuning, where: str, field: str):
-    if where == "load":
-        return dict(tuning.load)[field]
+    if where in ("load", "server"):
+        return dict(getattr(tuning, where))[field]
     scope, role = where.split(".")
     roles = ("target", "draft") if role == "both" else (role,)
     got = {dict(getattr(tuning, f"{r}_{scope}")).get(field) for r in roles}
@@ -276,3 +291,56 @@ def test_spec_default_reaches_the_session(loads, monkeypatch) -> None:
     argv = ["serve", "--port", "0", "-q", "-m", "t.gguf", "--spec-default"]
     assert run_cli(argv) == 99
     assert seen["types"] == "ngram-mod" and seen["ngram"].mod.n_match == 24
+
+
+def test_no_webui_and_no_slots_switch_their_endpoints_off(loads, monkeypatch) -> None:
+    from specgguf.server.app import ServerConfig, served
+
+    seen = []
+    monkeypatch.setattr(o.SessionFlags, "open_session", lambda self, *a, **k: seen.append(
+        self.switched_off()) or (_ for _ in ()).throw(_Loaded("stop", 99)))  # fmt: skip
+    assert run_cli([*BASE["serve"], "--no-webui", "--no-slots"]) == 99
+    assert seen[-1] == {"page", "slots"}
+    handlers = {e.handler for e in served(ServerConfig("m", "m", disabled=seen[-1]))}
+    assert "page" not in handlers and "slots" not in handlers and "metrics" in handlers
+
+
+def test_engine_writes_the_overrides_over_llama_cpps_parameters() -> None:
+    pytest.importorskip("llama_cpp")
+    from specgguf.binding import engine
+
+    cp = engine.llama_params(engine.ContextParams(overrides=(("n_threads_batch", 3),
+                                                             ("rope_freq_base", 5e4))))
+    assert cp.n_threads_batch == 3 and cp.rope_freq_base == 5e4
+
+
+def test_model_loads_under_a_load_mode_and_tensor_split(tiny_target) -> None:
+    pytest.importorskip("llama_cpp")
+    from specgguf.binding import engine
+
+    model = engine.Model(tiny_target, overrides=(("load_mode", v.LOAD_MODES["none"]),
+                                                 ("tensor_split", (1.0,))))
+    try:
+        assert model.n_vocab > 0
+    finally:
+        model.close()
+
+
+def test_tensor_placements_add_up(loads) -> None:
+    """-ot, -cmoe and -ncmoe each add placements (llama.cpp appends them), -ot's first."""
+    assert run_cli([*BASE["serve"], "-cmoe", "-ot", "a=CPU,b=CPU"]) == 99
+    got = dict(loads[-1].tuning.target_model)["tensor_buft_overrides"]
+    assert got == (("a", "CPU"), ("b", "CPU"), (v.FFN_EXPERTS, "CPU"))
+
+
+def test_model_loads_with_tensors_on_the_cpu(tiny_target) -> None:
+    pytest.importorskip("llama_cpp")
+    from specgguf.binding import engine
+
+    model = engine.Model(tiny_target, overrides=(("tensor_buft_overrides", (("blk", "CPU"),)),))
+    try:
+        assert model.n_vocab > 0
+    finally:
+        model.close()
+    with pytest.raises(SpecggufError, match="unknown buffer type 'NOPE'"):
+        engine.Model(tiny_target, overrides=(("tensor_buft_overrides", (("blk", "NOPE"),)),))

@@ -2,7 +2,8 @@
 llama_context_params): what specgguf.loading.tuning.LlamaTuning carries from the command line.
 
 A field that is a C array pointer (tensor_split) gets a ctypes array built from the tuple of
-values; the arrays are returned so that the caller keeps them alive as long as the struct."""
+values, tensor_buft_overrides the array of its (pattern, buffer type) pairs; the arrays are
+returned so that the caller keeps them alive as long as the struct."""
 
 from __future__ import annotations
 
@@ -18,7 +19,13 @@ def apply(params: Any, overrides: Sequence[tuple[str, Any]]) -> list[Any]:
     for name, value in overrides:
         if name not in fields:
             raise KeyError(f"{type(params).__name__} has no field {name!r}")
-        if isinstance(value, tuple):
+        if name == "tensor_buft_overrides":  # (pattern, buffer type name) pairs
+            from specgguf.binding.tensor_placement import override_array
+
+            array = override_array(value)
+            kept.append(array)
+            value = ctypes.cast(array, ctypes.c_void_p)
+        elif isinstance(value, tuple):
             pointee = getattr(fields[name], "_type_", ctypes.c_float)
             array = (pointee * len(value))(*value)
             kept.append(array)

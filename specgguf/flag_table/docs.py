@@ -17,6 +17,7 @@ _WHAT = {
     Status.REFUSED: "refused",
     Status.REMOVED: "removed",
     Status.DELEGATED: "see note",
+    Status.PRESET: "preset",
 }
 
 

@@ -39,9 +39,9 @@ class Status(str, Enum):
     PRESET = "preset"
 
 
-#: where a SETTING goes: a LoadOptions field, or a llama.cpp parameter of the model or of
-#: the context, for the target, the draft, or both
-SCOPES = ("load", "model", "context")
+#: where a SETTING goes: a LoadOptions field, a llama.cpp parameter of the model or of the
+#: context (for the target, the draft, or both), or a serve endpoint switched on or off
+SCOPES = ("load", "model", "context", "server")
 ROLES = ("target", "draft", "both")
 
 
@@ -136,8 +136,7 @@ def _commands(names: str | None) -> frozenset[str] | None:
 _MULTIMODAL = "specgguf generates from text only (no multimodal projector, images, audio or video): run llama-server for media input"  # noqa: E501
 _ADAPTERS = "LoRA adapters and control vectors are not applied here: merge the adapter into a GGUF (llama.cpp's llama-export-lora) and pass it with -m"  # noqa: E501
 _ROUTER = "specgguf serve serves one model pair per process (no model router): start one serve per model"  # noqa: E501
-_AFFINITY = "CPU affinity, priority and polling of llama.cpp's thread pools are not exposed by llama-cpp-python: pin the process with taskset/chrt instead"  # noqa: E501
-_TENSOR_PLACEMENT = "per-tensor buffer placement is not wired here yet: use -ngl/-dev to place whole layers"  # noqa: E501
+_AFFINITY = "CPU affinity, priority and polling of llama.cpp's thread pools are not set here: pin the process with taskset (CPUs) and nice/chrt (priority) instead"  # noqa: E501
 _SERVER_FEATURE = "is not built into specgguf serve: put a reverse proxy in front for it"
 _TOOLS = "specgguf serve runs no tools or MCP servers of its own: clients call tools (the OpenAI tools API is supported)"  # noqa: E501
 _INTERACTIVE = "llama-completion's interactive mode is not built: use `specgguf run -cnv` for a chat"  # noqa: E501
@@ -189,17 +188,17 @@ ENTRIES: dict[str, Entry] = {
     "--perf": always(False, "libllama's internal timings are off: specgguf prints its own report (--perf cannot be honoured)"),  # noqa: E501
     "--show-timings": always(True, "the report after each answer is on; -q hides it"),
     "--file": declared(),
-    "--system-prompt-file": refused("pass the system prompt with -sys \"$(cat FILE)\""),
+    "--system-prompt-file": declared("the system message from a file", "run"),
     "--binary-file": refused("the prompt is UTF-8 text: use -f"),
     "--escape": declared("process escape sequences (\\n, \\t, \\\", \\\\) in -p", "run"),
     "--print-token-count": refused("no periodic token count is printed: the report counts tokens"),  # noqa: E501
     "--prompt-cache": refused("no prompt cache file: -cnv keeps the conversation in the KV cache"),  # noqa: E501
     "--prompt-cache-all": refused("no prompt cache file"),
     "--prompt-cache-ro": refused("no prompt cache file"),
-    "--reverse-prompt": refused(_INTERACTIVE, "run"),
+    "--reverse-prompt": declared("stop an answer at this text (with -cnv: the next turn follows)", "run"),  # noqa: E501
     "--special": refused("special tokens are not printed: their text is left out of the output"),  # noqa: E501
     "--conversation": declared("interactive chat"),
-    "--single-turn": refused("use run without -cnv for one answer"),
+    "--single-turn": declared("-cnv answers one turn, then exits", "run"),
     "--interactive": refused(_INTERACTIVE),
     "--interactive-first": refused(_INTERACTIVE),
     "--multiline-input": refused("end a -cnv line with \\ to continue it on the next"),
@@ -256,10 +255,10 @@ ENTRIES: dict[str, Entry] = {
     "--numa": refused("NUMA placement is not exposed here: start the process under numactl"),
     "--device": declared(),
     "--list-devices": declared(),
-    "--override-tensor": refused(_TENSOR_PLACEMENT),
-    "--cpu-moe": refused(_TENSOR_PLACEMENT),
-    "--n-cpu-moe": refused(_TENSOR_PLACEMENT),
-    "--n-cpu-ffn": refused(_TENSOR_PLACEMENT),
+    "--override-tensor": setting("model", "tensor_buft_overrides", v.tensor_overrides, "put the tensors matching each pattern in a buffer type (e.g. exps=CPU)", "target"),  # noqa: E501
+    "--cpu-moe": setting("model", "tensor_buft_overrides", v.all_on_cpu(v.FFN_EXPERTS), "keep every Mixture-of-Experts weight on the CPU", "target"),  # noqa: E501
+    "--n-cpu-moe": setting("model", "tensor_buft_overrides", v.first_layers_on_cpu(v.FFN_EXPERTS), "keep the first N layers' expert weights on the CPU", "target"),  # noqa: E501
+    "--n-cpu-ffn": setting("model", "tensor_buft_overrides", v.first_layers_on_cpu(v.FFN_DENSE), "keep the first N layers' dense FFN weights on the CPU", "target"),  # noqa: E501
     "--gpu-layers": declared(),
     "--split-mode": setting("model", "split_mode", v.choice(v.SPLIT_MODES), "how a model is split across GPUs: none, layer, row or tensor", "target"),  # noqa: E501
     "--tensor-split": setting("model", "tensor_split", v.fractions, "each GPU's share of the model, e.g. 3,1", "target"),  # noqa: E501
@@ -302,7 +301,7 @@ ENTRIES: dict[str, Entry] = {
     "--mcp-servers-config": refused(_TOOLS),
     "--mcp-servers-json": refused(_TOOLS),
     "--agent": refused(_TOOLS),
-    "--ui": always(True, "the chat page at / is always served: --no-webui cannot be honoured yet"),  # noqa: E501
+    "--ui": setting("server", "page", v.switch, "the chat page at / (--no-webui: not served)", commands="serve"),  # noqa: E501
     "--embedding": refused(_EMBEDDINGS),
     "--rerank": refused("reranking is not served: run llama-server --reranking for it"),
     "--api-key": declared(),
@@ -316,7 +315,7 @@ ENTRIES: dict[str, Entry] = {
     "--cache-reuse": delegated(INFILL),
     "--metrics": always(True, "/metrics is always served"),
     "--props": always(True, "/props is always served (read only)"),
-    "--slots": always(True, "/slots is always served: --no-slots cannot be honoured"),
+    "--slots": setting("server", "slots", v.switch, "the /slots endpoint (on by default here; --no-slots: not served)", commands="serve"),  # noqa: E501
     "--slot-save-path": refused("slots are not saved to files"),
     "--media-path": refused(_MULTIMODAL),
     "--models-dir": refused(_ROUTER),
@@ -363,9 +362,9 @@ ENTRIES: dict[str, Entry] = {
     "--spec-draft-poll-batch": refused(_AFFINITY),
     "--spec-draft-type-k": declared(commands="run serve bench"),
     "--spec-draft-type-v": declared(commands="run serve bench"),
-    "--spec-draft-override-tensor": refused(_TENSOR_PLACEMENT),
-    "--spec-draft-cpu-moe": refused(_TENSOR_PLACEMENT),
-    "--spec-draft-n-cpu-moe": refused(_TENSOR_PLACEMENT),
+    "--spec-draft-override-tensor": setting("model", "tensor_buft_overrides", v.tensor_overrides, "the draft's -ot", "draft"),  # noqa: E501
+    "--spec-draft-cpu-moe": setting("model", "tensor_buft_overrides", v.all_on_cpu(v.FFN_EXPERTS), "the draft's -cmoe", "draft"),  # noqa: E501
+    "--spec-draft-n-cpu-moe": setting("model", "tensor_buft_overrides", v.first_layers_on_cpu(v.FFN_EXPERTS), "the draft's -ncmoe", "draft"),  # noqa: E501
     "--spec-draft-n-max": declared(),
     "--spec-draft-n-min": declared(),
     "--spec-synth-len": refused("synthetic drafts (a test of the verifier) are not offered: --spec-type none measures plain decoding"),  # noqa: E501

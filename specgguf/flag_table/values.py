@@ -72,3 +72,30 @@ def fractions(text: str) -> tuple[float, ...]:
 def switch(text: str) -> bool:
     """A switch's value: the table reads bare switches as True, their `--no-` spelling False."""
     return bool(text)
+
+
+#: the tensor name patterns of a layer's FFN weights (llama.cpp's): experts, and dense
+FFN_EXPERTS = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"
+FFN_DENSE = r"\.ffn_(up|down|gate)\."
+
+
+def tensor_overrides(text: str) -> tuple[tuple[str, str], ...]:
+    """-ot PATTERN=BUFTYPE[,PATTERN=BUFTYPE...]: (pattern, buffer type name) pairs."""
+    pairs = []
+    for item in text.split(","):
+        pattern, eq, buft = item.partition("=")
+        if not eq or not pattern or not buft:
+            raise ValueError("PATTERN=BUFFER_TYPE pairs, comma-separated, e.g. exps=CPU")
+        pairs.append((pattern, buft.strip()))
+    return tuple(pairs)
+
+
+def first_layers_on_cpu(ffn: str) -> Parser:
+    """-ncmoe N / -ncffn N: the FFN weights of layers 0..N-1 on the CPU."""
+    count = integer(0, 4096)
+    return lambda text: tuple((rf"blk\.{i}{ffn}", "CPU") for i in range(count(text)))
+
+
+def all_on_cpu(ffn: str) -> Parser:
+    """-cmoe: every layer's expert weights on the CPU (a switch)."""
+    return lambda _on: ((ffn, "CPU"),)
