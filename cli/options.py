@@ -872,9 +872,11 @@ def with_generation_flags(func):
 
 
 def print_version() -> int:
-    """--version: llama.cpp's two lines (version and build), with specgguf's version and the
-    llama-cpp-python it runs on; exits 0 without importing llama_cpp."""
+    """--version: llama.cpp's two lines on stderr ("version: V (build B, commit C)", "built
+    with COMPILER for TARGET"), V specgguf's, B the llama-cpp-python it runs on; exits 0
+    without importing llama_cpp."""
     import platform
+    import sys
     from importlib import metadata
 
     def version_of(dist: str) -> str:
@@ -883,9 +885,10 @@ def print_version() -> int:
         except metadata.PackageNotFoundError:
             return "not installed"
 
-    print(f"version: {version_of('specgguf')} (llama-cpp-python {version_of('llama-cpp-python')})")
+    print(f"version: {version_of('specgguf')} (build llama-cpp-python "
+          f"{version_of('llama-cpp-python')}, commit unknown)", file=sys.stderr)
     print(f"built with Python {platform.python_version()} for {platform.machine()}-"
-          f"{platform.system().lower()}")
+          f"{platform.system().lower()}", file=sys.stderr)
     return 0
 
 

@@ -8,6 +8,7 @@ load, with the LoadOptions the flags made."""
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 
 import pytest
@@ -344,3 +345,11 @@ def test_model_loads_with_tensors_on_the_cpu(tiny_target) -> None:
         model.close()
     with pytest.raises(SpecggufError, match="unknown buffer type 'NOPE'"):
         engine.Model(tiny_target, overrides=(("tensor_buft_overrides", (("blk", "NOPE"),)),))
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_version_in_llama_cpps_shape(command: str, capsys) -> None:
+    assert run_cli([command, "--version"]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert re.fullmatch(r"version: \S+ \(build llama-cpp-python \S+, commit \S+\)", lines[0])
+    assert lines[1].startswith("built with ") and " for " in lines[1]
