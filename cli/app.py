@@ -110,12 +110,12 @@ def _run_cli(argv: list[str]) -> int:
     _register()
     try:
         if argv and argv[0] in ("run", "bench", "serve"):
-            from specgguf_cli.table_flags import with_bare_values
+            from specgguf_cli.table_flags import expand_presets, with_bare_values
 
             from specgguf.migrate.refuse import check_run_argv
 
-            argv = [argv[0], *with_bare_values(argv[1:])]
-
+            # -fa/--color alone mean on; --spec-default stands for its flags (the flag table)
+            argv = [argv[0], *expand_presets(with_bare_values(argv[1:]))]
             check_run_argv(argv, os.environ)
         from specgguf_cli.short_flags import check_short_flags
 

@@ -514,8 +514,9 @@ class SharedFlag:
 
     @property
     def names(self) -> tuple[str, ...]:
-        """The flag's name, then its aliases, as the command line spells them."""
-        return tuple(self.option.param_decls)
+        """The flag's name, then its aliases, as the command line spells them (a switch's
+        "--no-x/--x" declaration is both spellings)."""
+        return tuple(n for decl in self.option.param_decls for n in decl.split("/"))
 
 
 #: Every flag `run`, `bench` and `serve` share for loading a model pair and drafting over it,

@@ -337,14 +337,16 @@ def test_tensor_placements_add_up(loads) -> None:
 def test_model_loads_with_tensors_on_the_cpu(tiny_target) -> None:
     pytest.importorskip("llama_cpp")
     from specgguf.binding import engine
+    from specgguf.loading.session import with_placements
 
-    model = engine.Model(tiny_target, overrides=(("tensor_buft_overrides", (("blk", "CPU"),)),))
+    placed = with_placements((("tensor_buft_overrides", (("blk", "CPU"),)),))
+    model = engine.Model(tiny_target, overrides=placed)
     try:
         assert model.n_vocab > 0
     finally:
         model.close()
     with pytest.raises(SpecggufError, match="unknown buffer type 'NOPE'"):
-        engine.Model(tiny_target, overrides=(("tensor_buft_overrides", (("blk", "NOPE"),)),))
+        with_placements((("tensor_buft_overrides", (("blk", "NOPE"),)),))
 
 
 @pytest.mark.parametrize("command", COMMANDS)

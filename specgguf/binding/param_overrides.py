@@ -2,8 +2,9 @@
 llama_context_params): what specgguf.loading.tuning.LlamaTuning carries from the command line.
 
 A field that is a C array pointer (tensor_split) gets a ctypes array built from the tuple of
-values, tensor_buft_overrides the array of its (pattern, buffer type) pairs; the arrays are
-returned so that the caller keeps them alive as long as the struct."""
+values, or the ctypes array given (tensor_buft_overrides: loading builds it with
+tensor_placement.override_array); the arrays are returned so that the caller keeps them alive
+as long as the struct."""
 
 from __future__ import annotations
 
@@ -19,12 +20,9 @@ def apply(params: Any, overrides: Sequence[tuple[str, Any]]) -> list[Any]:
     for name, value in overrides:
         if name not in fields:
             raise KeyError(f"{type(params).__name__} has no field {name!r}")
-        if name == "tensor_buft_overrides":  # (pattern, buffer type name) pairs
-            from specgguf.binding.tensor_placement import override_array
-
-            array = override_array(value)
-            kept.append(array)
-            value = ctypes.cast(array, ctypes.c_void_p)
+        if isinstance(value, ctypes.Array):  # built by the caller (tensor_placement)
+            kept.append(value)
+            value = ctypes.cast(value, fields[name])
         elif isinstance(value, tuple):
             pointee = getattr(fields[name], "_type_", ctypes.c_float)
             array = (pointee * len(value))(*value)

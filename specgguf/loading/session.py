@@ -37,7 +37,7 @@ from specgguf.heads.mtp_head import MtpHead, load_with_mtp_layers
 from specgguf.heads.mtp_info import require_mtp
 from specgguf.loading import memory_budget
 from specgguf.loading.preflight import preflight, resolve_n_ctx
-from specgguf.loading.tuning import LlamaTuning
+from specgguf.loading.tuning import LlamaTuning, Overrides
 
 #: the one line `run` prints when the draft drafts through text
 CROSS_VOCAB_NOTICE = (
@@ -71,6 +71,15 @@ class LoadOptions:
     strict_vocab: bool = False
     #: llama.cpp model and context parameters the command line sets (specgguf.flag_table)
     tuning: LlamaTuning = LlamaTuning()
+
+
+def with_placements(overrides: Overrides) -> Overrides:
+    """Model overrides with -ot's (pattern, buffer type) pairs as the array llama.cpp reads
+    (an unknown buffer type: one line, exit 1)."""
+    from specgguf.binding.tensor_placement import override_array
+
+    return tuple((k, override_array(v) if k == "tensor_buft_overrides" else v)
+                 for k, v in overrides)  # fmt: skip
 
 
 @dataclass
@@ -196,7 +205,7 @@ class Session:
         with devices.recording(self.placement, "target", placed.record):
             self.target_model = load_target(
                 load.model, n_gpu_layers=self.ngl, repack=load.repack, devices=placed.target,
-                overrides=load.tuning.target_model,
+                overrides=with_placements(load.tuning.target_model),
             )
         md: engine.Model | None = None  # the -md file, when a type uses it
         assistant = self.info.mtp_drafter is not None
@@ -207,7 +216,7 @@ class Session:
                     n_gpu_layers=self.ngl_draft,
                     repack=load.repack,
                     devices=placed.draft,
-                    overrides=load.tuning.draft_model,
+                    overrides=with_placements(load.tuning.draft_model),
                 )
         #: the draft model (draft-simple), EAGLE-3 head (draft-eagle3) or block drafter
         #: (draft-dflash, draft-dspark) of -md
