@@ -18,7 +18,7 @@ from specgguf.errors import ExitCode, OutputError, SpecggufError
 app = typer.Typer(
     name="specgguf",
     help="Lossless speculative decoding for GGUF models (llama.cpp flags, llama-cpp-python).",
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings={"help_option_names": ["-h", "--help", "--usage"]},
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -110,8 +110,12 @@ def _run_cli(argv: list[str]) -> int:
     _register()
     try:
         if argv and argv[0] in ("run", "bench", "serve"):
+            from specgguf_cli.table_flags import expand_presets, with_bare_values
+
             from specgguf.migrate.refuse import check_run_argv
 
+            # -fa/--color alone mean on; --spec-default stands for its flags (the flag table)
+            argv = [argv[0], *expand_presets(with_bare_values(argv[1:]))]
             check_run_argv(argv, os.environ)
         from specgguf_cli.short_flags import check_short_flags
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import typer
 from specgguf_cli import options as o
+from specgguf_cli.table_flags import with_table_flags
 
 from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP
 from specgguf.drafters.ngram_options import SIZE_M_TYPES
@@ -113,6 +114,7 @@ def _refuse_removed_types(values: list[str] | None, *, from_env: bool) -> None:
                 raise UsageError(lg.spec_type_message(name, types, env=from_env))
 
 
+@with_table_flags("bench")
 @o.with_session_flags
 def bench(
     ctx: typer.Context,

@@ -50,6 +50,37 @@ ModelDraft = typer.Option(
     envvar="LLAMA_ARG_SPEC_DRAFT_MODEL",
     help="Draft GGUF of the target's family. Default with no -m: the pulled Qwen2.5-Coder-0.5B.",
 )
+HfRepo = typer.Option(
+    None,
+    "-hf",
+    "-hfr",
+    "--hf-repo",
+    envvar="LLAMA_ARG_HF_REPO",
+    help="Target by name: a Hugging Face repository, user/model[:QUANT] (quant case-insensitive; "
+    "default Q4_K_M, else Q8_0, else the repository's first GGUF), downloaded into the Hub "
+    "cache (resumable, checksummed) unless it is there. Instead of -m.",
+)
+HfFile = typer.Option(
+    None, "-hff", "--hf-file", envvar="LLAMA_ARG_HF_FILE",
+    help="The file of -hf's repository to use (overrides its quant).",
+)  # fmt: skip
+HfRepoDraft = typer.Option(
+    None,
+    "--spec-draft-hf",
+    "-hfd",
+    "-hfrd",
+    "--hf-repo-draft",
+    envvar="LLAMA_ARG_SPEC_DRAFT_HF_REPO",
+    help="Draft model by name, as -hf (instead of -md).",
+)
+HfToken = typer.Option(
+    None, "-hft", "--hf-token", envvar="HF_TOKEN",
+    help="Hugging Face token for -hf/-hfd (private or gated repositories).",
+)  # fmt: skip
+Offline = typer.Option(
+    False, "--offline", envvar="LLAMA_ARG_OFFLINE",
+    help="-hf/-hfd use the cache only: nothing is downloaded (one line, exit 6, when missing).",
+)  # fmt: skip
 SpecType = typer.Option(
     None,
     "--spec-type",
@@ -212,10 +243,13 @@ DeviceDraft = typer.Option(
 ListDevices = typer.Option(
     False, "--list-devices", help="Print the available devices (after --rpc) and exit."
 )
+Version = typer.Option(
+    False, "--version", help="Print the version (llama.cpp's two lines) and exit."
+)
 NoRepack = typer.Option(
     False,
     "-nr",
-    "--no-repack",
+    "--no-repack/--repack",
     envvar="LLAMA_ARG_NO_REPACK",
     help="Disable weight repacking (llama.cpp's workaround for crashing "
     "repacked kernels; about 15% slower here).",
@@ -258,13 +292,14 @@ NPredict = typer.Option(
     -1,
     "-n",
     "--n-predict",
+    "--predict",
     envvar="LLAMA_ARG_N_PREDICT",
     help="Tokens to generate (-1: until EOS or the context is full).",
 )
 Prompt = typer.Option(None, "-p", "--prompt", help="Prompt text (else -f, else stdin).")
 File = typer.Option(None, "-f", "--file", help="Read the prompt from a UTF-8 file.")
 Seed = typer.Option(-1, "-s", "--seed", envvar="LLAMA_ARG_SEED", help="RNG seed (-1: random).")
-Temp = typer.Option(0.8, "--temp", help="Temperature (0: greedy).")
+Temp = typer.Option(0.8, "--temp", "--temperature", help="Temperature (0: greedy).")
 TopK = typer.Option(40, "--top-k", help="Top-k (<= 0: off).")
 TopP = typer.Option(0.95, "--top-p", help="Top-p (1.0: off).")
 MinP = typer.Option(0.05, "--min-p", help="Min-p (0.0: off).")
@@ -272,7 +307,9 @@ IgnoreEos = typer.Option(
     False, "--ignore-eos", help="Keep generating past end-of-generation tokens."
 )
 Json = typer.Option(False, "--json", help="Print one JSON object on stdout instead of the text.")
-Verbose = typer.Option(False, "-v", "--verbose", help="Show llama.cpp's own log on stderr.")
+Verbose = typer.Option(
+    False, "-v", "--verbose", "--log-verbose", help="Show llama.cpp's own log on stderr."
+)
 Quiet = typer.Option(False, "-q", "--quiet", help="No statistics or progress on stderr.")
 
 #: ggml's GGML_MAX_N_THREADS: a thread pool larger than this overruns ggml's fixed-size
@@ -357,8 +394,8 @@ def validate(
             raise UsageError(f"invalid value for {what}")
 
 
-def read_prompt(prompt: str | None, file: Path | None) -> str:
-    """-p, else -f, else stdin (when it is not a terminal)."""
+def read_prompt(prompt: str | None, file: Path | None, flag: str = "-f") -> str:
+    """-p, else -f (or `flag`'s file), else stdin (when it is not a terminal)."""
     import sys
 
     from specgguf.errors import PromptError, read_bounded
@@ -366,9 +403,9 @@ def read_prompt(prompt: str | None, file: Path | None) -> str:
     if prompt is not None:
         return prompt
     if file is not None:
-        with open_user_file(file, "-f") as f:
-            data = read_bounded(f, f"-f {file}", PromptError)
-        return decode_prompt(data, f"-f {file}")
+        with open_user_file(file, flag) as f:
+            data = read_bounded(f, f"{flag} {file}", PromptError)
+        return decode_prompt(data, f"{flag} {file}")
     if sys.stdin is None or sys.stdin.isatty():
         raise PromptError("no prompt: pass -p TEXT, -f FILE, or pipe it on stdin")
     return decode_prompt(read_bounded(sys.stdin.buffer, "stdin", PromptError), "stdin")
@@ -477,8 +514,9 @@ class SharedFlag:
 
     @property
     def names(self) -> tuple[str, ...]:
-        """The flag's name, then its aliases, as the command line spells them."""
-        return tuple(self.option.param_decls)
+        """The flag's name, then its aliases, as the command line spells them (a switch's
+        "--no-x/--x" declaration is both spellings)."""
+        return tuple(n for decl in self.option.param_decls for n in decl.split("/"))
 
 
 #: Every flag `run`, `bench` and `serve` share for loading a model pair and drafting over it,
@@ -487,6 +525,11 @@ class SharedFlag:
 SESSION_FLAGS: tuple[SharedFlag, ...] = (
     SharedFlag("model", Model, Path | None),  # None: the pulled pair (SessionFlags.resolve)
     SharedFlag("model_draft", ModelDraft, Path | None),
+    SharedFlag("hf_repo", HfRepo, str | None),  # resolved by SessionFlags.hub_models
+    SharedFlag("hf_file", HfFile, str | None),
+    SharedFlag("hf_repo_draft", HfRepoDraft, str | None),
+    SharedFlag("hf_token", HfToken, str | None),
+    SharedFlag("offline", Offline, bool),
     SharedFlag("spec_vocab_strict", SpecVocabStrict, bool, "strict_vocab"),
     SharedFlag("no_spec_text_views", NoTextViews, bool),
     SharedFlag("spec_draft_n_min", NMin, int),
@@ -507,6 +550,7 @@ SESSION_FLAGS: tuple[SharedFlag, ...] = (
     SharedFlag("device", Device, str | None, "device"),
     SharedFlag("device_draft", DeviceDraft, str | None, "device_draft"),
     SharedFlag("list_devices", ListDevices, bool),  # handled by with_session_flags
+    SharedFlag("version", Version, bool),  # handled by with_session_flags
     SharedFlag("cache_type_k", CacheTypeK, str, "cache_type_k"),
     SharedFlag("cache_type_v", CacheTypeV, str, "cache_type_v"),
     SharedFlag("cache_type_k_draft", CacheTypeKDraft, str, "cache_type_k_draft"),
@@ -518,11 +562,13 @@ _SHARED = {row.param: row for row in SESSION_FLAGS}
 _KV_ROWS = tuple(row for row in SESSION_FLAGS if row.param.startswith("cache_type_"))
 
 
-def load_options(model: Path, model_draft: Path | None, /, **given: Any):
+def load_options(model: Path, model_draft: Path | None, /, tuning: Any = None, **given: Any):
     """specgguf.loading.session.LoadOptions for a resolved model pair from the shared flags'
     values, by parameter name (e.g. ctx_size=512); a flag not given keeps its default, and
-    -m/-md as given are replaced by the resolved pair."""
+    -m/-md as given are replaced by the resolved pair. `tuning`: the flag table's settings
+    (specgguf.loading.tuning.LlamaTuning), its LoadOptions fields included."""
     from specgguf.loading.session import LoadOptions
+    from specgguf.loading.tuning import LlamaTuning
 
     unknown = sorted(set(given) - set(_SHARED))
     if unknown:
@@ -532,7 +578,9 @@ def load_options(model: Path, model_draft: Path | None, /, **given: Any):
         for row in SESSION_FLAGS
         if row.load_field is not None
     }
-    return LoadOptions(model=model, model_draft=model_draft, **fields)
+    tuning = tuning or LlamaTuning()
+    fields.update(dict(tuning.load))
+    return LoadOptions(model=model, model_draft=model_draft, tuning=tuning, **fields)
 
 
 @dataclass(frozen=True)
@@ -544,6 +592,8 @@ class SessionFlags:
     #: parameter name -> value, one entry per row of SESSION_FLAGS
     given: Mapping[str, Any]
     ngram: Any = None  # specgguf.drafters.ngram_options.NgramOptions
+    #: the flag table's settings (cli/table_flags.py): specgguf.loading.tuning.LlamaTuning
+    tuning: Any = None
 
     @property
     def model(self) -> Path | None:
@@ -608,7 +658,7 @@ class SessionFlags:
         the lookup-cache files checked when ngram-cache is among them."""
         from specgguf.drafters.spec_types import parse_spec_types
 
-        model, model_draft = resolve_models(self.model, self.model_draft)
+        model, model_draft = resolve_models(*self.hub_models())
         types = parse_spec_types(
             spec_type,
             have_draft_model=model_draft is not None,
@@ -618,9 +668,36 @@ class SessionFlags:
         check_lookup_caches(types, self.ngram)
         return model, model_draft, types
 
+    def hub_models(self) -> tuple[Path | None, Path | None]:
+        """-m and -md, with -hf/-hff and -hfd resolved to files (downloaded when the cache
+        lacks them: specgguf.modelfiles.hub)."""
+        g = self.given
+        model, draft = g["model"], g["model_draft"]
+        if g["hf_file"] and not g["hf_repo"]:
+            raise UsageError("-hff/--hf-file names a file of -hf's repository: give -hf too")
+        if g["hf_repo"] and model is not None:
+            raise UsageError("-m and -hf both name the target model: give one of them")
+        if g["hf_repo_draft"] and draft is not None:
+            raise UsageError("-md and -hfd both name the draft model: give one of them")
+        if not (g["hf_repo"] or g["hf_repo_draft"]):
+            return model, draft
+        from specgguf.modelfiles.hub import Hub, HubModel
+
+        hub = Hub(token=g["hf_token"], offline=g["offline"])
+        if g["hf_repo"]:
+            model = hub.fetch(HubModel.parse(g["hf_repo"], g["hf_file"]))
+        if g["hf_repo_draft"]:
+            draft = hub.fetch(HubModel.parse(g["hf_repo_draft"], flag="-hfd"))
+        return model, draft
+
+    def switched_off(self) -> frozenset[str]:
+        """serve's endpoints the flag table's switches turned off (--no-webui, --no-slots)."""
+        pairs = self.tuning.server if self.tuning is not None else ()
+        return frozenset(handler for handler, on in pairs if not on)
+
     def load_options(self, model: Path, model_draft: Path | None):
         """These flags' specgguf.loading.session.LoadOptions for the resolved pair."""
-        return load_options(model, model_draft, **self.given)
+        return load_options(model, model_draft, tuning=self.tuning, **self.given)
 
     def open_session(
         self,
@@ -656,14 +733,16 @@ class SessionFlags:
         )
 
 
-def _extend_signature(func, slot: str, added: Sequence[inspect.Parameter], call):
-    """`func` with its parameter `slot` replaced by `added` (Typer reads `__signature__`),
-    called as `call(func, args, kwargs)`. The original's annotations are evaluated in its own
-    module, so that Typer need not resolve them in this one."""
+def _extend_signature(func, slot: str | None, added: Sequence[inspect.Parameter], call):
+    """`func` with its parameter `slot` replaced by `added` (None: `added` at the end; Typer
+    reads `__signature__`), called as `call(func, args, kwargs)`. The original's annotations
+    are evaluated in its own module, so that Typer need not resolve them in this one."""
     sig = inspect.signature(func, eval_str=True)
     params: list[inspect.Parameter] = []
     for p in sig.parameters.values():
         params.extend(added if p.name == slot else [p])
+    if slot is None:
+        params.extend(added)
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
@@ -700,9 +779,11 @@ def with_session_flags(func):
 
     def call(func, args, kwargs):
         given = {row.param: kwargs.pop(row.param) for row in SESSION_FLAGS}
-        flags = SessionFlags(given, kwargs.pop("ngram"))
+        flags = SessionFlags(given, kwargs.pop("ngram"), kwargs.pop("llama_tuning", None))
         if given["list_devices"]:
             return list_devices(given["rpc"])
+        if given["version"]:
+            return print_version()
         return func(*args, flags=flags, **kwargs)
 
     return with_ngram_options(_extend_signature(func, "flags", added, call))
@@ -789,6 +870,27 @@ def with_generation_flags(func):
         return func(*args, gen_flags=GenerationFlags(**given), **kwargs)
 
     return _extend_signature(func, "gen_flags", _parameters(GENERATION_FLAGS), call)
+
+
+def print_version() -> int:
+    """--version: llama.cpp's two lines on stderr ("version: V (build B, commit C)", "built
+    with COMPILER for TARGET"), V specgguf's, B the llama-cpp-python it runs on; exits 0
+    without importing llama_cpp."""
+    import platform
+    import sys
+    from importlib import metadata
+
+    def version_of(dist: str) -> str:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    print(f"version: {version_of('specgguf')} (build llama-cpp-python "
+          f"{version_of('llama-cpp-python')}, commit unknown)", file=sys.stderr)
+    print(f"built with Python {platform.python_version()} for {platform.machine()}-"
+          f"{platform.system().lower()}", file=sys.stderr)
+    return 0
 
 
 def list_devices(rpc: str | None) -> int:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import typer
 from specgguf_cli import options as o
+from specgguf_cli.table_flags import with_table_flags
 
 from specgguf import interrupts
 from specgguf.io.output import write_stdout
@@ -50,8 +51,8 @@ Chat = typer.Option(
 )
 Conversation = typer.Option(
     False,
-    "-cnv",
-    "--conversation",
+    "-cnv/-no-cnv",
+    "--conversation/--no-conversation",
     help="Interactive chat: read user turns from stdin (one per line; end a line with \\ to "
     "continue it), keep the conversation across turns. -p/-f give the first turn.",
 )
@@ -62,6 +63,27 @@ ChatTemplateFile = typer.Option(
     None,
     "--chat-template-file",
     help="Jinja chat template to use instead of the target GGUF's tokenizer.chat_template.",
+)
+SystemPromptFile = typer.Option(
+    None, "-sysf", "--system-prompt-file",
+    help="Read the system message from a UTF-8 file (one trailing newline dropped).",
+)  # fmt: skip
+ReversePrompt = typer.Option(
+    None,
+    "-r",
+    "--reverse-prompt",
+    help="Stop an answer where its text would contain PROMPT (repeatable); with -cnv the "
+    "next turn follows. PROMPT itself is not printed.",
+)
+SingleTurn = typer.Option(
+    False, "-st", "--single-turn", help="With -cnv: answer the first turn (-p/-f, else the "
+    "first stdin line) and exit.",
+)  # fmt: skip
+Escape = typer.Option(
+    False,
+    "-e/--no-escape",
+    "--escape",
+    help="Process escape sequences (\\n, \\t, \\', \\\", \\\\) in -p before it is used.",
 )
 Trace = typer.Option(
     None,
@@ -79,6 +101,24 @@ COLOR_CHOICES = {
 }
 
 
+def unescape(text: str) -> str:
+    """-e: the escapes llama.cpp processes in a prompt (\\n, \\t, \\r, \\', \\", \\\\,
+    \\xHH); any other backslash is kept as written."""
+    import re
+
+    simple = {"n": "\n", "t": "\t", "r": "\r", "'": "'", '"': '"', "\\": "\\", "a": "\a",
+              "b": "\b", "f": "\f", "v": "\v", "?": "?"}  # fmt: skip
+
+    def one(m: re.Match[str]) -> str:
+        body = m.group(1)
+        if body.startswith("x"):
+            return chr(int(body[1:], 16))
+        return simple.get(body, m.group(0))
+
+    return re.sub(r"\\(x[0-9a-fA-F]{2}|.)", one, text, flags=re.DOTALL)
+
+
+@with_table_flags("run")
 @o.with_generation_flags
 @o.with_session_flags
 def run(
@@ -91,9 +131,13 @@ def run(
     chat: bool | None = Chat,
     conversation: bool = Conversation,
     system_prompt: str | None = SystemPrompt,
+    system_prompt_file: Path | None = SystemPromptFile,
+    reverse_prompt: list[str] | None = ReversePrompt,
+    single_turn: bool = SingleTurn,
     chat_template_file: Path | None = ChatTemplateFile,
     color: str = Color,
     trace: Path | None = Trace,
+    escape: bool = Escape,
     quiet: bool = o.Quiet,
 ) -> int:
     """Generate text with speculative decoding (or plain decoding with --spec-type none).
@@ -107,6 +151,14 @@ def run(
 
     # Everything that can be checked without a model is checked first: a typo costs nothing.
     n_max = gen_flags.check(flags)
+    if escape and prompt is not None:
+        prompt = unescape(prompt)
+    if system_prompt_file is not None:
+        if system_prompt is not None:
+            raise UsageError("-sys and -sysf both give the system message: give one")
+        system_prompt = o.read_prompt(None, system_prompt_file, "-sysf").removesuffix("\n")
+    if single_turn and not conversation:
+        raise UsageError("-st/--single-turn ends a -cnv conversation after one turn: add -cnv")
     seed = gen_flags.seed
     color_mode = COLOR_CHOICES.get(color.strip().lower())
     if color_mode is None:
@@ -120,7 +172,7 @@ def run(
     if chat is False and (conversation or system_prompt is not None):
         what = "-cnv/--conversation" if conversation else "-sys/--system-prompt"
         raise UsageError(f"{what} needs the chat template: drop --no-chat")
-    default_pair = flags.model is None
+    default_pair = flags.model is None and not flags.given["hf_repo"]  # -hf names a model
     if jsonl:  # each line says what it is: "messages" is chat, "prompt" is text unless --chat
         use_chat = chat if chat is not None else system_prompt is not None
     else:
@@ -220,6 +272,7 @@ def run(
                 tracer=tracer,
                 quiet=quiet,
                 meta=meta,
+                stop=tuple(reverse_prompt or ()),
             )
             if output_grammar is not None:  # a grammar llama.cpp refuses: its line, now
                 ctx.gen.constraint(output_grammar)
@@ -232,7 +285,7 @@ def run(
 
                 print(LEGEND, file=sys.stderr)
             if conversation:
-                return _run_conversation(ctx, text, color=colored)
+                return _run_conversation(ctx, text, color=colored, turns=1 if single_turn else 0)
             assert text is not None
             return _run_single(ctx, text, use_chat=use_chat, json_out=json_out, color=colored)
         finally:
@@ -321,8 +374,10 @@ class _Run:
     session, auto and its profile, the chat template, the defaults): the trace file, -q and
     the fields every --json object carries."""
 
-    def __init__(self, gen, *, tracer, quiet: bool, meta: dict) -> None:
+    def __init__(self, gen, *, tracer, quiet: bool, meta: dict, stop: tuple[str, ...] = ()) -> None:
         self.gen = gen
+        #: -r/--reverse-prompt: stop strings of every answer (a --jsonl line's own come first)
+        self.stop = stop
         self.tracer = tracer
         self.quiet = quiet
         self.meta = meta
@@ -339,6 +394,13 @@ class _Run:
             # a prompt is accepted, so that an error stays the one line on stderr
             self._offload_shown = True
             print(f"offload: {self.gen.session.offload()}", file=sys.stderr)
+        if self.stop:
+            from dataclasses import replace
+
+            from specgguf.generator import GenParams
+
+            params = params or GenParams()
+            params = replace(params, stop=tuple(dict.fromkeys((*params.stop, *self.stop))))
         return self.gen.generate(tokens, params, trace_probs=self.tracer is not None)
 
     def result_fields(self, result, stats, seed: int) -> dict:
@@ -510,8 +572,9 @@ def _read_turn(interactive: bool) -> str | None:
         return "\n".join(parts)
 
 
-def _run_conversation(run: _Run, first: str | None, *, color: bool) -> int:
-    """-cnv: one user turn per stdin line until EOF (or /exit); the whole conversation is
+def _run_conversation(run: _Run, first: str | None, *, color: bool, turns: int = 0) -> int:
+    """-cnv: one user turn per stdin line until EOF, /exit or `turns` answers (0: no limit,
+    -st: 1); the whole conversation is
     re-rendered every turn, and only what the KV cache does not hold yet is evaluated (the
     new turn, plus the assistant's last tokens). Ctrl-C stops the current answer (kept, as
     said so far); Ctrl-C at the prompt ends the conversation with exit status 130."""
@@ -561,6 +624,8 @@ def _run_conversation(run: _Run, first: str | None, *, color: bool) -> int:
                 return interrupts.exit_code()  # SIGTERM / SIGHUP end the conversation
             interrupts.reset()  # Ctrl-C stopped this answer; the next one may be stopped too
         turn += 1
+        if turn == turns:
+            return 0
 
 
 # -- streaming --------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import typer
 from specgguf_cli import options as o
+from specgguf_cli.table_flags import with_table_flags
 
 from specgguf.chat.reasoning import REASONING_FORMATS
 from specgguf.chat.render import RenderOptions
@@ -106,6 +107,7 @@ SystemPrompt = typer.Option(
 )
 
 
+@with_table_flags("serve")
 @o.with_generation_flags
 @o.with_session_flags
 def serve(
@@ -230,6 +232,7 @@ def serve(
             n_parallel=parallel,
             seed=gen_flags.seed,
             reasoning_format=reasoning_format,
+            disabled=flags.switched_off(),
         )
         return run_server(
             gen,

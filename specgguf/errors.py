@@ -56,6 +56,14 @@ class IncompatibleModelsError(SpecggufError):
         super().__init__(message, ExitCode.INCOMPATIBLE)
 
 
+class PullError(SpecggufError):
+    """A model could not be had: not pulled, a download or its checksum failed, a repository
+    or file named with -hf not found, a token refused, not cached under --offline."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, ExitCode.PULL)
+
+
 class PromptError(SpecggufError):
     def __init__(self, message: str) -> None:
         super().__init__(message, ExitCode.PROMPT)

@@ -24,6 +24,7 @@ from specgguf_cli.app import _register, app, run_cli
 from specgguf_cli.short_flags import multi_letter_short_flags
 
 from specgguf.errors import ExitCode
+from specgguf.flag_table.table import BARE_VALUES, flag_table
 from specgguf.modelfiles.gguf_info import read_gguf_info
 from tests.gguf_factory import (
     gguf_str,
@@ -344,6 +345,10 @@ def test_check_negative_context(cli, tiny_target):
     assert_one_line(cli("check", "-m", tiny_target, "-c", "-5"), ExitCode.USAGE, "-5")
 
 
+#: the flags that may stand without their value (older llama.cpp's switches: `-fa`, `-co`)
+BARE = {s for r in flag_table() if r.key in BARE_VALUES for s in r.flag.spellings}
+
+
 def _short_flag_cases() -> tuple[list, list]:
     """(flag, command) for every multi-letter short flag of the CLI: the commands that lack it
     (where the parser used to split it into one-letter flags), and those that take a value
@@ -355,7 +360,7 @@ def _short_flag_cases() -> tuple[list, list]:
         for sub, command in group.commands.items():
             if sub in takers:
                 option = next(p for p in command.params if flag in (*p.opts, *p.secondary_opts))
-                if not option.is_flag:
+                if not option.is_flag and flag not in BARE:  # -fa alone means -fa on
                     taking.append((flag, sub))
             elif not command.context_settings.get("ignore_unknown_options"):
                 lacking.append((flag, sub))

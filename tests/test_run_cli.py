@@ -351,3 +351,33 @@ def test_bad_kv_cache_type_is_refused_before_loading(run):
         "error: invalid value for -ctkd: 'q3_k' "
         "(one of: f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1)"
     ]
+
+
+# -- llama-cli's interactive flags: -st, -r, -sysf, -e ------------------------------------------
+
+
+def test_single_turn_answers_once(run, monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"hi\nnever answered\n")))
+    code, _, err = run("-cnv", "-st", "-n", "4", "--temp", "0")
+    assert code == 0 and len(re.findall(r"^\[4 tokens", err, re.M)) == 1
+
+
+def test_reverse_prompt_stops_the_answer(run):
+    ref = as_json(run("-p", "the cat sat on", "-n", "24", "--temp", "0", "--json"))["text"]
+    word = ref.strip().split()[len(ref.split()) // 2] if ref.split() else ref[:3]
+    cut = as_json(run("-p", "the cat sat on", "-n", "24", "--temp", "0", "--json", "-r", word))
+    assert ref.startswith(cut["text"]) and word not in cut["text"] and len(cut["text"]) < len(ref)
+
+
+def test_system_prompt_file_is_the_system_message(run, tmp_path):
+    sysf = tmp_path / "sys.txt"
+    sysf.write_text("S\n")
+    args = ("-p", "hi", "-n", "4", "--temp", "0", "--json", "--chat")
+    assert as_json(run(*args, "-sysf", sysf))["text"] == as_json(run(*args, "-sys", "S"))["text"]
+
+
+def test_escape_turns_backslash_n_into_a_new_line(run):
+    args = ("-n", "4", "--temp", "0", "--json")
+    escaped, plain = as_json(run("-e", "-p", "a\\nb", *args)), as_json(run("-p", "a\nb", *args))
+    assert (escaped["text"], escaped["tokens_evaluated"]) == (
+        plain["text"], plain["tokens_evaluated"])

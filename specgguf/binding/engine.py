@@ -18,12 +18,12 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
 from specgguf import interrupts
-from specgguf.binding import llama_ext
+from specgguf.binding import llama_ext, param_overrides
 from specgguf.binding.offload import (
     DEVICE_KINDS,
     Device,
@@ -262,9 +262,11 @@ class Model:
         repack: bool = True,
         devices: Sequence[int] | None = None,
         load_mtp: bool = False,
+        overrides: Sequence[tuple[str, Any]] = (),
     ) -> None:
         """`load_mtp`: load the model's NextN (MTP) layers too, which llama.cpp skips by
-        default; an MTP context over a model loaded without them aborts in llama.cpp."""
+        default; an MTP context over a model loaded without them aborts in llama.cpp.
+        `overrides`: llama_model_params fields the command line sets (-lm, -sm, -ts ...)."""
         init_backend(_verbose)
         self.path = Path(path)
         params = ll.llama_model_default_params()
@@ -278,6 +280,7 @@ class Model:
         # -nr/--no-repack: llama.cpp's way around crashes in repacked (AMX) kernels.
         params.use_extra_bufts = repack
         params.progress_callback = _progress_callback
+        self._param_arrays = param_overrides.apply(params, overrides)  # alive while loading
         ptr = ll.llama_model_load_from_file(str(self.path).encode(), params)
         if interrupts.pending():  # abandoned, or finished while the signal waited
             if ptr:
@@ -375,6 +378,9 @@ class ContextParams:
     #: sequences the context holds at once (a server's -np batched into one context); more
     #: than one makes the KV cache unified, so one batch may mix any rows of any sequences
     n_seq_max: int = 1
+    #: llama_context_params fields the command line sets (-tb, RoPE/YaRN, -nkvo ...), written
+    #: last: (field, value) pairs
+    overrides: tuple[tuple[str, Any], ...] = ()
 
 
 def llama_params(params: ContextParams):  # noqa: ANN201 - llama_cpp.llama_context_params
@@ -393,6 +399,7 @@ def llama_params(params: ContextParams):  # noqa: ANN201 - llama_cpp.llama_conte
     cp.no_perf = True
     cp.n_seq_max = params.n_seq_max
     cp.kv_unified = params.n_seq_max > 1
+    param_overrides.apply(cp, params.overrides)  # scalars only: nothing to keep alive
     return cp
 
 

@@ -37,6 +37,7 @@ from specgguf.heads.mtp_head import MtpHead, load_with_mtp_layers
 from specgguf.heads.mtp_info import require_mtp
 from specgguf.loading import memory_budget
 from specgguf.loading.preflight import preflight, resolve_n_ctx
+from specgguf.loading.tuning import LlamaTuning, Overrides
 
 #: the one line `run` prints when the draft drafts through text
 CROSS_VOCAB_NOTICE = (
@@ -68,6 +69,17 @@ class LoadOptions:
     device_draft: str | None = None  # -devd: draft devices (None: follows -dev)
     #: --spec-vocab-strict: refuse a draft with another vocabulary (llama.cpp's rule, exit 4)
     strict_vocab: bool = False
+    #: llama.cpp model and context parameters the command line sets (specgguf.flag_table)
+    tuning: LlamaTuning = LlamaTuning()
+
+
+def with_placements(overrides: Overrides) -> Overrides:
+    """Model overrides with -ot's (pattern, buffer type) pairs as the array llama.cpp reads
+    (an unknown buffer type: one line, exit 1)."""
+    from specgguf.binding.tensor_placement import override_array
+
+    return tuple((k, override_array(v) if k == "tensor_buft_overrides" else v)
+                 for k, v in overrides)  # fmt: skip
 
 
 @dataclass
@@ -200,7 +212,8 @@ class Session:
         load_target = load_with_mtp_layers if own_layers else engine.Model
         with devices.recording(self.placement, "target", placed.record):
             self.target_model = load_target(
-                load.model, n_gpu_layers=self.ngl, repack=load.repack, devices=placed.target
+                load.model, n_gpu_layers=self.ngl, repack=load.repack, devices=placed.target,
+                overrides=with_placements(load.tuning.target_model),
             )
         md: engine.Model | None = None  # the -md file, when a type uses it
         assistant = self.info.mtp_drafter is not None
@@ -211,6 +224,7 @@ class Session:
                     n_gpu_layers=self.ngl_draft,
                     repack=load.repack,
                     devices=placed.draft,
+                    overrides=with_placements(load.tuning.draft_model),
                 )
         #: the draft model (draft-simple), EAGLE-3 head (draft-eagle3) or block drafter
         #: (draft-dflash, draft-dspark) of -md
@@ -294,6 +308,7 @@ class Session:
             load.flash_attn,
             load.cache_type_k_draft if draft else load.cache_type_k,
             load.cache_type_v_draft if draft else load.cache_type_v,
+            overrides=load.tuning.draft_context if draft else load.tuning.target_context,
         )
 
     def _tree_sequences(self, *, draft: bool) -> int:

@@ -112,6 +112,14 @@ class ServerConfig:
     seed: int = -1  # -s: a request without a seed gets this one (-1: a fresh random seed)
     #: --reasoning-format: how a chat answer's thinking is returned (a request may ask another)
     reasoning_format: str = "auto"
+    #: the handlers of ENDPOINTS switched off (--no-webui: "page", --no-slots: "slots")
+    disabled: frozenset[str] = frozenset()
+
+
+def served(cfg: ServerConfig) -> tuple[Endpoint, ...]:
+    """The endpoints this configuration answers (a switched-off one is a 404, as in
+    llama-server)."""
+    return tuple(e for e in ENDPOINTS if e.handler not in cfg.disabled)
 
 
 class App:
@@ -127,7 +135,7 @@ class App:
         self.preparing = ThreadPoolExecutor(PREPARE_THREADS, thread_name_prefix="specgguf-prep")
         routes = [
             Route(path, getattr(self, e.handler), methods=[e.method])
-            for e in ENDPOINTS
+            for e in served(cfg)
             for path in e.paths
         ]
         self.asgi = Starlette(

@@ -1,0 +1,470 @@
+"""THE flag table: every flag of llama.cpp's llama-server, llama-cli and llama-completion
+--help (vendored.py), plus the older spellings real scripts still carry (LEGACY), each with
+its status here:
+
+* DECLARED: an option of the specgguf command itself (cli/), with llama.cpp's meaning;
+* SETTING: declared from this table and carried to a llama.cpp model or context parameter
+  (or a LoadOptions field) of the target, the draft, or both;
+* ALWAYS: what specgguf always does (accepted with that value; the other value is refused with
+  the row's note);
+* DEPRECATED: llama.cpp itself accepts it and does nothing but warn; so does specgguf;
+* REFUSED: one line saying why and what to do instead, exit 1;
+* REMOVED: llama.cpp removed it; refused with llama.cpp's message and the corrected command
+  (specgguf.migrate.removed_flags);
+* PRESET: stands for other flags (PRESETS), put in its place before the command line is read;
+* DELEGATED: belongs to another family of flags (the sampler chain, the model dialects, the
+  editors' infill), declared by that family's own table.
+
+Nothing is silently ignored: a flag a command does not list is an unknown option there."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from functools import cache
+from typing import Any
+
+from specgguf.flag_table import values as v
+from specgguf.flag_table.vendored import PROGRAM_COMMANDS, VendoredFlag, vendored_flags
+
+
+class Status(str, Enum):
+    DECLARED = "declared"
+    SETTING = "setting"
+    ALWAYS = "always"
+    DEPRECATED = "deprecated"
+    REFUSED = "refused"
+    REMOVED = "removed"
+    DELEGATED = "delegated"
+    PRESET = "preset"
+
+
+#: where a SETTING goes: a LoadOptions field, a llama.cpp parameter of the model or of the
+#: context (for the target, the draft, or both), or a serve endpoint switched on or off
+SCOPES = ("load", "model", "context", "server")
+ROLES = ("target", "draft", "both")
+
+
+@dataclass(frozen=True)
+class Setting:
+    scope: str  # one of SCOPES
+    field: str  # the LoadOptions field or llama_model_params/llama_context_params field
+    parse: v.Parser
+    role: str = "both"  # one of ROLES
+
+
+@dataclass(frozen=True)
+class Entry:
+    """What specgguf does with one flag (the part of a row that is not llama.cpp's)."""
+
+    status: Status
+    note: str  # what it does here; why it is refused; the warning; the owning family
+    setting: Setting | None = None
+    always: Any = None  # ALWAYS: the value accepted
+    commands: frozenset[str] | None = None  # None: as llama.cpp's programs map (PROGRAM_COMMANDS)
+    bare: str | None = None  # the value a bare spelling means (-fa alone: "on")
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One row of the table."""
+
+    flag: VendoredFlag
+    entry: Entry
+    legacy: bool = False  # a spelling of an older llama.cpp, absent from the pinned --help
+
+    @property
+    def key(self) -> str:
+        return self.flag.key
+
+    @property
+    def status(self) -> Status:
+        return self.entry.status
+
+    @property
+    def commands(self) -> frozenset[str]:
+        if self.entry.commands is not None:
+            return self.entry.commands
+        mapped = frozenset(PROGRAM_COMMANDS[p] for p in self.flag.programs)
+        # a loading setting means the same to bench, which loads the pair too
+        return mapped | {"bench"} if self.status is Status.SETTING else mapped
+
+    @property
+    def is_switch(self) -> bool:
+        return not self.flag.values
+
+    @property
+    def param(self) -> str:
+        """The Python name a command's parameter has for it."""
+        return "llama_" + self.key.lstrip("-").replace("-", "_").replace(".", "_").replace("+", "")
+
+
+def declared(note: str = "", commands: str | None = None) -> Entry:
+    return Entry(Status.DECLARED, note, commands=_commands(commands))
+
+
+def setting(scope: str, name: str, parse: v.Parser, note: str, role: str = "both",
+            commands: str | None = None) -> Entry:  # fmt: skip
+    return Entry(Status.SETTING, note, Setting(scope, name, parse, role),
+                 commands=_commands(commands))  # fmt: skip
+
+
+def always(value: Any, note: str, commands: str | None = None) -> Entry:
+    return Entry(Status.ALWAYS, note, always=value, commands=_commands(commands))
+
+
+def deprecated(warning: str) -> Entry:
+    return Entry(Status.DEPRECATED, warning)
+
+
+def refused(why: str, commands: str | None = None) -> Entry:
+    return Entry(Status.REFUSED, why, commands=_commands(commands))
+
+
+def delegated(family: str) -> Entry:
+    return Entry(Status.DELEGATED, f"owned by the {family} family")
+
+
+REMOVED = Entry(Status.REMOVED, "removed by llama.cpp: refused with the corrected command")
+
+
+def _commands(names: str | None) -> frozenset[str] | None:
+    return None if names is None else frozenset(names.split())
+
+
+# -- the reasons shared by several rows -------------------------------------------------------
+_MULTIMODAL = "specgguf generates from text only (no multimodal projector, images, audio or video): run llama-server for media input"  # noqa: E501
+_ADAPTERS = "LoRA adapters and control vectors are not applied here: merge the adapter into a GGUF (llama.cpp's llama-export-lora) and pass it with -m"  # noqa: E501
+_ROUTER = "specgguf serve serves one model pair per process (no model router): start one serve per model"  # noqa: E501
+_AFFINITY = "CPU affinity, priority and polling of llama.cpp's thread pools are not set here: pin the process with taskset (CPUs) and nice/chrt (priority) instead"  # noqa: E501
+_SERVER_FEATURE = "is not built into specgguf serve: put a reverse proxy in front for it"
+_TOOLS = "specgguf serve runs no tools or MCP servers of its own: clients call tools (the OpenAI tools API is supported)"  # noqa: E501
+_INTERACTIVE = "llama-completion's interactive mode is not built: use `specgguf run -cnv` for a chat"  # noqa: E501
+_LOGS = "llama.cpp's own log formatting is not configurable here: -v shows llama.cpp's log, -q hides specgguf's"  # noqa: E501
+_EMBEDDINGS = "embeddings are not served yet: run llama-server --embeddings for them"
+
+SAMPLERS, DIALECTS, INFILL = "samplers", "dialects", "infill"
+
+#: what specgguf does with each vendored flag, by its key (VendoredFlag.key)
+ENTRIES: dict[str, Entry] = {
+    "--help": declared("this help"),
+    "--version": declared("the version, in llama.cpp's shape"),
+    "--cache-list": refused("specgguf keeps no llama.cpp download cache list: `specgguf pull` and ~/.cache/specgguf/models hold its models"),  # noqa: E501
+    "--completion-bash": refused("no shell completion script is generated"),
+    "--server-base": refused("specgguf run is not a client of a running server: run it against the model with -m"),  # noqa: E501
+    "--verbose-prompt": refused("the prompt's tokens are not printed: --trace writes every round's tokens to a file"),  # noqa: E501
+    "--display-prompt": always(False, "the prompt is not echoed: --no-display-prompt is what specgguf run does"),  # noqa: E501
+    "--color": declared("colour the tokens that came from accepted drafts (bare: on)"),
+    "--threads": declared(),
+    "--threads-batch": setting("context", "n_threads_batch", v.integer(1, 512), "threads for prompt processing (batches); default: as -t", "target"),  # noqa: E501
+    "--cpu-mask": refused(_AFFINITY),
+    "--cpu-range": refused(_AFFINITY),
+    "--cpu-strict": refused(_AFFINITY),
+    "--prio": refused(_AFFINITY),
+    "--poll": refused(_AFFINITY),
+    "--cpu-mask-batch": refused(_AFFINITY),
+    "--cpu-range-batch": refused(_AFFINITY),
+    "--cpu-strict-batch": refused(_AFFINITY),
+    "--prio-batch": refused(_AFFINITY),
+    "--poll-batch": refused(_AFFINITY),
+    "--lookup-cache-static": declared("n-gram cache drafting (--spec-type ngram-cache)", "run serve bench"),  # noqa: E501
+    "--lookup-cache-dynamic": declared("n-gram cache drafting (--spec-type ngram-cache)", "run serve bench"),  # noqa: E501
+    "--ctx-size": declared(),
+    "--kv-unified-per-slot": refused("slots share one context here; its KV cache is unified whenever -np > 1"),  # noqa: E501
+    "--predict": declared(),
+    "--batch-size": declared(),
+    "--ubatch-size": setting("load", "n_ubatch", v.integer(1, 65536), "physical batch size (rows per pass; capped at -b)"),  # noqa: E501
+    "--keep": deprecated("--keep has no effect: specgguf never shifts the context (a full context ends the generation)"),  # noqa: E501
+    "--swa-full": setting("context", "swa_full", v.switch, "full-size KV cache for sliding-window attention"),  # noqa: E501
+    "--ctx-checkpoints": refused("context checkpoints for prompt reuse are not kept here (recurrent and hybrid models roll back by their own checkpoints)"),  # noqa: E501
+    "--checkpoint-min-step": refused("context checkpoints for prompt reuse are not kept here"),
+    "--cache-ram": refused("there is no host-memory prompt cache here: each slot reuses the prefix its own KV cache holds"),  # noqa: E501
+    "--kv-unified": always(True, "slots share one KV cache (it is unified whenever -np > 1): --no-kv-unified cannot be honoured"),  # noqa: E501
+    "--cache-idle-slots": refused("there is no host-memory prompt cache here"),
+    "--context-shift": always(False, "specgguf never shifts the context (a full context ends the generation, as --no-context-shift): --context-shift cannot be honoured"),  # noqa: E501
+    "--flash-attn": declared("flash attention: on, off or auto (bare -fa: on)"),
+    "--prompt": declared(),
+    "--system-prompt": declared(commands="run serve"),
+    "--perf": always(False, "libllama's internal timings are off: specgguf prints its own report (--perf cannot be honoured)"),  # noqa: E501
+    "--show-timings": always(True, "the report after each answer is on; -q hides it"),
+    "--file": declared(),
+    "--system-prompt-file": declared("the system message from a file", "run"),
+    "--binary-file": refused("the prompt is UTF-8 text: use -f"),
+    "--escape": declared("process escape sequences (\\n, \\t, \\\", \\\\) in -p", "run"),
+    "--print-token-count": refused("no periodic token count is printed: the report counts tokens"),  # noqa: E501
+    "--prompt-cache": refused("no prompt cache file: -cnv keeps the conversation in the KV cache"),  # noqa: E501
+    "--prompt-cache-all": refused("no prompt cache file"),
+    "--prompt-cache-ro": refused("no prompt cache file"),
+    "--reverse-prompt": declared("stop an answer at this text (with -cnv: the next turn follows)", "run"),  # noqa: E501
+    "--special": refused("special tokens are not printed: their text is left out of the output"),  # noqa: E501
+    "--conversation": declared("interactive chat"),
+    "--single-turn": declared("-cnv answers one turn, then exits", "run"),
+    "--interactive": refused(_INTERACTIVE),
+    "--interactive-first": refused(_INTERACTIVE),
+    "--multiline-input": refused("end a -cnv line with \\ to continue it on the next"),
+    "--in-prefix-bos": refused(_INTERACTIVE),
+    "--in-prefix": refused(_INTERACTIVE),
+    "--in-suffix": refused(_INTERACTIVE),
+    "--warmup": always(False, "no warm-up pass is run: the first answer pays the first pass's set-up (--warmup cannot be honoured)"),  # noqa: E501
+    "--spm-infill": delegated(INFILL),
+    "--seed": declared(),
+    "--ignore-eos": declared(),
+    "--temp": declared(),
+    "--top-k": declared(),
+    "--top-p": declared(),
+    "--min-p": declared(),
+    "--grammar": declared(),
+    "--grammar-file": declared(),
+    "--json-schema": declared(),
+    "--json-schema-file": declared(),
+    "--pooling": refused(_EMBEDDINGS),
+    "--rope-scaling": setting("context", "rope_scaling_type", v.choice(v.ROPE_SCALING), "RoPE frequency scaling: none, linear or yarn"),  # noqa: E501
+    "--rope-scale": setting("context", "rope_freq_scale", v.reciprocal(1e-3, 1e3), "RoPE context scaling factor (the context is stretched N times)"),  # noqa: E501
+    "--rope-freq-base": setting("context", "rope_freq_base", v.real(0.0, 1e12), "RoPE base frequency"),  # noqa: E501
+    "--rope-freq-scale": setting("context", "rope_freq_scale", v.real(1e-6, 1e3), "RoPE frequency scaling factor"),  # noqa: E501
+    "--yarn-orig-ctx": setting("context", "yarn_orig_ctx", v.integer(0, 1 << 24), "YaRN: the model's original context size"),  # noqa: E501
+    "--yarn-ext-factor": setting("context", "yarn_ext_factor", v.real(-1.0, 100.0), "YaRN: extrapolation mix factor"),  # noqa: E501
+    "--yarn-attn-factor": setting("context", "yarn_attn_factor", v.real(-1.0, 100.0), "YaRN: attention magnitude scale"),  # noqa: E501
+    "--yarn-beta-slow": setting("context", "yarn_beta_slow", v.real(-1.0, 1000.0), "YaRN: high correction dim"),  # noqa: E501
+    "--yarn-beta-fast": setting("context", "yarn_beta_fast", v.real(-1.0, 1000.0), "YaRN: low correction dim"),  # noqa: E501
+    "--grp-attn-n": refused("self-extend (group attention) is not implemented: use --rope-scaling yarn"),  # noqa: E501
+    "--grp-attn-w": refused("self-extend (group attention) is not implemented: use --rope-scaling yarn"),  # noqa: E501
+    "--kv-offload": setting("context", "offload_kqv", v.switch, "keep the KV cache on the GPU (-nkvo: in host memory)"),  # noqa: E501
+    "--repack": declared("weight repacking (-nr: off)"),
+    "--no-host": setting("model", "no_host", v.switch, "bypass host buffers for the weights"),
+    "--cache-type-k": declared(),
+    "--cache-type-v": declared(),
+    "--defrag-thold": deprecated("--defrag-thold is deprecated and no longer needed: the KV cache defragments itself"),  # noqa: E501
+    "--parallel": declared("slots", "serve"),
+    "--cont-batching": always(True, "continuous batching is always on in specgguf serve: --no-cont-batching cannot be honoured"),  # noqa: E501
+    "--mmproj": refused(_MULTIMODAL),
+    "--mmproj-url": refused(_MULTIMODAL),
+    "--mmproj-auto": always(False, "no multimodal projector is ever loaded (--no-mmproj is what specgguf does)"),  # noqa: E501
+    "--mmproj-offload": refused(_MULTIMODAL),
+    "--mmproj-device": refused(_MULTIMODAL),
+    "--image": refused(_MULTIMODAL),
+    "--image-min-tokens": refused(_MULTIMODAL),
+    "--image-max-tokens": refused(_MULTIMODAL),
+    "--mtmd-batch-max-tokens": refused(_MULTIMODAL),
+    "--video-fps": refused(_MULTIMODAL),
+    "--video-timestamp-interval": refused(_MULTIMODAL),
+    "--video-ffmpeg-dir": refused(_MULTIMODAL),
+    "--rpc": declared(),
+    "--load-mode": setting("model", "load_mode", v.choice(v.LOAD_MODES), "how the weights are read: auto, none, mmap, mlock, mmap+mlock or dio"),  # noqa: E501
+    "--lazy-mode": setting("model", "lazy_mode", v.choice(v.LAZY_MODES), "on-demand reading of large per-layer tensors: off, auto or on"),  # noqa: E501
+    "--numa": refused("NUMA placement is not exposed here: start the process under numactl"),
+    "--device": declared(),
+    "--list-devices": declared(),
+    "--override-tensor": setting("model", "tensor_buft_overrides", v.tensor_overrides, "put the tensors matching each pattern in a buffer type (e.g. exps=CPU)", "target"),  # noqa: E501
+    "--cpu-moe": setting("model", "tensor_buft_overrides", v.all_on_cpu(v.FFN_EXPERTS), "keep every Mixture-of-Experts weight on the CPU", "target"),  # noqa: E501
+    "--n-cpu-moe": setting("model", "tensor_buft_overrides", v.first_layers_on_cpu(v.FFN_EXPERTS), "keep the first N layers' expert weights on the CPU", "target"),  # noqa: E501
+    "--n-cpu-ffn": setting("model", "tensor_buft_overrides", v.first_layers_on_cpu(v.FFN_DENSE), "keep the first N layers' dense FFN weights on the CPU", "target"),  # noqa: E501
+    "--gpu-layers": declared(),
+    "--split-mode": setting("model", "split_mode", v.choice(v.SPLIT_MODES), "how a model is split across GPUs: none, layer, row or tensor", "target"),  # noqa: E501
+    "--tensor-split": setting("model", "tensor_split", v.fractions, "each GPU's share of the model, e.g. 3,1", "target"),  # noqa: E501
+    "--main-gpu": setting("model", "main_gpu", v.integer(0, 63), "the GPU for the whole model (-sm none) or for intermediate results (-sm row)", "target"),  # noqa: E501
+    "--fit": always("off", "llama.cpp's automatic fitting is not run: specgguf checks -c against memory and offloads -ngl layers (-fit on cannot be honoured)"),  # noqa: E501
+    "--fit-target": refused("llama.cpp's automatic fitting is not run: set -ngl and -c"),
+    "--fit-ctx": refused("llama.cpp's automatic fitting is not run: set -ngl and -c"),
+    "--check-tensors": setting("model", "check_tensors", v.switch, "check the weights for invalid values while loading"),  # noqa: E501
+    "--override-kv": refused("metadata overrides are not applied: edit a copy of the GGUF (gguf-py's gguf_set_metadata)"),  # noqa: E501
+    "--op-offload": setting("context", "op_offload", v.switch, "offload host-buffer operations to the device"),  # noqa: E501
+    "--lora": refused(_ADAPTERS),
+    "--lora-scaled": refused(_ADAPTERS),
+    "--control-vector": refused(_ADAPTERS),
+    "--control-vector-scaled": refused(_ADAPTERS),
+    "--control-vector-layer-range": refused(_ADAPTERS),
+    "--alias": declared(commands="serve"),
+    "--tags": refused("model tags are for the model router, which specgguf serve is not"),
+    "--model": declared(),
+    "--model-url": refused("models are not downloaded from a URL: download the GGUF and pass it with -m"),  # noqa: E501
+    "--docker-repo": refused("models are not pulled from Docker Hub: download the GGUF and pass it with -m"),  # noqa: E501
+    "--hf-repo": declared("models by name (Hugging Face Hub)", "run serve bench"),
+    "--hf-file": declared("models by name (Hugging Face Hub)", "run serve bench"),
+    "--hf-token": declared("models by name (Hugging Face Hub)", "run serve bench"),
+    "--output": refused("the output goes to stdout: redirect it (> FILE)"),
+    "--embd-normalize": refused(_EMBEDDINGS),
+    "--host": declared(),
+    "--port": declared(),
+    "--reuse-port": refused("SO_REUSEPORT " + _SERVER_FEATURE),
+    "--path": refused("serving static files " + _SERVER_FEATURE),
+    "--cors-origins": refused("CORS " + _SERVER_FEATURE),
+    "--cors-methods": refused("CORS " + _SERVER_FEATURE),
+    "--cors-headers": refused("CORS " + _SERVER_FEATURE),
+    "--cors-credentials": refused("CORS " + _SERVER_FEATURE),
+    "--api-prefix": refused("an API path prefix " + _SERVER_FEATURE),
+    "--ui-config": refused("the chat page at / has no configuration"),
+    "--ui-config-file": refused("the chat page at / has no configuration"),
+    "--ui-mcp-proxy": refused(_TOOLS),
+    "--tools": refused(_TOOLS),
+    "--tools-runtime": refused(_TOOLS),
+    "--mcp-servers-config": refused(_TOOLS),
+    "--mcp-servers-json": refused(_TOOLS),
+    "--agent": refused(_TOOLS),
+    "--ui": setting("server", "page", v.switch, "the chat page at / (--no-webui: not served)", commands="serve"),  # noqa: E501
+    "--embedding": refused(_EMBEDDINGS),
+    "--rerank": refused("reranking is not served: run llama-server --reranking for it"),
+    "--api-key": declared(),
+    "--api-key-file": refused("pass the keys with --api-key or LLAMA_API_KEY (a comma list)"),
+    "--ssl-key-file": refused("TLS " + _SERVER_FEATURE),
+    "--ssl-cert-file": refused("TLS " + _SERVER_FEATURE),
+    "--timeout": declared(),
+    "--sse-ping-interval": refused("no SSE keep-alive pings are sent"),
+    "--threads-http": refused("the HTTP server runs on one event loop: there is no HTTP thread pool to size"),  # noqa: E501
+    "--cache-prompt": always(True, "each slot always reuses the prefix its KV cache holds: --no-cache-prompt cannot be honoured"),  # noqa: E501
+    "--cache-reuse": delegated(INFILL),
+    "--metrics": always(True, "/metrics is always served"),
+    "--props": always(True, "/props is always served (read only)"),
+    "--slots": setting("server", "slots", v.switch, "the /slots endpoint (on by default here; --no-slots: not served)", commands="serve"),  # noqa: E501
+    "--slot-save-path": refused("slots are not saved to files"),
+    "--media-path": refused(_MULTIMODAL),
+    "--models-dir": refused(_ROUTER),
+    "--models-preset": refused(_ROUTER),
+    "--models-max": refused(_ROUTER),
+    "--models-autoload": refused(_ROUTER),
+    "--jinja": delegated(DIALECTS),
+    "--reasoning-format": delegated(DIALECTS),
+    "--reasoning": delegated(DIALECTS),
+    "--reasoning-effort": delegated(DIALECTS),
+    "--reasoning-budget": delegated(DIALECTS),
+    "--reasoning-budget-message": delegated(DIALECTS),
+    "--reasoning-preserve": delegated(DIALECTS),
+    "--chat-template": delegated(DIALECTS),
+    "--chat-template-kwargs": delegated(DIALECTS),
+    "--chat-template-file": declared(commands="run serve"),
+    "--skip-chat-parsing": delegated(DIALECTS),
+    "--prefill-assistant": delegated(DIALECTS),
+    "--slot-prompt-similarity": refused("a request goes to the first free slot; slots are not matched by prompt similarity"),  # noqa: E501
+    "--lora-init-without-apply": refused(_ADAPTERS),
+    "--sleep-idle-seconds": refused("the models stay loaded while the server runs"),
+    "--simple-io": always(True, "input and output are plain streams (no console tricks)"),
+    "--log-disable": refused(_LOGS),
+    "--log-file": refused(_LOGS),
+    "--log-jsonl": refused(_LOGS),
+    "--log-prompts-dir": refused(_LOGS),
+    "--log-colors": refused(_LOGS),
+    "--verbose": declared("show llama.cpp's own log"),
+    "--offline": declared("models by name (Hugging Face Hub)", "run serve bench"),
+    "--verbosity": refused(_LOGS),
+    "--log-prefix": refused(_LOGS),
+    "--log-timestamps": refused(_LOGS),
+    "--spec-draft-hf": declared("models by name (Hugging Face Hub)", "run serve bench"),
+    "--spec-draft-threads": declared(),
+    "--spec-draft-threads-batch": setting("context", "n_threads_batch", v.integer(1, 512), "the draft's threads for batches; default: as -td", "draft"),  # noqa: E501
+    "--spec-draft-cpu-mask": refused(_AFFINITY),
+    "--spec-draft-cpu-range": refused(_AFFINITY),
+    "--spec-draft-cpu-strict": refused(_AFFINITY),
+    "--spec-draft-prio": refused(_AFFINITY),
+    "--spec-draft-poll": refused(_AFFINITY),
+    "--spec-draft-cpu-mask-batch": refused(_AFFINITY),
+    "--spec-draft-cpu-strict-batch": refused(_AFFINITY),
+    "--spec-draft-prio-batch": refused(_AFFINITY),
+    "--spec-draft-poll-batch": refused(_AFFINITY),
+    "--spec-draft-type-k": declared(commands="run serve bench"),
+    "--spec-draft-type-v": declared(commands="run serve bench"),
+    "--spec-draft-override-tensor": setting("model", "tensor_buft_overrides", v.tensor_overrides, "the draft's -ot", "draft"),  # noqa: E501
+    "--spec-draft-cpu-moe": setting("model", "tensor_buft_overrides", v.all_on_cpu(v.FFN_EXPERTS), "the draft's -cmoe", "draft"),  # noqa: E501
+    "--spec-draft-n-cpu-moe": setting("model", "tensor_buft_overrides", v.first_layers_on_cpu(v.FFN_EXPERTS), "the draft's -ncmoe", "draft"),  # noqa: E501
+    "--spec-draft-n-max": declared(),
+    "--spec-draft-n-min": declared(),
+    "--spec-synth-len": refused("synthetic drafts (a test of the verifier) are not offered: --spec-type none measures plain decoding"),  # noqa: E501
+    "--spec-synth-rates": refused("synthetic drafts (a test of the verifier) are not offered"),
+    "--spec-draft-p-split": declared(),
+    "--spec-draft-p-min": declared(),
+    "--spec-draft-backend-sampling": always(False, "drafts are sampled on the CPU by specgguf's own sampler (--spec-draft-backend-sampling cannot be honoured)"),  # noqa: E501
+    "--spec-draft-device": declared(),
+    "--spec-draft-ngl": declared(),
+    "--spec-draft-model": declared(),
+    "--spec-type": declared(),
+    "--spec-ngram-mod-n-min": declared(commands="run serve bench"),
+    "--spec-ngram-mod-n-max": declared(commands="run serve bench"),
+    "--spec-ngram-mod-n-match": declared(commands="run serve bench"),
+    "--spec-ngram-simple-size-n": declared(commands="run serve bench"),
+    "--spec-ngram-simple-size-m": declared(commands="run serve bench"),
+    "--spec-ngram-simple-min-hits": declared(commands="run serve bench"),
+    "--spec-ngram-map-k-size-n": declared(commands="run serve bench"),
+    "--spec-ngram-map-k-size-m": declared(commands="run serve bench"),
+    "--spec-ngram-map-k-min-hits": declared(commands="run serve bench"),
+    "--spec-ngram-map-k4v-size-n": declared(commands="run serve bench"),
+    "--spec-ngram-map-k4v-size-m": declared(commands="run serve bench"),
+    "--spec-ngram-map-k4v-min-hits": declared(commands="run serve bench"),
+    "--draft": REMOVED,
+    "--draft-min": REMOVED,
+    "--spec-ngram-size-n": REMOVED,
+    "--spec-ngram-size-m": REMOVED,
+    "--spec-ngram-min-hits": REMOVED,
+    "--embd-gemma-default": refused(_EMBEDDINGS),
+    "--fim-qwen-1.5b-default": delegated(INFILL),
+    "--fim-qwen-3b-default": delegated(INFILL),
+    "--fim-qwen-7b-default": delegated(INFILL),
+    "--fim-qwen-7b-spec": delegated(INFILL),
+    "--fim-qwen-14b-spec": delegated(INFILL),
+    "--fim-qwen-30b-default": delegated(INFILL),
+    "--gpt-oss-20b-default": refused("this preset downloads gpt-oss-20b, which specgguf does not pull: pass the GGUF with -m"),  # noqa: E501
+    "--gpt-oss-120b-default": refused("this preset downloads gpt-oss-120b, which specgguf does not pull: pass the GGUF with -m"),  # noqa: E501
+    "--vision-gemma-4b-default": refused(_MULTIMODAL),
+    "--vision-gemma-12b-default": refused(_MULTIMODAL),
+    "--spec-default": Entry(Status.PRESET, "llama-server's default speculation: ngram-mod (n-match 24, n-min 48, n-max 64) added to the spec types; with a draft model (-md, -hfd, or no -m: the pulled pair) draft-simple too"),  # noqa: E501
+}
+
+#: spellings of older llama.cpp releases that real command lines still carry, absent from the
+#: pinned --help: each is a row of its own (spellings, value form, variable, programs)
+LEGACY: tuple[tuple[VendoredFlag, Entry], ...] = (
+    (
+        VendoredFlag(("--mlock",), (), (), None, "LLAMA_ARG_MLOCK",
+                     ("llama-server", "llama-cli", "llama-completion"), False,
+                     "keep the model in RAM (older spelling of -lm mmap+mlock)"),
+        setting("model", "load_mode", lambda _: v.LOAD_MODES["mmap+mlock"],
+                "keep the weights in RAM (as -lm mmap+mlock)"),
+    ),
+    (
+        VendoredFlag(("--mmap",), ("--no-mmap",), (), None, "LLAMA_ARG_MMAP",
+                     ("llama-server", "llama-cli", "llama-completion"), False,
+                     "memory-map the model (older spelling of -lm mmap / -lm none)"),
+        setting("model", "load_mode", lambda on: v.LOAD_MODES["mmap" if on else "none"],
+                "memory-map the weights (--no-mmap: read them into memory, as -lm none)"),
+    ),
+)
+
+#: what each PRESET row stands for: the spec types it adds, and the flags it sets
+PRESETS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "--spec-default": (
+        ("ngram-mod",),
+        ("--spec-ngram-mod-n-match", "24", "--spec-ngram-mod-n-min", "48",
+         "--spec-ngram-mod-n-max", "64"),
+    ),
+}
+
+#: the flags whose bare spelling stands for a value: older llama.cpp took them as switches
+BARE_VALUES = {"--flash-attn": "on", "--color": "on"}
+
+
+def entry_of(flag: VendoredFlag) -> Entry | None:
+    """A vendored flag's entry: its own, else, for the flags llama.cpp lists under "sampling
+    params", the sampler-chain family's."""
+    entry = ENTRIES.get(flag.key)
+    if entry is None and flag.sampling:
+        return delegated(SAMPLERS)
+    return entry
+
+
+@cache
+def flag_table() -> tuple[Flag, ...]:
+    """Every row: the vendored flags that have an entry, in --help order, then LEGACY.
+    (A vendored flag without an entry is a gap tests/test_flag_table.py reports.)"""
+    rows = [Flag(f, e) for f in vendored_flags() if (e := entry_of(f)) is not None]
+    rows += [Flag(f, e, legacy=True) for f, e in LEGACY]
+    return tuple(rows)
+
+
+def rows_for(command: str, *statuses: Status) -> tuple[Flag, ...]:
+    """The rows `command` (run, serve, bench) takes, of the given statuses."""
+    return tuple(r for r in flag_table() if command in r.commands and r.status in statuses)
+
+
+def row_of(spelling: str) -> Flag | None:
+    """The row a spelling (or negative spelling) belongs to."""
+    for row in flag_table():
+        if spelling in row.flag.spellings or spelling in row.flag.negative:
+            return row
+    return None

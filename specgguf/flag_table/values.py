@@ -1,0 +1,101 @@
+"""How the flag table's values are read: each parser takes the text a user gave and returns
+the value the setting wants, or raises ValueError with what was expected. The enumerations
+carry llama.h's numbers (tests/test_flag_table.py checks them against the bindings), so that
+the table stays free of llama.cpp."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+Parser = Callable[[str], Any]
+
+#: llama.h's llama_load_mode (-lm/--load-mode)
+LOAD_MODES = {"auto": -1, "none": 0, "mmap": 1, "mlock": 2, "mmap+mlock": 3, "dio": 4}
+#: llama.h's llama_lazy_mode (-lzm/--lazy-mode)
+LAZY_MODES = {"off": 0, "auto": 1, "on": 2}
+#: llama.h's llama_split_mode (-sm/--split-mode)
+SPLIT_MODES = {"none": 0, "layer": 1, "row": 2, "tensor": 3}
+#: llama.h's llama_rope_scaling_type (--rope-scaling)
+ROPE_SCALING = {"none": 0, "linear": 1, "yarn": 2}
+
+
+def choice(names: Mapping[str, Any]) -> Parser:
+    def parse(text: str) -> Any:
+        key = text.strip().lower()
+        if key not in names:
+            raise ValueError(f"one of {', '.join(names)}")
+        return names[key]
+
+    return parse
+
+
+def _number(kind: type, what: str, lo: float, hi: float) -> Parser:
+    def parse(text: str) -> Any:
+        try:
+            x = kind(text.strip())
+        except ValueError:
+            raise ValueError(what) from None
+        if not lo <= x <= hi:
+            raise ValueError(f"{what} in {lo:g}..{hi:g}")
+        return x
+
+    return parse
+
+
+def integer(lo: int, hi: int) -> Parser:
+    return _number(int, "a whole number", lo, hi)
+
+
+def real(lo: float, hi: float) -> Parser:
+    return _number(float, "a number", lo, hi)
+
+
+def reciprocal(lo: float, hi: float) -> Parser:
+    """--rope-scale N: the context is stretched N times, i.e. a frequency scale of 1/N."""
+    parse_real = real(lo, hi)
+    return lambda text: 1.0 / parse_real(text)
+
+
+def fractions(text: str) -> tuple[float, ...]:
+    """-ts 3,1: each device's share of the model, as proportions (llama.cpp's tensor_split)."""
+    parts = [p.strip() for p in text.replace("/", ",").split(",") if p.strip()]
+    try:
+        shares = tuple(float(p) for p in parts)
+    except ValueError:
+        raise ValueError("comma-separated proportions such as 3,1") from None
+    if not shares or len(shares) > 16 or any(s < 0 for s in shares) or not any(shares):
+        raise ValueError("1 to 16 non-negative proportions, not all zero")
+    return shares
+
+
+def switch(text: str) -> bool:
+    """A switch's value: the table reads bare switches as True, their `--no-` spelling False."""
+    return bool(text)
+
+
+#: the tensor name patterns of a layer's FFN weights (llama.cpp's): experts, and dense
+FFN_EXPERTS = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"
+FFN_DENSE = r"\.ffn_(up|down|gate)\."
+
+
+def tensor_overrides(text: str) -> tuple[tuple[str, str], ...]:
+    """-ot PATTERN=BUFTYPE[,PATTERN=BUFTYPE...]: (pattern, buffer type name) pairs."""
+    pairs = []
+    for item in text.split(","):
+        pattern, eq, buft = item.partition("=")
+        if not eq or not pattern or not buft:
+            raise ValueError("PATTERN=BUFFER_TYPE pairs, comma-separated, e.g. exps=CPU")
+        pairs.append((pattern, buft.strip()))
+    return tuple(pairs)
+
+
+def first_layers_on_cpu(ffn: str) -> Parser:
+    """-ncmoe N / -ncffn N: the FFN weights of layers 0..N-1 on the CPU."""
+    count = integer(0, 4096)
+    return lambda text: tuple((rf"blk\.{i}{ffn}", "CPU") for i in range(count(text)))
+
+
+def all_on_cpu(ffn: str) -> Parser:
+    """-cmoe: every layer's expert weights on the CPU (a switch)."""
+    return lambda _on: ((ffn, "CPU"),)

@@ -1,0 +1,51 @@
+"""LlamaTuning: the llama.cpp parameters a command line sets beyond specgguf's own options
+(-ub, -tb, -lm, RoPE/YaRN, -sm, -ts, -mg ...), per model and context of the target and the
+draft, as (field, value) pairs that the engine writes over llama.cpp's defaults; and serve's
+endpoint switches (--no-webui, --no-slots).
+
+Where each flag goes is declared once, in specgguf.flag_table's rows; this is only the carrier,
+so that the loading layer needs no knowledge of the command line."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+Overrides = tuple[tuple[str, Any], ...]
+
+
+@dataclass(frozen=True)
+class LlamaTuning:
+    #: LoadOptions fields (e.g. n_ubatch)
+    load: Overrides = ()
+    #: llama_model_params fields of the target's and of the draft's model
+    target_model: Overrides = ()
+    draft_model: Overrides = ()
+    #: llama_context_params fields of the target's and of the draft's contexts
+    target_context: Overrides = ()
+    draft_context: Overrides = ()
+    #: serve's switches: ENDPOINTS handler -> on or off (--no-webui: ("page", False))
+    server: Overrides = ()
+
+    def with_setting(self, scope: str, field: str, value: Any, role: str) -> LlamaTuning:
+        """This tuning with `field` set to `value` in `scope` (load, model or context) for
+        `role` (target, draft or both); a later value of the same field wins."""
+        if scope in ("load", "server"):
+            return replace(self, **{scope: _set(getattr(self, scope), field, value)})
+        changes = {}
+        for who in ("target", "draft"):
+            if role in (who, "both"):
+                name = f"{who}_{scope}"
+                changes[name] = _set(getattr(self, name), field, value)
+        return replace(self, **changes)
+
+
+#: the fields whose values add up, in the order given, instead of the last one winning
+#: (-ot, -cmoe, -ncmoe each add tensor placements, as llama.cpp appends them)
+ACCUMULATING = frozenset({"tensor_buft_overrides"})
+
+
+def _set(pairs: Overrides, field: str, value: Any) -> Overrides:
+    if field in ACCUMULATING:
+        value = dict(pairs).get(field, ()) + value
+    return tuple((k, v) for k, v in pairs if k != field) + ((field, value),)

@@ -1,0 +1,357 @@
+"""Every flag of the pinned llama.cpp's llama-server, llama-cli and llama-completion --help
+(the checked-in specgguf/flag_table/llama_cpp_help.json, generated from llama.cpp's sources by
+scripts/llama_help_flags.py) has a row, and the command of each row does what the row says:
+takes it and carries it to its setting, accepts it as what specgguf always does, warns, or
+refuses it in one line (exit 1). No model is loaded: the session is stopped where it would
+load, with the LoadOptions the flags made."""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+import pytest
+import typer.main
+from specgguf_cli import options as o
+from specgguf_cli.app import _register, app, run_cli
+from specgguf_cli.table_flags import expand_presets, with_bare_values
+
+from specgguf.errors import SpecggufError
+from specgguf.flag_table import values as v
+from specgguf.flag_table.table import Status, entry_of, flag_table
+from specgguf.flag_table.vendored import vendored_flags
+
+ROOT = Path(__file__).resolve().parent.parent
+COMMANDS = ("run", "serve", "bench")
+
+#: a value for each SETTING row and where it must arrive: (scope.role, field, value)
+SAMPLES = {
+    "--threads-batch": ("3", "context.target", "n_threads_batch", 3),
+    "--ubatch-size": ("64", "load", "n_ubatch", 64),
+    "--swa-full": (None, "context.both", "swa_full", True),
+    "--rope-scaling": ("yarn", "context.both", "rope_scaling_type", 2),
+    "--rope-scale": ("4", "context.both", "rope_freq_scale", 0.25),
+    "--rope-freq-base": ("50000", "context.both", "rope_freq_base", 50000.0),
+    "--rope-freq-scale": ("0.5", "context.both", "rope_freq_scale", 0.5),
+    "--yarn-orig-ctx": ("4096", "context.both", "yarn_orig_ctx", 4096),
+    "--yarn-ext-factor": ("0.5", "context.both", "yarn_ext_factor", 0.5),
+    "--yarn-attn-factor": ("1.5", "context.both", "yarn_attn_factor", 1.5),
+    "--yarn-beta-slow": ("2", "context.both", "yarn_beta_slow", 2.0),
+    "--yarn-beta-fast": ("16", "context.both", "yarn_beta_fast", 16.0),
+    "--kv-offload": (None, "context.both", "offload_kqv", True),
+    "--no-host": (None, "model.both", "no_host", True),
+    "--load-mode": ("mlock", "model.both", "load_mode", v.LOAD_MODES["mlock"]),
+    "--lazy-mode": ("off", "model.both", "lazy_mode", v.LAZY_MODES["off"]),
+    "--split-mode": ("row", "model.target", "split_mode", v.SPLIT_MODES["row"]),
+    "--tensor-split": ("3,1", "model.target", "tensor_split", (3.0, 1.0)),
+    "--main-gpu": ("1", "model.target", "main_gpu", 1),
+    "--check-tensors": (None, "model.both", "check_tensors", True),
+    "--op-offload": (None, "context.both", "op_offload", True),
+    "--spec-draft-threads-batch": ("2", "context.draft", "n_threads_batch", 2),
+    "--mlock": (None, "model.both", "load_mode", v.LOAD_MODES["mmap+mlock"]),
+    "--mmap": (None, "model.both", "load_mode", v.LOAD_MODES["mmap"]),
+    "--ui": (None, "server", "page", True),
+    "--override-tensor": ("exps=CPU,attn=CPU", "model.target", "tensor_buft_overrides",
+                          (("exps", "CPU"), ("attn", "CPU"))),
+    "--cpu-moe": (None, "model.target", "tensor_buft_overrides", ((v.FFN_EXPERTS, "CPU"),)),
+    "--n-cpu-moe": ("2", "model.target", "tensor_buft_overrides",
+                    tuple((rf"blk\.{i}{v.FFN_EXPERTS}", "CPU") for i in range(2))),
+    "--n-cpu-ffn": ("1", "model.target", "tensor_buft_overrides",
+                    ((rf"blk\.0{v.FFN_DENSE}", "CPU"),)),
+    "--spec-draft-override-tensor": ("exps=CPU", "model.draft", "tensor_buft_overrides",
+                                     (("exps", "CPU"),)),
+    "--spec-draft-cpu-moe": (None, "model.draft", "tensor_buft_overrides",
+                             ((v.FFN_EXPERTS, "CPU"),)),
+    "--spec-draft-n-cpu-moe": ("1", "model.draft", "tensor_buft_overrides",
+                               ((rf"blk\.0{v.FFN_EXPERTS}", "CPU"),)),
+    "--slots": (None, "server", "slots", True),
+}
+
+
+@functools.cache
+def _options(command: str) -> set[str]:
+    _register()
+    group = typer.main.get_command(app)
+    cmd = group.commands[command]
+    helps = set(group.context_settings["help_option_names"])
+    return helps | {name for p in cmd.params for name in (*p.opts, *p.secondary_opts)}
+
+
+def _cases(*statuses: Status):
+    """(row, command) for every command of every row of these statuses."""
+    return [
+        pytest.param(row, cmd, id=f"{cmd}{row.key}")
+        for row in flag_table() if row.status in statuses for cmd in sorted(row.commands)
+    ]  # fmt: skip
+
+
+def _once(*statuses: Status):
+    """(row, command) once per row, on serve where it takes it, else run: the behaviour is the
+    table's, the same in every command (each command's options are checked above)."""
+    return [
+        pytest.param(row, cmd, id=f"{cmd}{row.key}")
+        for row in flag_table() if row.status in statuses
+        for cmd in [next((c for c in ("serve", "run") if c in row.commands), None)] if cmd
+    ]  # fmt: skip
+
+
+def test_every_vendored_flag_has_a_row() -> None:
+    missing = [f.key for f in vendored_flags() if entry_of(f) is None]
+    assert not missing, f"flags of llama.cpp's --help with no row: {missing}"
+    assert len(vendored_flags()) > 250  # the recorded --help is whole, not a stub
+
+
+def test_recorded_help_is_what_the_script_writes(tmp_path: Path) -> None:
+    """The checked-in data parses back to the same options (the script's output shape)."""
+    data = (ROOT / "specgguf" / "flag_table" / "llama_cpp_help.json").read_text()
+    assert '"--flash-attn"' in data and '"LLAMA_ARG_UBATCH"' in data
+
+
+@pytest.mark.parametrize(
+    ("row", "command"),
+    _cases(Status.DECLARED, Status.SETTING, Status.ALWAYS, Status.DEPRECATED, Status.REFUSED,
+           Status.PRESET),
+)
+def test_command_declares_every_spelling(row, command: str) -> None:
+    names = _options(command)
+    missing = [s for s in (*row.flag.spellings, *row.flag.negative) if s not in names]
+    assert not missing, f"specgguf {command} lacks {missing} ({row.status.value})"
+
+
+@pytest.mark.parametrize(("row", "command"), _cases(Status.DELEGATED))
+def test_delegated_flags_once_merged(row, command: str) -> None:
+    """A flag of another family is checked once that family's branch declares it."""
+    names = _options(command)
+    if not any(s in names for s in row.flag.spellings):
+        pytest.skip(f"{row.key}: {row.entry.note} (not merged here)")
+    missing = [s for s in row.flag.spellings if s not in names]
+    assert not missing, f"specgguf {command} lacks {missing}"
+
+
+class _Loaded(SpecggufError):
+    """Where the session would load: the LoadOptions the flags made."""
+
+
+@pytest.fixture
+def loads(monkeypatch, tmp_path):
+    """run/serve stopped where they would load the pair; yields the LoadOptions seen."""
+    seen: list = []
+
+    def open_session(self, model, model_draft, types, n_max, **kw):
+        seen.append(self.load_options(model, model_draft))
+        raise _Loaded("stopped before loading", 99)
+
+    monkeypatch.setattr(o.SessionFlags, "open_session", open_session)
+    monkeypatch.setattr(o, "resolve_models", lambda m, d: (tmp_path / "t.gguf", None))
+    return seen
+
+
+BASE = {"run": ["run", "-p", "x", "--spec-type", "none", "--spec-draft-n-max", "0", "-q"],
+        "serve": ["serve", "--port", "0", "--spec-type", "none", "--spec-draft-n-max", "0",
+                  "-q"]}  # fmt: skip
+
+
+def _given(tuning, where: str, field: str):
+    if where in ("load", "server"):
+        return dict(getattr(tuning, where))[field]
+    scope, role = where.split(".")
+    roles = ("target", "draft") if role == "both" else (role,)
+    got = {dict(getattr(tuning, f"{r}_{scope}")).get(field) for r in roles}
+    assert len(got) == 1, f"{field}: target and draft differ: {got}"
+    return got.pop()
+
+
+@pytest.mark.parametrize(("row", "command"), _once(Status.SETTING))
+def test_setting_reaches_the_load_options(row, command: str, loads, capsys) -> None:
+    assert row.key in SAMPLES, f"{row.key}: give it a sample in SAMPLES"
+    value, where, field, expected = SAMPLES[row.key]
+    argv = [*BASE[command], row.flag.spellings[0], *([value] if value is not None else [])]
+    assert run_cli(argv) == 99, capsys.readouterr().err
+    got = _given(loads[-1].tuning, where, field)
+    assert got == pytest.approx(expected) if isinstance(expected, float) else got == expected
+    if where == "load":
+        assert getattr(loads[-1], field) == expected
+
+
+@pytest.mark.parametrize(("row", "command"), _once(Status.SETTING))
+def test_setting_bad_value_is_one_line(row, command: str, loads, capsys) -> None:
+    if row.is_switch:
+        pytest.skip("a switch has no value")
+    assert run_cli([*BASE[command], row.flag.spellings[0], "nonsense"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "invalid value for" in err and not loads
+
+
+@pytest.mark.parametrize(("row", "command"), _once(Status.REFUSED))
+def test_refused_flag_is_one_line_exit_1(row, command: str, loads, capsys) -> None:
+    value = [] if row.is_switch else ["1"]
+    assert run_cli([*BASE[command], row.flag.spellings[-1], *value]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: {'/'.join(row.flag.spellings)}" + (
+        f" (or {row.flag.env})" if row.flag.env else "") + f": {row.entry.note}"
+    assert not loads  # refused before anything would load
+
+
+@pytest.mark.parametrize(("row", "command"), _once(Status.ALWAYS))
+def test_always_accepts_its_value_and_refuses_the_other(row, command, loads, capsys) -> None:
+    always = row.entry.always
+    if row.is_switch and not row.flag.negative:
+        assert run_cli([*BASE[command], row.flag.spellings[0]]) == 99
+        return
+    if row.is_switch:
+        ok = row.flag.spellings[0] if always else row.flag.negative[0]
+        other = [row.flag.negative[0] if always else row.flag.spellings[0]]
+        accepted = [ok]
+    else:
+        accepted, other = [row.flag.spellings[0], always], [row.flag.spellings[0], "on"]
+    assert run_cli([*BASE[command], *accepted]) == 99, capsys.readouterr().err
+    capsys.readouterr()
+    assert run_cli([*BASE[command], *other]) == 1
+    assert row.entry.note in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("row", "command"), _once(Status.DEPRECATED))
+def test_deprecated_warns_and_goes_on(row, command: str, loads, capsys) -> None:
+    assert run_cli([*BASE[command], row.flag.spellings[0], "1"]) == 99
+    assert f"warning: {row.entry.note}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("row", "command"), _cases(Status.REMOVED))
+def test_removed_flags_are_refused_as_llama_cpp_does(row, command: str, capsys) -> None:
+    if command == "bench":
+        pytest.skip("not a bench flag")
+    assert run_cli([command, row.flag.spellings[0], "3"]) == 1
+    assert "removed" in capsys.readouterr().err
+
+
+def test_bare_flash_attn_and_color_mean_on() -> None:
+    assert with_bare_values(["-fa", "-c", "64"]) == ["-fa", "on", "-c", "64"]
+    assert with_bare_values(["-fa", "off"]) == ["-fa", "off"]
+    assert with_bare_values(["--color"]) == ["--color", "on"]
+    assert with_bare_values(["--", "-fa"]) == ["--", "-fa"]
+
+
+def test_bare_flash_attn_reaches_the_context(loads) -> None:
+    assert run_cli([*BASE["run"], "-fa", "-c", "64"]) == 99
+    assert loads[-1].flash_attn == "on" and loads[-1].n_ctx == 64
+
+
+def test_variable_of_a_setting_is_read(loads, monkeypatch) -> None:
+    monkeypatch.setenv("LLAMA_ARG_UBATCH", "128")
+    assert run_cli(BASE["serve"]) == 99
+    assert loads[-1].n_ubatch == 128
+
+
+def test_escape_processes_the_prompt() -> None:
+    from specgguf_cli.run_cmd import unescape
+
+    assert unescape(r"a\nb\t\"c\\ \x41 \q") == 'a\nb\t"c\\ A \\q'
+
+
+def test_docs_table_is_current() -> None:
+    from specgguf.flag_table.docs import replace_in
+
+    page = (ROOT / "docs" / "running.md").read_text(encoding="utf-8")
+    assert replace_in(page) == page, "docs/running.md is stale: python scripts/flag_docs.py"
+
+
+def test_llama_enum_numbers_match_the_bindings() -> None:
+    llama_cpp = pytest.importorskip("llama_cpp")
+    for names, prefix in ((v.LOAD_MODES, "LLAMA_LOAD_MODE_"), (v.SPLIT_MODES, "LLAMA_SPLIT_MODE_"),
+                          (v.LAZY_MODES, "LLAMA_LAZY_MODE_"),
+                          (v.ROPE_SCALING, "LLAMA_ROPE_SCALING_TYPE_")):  # fmt: skip
+        for name, number in names.items():
+            const = prefix + name.upper().replace("MMAP+MLOCK", "MMAP_MLOCK").replace(
+                "DIO", "DIRECT_IO")
+            assert getattr(llama_cpp, const) == number, const
+
+
+def test_spec_default_is_llama_servers_preset_over_the_pulled_pair() -> None:
+    preset = ["--spec-ngram-mod-n-match", "24", "--spec-ngram-mod-n-min", "48",
+              "--spec-ngram-mod-n-max", "64"]  # fmt: skip
+    assert expand_presets(["--spec-default", "-c", "64"]) == [
+        *preset, "--spec-type", "ngram-mod,draft-simple", "-c", "64"]  # the pulled pair
+    assert expand_presets(["-m", "t.gguf", "--spec-default"]) == [
+        *preset, "--spec-type", "ngram-mod", "-m", "t.gguf"]
+    assert expand_presets(["-m", "t", "-md", "d", "--spec-type", "ngram-simple", "--spec-default",
+                           "--spec-ngram-mod-n-max", "32"]) == [
+        *preset, "--spec-type", "ngram-simple,ngram-mod,draft-simple", "-m", "t", "-md", "d",
+        "--spec-ngram-mod-n-max", "32"]  # the command line's own value comes later: it wins
+
+
+def test_spec_default_reaches_the_session(loads, monkeypatch) -> None:
+    seen = {}
+    real = o.SessionFlags.resolve
+
+    def resolve(self, spec_type, n_max):
+        seen["types"], seen["ngram"] = spec_type, self.ngram
+        return real(self, spec_type, n_max)
+
+    monkeypatch.setattr(o.SessionFlags, "resolve", resolve)
+    argv = ["serve", "--port", "0", "-q", "-m", "t.gguf", "--spec-default"]
+    assert run_cli(argv) == 99
+    assert seen["types"] == "ngram-mod" and seen["ngram"].mod.n_match == 24
+
+
+def test_no_webui_and_no_slots_switch_their_endpoints_off(loads, monkeypatch) -> None:
+    from specgguf.server.app import ServerConfig, served
+
+    seen = []
+    monkeypatch.setattr(o.SessionFlags, "open_session", lambda self, *a, **k: seen.append(
+        self.switched_off()) or (_ for _ in ()).throw(_Loaded("stop", 99)))  # fmt: skip
+    assert run_cli([*BASE["serve"], "--no-webui", "--no-slots"]) == 99
+    assert seen[-1] == {"page", "slots"}
+    handlers = {e.handler for e in served(ServerConfig("m", "m", disabled=seen[-1]))}
+    assert "page" not in handlers and "slots" not in handlers and "metrics" in handlers
+
+
+def test_engine_writes_the_overrides_over_llama_cpps_parameters() -> None:
+    pytest.importorskip("llama_cpp")
+    from specgguf.binding import engine
+
+    cp = engine.llama_params(engine.ContextParams(overrides=(("n_threads_batch", 3),
+                                                             ("rope_freq_base", 5e4))))
+    assert cp.n_threads_batch == 3 and cp.rope_freq_base == 5e4
+
+
+def test_model_loads_under_a_load_mode_and_tensor_split(tiny_target) -> None:
+    pytest.importorskip("llama_cpp")
+    from specgguf.binding import engine
+
+    model = engine.Model(tiny_target, overrides=(("load_mode", v.LOAD_MODES["none"]),
+                                                 ("tensor_split", (1.0,))))
+    try:
+        assert model.n_vocab > 0
+    finally:
+        model.close()
+
+
+def test_tensor_placements_add_up(loads) -> None:
+    """-ot, -cmoe and -ncmoe each add placements (llama.cpp appends them), -ot's first."""
+    assert run_cli([*BASE["serve"], "-cmoe", "-ot", "a=CPU,b=CPU"]) == 99
+    got = dict(loads[-1].tuning.target_model)["tensor_buft_overrides"]
+    assert got == (("a", "CPU"), ("b", "CPU"), (v.FFN_EXPERTS, "CPU"))
+
+
+def test_model_loads_with_tensors_on_the_cpu(tiny_target) -> None:
+    pytest.importorskip("llama_cpp")
+    from specgguf.binding import engine
+    from specgguf.loading.session import with_placements
+
+    placed = with_placements((("tensor_buft_overrides", (("blk", "CPU"),)),))
+    model = engine.Model(tiny_target, overrides=placed)
+    try:
+        assert model.n_vocab > 0
+    finally:
+        model.close()
+    with pytest.raises(SpecggufError, match="unknown buffer type 'NOPE'"):
+        with_placements((("tensor_buft_overrides", (("blk", "NOPE"),)),))
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_version_in_llama_cpps_shape(command: str, capsys) -> None:
+    assert run_cli([command, "--version"]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert re.fullmatch(r"version: \S+ \(build llama-cpp-python \S+, commit \S+\)", lines[0])
+    assert lines[1].startswith("built with ") and " for " in lines[1]
