@@ -130,8 +130,8 @@ def serve(
     quiet: bool = o.Quiet,
 ) -> int:
     """Serve the model over HTTP: OpenAI's /v1/chat/completions, /v1/completions and
-    /v1/models, llama-server's /completion, /tokenize, /detokenize, /apply-template, /props,
-    /slots, /health and /metrics, and a chat page at / that shows the speculation.
+    /v1/models, llama-server's /completion, /infill, /tokenize, /detokenize, /apply-template,
+    /props, /slots, /health and /metrics, and a chat page at / that shows the speculation.
 
     With no -m, serves the pulled default pair (Qwen2.5-Coder 1.5B + 0.5B draft).
     """

@@ -35,11 +35,13 @@ from specgguf.core.constraint import NoTokenAllowed
 from specgguf.core.draft import Drafter
 from specgguf.core.loop import SpeculativeDecoder
 from specgguf.core.rounds import Round
-from specgguf.core.sampling import SamplerParams
+from specgguf.core.sampling import InfillStage, SamplerParams
 from specgguf.core.stats import RunStats
 from specgguf.draft_plan import DRAFT_MODEL_TYPE
 from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP
 from specgguf.errors import PromptError
+from specgguf.io.edit_stops import EditStops
+from specgguf.io.fim import FimTokens
 from specgguf.loading.session import Session, Slot, SpecOptions, TimingContexts, resolve_seed
 from specgguf.spec_plan import CappedLengths, SpecOverrides, SpecPlan
 
@@ -115,6 +117,11 @@ class GenParams:
     #: ([TOOL_CALLS], ...) are detokenized for the parser, which keeps them from the user
     #: (elsewhere every special token is nothing, as before)
     format_tokens: bool = False
+    #: an editor's stops (specgguf.io.edit_stops): end before a line indented less than this
+    #: many columns (0: never) ...
+    n_indent: int = 0
+    #: ... and at the first line break after this many ms of generating (0: never)
+    t_max_predict_ms: int = 0
 
 
 @dataclass
@@ -189,10 +196,12 @@ class Generation:
         own_policy: bool = False,
         grammar_origin: str = "",
         on_prefilled: Callable[[], None] | None = None,
+        edit_stops: EditStops | None = None,
     ) -> None:
         self.decoder = decoder
         #: called once, when the first round shows the prompt is in the KV cache
         self._on_prefilled = on_prefilled
+        self._edit_stops = edit_stops if edit_stops is not None and edit_stops.active else None
         self._grammar_origin = grammar_origin
         self.prompt_tokens = list(tokens)
         self.seed = seed
@@ -254,7 +263,28 @@ class Generation:
             text = self._utf8.decode(self._piece(t))
             if text:
                 pieces.append((text, i < rnd.n_accepted))
+        if self._edit_stops is not None:
+            pieces, ends = self._edit_cut(pieces)
+            if ends:
+                released = self._release(pieces)
+                if not self.done:
+                    self.stop_reason = "limit"
+                    released += self.finish("limit").pieces
+                return Chunk(released, rnd)
         return Chunk(self._release(pieces), rnd)
+
+    def _edit_cut(self, pieces: list[tuple[str, bool]]) -> tuple[list[tuple[str, bool]], bool]:
+        """The round's fragments up to where an editor's stop ends the text, and whether
+        one does (specgguf.io.edit_stops)."""
+        assert self._edit_stops is not None
+        keep, ends = self._edit_stops.cut("".join(t for t, _ in pieces))
+        out: list[tuple[str, bool]] = []
+        for text, drafted in pieces:
+            if keep <= 0:
+                break
+            out.append((text[:keep], drafted))
+            keep -= len(text)
+        return out, ends
 
     def finish(self, reason: str) -> Chunk:
         """End now (if not ended): stop the decoder, release what was held back (no stop string
@@ -513,6 +543,23 @@ class Generator:
             return self.session.target_model.piece_special(token)
         return self.session.target_model.piece(token)
 
+    def fim_tokens(self) -> FimTokens:
+        """The target's fill-in-the-middle tokens (specgguf.io.fim), BOS where it adds one."""
+        model = self.session.target_model
+        return FimTokens(**model.fim, bos=model.bos if model.add_bos else None)
+
+    def infill_stage(self) -> InfillStage:
+        """llama.cpp's infill sampling stage over the target's vocabulary (ending with its
+        end-of-turn token, else its end of text)."""
+        model = self.session.target_model
+        eot = self.session.info.target.vocab.eot_id
+        return InfillStage(model.piece, model.is_eog, eot if eot is not None else model.eos)
+
+    @property
+    def n_batch(self) -> int:
+        """-b: the most prompt tokens one pass evaluates (an infill prompt's budget)."""
+        return self.session.load.n_batch
+
     def detokenize(self, tokens: Sequence[int]) -> str:
         return self.session.detokenize(tokens)
 
@@ -587,6 +634,7 @@ class Generator:
             own_policy=fresh is not None,
             grammar_origin=grammar.origin if grammar is not None else "",
             on_prefilled=st.claim(p.namespace),
+            edit_stops=EditStops(p.n_indent, p.t_max_predict_ms),
         )
 
     def constraint(self, grammar: OutputGrammar):

@@ -363,7 +363,7 @@ def test_ordinary_nesting_still_parses(server):
     ("field", "value"),
     [
         ("lora", [{"id": 0, "scale": 1.0}]),
-        ("samplers", ["top_k", "temperature"]),
+        ("samplers", ["temperature", "top_k"]),
         ("n_keep", -1),
         ("grammar_file", "g.gbnf"),
         ("slot_save_path", "/tmp"),
@@ -390,6 +390,9 @@ def test_defaults_of_those_fields_are_accepted(server):
         ["penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc",
          "temperature"],
         "edskypmxt",
+        # stages of it in its order (the others skipped), and an editor's chain
+        ["top_k", "temperature"],
+        ["top_k", "top_p", "infill"],
     ],
 )  # fmt: skip
 def test_the_default_sampler_chain_is_accepted(server, samplers):
@@ -398,7 +401,11 @@ def test_the_default_sampler_chain_is_accepted(server, samplers):
     assert status == 200, obj
 
 
-@pytest.mark.parametrize("samplers", [["temperature", "top_k", "top_p", "min_p"], "tkpm", ["x"]])
+@pytest.mark.parametrize(
+    "samplers",
+    [["temperature", "top_k", "top_p", "min_p"], "tkpm", ["x"], ["top_k", "top_k"],
+     ["infill", "top_k"]],
+)  # fmt: skip
 def test_another_sampler_chain_is_refused(server, samplers):
     body = {"prompt": "hi", "n_predict": 2, "samplers": samplers}
     status, _, obj = server.request("POST", "/completion", body)

@@ -163,6 +163,15 @@ def special_ids(vocab: str = "bytes") -> dict[str, int]:
     return {t: N_BYTE_TOKENS + len(MERGES) + i for i, t in enumerate(specials)}
 
 
+def fim_ids(vocab: str = "bytes") -> dict[str, int]:
+    """The fill-in-the-middle tokens of a model built with `fim=True`, by role: tokens the
+    model never writes (the suppressed control tokens and byte tokens 1-3), so that the
+    layout is visible in the prompt and nothing in the output ends early (llama.cpp counts
+    the repository and file-separator tokens as end of generation)."""
+    ids = special_ids(vocab)
+    return {"pre": ids["<|im_start|>"], "suf": ids["<|endoftext|>"], "mid": 1, "rep": 2, "sep": 3}
+
+
 def _apply_structure(
     w: dict[str, np.ndarray],
     *,
@@ -209,6 +218,7 @@ def build_tiny_model(
     eos_logit_bias: float = -40.0,
     ascii_only: bool = True,
     name: str | None = None,
+    fim: bool = False,
 ) -> Path:
     """Write a tiny llama-architecture GGUF to ``path`` and return it.
 
@@ -238,6 +248,9 @@ def build_tiny_model(
     )  # fmt: skip
 
     write_tokenizer(writer, vocab, chat_template)
+    if fim:
+        for role, token in fim_ids(vocab).items():
+            writer.add_uint32(f"tokenizer.ggml.fim_{role}_token_id", token)
 
     write_tensors(writer, w)
     return path

@@ -303,6 +303,12 @@ class Model:
         self.size = int(ll.llama_model_size(ptr))  # bytes of its tensors
         self.ftype = (ll.llama_ftype_name(ll.llama_model_ftype(ptr)) or b"").decode()
         self.architecture = self.meta("general.architecture") or ""
+        #: the fill-in-the-middle tokens llama.cpp found (GGUF keys or known token texts), by
+        #: role: pre, suf, mid, rep (repository), sep (file separator); None where absent
+        self.fim: dict[str, int | None] = {}
+        for role in ("pre", "suf", "mid", "rep", "sep"):
+            t = int(getattr(ll, f"llama_vocab_fim_{role}")(self.vocab))
+            self.fim[role] = t if t >= 0 else None
         self._pieces: dict[int, bytes] = {}
         self._special_pieces: dict[int, bytes] = {}
 

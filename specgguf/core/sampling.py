@@ -15,19 +15,70 @@ vocabulary and top-k 40 that turns every later step into work on 40 numbers.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+#: the infill stage drops text tokens below this probability (after merging)
+INFILL_THRESHOLD = 0.2
+#: the survivors it compares pairwise at most (top-k before it bounds them)
+INFILL_MAX_CANDIDATES = 256
+
+
+@dataclass(frozen=True)
+class InfillStage:
+    """llama.cpp's `infill` sampler, the last stage of an editor's chain: it prefers ending
+    the completion where the model is unsure, and merges tokens that spell the start of
+    another (so "re" and "return" count as one choice). Given the vocabulary's token bytes,
+    its end-of-generation test and the token that ends a text.
+
+    On the survivors of the stages before it (probabilities in decreasing order): when the
+    end-of-generation tokens hold more than a third of the text tokens' mass divided by the
+    number of survivors, only they stay; otherwise each token whose bytes start another's
+    takes the lesser one's probability into the greater, text tokens under
+    INFILL_THRESHOLD are dropped, and if no text token is left, the end token alone stays."""
+
+    piece: Callable[[int], bytes]
+    is_eog: Callable[[int], bool]
+    end: int
+
+    def apply(self, ids: np.ndarray, probs: np.ndarray) -> SparseDist:
+        n = ids.size
+        eog = np.array([self.is_eog(int(t)) for t in ids], dtype=bool)
+        p_eog = float(probs[eog].sum())
+        if 3 * p_eog * n > float(probs[~eog].sum()):
+            return SparseDist(ids[eog], probs[eog] / p_eog)
+        p = probs.astype(np.float64, copy=True)
+        dead = np.zeros(n, dtype=bool)
+        pieces = [self.piece(int(t)) for t in ids]
+        for i0 in range(n):
+            for i1 in range(n):
+                if dead[i0]:
+                    break
+                if i0 == i1 or dead[i1]:
+                    continue
+                if pieces[i0] and pieces[i1].startswith(pieces[i0]):
+                    dst, src = (i1, i0) if p[i1] > p[i0] else (i0, i1)
+                    p[dst] += p[src]
+                    p[src] = 0.0
+                    dead[src] = True
+        keep = ~dead & (eog | (p >= INFILL_THRESHOLD))
+        if not (keep & ~eog).any():
+            return one_hot(self.end)
+        return SparseDist(ids[keep], p[keep] / p[keep].sum())
+
 
 @dataclass(frozen=True)
 class SamplerParams:
-    """llama.cpp's names and defaults (`--temp 0.8 --top-k 40 --top-p 0.95 --min-p 0.05`)."""
+    """llama.cpp's names and defaults (`--temp 0.8 --top-k 40 --top-p 0.95 --min-p 0.05`);
+    `infill`: llama.cpp's infill stage after them (an editor's request asks for it)."""
 
     temp: float = 0.8
     top_k: int = 40
     top_p: float = 0.95
     min_p: float = 0.05
+    infill: InfillStage | None = None
 
     @property
     def greedy(self) -> bool:
@@ -210,7 +261,8 @@ def chain_on_sorted(ids: np.ndarray, vals: np.ndarray, params: SamplerParams) ->
             # is NaN: scale the distances from the top instead (the top at 0, the rest at
             # -inf or below it), so that the limit is greedy's one-hot
             scaled = (vals - vals[0]) / params.temp
-    return SparseDist(ids.astype(np.int64, copy=False), _softmax_sorted(scaled))
+    dist = SparseDist(ids.astype(np.int64, copy=False), _softmax_sorted(scaled))
+    return params.infill.apply(dist.ids, dist.probs) if params.infill is not None else dist
 
 
 def top_k_confidence(logits: np.ndarray, k: int = 10) -> tuple[int, float]:

@@ -222,9 +222,11 @@ class RunStats:
             "cache_n": self.cache_n,
             "prompt_n": self.prompt_n,
             "prompt_ms": round(self.prompt_ms, 3),
+            "prompt_per_token_ms": _per_token(self.prompt_ms, self.prompt_n),
             "prompt_per_second": _round(self.prompt_speed),
             "predicted_n": self.predicted_n,
             "predicted_ms": round(self.predicted_ms, 3),
+            "predicted_per_token_ms": _per_token(self.predicted_ms, self.predicted_n),
             "predicted_per_second": _round(self.predicted_speed),
             "draft_n": self.n_drafted,
             "draft_n_accepted": self.n_accept,
@@ -257,3 +259,8 @@ class RunStats:
                 else {}
             ),
         }
+
+
+def _per_token(ms: float, n: int) -> float:
+    """llama-server's *_per_token_ms: milliseconds per token (0 without tokens)."""
+    return round(ms / n, 3) if n else 0.0

@@ -31,9 +31,11 @@ from starlette.routing import Route
 from specgguf.chat.reasoning import CONTENT, REASONING, ReasoningSplit, prompt_opens_thinking
 from specgguf.chat.render import RenderOptions
 from specgguf.chat.tools import CallDelta
+from specgguf.core.sampling import INFILL_MAX_CANDIDATES, SamplerParams
 from specgguf.errors import SpecggufError
 from specgguf.generator import Generator, GenParams
 from specgguf.io import json_input
+from specgguf.io.fim import Budget, infill_prompt
 from specgguf.server import protocol as p
 from specgguf.server.protocol import ApiError
 from specgguf.server.scheduler import Event, Job, Scheduler
@@ -69,6 +71,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("POST", "/v1/completions", "completions", ("/completions",)),
     Endpoint("GET", "/v1/models", "models", ("/models",), public=True),
     Endpoint("POST", "/completion", "native"),
+    Endpoint("POST", "/infill", "infill"),
     Endpoint("POST", "/tokenize", "tokenize"),
     Endpoint("POST", "/detokenize", "detokenize"),
     Endpoint("POST", "/apply-template", "apply_template"),
@@ -242,7 +245,9 @@ class App:
         """On the worker thread: the request's prompt as tokens, within the context."""
         gen = self.gen
         try:
-            if req.kind == "chat":
+            if req.infill is not None:
+                tokens = self.infill_tokens(req.infill)
+            elif req.kind == "chat":
                 assert req.messages is not None
                 prompt = gen.chat_prompt(req.messages, req.tools, self.render_options(req))
                 req.thinking_opened = prompt_opens_thinking(prompt)
@@ -270,6 +275,45 @@ class App:
             )
         return tokens
 
+    def infill_tokens(self, infill: p.InfillInput) -> list[int]:
+        """On the worker thread: the fill-in-the-middle prompt in the target's FIM tokens
+        (specgguf.io.fim); 400 when the model has none."""
+        gen = self.gen
+        fim = gen.fim_tokens()
+        missing = fim.missing()
+        if missing:
+            raise ApiError(
+                400,
+                "fill-in-the-middle is not supported by this model: it has no FIM "
+                f"{', '.join(missing)} token",
+                "not_supported",
+            )
+
+        def plain(text: str) -> list[int]:
+            return gen.encode(text, add_special=False, parse_special=False)
+
+        return infill_prompt(
+            fim,
+            plain,
+            infill.prefix,
+            infill.suffix,
+            extra=infill.extra,
+            prompt=gen.encode(infill.prompt, add_special=False) if infill.prompt else [],
+            budget=Budget(gen.n_batch, gen.n_predict, gen.n_ctx),
+        )
+
+    def with_infill_stage(self, sampler: SamplerParams | None) -> SamplerParams:
+        """The request's sampler with llama.cpp's infill stage last; 400 unless top-k
+        bounds what that stage compares pairwise."""
+        assert sampler is not None
+        if not 0 < sampler.top_k <= INFILL_MAX_CANDIDATES:
+            raise p.bad(
+                f"the infill sampler needs top_k in 1..{INFILL_MAX_CANDIDATES} before it "
+                f"(top_k is {sampler.top_k})",
+                "unsupported",
+            )
+        return replace(sampler, infill=self.gen.infill_stage())
+
     def check_grammar(self, grammar) -> None:
         """On the worker thread: 400 naming the request's field when llama.cpp cannot use its
         grammar (compiled once; the generation reuses it)."""
@@ -283,6 +327,8 @@ class App:
         if req.params.grammar is not None:
             await self.sched.call(lambda: self.check_grammar(req.params.grammar))
         params = req.params_for(self.gen.sampler)
+        if req.sampler.infill:
+            params = replace(params, sampler=self.with_infill_stage(params.sampler))
         if params.seed is None:
             params = replace(params, seed=self.cfg.seed)
         ns = _namespace()
@@ -342,6 +388,11 @@ class App:
         job = await self.start(req)
         return await self.answer(req, job, request)
 
+    async def infill(self, request: HttpRequest):
+        req = await self.body(request, p.parse_infill)
+        job = await self.start(req)
+        return await self.answer(req, job, request)
+
     async def answer(self, req: p.Request, job: Job, request: HttpRequest):
         if req.stream:
             return StreamingResponse(
@@ -363,7 +414,10 @@ class App:
         return JSONResponse(self.final_object(req, job, "".join(parts), tokens))
 
     def final_object(self, req: p.Request, job: Job, text: str, tokens: list[int]) -> dict:
-        return FORMATS[req.kind].final(self.answer_of(req, job), text, tokens)
+        whole = FORMATS[req.kind].final(self.answer_of(req, job), text, tokens)
+        if req.response_fields is not None:
+            return p.select_fields(req.response_fields, whole)
+        return whole
 
     def parse_chat(self, body: Any) -> p.Request:
         """A chat request, its calls read in the template's dialect, its reasoning split in

@@ -26,11 +26,15 @@ from specgguf.core.sampling import SamplerParams
 from specgguf.drafters.draft_lengths import DRAFT_SAMPLING_MODES, N_MAX_LIMIT, in_range
 from specgguf.errors import SpecggufError
 from specgguf.generator import GenParams, OutputGrammar
+from specgguf.io.fim import DEFAULT_FILENAME, ExtraChunk
 from specgguf.io.sampling_fields import FIELDS, is_int, is_number
 from specgguf.spec_plan import SpecOverrides
 
 MAX_STOP = 16  # stop strings per request
 MAX_STOP_LEN = 256
+MAX_EXTRA_CHUNKS = 1024  # input_extra's chunks per request (the body's size bounds their text)
+MAX_RESPONSE_FIELDS = 64
+MAX_INDENT = 1024  # n_indent, in columns
 
 
 class ApiError(Exception):
@@ -96,11 +100,23 @@ def _bool(body: dict, key: str, default: bool) -> bool:
     return _get(body, key, lambda v: isinstance(v, bool), "true or false", default)
 
 
+@dataclass(frozen=True)
+class InfillInput:
+    """The text around an editor's cursor: before it, after it, other files' chunks, and
+    the text that follows the prefix inside the hole (`prompt`)."""
+
+    prefix: str
+    suffix: str
+    extra: tuple[ExtraChunk, ...] = ()
+    prompt: str = ""
+
+
 @dataclass
 class Request:
     """One validated generation request, whatever endpoint it came through."""
 
-    kind: str  # "chat", "completion" (OpenAI /v1/completions) or "native" (/completion)
+    #: "chat", "completion" (OpenAI /v1/completions), "native" (/completion) or "infill"
+    kind: str
     stream: bool
     params: GenParams  # without the sampler: see params_for
     sampler: SamplerPatch
@@ -125,6 +141,11 @@ class Request:
 
     def splits_reasoning(self) -> bool:
         return self.kind == "chat" and self.reasoning_format != "none"
+    #: fill-in-the-middle (/infill, or /v1/completions with a suffix): the text around the
+    #: hole, laid out in the model's FIM tokens when the request starts
+    infill: InfillInput | None = None
+    #: llama-server's `response_fields`: the answer keeps only these paths ("a/b": b in a)
+    response_fields: tuple[str, ...] | None = None
 
     def params_for(self, base: SamplerParams) -> GenParams:
         """The generation parameters, with the sampler fields given over the server's."""
@@ -200,26 +221,43 @@ def _stop(body: dict) -> tuple[str, ...]:
 #: (penalties, DRY, top-n-sigma, typical-p, XTC) do nothing at their default settings, which
 #: is what specgguf runs (their non-default settings are refused by their own fields)
 CHAIN_SAMPLERS = ("top_k", "top_p", "min_p", "temperature")
+INFILL_SAMPLER = "infill"  # (core.sampling.InfillStage) accepted as the last stage
 NEUTRAL_SAMPLERS = ("penalties", "dry", "top_n_sigma", "typ_p", "typical_p", "xtc")
 SAMPLER_CODES = {"k": "top_k", "p": "top_p", "m": "min_p", "t": "temperature", "e": "penalties",
                  "d": "dry", "s": "top_n_sigma", "y": "typ_p", "x": "xtc"}  # fmt: skip
 
 
-def _default_chain(v: Any) -> bool:
-    """`samplers` asks for what specgguf's chain does: known stages only, top-k, top-p, min-p
-    and temperature each once in that order (a stage left out would be skipped, which this
-    chain cannot do). llama.cpp's default list and its web UI's string ("edskypmxt") are such
-    requests."""
+def _chain_stages(v: Any) -> list[str] | None:
+    """The stages of specgguf's chain that `samplers` names, or None when it asks for
+    something else: an unknown stage, a stage twice, or the chain's stages out of its order
+    (top_k, top_p, min_p, temperature). llama.cpp's default list and its web UI's string
+    ("edskypmxt") name all four."""
     if isinstance(v, str):
         if not set(v) <= SAMPLER_CODES.keys():
-            return False
+            return None
         v = [SAMPLER_CODES[c] for c in v]
     if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-        return False
+        return None
     names = [x.replace("-", "_").lower() for x in v]
-    if not set(names) <= set(CHAIN_SAMPLERS + NEUTRAL_SAMPLERS):
-        return False
-    return [n for n in names if n in CHAIN_SAMPLERS] == list(CHAIN_SAMPLERS)
+    if names and names[-1] == INFILL_SAMPLER:  # llama.cpp's infill stage: last, if at all
+        names = names[:-1]
+    if not set(names) <= set(CHAIN_SAMPLERS + NEUTRAL_SAMPLERS) or len(set(names)) < len(names):
+        return None
+    stages = [n for n in names if n in CHAIN_SAMPLERS]
+    return stages if stages == [n for n in CHAIN_SAMPLERS if n in stages] else None
+
+
+def _asks_infill(v: Any) -> bool:
+    """`samplers` ends with the infill stage (a list; the letter codes have none)."""
+    return isinstance(v, list) and bool(v) and v[-1] == INFILL_SAMPLER
+
+
+def _default_chain(v: Any) -> bool:
+    return _chain_stages(v) is not None
+
+
+#: a stage left out of `samplers` does nothing: its setting that keeps every token
+SKIPPED_STAGE = {"top_k": 0, "top_p": 1.0, "min_p": 0.0, "temperature": 1.0}
 
 
 #: Request fields whose feature specgguf does not implement: (field, the values that mean
@@ -238,14 +276,14 @@ UNSUPPORTED: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("repeat_penalty", lambda v: v == 1, "repeat_penalty is not supported"),
     ("logit_bias", lambda v: not v, "logit_bias is not supported"),
     ("grammar_file", lambda v: not v, "grammar_file is not supported"),
-    ("suffix", lambda v: not v, "suffix (fill-in-the-middle) is not supported"),
     ("echo", lambda v: v is False, "echo is not supported"),
     ("lora", lambda v: v == [], "lora adapters are not supported"),
     (
         "samplers",
         _default_chain,
-        "samplers: only the chain top_k, top_p, min_p, temperature (in that order, with "
-        "penalties, dry, top_n_sigma, typ_p and xtc at their defaults) is supported",
+        "samplers: only stages of the chain top_k, top_p, min_p, temperature (in that order, "
+        "with penalties, dry, top_n_sigma, typ_p and xtc at their defaults) are supported; "
+        "then optionally infill, last",
     ),
     ("n_keep", lambda v: v == 0, "n_keep is not supported (the context is never shifted)"),
     ("slot_save_path", lambda v: not v, "slot_save_path (saving slots) is not supported"),
@@ -272,19 +310,36 @@ def _params(body: dict, *, n_predict_keys: tuple[str, ...]) -> tuple[GenParams, 
         if v is not None:
             n_predict = v
             break
-    temp, top_k, top_p, min_p, seed = (
-        _field(body, k) for k in ("temperature", "top_k", "top_p", "min_p", "seed")
-    )
+    stage = {k: _field(body, k) for k in CHAIN_SAMPLERS}
+    samplers = body.get("samplers")
+    if samplers is not None:  # (checked by _refuse_unsupported)
+        named = _chain_stages(samplers)
+        named = CHAIN_SAMPLERS if named is None else named
+        stage.update({k: SKIPPED_STAGE[k] for k in CHAIN_SAMPLERS if k not in named})
     params = GenParams(
         n_predict=n_predict,
-        seed=seed,
+        seed=_field(body, "seed"),
         stop=_stop(body),
         ignore_eos=_get(body, "ignore_eos", lambda v: isinstance(v, bool), "true or false"),
         spec=parse_speculative(body),
         cache_prompt=_bool(body, "cache_prompt", True),
         grammar=output_grammar(body),
+        n_indent=_get(body, "n_indent", lambda v: is_int(v) and 0 <= v <= MAX_INDENT,
+                      f"an integer in 0..{MAX_INDENT}", 0),
+        t_max_predict_ms=_milliseconds(body, "t_max_predict_ms"),
     )
-    return params, SamplerPatch(temp, top_k, top_p, min_p)
+    # llama-server reads t_max_prompt_ms and does not enforce it; neither does specgguf
+    # (docs/server.md says so), but a bad value is refused
+    _milliseconds(body, "t_max_prompt_ms")
+    patch = SamplerPatch(stage["temperature"], stage["top_k"], stage["top_p"], stage["min_p"],
+                         infill=_asks_infill(samplers))
+    return params, patch
+
+
+def _milliseconds(body: dict, key: str) -> int:
+    """A time limit in ms (<= 0 or absent: none)."""
+    v = _get(body, key, lambda v: is_number(v) and abs(v) < 1e12, "a number of milliseconds", 0)
+    return max(0, int(v))
 
 
 #: what OpenAI's `response_format: {"type": "json_object"}` asks for: a JSON object
@@ -338,6 +393,7 @@ class SamplerPatch:
     top_k: int | None
     top_p: float | None
     min_p: float | None
+    infill: bool = False  # llama.cpp's infill stage last (the App gives it the vocabulary)
 
     def over(self, base: SamplerParams) -> SamplerParams:
         return SamplerParams(
@@ -493,6 +549,14 @@ def parse_completion(body: Any, *, native: bool) -> Request:
     stream, include_usage = _stream(body)
     keys = ("n_predict", "max_tokens") if native else ("max_tokens", "n_predict")
     params, sampler = _params(body, n_predict_keys=keys)
+    infill = None
+    suffix = body.get("suffix") if not native else None
+    if suffix is not None and suffix != "":  # OpenAI's fill-in-the-middle: prompt, hole, suffix
+        if not isinstance(suffix, str):
+            raise bad("'suffix' must be a string")
+        if text is None:
+            raise bad("'suffix' needs the prompt as a string (the text before the hole)")
+        infill = InfillInput(prefix=text, suffix=suffix)
     return Request(
         "native" if native else "completion",
         stream,
@@ -502,7 +566,94 @@ def parse_completion(body: Any, *, native: bool) -> Request:
         prompt_tokens=tokens,
         include_usage=include_usage,
         return_tokens=native and _bool(body, "return_tokens", False),
+        infill=infill,
+        response_fields=_response_fields(body) if native else None,
     )
+
+
+def _string(body: dict, key: str) -> str:
+    """A required string field."""
+    if key not in body:
+        raise bad(f"'{key}' is required", "missing_field")
+    if not isinstance(body[key], str):
+        raise bad(f"'{key}' must be a string")
+    return body[key]
+
+
+def _extra_chunks(body: dict) -> tuple[ExtraChunk, ...]:
+    """`input_extra`: [{"filename": ..., "text": ...}] (filename optional)."""
+    v = body.get("input_extra")
+    if v is None:
+        return ()
+    what = 'an array of {"filename": string, "text": string}'
+    if not isinstance(v, list):
+        raise bad(f"'input_extra' must be {what}")
+    if len(v) > MAX_EXTRA_CHUNKS:
+        raise bad(f"'input_extra' has {len(v)} chunks (at most {MAX_EXTRA_CHUNKS})")
+    out = []
+    for i, chunk in enumerate(v):
+        if not isinstance(chunk, dict) or not isinstance(chunk.get("text"), str):
+            raise bad(f"'input_extra[{i}]' must be {{\"filename\": string, \"text\": string}}")
+        name = chunk.get("filename", DEFAULT_FILENAME)
+        if not isinstance(name, str):
+            raise bad(f"'input_extra[{i}].filename' must be a string")
+        out.append(ExtraChunk(name, chunk["text"]))
+    return tuple(out)
+
+
+def _response_fields(body: dict) -> tuple[str, ...] | None:
+    v = body.get("response_fields")
+    if v is None:
+        return None
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        raise bad("'response_fields' must be a list of strings (paths such as 'timings/prompt_n')")
+    if len(v) > MAX_RESPONSE_FIELDS:
+        raise bad(f"'response_fields' has {len(v)} paths (at most {MAX_RESPONSE_FIELDS})")
+    return tuple(v)
+
+
+def parse_infill(body: Any) -> Request:
+    """llama-server's /infill: the text before and after the cursor, other files' chunks,
+    and the sampling and stopping fields of /completion; answered as /completion is."""
+    body = _object(body)
+    prompt = body.get("prompt", "")
+    if prompt is None:
+        prompt = ""
+    if not isinstance(prompt, str):
+        raise bad("'prompt' must be a string (the text after the prefix, in the hole)")
+    infill = InfillInput(
+        prefix=_string(body, "input_prefix"),
+        suffix=_string(body, "input_suffix"),
+        extra=_extra_chunks(body),
+        prompt=prompt,
+    )
+    stream, _ = _stream(body)
+    params, sampler = _params(body, n_predict_keys=("n_predict", "max_tokens"))
+    return Request(
+        "infill",
+        stream,
+        params,
+        sampler,
+        infill=infill,
+        return_tokens=_bool(body, "return_tokens", False),
+        response_fields=_response_fields(body),
+    )
+
+
+def select_fields(paths: tuple[str, ...], answer: dict[str, Any]) -> dict[str, Any]:
+    """llama-server's `response_fields`: the answer with only these paths, each a key of the
+    result ("timings/prompt_n" -> {"timings/prompt_n": 12}); a path that is not there is
+    left out."""
+    out: dict[str, Any] = {}
+    for path in paths:
+        node: Any = answer
+        for key in path.split("/"):
+            if not isinstance(node, dict) or key not in node:
+                break
+            node = node[key]
+        else:
+            out[path] = node
+    return out
 
 
 # -- responses ----------------------------------------------------------------------------------

@@ -223,4 +223,7 @@ class Native(WireFormat):
 
 
 #: the request kinds (specgguf.server.protocol.Request.kind) and their formats
-FORMATS: dict[str, WireFormat] = {"chat": Chat(), "completion": Completion(), "native": Native()}
+#: (/infill answers as /completion does)
+FORMATS: dict[str, WireFormat] = {
+    "chat": Chat(), "completion": Completion(), "native": Native(), "infill": Native(),
+}  # fmt: skip
