@@ -85,6 +85,15 @@ Escape = typer.Option(
     "--escape",
     help="Process escape sequences (\\n, \\t, \\', \\\", \\\\) in -p before it is used.",
 )
+FimSuffix = typer.Option(
+    None,
+    "--fim-suffix",
+    metavar="TEXT",
+    help="Fill in the middle: the prompt (-p, -f) is the text before the hole and TEXT the "
+    "text after it, laid out in the model's FIM tokens as /infill lays them out; prints the "
+    "middle. (llama-cli's --in-prefix/--in-suffix wrap interactive input, so they keep that "
+    "meaning elsewhere and are not used for this.)",
+)
 Trace = typer.Option(
     None,
     "--trace",
@@ -139,6 +148,7 @@ def run(
     trace: Path | None = Trace,
     escape: bool = Escape,
     quiet: bool = o.Quiet,
+    fim_suffix: str | None = FimSuffix,
 ) -> int:
     """Generate text with speculative decoding (or plain decoding with --spec-type none).
 
@@ -167,6 +177,11 @@ def run(
         raise UsageError("--jsonl and -cnv/--conversation cannot be combined")
     if jsonl and prompt is not None:
         raise UsageError("--jsonl reads its lines from -f FILE or stdin, not -p")
+    if fim_suffix is not None and (jsonl or conversation or chat or system_prompt is not None):
+        raise UsageError(
+            "--fim-suffix fills in one plain prompt: it cannot be combined with --jsonl, "
+            "-cnv, --chat or -sys"
+        )
     if conversation and json_out:
         raise UsageError("--json cannot be combined with -cnv/--conversation")
     if chat is False and (conversation or system_prompt is not None):
@@ -177,7 +192,7 @@ def run(
         use_chat = chat if chat is not None else system_prompt is not None
     else:
         use_chat = chat if chat is not None else (default_pair or system_prompt is not None)
-        use_chat = use_chat or conversation
+        use_chat = (use_chat or conversation) and fim_suffix is None
 
     # From here on a signal (Ctrl-C while stdin is read, during the imports, the load...) still
     # ends a single run in its report and --json object: nothing generated yet.
@@ -287,7 +302,8 @@ def run(
             if conversation:
                 return _run_conversation(ctx, text, color=colored, turns=1 if single_turn else 0)
             assert text is not None
-            return _run_single(ctx, text, use_chat=use_chat, json_out=json_out, color=colored)
+            return _run_single(ctx, text, use_chat=use_chat, json_out=json_out, color=colored,
+                               fim_suffix=fim_suffix)  # fmt: skip
         finally:
             # Saving the -lcd cache (Session.close) and the profile is not cut short by a
             # signal that arrives now: it is raised once they are written.
@@ -411,9 +427,13 @@ class _Run:
 # -- the three modes --------------------------------------------------------------------------
 
 
-def _run_single(run: _Run, text: str, *, use_chat: bool, json_out: bool, color: bool) -> int:
-    """One prompt. A signal at any point (template, prompt evaluation, generation) still ends
-    in the statistics and the --json object, with what was generated so far."""
+def _run_single(
+    run: _Run, text: str, *, use_chat: bool, json_out: bool, color: bool,
+    fim_suffix: str | None = None,
+) -> int:  # fmt: skip
+    """One prompt (with `fim_suffix`: the text before a hole, filled in). A signal at any
+    point (template, prompt evaluation, generation) still ends in the statistics and the
+    --json object, with what was generated so far."""
     from specgguf.core.stats import RunStats
 
     gen = run.gen
@@ -422,7 +442,11 @@ def _run_single(run: _Run, text: str, *, use_chat: bool, json_out: bool, color: 
     try:
         if use_chat:
             text = gen.chat_prompt([{"role": "user", "content": text}])
-        tokens = gen.tokenize(text)
+        if fim_suffix is not None:
+            tokens = gen.infill_tokens(text, fim_suffix)
+            gen.session.check_prompt_length(tokens)
+        else:
+            tokens = gen.tokenize(text)
         generation = run.generate(tokens)
         if run.tracer is not None:
             run.tracer.begin()

@@ -41,7 +41,7 @@ from specgguf.draft_plan import DRAFT_MODEL_TYPE
 from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP
 from specgguf.errors import PromptError
 from specgguf.io.edit_stops import EditStops
-from specgguf.io.fim import FimTokens
+from specgguf.io.fim import Budget, ExtraChunk, FimTokens, infill_prompt
 from specgguf.loading.session import Session, Slot, SpecOptions, TimingContexts, resolve_seed
 from specgguf.spec_plan import CappedLengths, SpecOverrides, SpecPlan
 
@@ -547,6 +547,34 @@ class Generator:
         """The target's fill-in-the-middle tokens (specgguf.io.fim), BOS where it adds one."""
         model = self.session.target_model
         return FimTokens(**model.fim, bos=model.bos if model.add_bos else None)
+
+    def infill_tokens(
+        self, prefix: str, suffix: str, extra: Sequence[ExtraChunk] = (), prompt: str = ""
+    ) -> list[int]:
+        """A fill-in-the-middle prompt (specgguf.io.fim): `extra` files' chunks, the text
+        before the hole and `prompt` (the hole's start), the text after it, in the target's
+        FIM tokens and within llama-server's budget (-b, -n, -c). PromptError when the
+        target has no FIM tokens."""
+        fim = self.fim_tokens()
+        missing = fim.missing()
+        if missing:
+            raise PromptError(
+                "fill-in-the-middle is not supported by this model: it has no FIM "
+                f"{', '.join(missing)} token"
+            )
+
+        def plain(text: str) -> list[int]:
+            return self.encode(text, add_special=False, parse_special=False)
+
+        return infill_prompt(
+            fim,
+            plain,
+            prefix,
+            suffix,
+            extra=extra,
+            prompt=self.encode(prompt, add_special=False) if prompt else [],
+            budget=Budget(self.n_batch, self.n_predict, self.n_ctx),
+        )
 
     def infill_stage(self) -> InfillStage:
         """llama.cpp's infill sampling stage over the target's vocabulary (ending with its

@@ -4,6 +4,8 @@ laid out in the model's FIM tokens, `/v1/completions` with a `suffix`, and the r
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.serve_helpers import FAST, serving, sse_events
@@ -174,3 +176,29 @@ def test_a_model_without_fim_tokens_says_so(tiny_target):
         assert status == 400 and "no FIM prefix, suffix, middle token" in r["error"]["message"]
         status, _, r = s.request("POST", "/v1/completions", {"prompt": "a", "suffix": "b"})
         assert status == 400 and "fill-in-the-middle" in r["error"]["message"]
+
+
+def test_run_fim_suffix_fills_the_same_middle(server, fim_target, capsys):
+    from specgguf_cli.app import run_cli
+
+    # the server's context and batch: the same passes, the same greedy text
+    argv = ["run", "-m", str(fim_target), *FAST, "-c", "2048", "-b", "512", "--json",
+            "--spec-type", "none", "-n", N, "-p", "x = ", "--fim-suffix", "\ny = 2\n"]  # fmt: skip
+    code = run_cli(list(map(str, argv)))
+    out = capsys.readouterr().out
+    assert code == 0, out
+    body = {"input_prefix": "x = ", "input_suffix": "\ny = 2\n", "n_predict": N,
+            "temperature": 0, "speculative": False}  # fmt: skip
+    assert json.loads(out)["text"] == server.post("/infill", body)["content"]
+
+
+def test_run_fim_suffix_refusals(tiny_target, capsys):
+    from specgguf_cli.app import run_cli
+
+    from specgguf.errors import ExitCode
+
+    base = ["run", "-m", str(tiny_target), *FAST, "-c", "512", "-n", "4", "-p", "a"]
+    assert run_cli([*base, "--fim-suffix", "b"]) == ExitCode.PROMPT
+    assert "no FIM prefix, suffix, middle token" in capsys.readouterr().err
+    assert run_cli([*base, "--fim-suffix", "b", "--chat"]) == ExitCode.USAGE
+    assert "--fim-suffix" in capsys.readouterr().err

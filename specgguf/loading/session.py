@@ -453,12 +453,16 @@ class Session:
         tokens = self.target_model.tokenize(text)
         if not tokens:
             raise PromptError("the prompt is empty after tokenization")
+        self.check_prompt_length(tokens)
+        return tokens
+
+    def check_prompt_length(self, tokens: Sequence[int]) -> None:
+        """PromptError when nothing would fit in the context after `tokens`."""
         if len(tokens) >= self.target.n_ctx:
             raise PromptError(
                 f"the prompt is {len(tokens)} tokens, the context is {self.target.n_ctx} "
                 "(-c): nothing would fit after it"
             )
-        return tokens
 
     def draft_tokens(self, tokens: list[int]) -> list[int]:
         """The draft's tokens for the text of target `tokens` (the same ids when the two

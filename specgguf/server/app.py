@@ -35,7 +35,6 @@ from specgguf.core.sampling import INFILL_MAX_CANDIDATES, SamplerParams
 from specgguf.errors import SpecggufError
 from specgguf.generator import Generator, GenParams
 from specgguf.io import json_input
-from specgguf.io.fim import Budget, infill_prompt
 from specgguf.server import protocol as p
 from specgguf.server.protocol import ApiError
 from specgguf.server.scheduler import Event, Job, Scheduler
@@ -246,7 +245,8 @@ class App:
         gen = self.gen
         try:
             if req.infill is not None:
-                tokens = self.infill_tokens(req.infill)
+                i = req.infill
+                tokens = gen.infill_tokens(i.prefix, i.suffix, i.extra, i.prompt)
             elif req.kind == "chat":
                 assert req.messages is not None
                 prompt = gen.chat_prompt(req.messages, req.tools, self.render_options(req))
@@ -274,33 +274,6 @@ class App:
                 "context_length_exceeded",
             )
         return tokens
-
-    def infill_tokens(self, infill: p.InfillInput) -> list[int]:
-        """On the worker thread: the fill-in-the-middle prompt in the target's FIM tokens
-        (specgguf.io.fim); 400 when the model has none."""
-        gen = self.gen
-        fim = gen.fim_tokens()
-        missing = fim.missing()
-        if missing:
-            raise ApiError(
-                400,
-                "fill-in-the-middle is not supported by this model: it has no FIM "
-                f"{', '.join(missing)} token",
-                "not_supported",
-            )
-
-        def plain(text: str) -> list[int]:
-            return gen.encode(text, add_special=False, parse_special=False)
-
-        return infill_prompt(
-            fim,
-            plain,
-            infill.prefix,
-            infill.suffix,
-            extra=infill.extra,
-            prompt=gen.encode(infill.prompt, add_special=False) if infill.prompt else [],
-            budget=Budget(gen.n_batch, gen.n_predict, gen.n_ctx),
-        )
 
     def with_infill_stage(self, sampler: SamplerParams | None) -> SamplerParams:
         """The request's sampler with llama.cpp's infill stage last; 400 unless top-k
