@@ -708,16 +708,19 @@ class SessionFlags:
         *,
         parallel: int = 1,
         tree_room: TreeShape | None = None,
+        cache_reuse: int = 0,
     ):
         """Load the pair (imports llama_cpp) for `types` at draft length `n_max` (None: auto);
         `tree_room`: the widest tree its contexts must hold, when wider than the flags' (bench's
-        --sweep-tree)."""
+        --sweep-tree); `cache_reuse`: serve's --cache-reuse."""
+        from dataclasses import replace
+
         from specgguf.generator import spec_options
         from specgguf.loading.session import Session
 
         g = self.given
         return Session(
-            self.load_options(model, model_draft),
+            replace(self.load_options(model, model_draft), cache_reuse=cache_reuse),
             spec_options(
                 types,
                 n_max,

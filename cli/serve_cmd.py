@@ -39,6 +39,15 @@ Parallel = typer.Option(
     help="Slots: requests generated at once (interleaved round by round); -c is divided "
     "between them, as llama-server does.",
 )
+CacheReuse = typer.Option(
+    0,
+    "--cache-reuse",
+    metavar="N",
+    envvar="LLAMA_ARG_CACHE_REUSE",
+    help="Keep the cached chunks of at least N tokens that a new prompt repeats further "
+    "along, shifted to their new positions, not only the common prefix (an editor's prompt "
+    "changes in the middle as one types); 0: prefix only. One slot (-np 1).",
+)
 #: the most requests --max-queue lets wait: each holds a connection and its prompt's tokens,
 #: so "unbounded" (a huge number) would leave memory to the clients
 MAX_QUEUE = 4096
@@ -117,6 +126,7 @@ def serve(
     port: int = Port,
     api_key: str | None = ApiKey,
     parallel: int = Parallel,
+    cache_reuse: int = CacheReuse,
     max_queue: int = MaxQueue,
     max_connections: int | None = MaxConnections,
     chat_template_file: Path | None = ChatTemplateFile,
@@ -141,6 +151,10 @@ def serve(
     n_max = gen_flags.check(flags)
     if not 1 <= parallel <= 64:
         raise UsageError(f"invalid value for -np/--parallel: {parallel} (must be 1..64)")
+    if cache_reuse < 0:
+        raise UsageError(f"invalid value for --cache-reuse: {cache_reuse} (0 or more tokens)")
+    if cache_reuse and parallel > 1:
+        raise UsageError("--cache-reuse works with one slot: drop -np or --cache-reuse")
     if not 0 <= port <= 65535:
         raise UsageError(f"invalid value for --port: {port} (must be 0..65535)")
     if not 0 <= max_queue <= MAX_QUEUE:
@@ -195,7 +209,7 @@ def serve(
     if not quiet:
         say(f"specgguf serve: loading {model}" + (f" + draft {model_draft}" if model_draft else ""))
     session = flags.open_session(
-        model, model_draft, types, n_max, parallel=parallel
+        model, model_draft, types, n_max, parallel=parallel, cache_reuse=cache_reuse
     )
     gen = None
     try:

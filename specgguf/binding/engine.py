@@ -34,6 +34,7 @@ from specgguf.binding.offload import (
 )
 from specgguf.binding.outcome import Outcome
 from specgguf.core import tree
+from specgguf.core.cache_reuse import reuse_moves
 from specgguf.core.context import Outputs, common_prefix_len
 from specgguf.core.draft import Hear, TargetPass
 from specgguf.errors import ExitCode, ModelFileError, SpecggufError
@@ -565,6 +566,8 @@ class Context:
         self.captured: tuple[int, ...] = ()
         #: what the abort check asks during a decode_rows(..., give_way=) batch
         self._give_way: Callable[[], bool] | None = None
+        #: --cache-reuse N: keep_prefix also moves cached chunks of >= N tokens (0: never)
+        self.cache_reuse = 0
         self._give_way_check = ll.ggml_abort_callback(self._gives_way)  # alive with self
 
     def capture(self, layers: Sequence[int]) -> None:
@@ -901,7 +904,24 @@ class Context:
         (Each cell's key and value depend only on the tokens before it, so a cell whose whole
         prefix matches is exactly what a fresh evaluation would compute.)"""
         n = common_prefix_len(self.tokens, tokens)
+        if self.cache_reuse > 0 and n < self.n_past:
+            n = self._move_chunks(tokens, n)
         self.truncate(n)
+        return n
+
+    @interrupts.atomic
+    def _move_chunks(self, tokens: Sequence[int], n: int) -> int:
+        """--cache-reuse (specgguf.core.cache_reuse): shift the cached chunks `tokens`
+        repeats to their positions there; returns how much of its start is cached now. Not
+        where the memory cannot shift positions, nor while hidden states are captured (a
+        drafter that heard the chunks at their old places would not hear them again)."""
+        if self._dirty or self.captured or not ll.llama_memory_can_shift(self.memory):
+            return n
+        for m in reuse_moves(self.tokens, tokens, n, self.cache_reuse):
+            ll.llama_memory_seq_rm(self.memory, 0, m.dst, m.src)
+            ll.llama_memory_seq_add(self.memory, 0, m.src, m.src + m.n, m.dst - m.src)
+            self.tokens[m.dst : m.dst + m.n] = self.tokens[m.src : m.src + m.n]
+            n = m.dst + m.n
         return n
 
     def close(self) -> None:

@@ -71,6 +71,10 @@ class LoadOptions:
     strict_vocab: bool = False
     #: llama.cpp model and context parameters the command line sets (specgguf.flag_table)
     tuning: LlamaTuning = LlamaTuning()
+    #: serve --cache-reuse N: a prompt also keeps cached chunks of >= N tokens it repeats
+    #: further along (specgguf.core.cache_reuse; one slot); 0: its common prefix only
+    cache_reuse: int = 0
+
 
 
 def with_placements(overrides: Overrides) -> Overrides:
@@ -410,6 +414,7 @@ class Session:
         target = engine.Context(
             self.target_model, self._branching(self._params(n_ctx, draft=False), draft=False)
         )
+        target.cache_reuse = self.load.cache_reuse
         draft_ctx = None
         if self.draft_model is not None:
             try:
@@ -418,6 +423,8 @@ class Session:
             except BaseException:
                 target.close()
                 raise
+            if isinstance(draft_ctx, engine.Context):  # a draft model's own cache
+                draft_ctx.cache_reuse = self.load.cache_reuse
         return target, draft_ctx
 
     def _draft_context(self, target: engine.Context, params: engine.ContextParams):  # noqa: ANN202
