@@ -118,3 +118,26 @@ def test_infill_stage_is_the_last_stage_of_the_chain() -> None:
     d = distribution(logits, SamplerParams(temp=1.0, top_k=5, top_p=1.0, min_p=0.0,
                                            infill=stage()))  # fmt: skip
     assert plain.ids.size == 5 and list(d.ids) == [1, 3]
+
+
+# -- speculation reads what is after the cursor -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("where", "text"),
+    [("suffix", "    return total\n"), ("extra", "def mean(xs):\n    return sum(xs) / n\n")],
+)
+def test_the_default_lookup_drafts_from_the_suffix_and_the_extra_files(where, text) -> None:
+    """A completion often writes again what follows the cursor or what another file holds:
+    both are in the FIM prompt, so the n-gram lookup (the default ngram-map-k) drafts their
+    continuation once the output starts repeating them."""
+    from specgguf.drafters.ngram_map import NgramMapK
+
+    extra = (ExtraChunk("stats.py", text),) if where == "extra" else ()
+    suffix = text if where == "suffix" else "\n"
+    prompt = infill_prompt(REPO_FIM, chars, "def total(xs):\n", suffix, extra=extra, budget=WIDE)
+    d = NgramMapK(3, 8)
+    d.begin(prompt)
+    written = chars(text)
+    d.observe(written[:6])
+    assert list(d.propose(8).tokens) == written[6:14]
