@@ -109,6 +109,9 @@ def _run_cli(argv: list[str]) -> int:
 
     _register()
     try:
+        from specgguf_cli.fim_presets import expand
+
+        argv = expand(argv)  # serve --fim-qwen-*: llama-server's presets, as flags
         if argv and argv[0] in ("run", "bench", "serve"):
             from specgguf_cli.table_flags import expand_presets, with_bare_values
 

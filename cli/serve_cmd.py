@@ -144,6 +144,8 @@ def serve(
     /props, /slots, /health and /metrics, and a chat page at / that shows the speculation.
 
     With no -m, serves the pulled default pair (Qwen2.5-Coder 1.5B + 0.5B draft).
+    llama-server's code-completion presets (--fim-qwen-1.5b-default, --fim-qwen-7b-spec, ...)
+    set port 8012, -b 1024, -c 0 and --cache-reuse 256 for an editor plugin.
     """
     from specgguf.drafters.registry import needs_draft_model
     from specgguf.errors import ExitCode, SpecggufError, UsageError
