@@ -91,9 +91,20 @@ class Gate:
             await asyncio.sleep(0.01)
 
 
+class _NoModel:
+    """What preparing a request asks of the Generator before a model is needed: the
+    template's tool-call dialect (a template without markers: the fallback's)."""
+
+    def dialect(self):
+        from specgguf.chat.dialects import detect
+
+        return detect("")
+
+
 @pytest.fixture
 def app():
-    a = App(None, None, ServerConfig(model_id="m", model_path="m.gguf"))  # type: ignore[arg-type]
+    cfg = ServerConfig(model_id="m", model_path="m.gguf")
+    a = App(_NoModel(), None, cfg)  # type: ignore[arg-type]
     yield a
     a.close()
 
