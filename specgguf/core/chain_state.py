@@ -157,9 +157,10 @@ class RoundRows:
         gone: list[int] = []
         if chain.window_n is not None:
             over = len(chain.window) + len(drafted) - chain.window_n
-            gone = [chain.window[j] for j in range(max(over, 0))]
-            if over > len(chain.window):  # the drafted tokens themselves leave
+            if over > len(chain.window):  # the drafted tokens themselves leave too
                 gone = list(chain.window) + drafted[: over - len(chain.window)]
+            else:
+                gone = [chain.window[j] for j in range(max(over, 0))]
         all_ids = np.concatenate([ids, np.asarray(drafted + gone, dtype=np.int64)])
         weights = np.concatenate([counts, np.ones(len(drafted)), -np.ones(len(gone))])
         uniq, inv = np.unique(all_ids, return_inverse=True)
