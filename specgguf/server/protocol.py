@@ -5,7 +5,7 @@ pure-Python converter, a GBNF grammar is parsed later, on the worker thread): a 
 (already parsed JSON) goes in, a validated `Request` or an `ApiError` comes out; results go
 in, the JSON objects a client expects come out. Unknown fields are ignored, as
 OpenAI-compatible servers do (clients send `user`, `logprobs: false`, ...), but a feature that
-would change the answer and that specgguf does not implement (n > 1, penalties, logprobs) is
+would change the answer and that specgguf does not implement (n > 1, logprobs) is
 refused with 400 rather than silently ignored. Constrained output (`grammar`, `json_schema`,
 `response_format`, a required tool call) becomes the request's OutputGrammar; `tools` are for
 the chat endpoints.
@@ -26,6 +26,7 @@ from specgguf.core.sampling import SamplerParams
 from specgguf.drafters.draft_lengths import DRAFT_SAMPLING_MODES, N_MAX_LIMIT, in_range
 from specgguf.errors import SpecggufError
 from specgguf.generator import GenParams, OutputGrammar
+from specgguf.io import sampler_table
 from specgguf.io.sampling_fields import FIELDS, is_int, is_number
 from specgguf.spec_plan import SpecOverrides
 
@@ -195,33 +196,6 @@ def _stop(body: dict) -> tuple[str, ...]:
     return tuple(s for s in v if s)
 
 
-#: llama-server's sampler names (and its one-letter codes, as its web UI sends them) for the
-#: stages of specgguf's own fixed chain, in that chain's order; the other stages it names
-#: (penalties, DRY, top-n-sigma, typical-p, XTC) do nothing at their default settings, which
-#: is what specgguf runs (their non-default settings are refused by their own fields)
-CHAIN_SAMPLERS = ("top_k", "top_p", "min_p", "temperature")
-NEUTRAL_SAMPLERS = ("penalties", "dry", "top_n_sigma", "typ_p", "typical_p", "xtc")
-SAMPLER_CODES = {"k": "top_k", "p": "top_p", "m": "min_p", "t": "temperature", "e": "penalties",
-                 "d": "dry", "s": "top_n_sigma", "y": "typ_p", "x": "xtc"}  # fmt: skip
-
-
-def _default_chain(v: Any) -> bool:
-    """`samplers` asks for what specgguf's chain does: known stages only, top-k, top-p, min-p
-    and temperature each once in that order (a stage left out would be skipped, which this
-    chain cannot do). llama.cpp's default list and its web UI's string ("edskypmxt") are such
-    requests."""
-    if isinstance(v, str):
-        if not set(v) <= SAMPLER_CODES.keys():
-            return False
-        v = [SAMPLER_CODES[c] for c in v]
-    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-        return False
-    names = [x.replace("-", "_").lower() for x in v]
-    if not set(names) <= set(CHAIN_SAMPLERS + NEUTRAL_SAMPLERS):
-        return False
-    return [n for n in names if n in CHAIN_SAMPLERS] == list(CHAIN_SAMPLERS)
-
-
 #: Request fields whose feature specgguf does not implement: (field, the values that mean
 #: "not asked for", the message of the 400 `unsupported` answer). Ignoring such a field would
 #: answer something other than what was asked (the default sampler chain for `samplers`, a
@@ -233,20 +207,10 @@ UNSUPPORTED: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("logprobs", lambda v: v in (False, 0), "logprobs are not supported"),
     ("top_logprobs", lambda v: v == 0, "top_logprobs are not supported"),
     ("n_probs", lambda v: v == 0, "n_probs is not supported"),
-    ("presence_penalty", lambda v: v == 0, "presence_penalty is not supported"),
-    ("frequency_penalty", lambda v: v == 0, "frequency_penalty is not supported"),
-    ("repeat_penalty", lambda v: v == 1, "repeat_penalty is not supported"),
-    ("logit_bias", lambda v: not v, "logit_bias is not supported"),
     ("grammar_file", lambda v: not v, "grammar_file is not supported"),
     ("suffix", lambda v: not v, "suffix (fill-in-the-middle) is not supported"),
     ("echo", lambda v: v is False, "echo is not supported"),
     ("lora", lambda v: v == [], "lora adapters are not supported"),
-    (
-        "samplers",
-        _default_chain,
-        "samplers: only the chain top_k, top_p, min_p, temperature (in that order, with "
-        "penalties, dry, top_n_sigma, typ_p and xtc at their defaults) is supported",
-    ),
     ("n_keep", lambda v: v == 0, "n_keep is not supported (the context is never shifted)"),
     ("slot_save_path", lambda v: not v, "slot_save_path (saving slots) is not supported"),
     (
@@ -272,9 +236,11 @@ def _params(body: dict, *, n_predict_keys: tuple[str, ...]) -> tuple[GenParams, 
         if v is not None:
             n_predict = v
             break
-    temp, top_k, top_p, min_p, seed = (
-        _field(body, k) for k in ("temperature", "top_k", "top_p", "min_p", "seed")
-    )
+    seed = _field(body, "seed")
+    try:
+        sampling = sampler_table.from_request(body)
+    except sampler_table.SettingError as e:
+        raise bad(str(e)) from None
     params = GenParams(
         n_predict=n_predict,
         seed=seed,
@@ -284,7 +250,7 @@ def _params(body: dict, *, n_predict_keys: tuple[str, ...]) -> tuple[GenParams, 
         cache_prompt=_bool(body, "cache_prompt", True),
         grammar=output_grammar(body),
     )
-    return params, SamplerPatch(temp, top_k, top_p, min_p)
+    return params, SamplerPatch(sampling)
 
 
 #: what OpenAI's `response_format: {"type": "json_object"}` asks for: a JSON object
@@ -332,20 +298,13 @@ def output_grammar(body: dict) -> OutputGrammar | None:
 
 @dataclass(frozen=True)
 class SamplerPatch:
-    """The sampling fields a request gave; the rest come from the server's defaults."""
+    """The sampler settings a request gave (SamplerParams' fields, checked by
+    specgguf.io.sampler_table); the rest come from the server's defaults."""
 
-    temp: float | None
-    top_k: int | None
-    top_p: float | None
-    min_p: float | None
+    given: dict[str, Any]
 
     def over(self, base: SamplerParams) -> SamplerParams:
-        return SamplerParams(
-            temp=float(self.temp) if self.temp is not None else base.temp,
-            top_k=self.top_k if self.top_k is not None else base.top_k,
-            top_p=float(self.top_p) if self.top_p is not None else base.top_p,
-            min_p=float(self.min_p) if self.min_p is not None else base.min_p,
-        )
+        return sampler_table.params(base, self.given)
 
 
 def _object(body: Any) -> dict:
