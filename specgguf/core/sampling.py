@@ -18,6 +18,7 @@ vocabulary and top-k 40 that turns every later step into work on 40 numbers.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Protocol
 
 import numpy as np
@@ -59,7 +60,7 @@ class SamplerParams:
         """llama.cpp samples greedily for temp <= 0; so do we."""
         return self.temp <= 0.0
 
-    @property
+    @cached_property
     def penalizes(self) -> bool:
         """Whether the penalties stage changes anything (it reads the sequence's history)."""
         on = self.penalty_repeat != 1.0 or self.penalty_freq != 0.0 or self.penalty_present != 0.0
@@ -67,7 +68,7 @@ class SamplerParams:
             "penalties" in self.samplers
         )
 
-    @property
+    @cached_property
     def stateful(self) -> bool:
         """Whether a row's distribution depends on more than its logits (its RowState)."""
         return self.penalizes or self.mirostat != 0 or self._xtc_on
@@ -79,8 +80,10 @@ class SamplerParams:
             and self.xtc_threshold <= 0.5
         )  # fmt: skip
 
+    @cached_property
     def active_stages(self) -> tuple[str, ...]:
-        """The stages of `samplers` that change anything at these settings, in order."""
+        """The stages of `samplers` that change anything at these settings, in order (read
+        for every row: computed once per params)."""
         off = {
             "penalties": not self.penalizes,
             "dry": True,  # refused where asked for (specgguf.io.sampler_table)
@@ -283,6 +286,9 @@ def _top_k_changed(
     """The k largest of the row with the logits of `ids` replaced by `vals`, without a copy
     of the row: a token of the new top k that kept its logit is among the row's k + len(ids)
     largest (at most len(ids) changed tokens stand above it that did not before)."""
+    if not ids.size:  # nothing changed: the row's own top k
+        top, vals = sorted_top_k(logits, k)
+        return st.Candidates(top, vals, sorted=True)
     cand = np.union1d(top_k_ids(logits, min(k + ids.size, logits.shape[0])), ids)
     cv = logits[cand].astype(np.float64)
     if ids.size:
@@ -309,7 +315,7 @@ def distribution(
     numbers kept in decreasing order.
     """
     n = logits.shape[0]
-    stages = params.active_stages() if params.mirostat == 0 else ()
+    stages = params.active_stages if params.mirostat == 0 else ()
     lead = 1 if stages and stages[0] == "penalties" else 0
     ids, vals = _sparse_changes(logits, params, row, penalties=lead == 1)
     rest = stages[lead:]
@@ -377,7 +383,7 @@ def adjusted_row(logits: np.ndarray, params: SamplerParams, row: RowState | None
     """The row with the logit bias and the penalties applied: `logits` itself where neither
     changes anything, else a copy (for a constrained row, whose allowed top-k is searched on
     the changed logits)."""
-    penalties = params.mirostat == 0 and params.active_stages()[:1] == ("penalties",)
+    penalties = params.mirostat == 0 and params.active_stages[:1] == ("penalties",)
     ids, vals = _sparse_changes(logits, params, row, penalties)
     if not ids.size:
         return logits
@@ -392,7 +398,7 @@ def chain_on_sorted(
     """The chain after the logit bias, the penalties and top-k, on the survivors of top-k
     given by decreasing value (sorted_top_k's order). A constrained row
     (specgguf.core.constraint) enters here with its allowed top-k of `adjusted_row`."""
-    stages = params.active_stages() if params.mirostat == 0 else ()
+    stages = params.active_stages if params.mirostat == 0 else ()
     stages = tuple(s for s in stages if s not in ("penalties", "top_k"))
     c = st.Candidates(ids, vals.astype(np.float64, copy=False), sorted=True)
     return _finish(c, stages, params, row)
