@@ -13,6 +13,7 @@ from pathlib import Path
 
 import typer
 from specgguf_cli import options as o
+from specgguf_cli import sampler_flags
 from specgguf_cli.table_flags import with_table_flags
 
 from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP
@@ -134,9 +135,9 @@ def bench(
     warmup: bool = Warmup,
     seed: int = o.Seed,
     temp: float = Temp,
-    top_k: int = o.TopK,
-    top_p: float = o.TopP,
-    min_p: float = o.MinP,
+    top_k: int = sampler_flags.option("top_k"),
+    top_p: float = sampler_flags.option("top_p"),
+    min_p: float = sampler_flags.option("min_p"),
     ignore_eos: bool = o.IgnoreEos,
     json_out: bool = BenchJson,
     quiet: bool = o.Quiet,

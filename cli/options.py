@@ -17,6 +17,7 @@ from typing import Any
 
 import typer
 from specgguf_cli import grammar_flags as gf
+from specgguf_cli import sampler_flags
 
 from specgguf.core.tree import AUTO_TREE, CHAIN, NODES_MAX, TOPK_MAX, TreeShape
 from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP, DRAFT_SAMPLING_MODES, N_MAX_LIMIT
@@ -299,10 +300,6 @@ NPredict = typer.Option(
 Prompt = typer.Option(None, "-p", "--prompt", help="Prompt text (else -f, else stdin).")
 File = typer.Option(None, "-f", "--file", help="Read the prompt from a UTF-8 file.")
 Seed = typer.Option(-1, "-s", "--seed", envvar="LLAMA_ARG_SEED", help="RNG seed (-1: random).")
-Temp = typer.Option(0.8, "--temp", "--temperature", help="Temperature (0: greedy).")
-TopK = typer.Option(40, "--top-k", help="Top-k (<= 0: off).")
-TopP = typer.Option(0.95, "--top-p", help="Top-p (1.0: off).")
-MinP = typer.Option(0.05, "--min-p", help="Min-p (0.0: off).")
 IgnoreEos = typer.Option(
     False, "--ignore-eos", help="Keep generating past end-of-generation tokens."
 )
@@ -801,10 +798,8 @@ GENERATION_FLAGS: tuple[SharedFlag, ...] = (
     SharedFlag("no_auto_profile", NoAutoProfile, bool),
     SharedFlag("n_predict", NPredict, int),
     SharedFlag("seed", Seed, int),
-    SharedFlag("temp", Temp, float),
-    SharedFlag("top_k", TopK, int),
-    SharedFlag("top_p", TopP, float),
-    SharedFlag("min_p", MinP, float),
+    # every sampler setting, from specgguf.io.sampler_table (temp, top-k, penalties, ...)
+    *(SharedFlag(param, option, kind) for param, option, kind in sampler_flags.typer_rows()),
     SharedFlag("ignore_eos", IgnoreEos, bool),
     SharedFlag("grammar", gf.Grammar, str | None),
     SharedFlag("grammar_file", gf.GrammarFile, Path | None),
@@ -823,10 +818,8 @@ class GenerationFlags:
     no_auto_profile: bool
     n_predict: int
     seed: int
-    temp: float
-    top_k: int
-    top_p: float
-    min_p: float
+    #: the sampler flags' values by parameter name (sampler_flags.PARAMS)
+    sampling: dict[str, Any]
     ignore_eos: bool
     grammar: str | None
     grammar_file: Path | None
@@ -836,20 +829,30 @@ class GenerationFlags:
     def check(self, flags: SessionFlags) -> int | None:
         """Everything these and the session's flags allow checking without a model; returns
         --spec-draft-n-max parsed (None: auto)."""
-        return flags.check(
-            n_predict=self.n_predict, temp=self.temp, top_p=self.top_p, min_p=self.min_p,
+        s = self.sampling
+        parsed = flags.check(
+            n_predict=self.n_predict, temp=s["temp"], top_p=s["top_p"], min_p=s["min_p"],
             seed=self.seed, n_max=self.spec_draft_n_max,
         )  # fmt: skip
+        self.sampler()  # the other sampler flags: one line for the first bad one
+        return parsed
+
+    def sampler(self):
+        """specgguf.core.sampling.SamplerParams from the sampler flags (UsageError: one line
+        naming the first flag out of range)."""
+        from specgguf.core.sampling import SamplerParams
+        from specgguf.io.sampler_table import SettingError, from_flags
+
+        try:
+            return SamplerParams(**from_flags(self.sampling))
+        except SettingError as e:
+            raise UsageError(f"invalid value for {e}") from None
 
     def generator_args(self, n_max: int | None) -> dict[str, Any]:
         """specgguf.generator.Generator's sampling and speculation arguments (n_max: the
         checked draft length, None for auto)."""
-        from specgguf.core.sampling import SamplerParams
-
         return {
-            "sampler": SamplerParams(
-                temp=self.temp, top_k=self.top_k, top_p=self.top_p, min_p=self.min_p
-            ),
+            "sampler": self.sampler(),
             "n_predict": self.n_predict,
             "seed": self.seed,
             "ignore_eos": self.ignore_eos,
@@ -870,7 +873,8 @@ def with_generation_flags(func):
 
     def call(func, args, kwargs):
         given = {row.param: kwargs.pop(row.param) for row in GENERATION_FLAGS}
-        return func(*args, gen_flags=GenerationFlags(**given), **kwargs)
+        sampling = {p: given.pop(p) for p in sampler_flags.PARAMS}
+        return func(*args, gen_flags=GenerationFlags(**given, sampling=sampling), **kwargs)
 
     return _extend_signature(func, "gen_flags", _parameters(GENERATION_FLAGS), call)
 

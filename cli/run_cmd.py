@@ -496,10 +496,9 @@ def _run_batch(run: _Run, lines, *, use_chat: bool) -> int:
     text completion (llama-server's /completion), wrapped as one user message only with an
     explicit --chat or -sys (the default pair's implicit --chat is for -p). Per-line settings
     override the command line's."""
-    from dataclasses import replace
-
     from specgguf.core.stats import RunStats, format_rate
     from specgguf.generator import GenParams
+    from specgguf.io import sampler_table
     from specgguf.io.batch import BatchCounts, run_batch
 
     gen = run.gen
@@ -515,19 +514,7 @@ def _run_batch(run: _Run, lines, *, use_chat: bool) -> int:
             text = item.prompt
         tokens = gen.tokenize(text)
         ov = item.overrides()
-        sampler = replace(
-            gen.sampler,
-            **{
-                k: v
-                for k, v in (
-                    ("temp", ov.get("temperature")),
-                    ("top_k", ov.get("top_k")),
-                    ("top_p", ov.get("top_p")),
-                    ("min_p", ov.get("min_p")),
-                )
-                if v is not None
-            },
-        )
+        sampler = sampler_table.params(gen.sampler, item.sampling)
         generation = run.generate(
             tokens,
             GenParams(

@@ -339,3 +339,12 @@ def test_jsonl_content_parts(tiny_target, tiny_draft, monkeypatch, capsys):
     )
     assert objs[2]["error"]["code"] == ExitCode.PROMPT
     assert '"image_url" is not supported' in objs[2]["error"]["message"]
+
+
+def test_a_line_takes_every_sampler_field_of_a_request():
+    from specgguf.io.batch import parse_line
+
+    item = parse_line('{"prompt": "x", "repeat_penalty": 1.2, "logit_bias": {"5": -1}}', 1)
+    assert item.sampling == {"penalty_repeat": 1.2, "logit_bias": ((5, -1.0),)}
+    with pytest.raises(Exception, match="'repeat_penalty' must be a number > 0"):
+        parse_line('{"prompt": "x", "repeat_penalty": 0}', 1)

@@ -104,9 +104,8 @@ def test_llama_vscode_body_gets_the_fields_it_reads(server):
     assert all(k in r for k in VSCODE_READS)
     assert all(k in r["timings"] for k in TIMINGS_READ)
     assert isinstance(r["content"], str) and r["stop"] is True
-    # the stages the chain leaves out are skipped: no temperature, no min-p
-    assert r["generation_settings"]["temperature"] == 1.0
-    assert r["generation_settings"]["min_p"] == 0.0
+    # the chain is the one it asked for: no temperature stage (so no greedy pick), no min-p
+    assert r["generation_settings"]["samplers"] == ["top_k", "top_p", "infill"]
 
 
 def plain(server, text: str) -> list[int]:

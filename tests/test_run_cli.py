@@ -381,3 +381,20 @@ def test_escape_turns_backslash_n_into_a_new_line(run):
     escaped, plain = as_json(run("-e", "-p", "a\\nb", *args)), as_json(run("-p", "a\nb", *args))
     assert (escaped["text"], escaped["tokens_evaluated"]) == (
         plain["text"], plain["tokens_evaluated"])
+
+
+def test_sampler_flags_take_effect_and_speculation_keeps_them(run):
+    """The penalties change the greedy text; the draft model's speculation and plain decoding
+    print the same text with them, and with XTC seeded (each verify row sees its drafted
+    prefix)."""
+    base = ["-p", "hello hello hello", "-n", "24", "--temp", "0", "--json", "--no-chat"]
+    plain = as_json(run(*base, "--spec-type", "none"))["text"]
+    pen = ["--repeat-penalty", "1.8", "--presence-penalty", "1.0", "--repeat-last-n", "-1"]
+    penalised = as_json(run(*base, *pen, "--spec-type", "none"))["text"]
+    assert penalised != plain
+    assert as_json(run(*base, *pen, "--spec-draft-n-max", "4"))["text"] == penalised
+    seeded = ["-s", "7", "--temp", "0.9", "--xtc-probability", "0.5", "--mirostat", "0"]
+    alone = as_json(run(*base, *pen, *seeded, "--spec-type", "none"))["text"]
+    # one-hot drafts: token for token plain decoding's with the same seed
+    one_hot = ["--spec-draft-n-max", "4", "--spec-draft-sampling", "greedy"]
+    assert as_json(run(*base, *pen, *seeded, *one_hot))["text"] == alone

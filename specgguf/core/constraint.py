@@ -22,7 +22,14 @@ from typing import Protocol
 
 import numpy as np
 
-from specgguf.core.sampling import SamplerParams, SparseDist, chain_on_sorted, sorted_top_k
+from specgguf.core.sampling import (
+    RowState,
+    SamplerParams,
+    SparseDist,
+    adjusted_row,
+    chain_on_sorted,
+    sorted_top_k,
+)
 
 #: how many more candidates each further ask covers (×8: 1 -> 8 -> 64 -> ... -> the row)
 _GROWTH = 8
@@ -51,11 +58,13 @@ class Constraint(Protocol):
 
 
 def constrained_distribution(
-    logits: np.ndarray, params: SamplerParams, constraint: Constraint
+    logits: np.ndarray, params: SamplerParams, constraint: Constraint, row: RowState | None = None
 ) -> SparseDist:
-    """The sampler chain on `logits` with the tokens `constraint` forbids removed.
+    """The sampler chain on `logits` with the tokens `constraint` forbids removed, first (as
+    llama.cpp's grammar comes before its chain); `row`: the chain's state at this row.
 
     Raises NoTokenAllowed when no token of the row is allowed."""
+    logits = adjusted_row(logits, params, row)
     n = logits.shape[0]
     need = 1 if params.greedy else (params.top_k if 0 < params.top_k < n else n)
     m = need
@@ -74,7 +83,7 @@ def constrained_distribution(
         raise NoTokenAllowed("the grammar allows no token here")
     if params.greedy:
         return SparseDist(ids[:1].astype(np.int64), np.array([1.0]))
-    return chain_on_sorted(ids, vals, params)
+    return chain_on_sorted(ids, vals, params, row)
 
 
 class RoundStates:
@@ -102,10 +111,12 @@ class RoundStates:
             self._states.append(nxt)
         return self._states[i]
 
-    def distribution(self, i: int, logits: np.ndarray, params: SamplerParams) -> SparseDist:
+    def distribution(
+        self, i: int, logits: np.ndarray, params: SamplerParams, row: RowState | None = None
+    ) -> SparseDist:
         """The target's distribution at position i of the round under the constraint."""
         s = self.state(i)
-        return UNREACHABLE if s is None else constrained_distribution(logits, params, s)
+        return UNREACHABLE if s is None else constrained_distribution(logits, params, s, row)
 
     def advance(self, n_accepted: int, token: int) -> Constraint:
         """The sequence's state after the round: the accepted proposals, then `token` (drawn

@@ -23,6 +23,7 @@ import numpy as np
 
 from specgguf.core import tree
 from specgguf.core.acceptance import verify_tree
+from specgguf.core.chain_state import ChainState
 from specgguf.core.constraint import Constraint, RoundStates
 from specgguf.core.context import KVContext, Outputs
 from specgguf.core.draft import Draft, Drafter, TargetPass
@@ -150,6 +151,8 @@ class SpeculativeDecoder:
         self.stats.prompt_n = len(prompt) - keep
         self.stats.prompt_ms = (time.perf_counter() - t0) * 1e3
         self._last = prompt[-1]
+        # the sampler chain's memory (penalties' window, mirostat's mu) starts with the prompt
+        self.chain = ChainState(self.config.sampler, prompt, self.random)
         return logits[-1]
 
     # -- one round --------------------------------------------------------------------------
@@ -234,25 +237,27 @@ class SpeculativeDecoder:
         states = RoundStates(self.constraint, draft.tokens) if self.constraint is not None else None
 
         grammar_s = 0.0  # what asking the grammar cost this round (Round.grammar_ms)
+        parents = draft.parents
+        # rows: the root's, then one per node; uniforms keyed by depth (a chain: its index)
+        shape = parents if parents is not None else tree.chain_parents(len(draft.tokens))
+        # each row sampled with the chain's state after its own prefix, drafts included
+        rows = self.chain.round(draft.tokens, shape, n_past + 1)
 
         def p_at(i: int) -> SparseDist:
             nonlocal grammar_s
             d = cache.get(i)
             if d is None:
                 if states is None:
-                    d = cache[i] = distribution(logits[i], sampler)
+                    d = cache[i] = distribution(logits[i], sampler, rows.state(i, p_at))
                 else:
                     g0 = time.perf_counter()
-                    d = cache[i] = states.distribution(i, logits[i], sampler)
+                    d = cache[i] = states.distribution(i, logits[i], sampler, rows.state(i, p_at))
                     grammar_s += time.perf_counter() - g0
             return d
 
         def uniform(i: int, purpose: int) -> float:
             return self.random.uniform(n_past + 1 + i, purpose)  # i: position in this round
 
-        parents = draft.parents
-        # rows: the root's, then one per node; uniforms keyed by depth (a chain: its index)
-        shape = parents if parents is not None else tree.chain_parents(len(draft.tokens))
         verdict = verify_tree(draft.tokens, shape, draft.probs, p_at, uniform)
         target_probs = (
             [p_at(shape[i] + 1).prob(x) for i, x in enumerate(draft.tokens)]
@@ -262,6 +267,7 @@ class SpeculativeDecoder:
         t2 = time.perf_counter()
 
         n_acc = verdict.n_accepted
+        self.chain.advance(rows, verdict.path, verdict.token, p_at)
         emitted = [*(draft.tokens[i] for i in verdict.path), verdict.token]
         if states is not None:  # the grammar advances over what is emitted, nothing else
             g0 = time.perf_counter()

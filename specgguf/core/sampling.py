@@ -3,11 +3,13 @@
 Speculative sampling is only lossless when the draft's q and the target's p come out of the
 SAME transforms, so there is exactly one implementation here and both sides call it.
 
-The order and the semantics mirror llama.cpp's default chain (common/common.h, `samplers`):
-top-k -> top-p -> min-p -> temperature -> sample. Note that llama.cpp applies top-p and min-p
-BEFORE temperature, i.e. they look at softmax(logits) at temperature 1; we do the same so that
-`--top-p 0.9 --temp 0.5` means what it means in llama.cpp. Penalties, DRY, XTC and typical-p
-are not part of specgguf's surface (llama.cpp's defaults leave them off).
+The chain is llama.cpp's: logit bias first, then the stages in `SamplerParams.samplers` order
+(default: penalties, DRY, top-n-sigma, top-k, typical, top-p, min-p, XTC, temperature; each stage
+in specgguf.core.samplers), or, with mirostat on, logit bias, temperature and mirostat alone.
+Top-p and min-p come BEFORE temperature, i.e. they look at softmax(logits) at temperature 1, so
+that `--top-p 0.9 --temp 0.5` means what it means in llama.cpp. What depends on the sequence
+(the penalties' counts, mirostat's mu, XTC's coin) comes in a `RowState`
+(specgguf.core.chain_state): the state after that row's own prefix.
 
 Distributions are kept sparse (token ids + probabilities over the survivors): with a 150k-token
 vocabulary and top-k 40 that turns every later step into work on 40 numbers.
@@ -16,9 +18,13 @@ vocabulary and top-k 40 that turns every later step into work on 40 numbers.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Protocol
 
 import numpy as np
+
+from specgguf.core import samplers as st
 
 #: the infill stage drops text tokens below this probability (after merging)
 INFILL_THRESHOLD = 0.2
@@ -71,19 +77,88 @@ class InfillStage:
 
 @dataclass(frozen=True)
 class SamplerParams:
-    """llama.cpp's names and defaults (`--temp 0.8 --top-k 40 --top-p 0.95 --min-p 0.05`);
-    `infill`: llama.cpp's infill stage after them (an editor's request asks for it)."""
+    """llama.cpp's names and defaults (`--temp 0.8 --top-k 40 --top-p 0.95 --min-p 0.05`, every
+    other stage off). The flags and request fields that set each one are declared in
+    specgguf.io.sampler_table."""
 
     temp: float = 0.8
     top_k: int = 40
     top_p: float = 0.95
     min_p: float = 0.05
+    typ_p: float = 1.0
+    top_n_sigma: float = -1.0
+    xtc_probability: float = 0.0
+    xtc_threshold: float = 0.1
+    dynatemp_range: float = 0.0
+    dynatemp_exponent: float = 1.0
+    penalty_last_n: int = 64  # -1: the whole context
+    penalty_repeat: float = 1.0
+    penalty_freq: float = 0.0
+    penalty_present: float = 0.0
+    mirostat: int = 0  # 0 off, 1 or 2
+    mirostat_tau: float = 5.0
+    mirostat_eta: float = 0.1
+    min_keep: int = 0
+    #: the stages in order (specgguf.core.samplers.DEFAULT_ORDER's names)
+    samplers: tuple[str, ...] = st.DEFAULT_ORDER
+    #: (token id, bias) pairs added to the row first; -inf bans the token
+    logit_bias: tuple[tuple[int, float], ...] = field(default=())
+    #: llama.cpp's infill stage after the chain (an editor's request asks for it; sampling
+    #: only: a greedy row is the chain's top token)
     infill: InfillStage | None = None
 
     @property
     def greedy(self) -> bool:
-        """llama.cpp samples greedily for temp <= 0; so do we."""
-        return self.temp <= 0.0
+        """llama.cpp samples greedily for temp <= 0 where the temperature stage runs (it then
+        keeps the top token alone); a chain without it (an editor's `samplers` list) draws
+        from what its stages leave at temperature 1, whatever `temp` says."""
+        return self.temp <= 0.0 and (self.mirostat != 0 or "temperature" in self.samplers)
+
+    @cached_property
+    def penalizes(self) -> bool:
+        """Whether the penalties stage changes anything (it reads the sequence's history)."""
+        on = self.penalty_repeat != 1.0 or self.penalty_freq != 0.0 or self.penalty_present != 0.0
+        return on and self.penalty_last_n != 0 and self.mirostat == 0 and (
+            "penalties" in self.samplers
+        )
+
+    @cached_property
+    def stateful(self) -> bool:
+        """Whether a row's distribution depends on more than its logits (its RowState)."""
+        return self.penalizes or self.mirostat != 0 or self._xtc_on
+
+    @property
+    def _xtc_on(self) -> bool:
+        return (
+            self.mirostat == 0 and "xtc" in self.samplers and self.xtc_probability > 0.0
+            and self.xtc_threshold <= 0.5
+        )  # fmt: skip
+
+    @cached_property
+    def active_stages(self) -> tuple[str, ...]:
+        """The stages of `samplers` that change anything at these settings, in order (read
+        for every row: computed once per params)."""
+        off = {
+            "penalties": not self.penalizes,
+            "dry": True,  # refused where asked for (specgguf.io.sampler_table)
+            "top_n_sigma": self.top_n_sigma <= 0.0,
+            "top_k": self.top_k <= 0,
+            "typ_p": self.typ_p >= 1.0,
+            "top_p": self.top_p >= 1.0,
+            "min_p": self.min_p <= 0.0,
+            "xtc": not self._xtc_on,
+        }
+        return tuple(s for s in self.samplers if not off.get(s, False))
+
+
+class RowState(Protocol):
+    """What a row's distribution depends on besides its logits (core.chain_state makes it):
+    the penalised tokens and their counts, mirostat's mu, XTC's uniform for the position."""
+
+    pen_ids: np.ndarray  # int64, distinct
+    pen_counts: np.ndarray  # float64, > 0
+    mu: float
+    xtc_u: float | None
 
 
 @dataclass(frozen=True)
@@ -113,8 +188,9 @@ class SparseDist:
         return int(self.ids[min(i, self.ids.size - 1)])
 
 
-#: what each uniform of a sequence position is for (PositionRandom streams)
-SAMPLE, ACCEPT, DRAFT = 0, 1, 2
+#: what each uniform of a sequence position is for (PositionRandom streams); CHAIN: the
+#: chain's own coin at a position (XTC's), the same for every row scored there
+SAMPLE, ACCEPT, DRAFT, CHAIN = 0, 1, 2, 3
 
 
 def sibling(stream: int, n: int) -> int:
@@ -220,49 +296,169 @@ def _softmax_sorted(x: np.ndarray) -> np.ndarray:
     return e / e.sum()
 
 
-def distribution(logits: np.ndarray, params: SamplerParams) -> SparseDist:
-    """Apply the chain to one logits row. Greedy params give the one-hot argmax.
+def _bias(params: SamplerParams) -> tuple[np.ndarray, np.ndarray]:
+    """Logit bias as (distinct ids, summed biases)."""
+    ids = np.fromiter((t for t, _ in params.logit_bias), dtype=np.int64)
+    bias = np.fromiter((b for _, b in params.logit_bias), dtype=np.float64)
+    uniq, inv = np.unique(ids, return_inverse=True)
+    return uniq, np.bincount(inv, weights=bias, minlength=uniq.size)
+
+
+def _sparse_changes(
+    logits: np.ndarray, params: SamplerParams, row: RowState | None, penalties: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """The tokens whose logits the logit bias (and, with `penalties`, the penalties) change,
+    and their new values: a few numbers instead of a changed copy of the row."""
+    empty = np.empty(0, dtype=np.int64)
+    ids, vals = empty, np.empty(0)
+    n = logits.shape[0]
+    if params.logit_bias:
+        ids, bias = _bias(params)
+        inside = ids < n
+        ids, bias = ids[inside], bias[inside]
+        vals = logits[ids].astype(np.float64) + bias
+    if penalties and row is not None and row.pen_ids.size:
+        pen = row.pen_ids[row.pen_ids < n]
+        counts = row.pen_counts[row.pen_ids < n]
+        base = logits[pen].astype(np.float64)
+        if ids.size:  # penalise the biased value where a token has both
+            where = np.searchsorted(ids, pen)
+            hit = (where < ids.size) & (ids[np.minimum(where, ids.size - 1)] == pen)
+            base[hit] = vals[where[hit]]
+        new = st.adjusted_values(
+            base, counts, params.penalty_repeat, params.penalty_freq, params.penalty_present
+        )
+        ids, vals = np.concatenate([pen, ids]), np.concatenate([new, vals])
+        ids, first = np.unique(ids, return_index=True)  # a penalised value wins
+        vals = vals[first]
+    return ids, vals
+
+
+def _top_k_changed(
+    logits: np.ndarray, k: int, ids: np.ndarray, vals: np.ndarray
+) -> st.Candidates:
+    """The k largest of the row with the logits of `ids` replaced by `vals`, without a copy
+    of the row: a token of the new top k that kept its logit is among the row's k + len(ids)
+    largest (at most len(ids) changed tokens stand above it that did not before)."""
+    if not ids.size:  # nothing changed: the row's own top k
+        top, vals = sorted_top_k(logits, k)
+        return st.Candidates(top, vals, sorted=True)
+    cand = np.union1d(top_k_ids(logits, min(k + ids.size, logits.shape[0])), ids)
+    cv = logits[cand].astype(np.float64)
+    if ids.size:
+        cv[np.searchsorted(cand, ids)] = vals
+    c = st.Candidates(cand, cv)
+    st.top_k(c, k)
+    return c
+
+
+#: stages that never drop the top token (greedy reads the argmax past them)
+_KEEPS_TOP = frozenset({"top_n_sigma", "top_k", "top_p", "min_p"})
+
+
+def distribution(
+    logits: np.ndarray, params: SamplerParams, row: RowState | None = None
+) -> SparseDist:
+    """Apply the chain to one logits row; `row`: the sequence's state at this row (None: a
+    row without one, as a draft's, where penalties, mirostat's mu and XTC's coin are absent).
 
     `logits` may be a view into llama.cpp's output buffer: it is only read, never kept.
-    No step touches the whole vocabulary more than once, and nothing is copied in full:
-    greedy is one argmax, top-k is top_k_ids, and everything after it works on k numbers
-    kept in decreasing order, so top-p and min-p each keep a prefix.
+    Vocabulary-sized work only where a stage needs the whole row (top-n-sigma, top-k off,
+    mirostat): the logit bias and the penalties change a few tokens (`_sparse_changes`), and
+    a top-k after them reads the row once (`_top_k_changed`); everything after works on k
+    numbers kept in decreasing order.
     """
-    if params.greedy:
-        return one_hot(int(np.argmax(logits)))
-
     n = logits.shape[0]
-    ids, vals = sorted_top_k(logits, params.top_k if 0 < params.top_k < n else n)
-    return chain_on_sorted(ids, vals, params)
+    stages = params.active_stages if params.mirostat == 0 else ()
+    lead = 1 if stages and stages[0] == "penalties" else 0
+    ids, vals = _sparse_changes(logits, params, row, penalties=lead == 1)
+    rest = stages[lead:]
+    if params.greedy and params.mirostat == 0:
+        before = rest[: rest.index("temperature")] if "temperature" in rest else rest
+        if set(before) <= _KEEPS_TOP:
+            if not ids.size:
+                return one_hot(int(np.argmax(logits)))
+            return one_hot(int(_top_k_changed(logits, 1, ids, vals).ids[0]))
+    if rest and rest[0] == "top_k" and params.top_k > 0 and params.top_k + ids.size < n:
+        c = _top_k_changed(logits, params.top_k, ids, vals)
+        rest = rest[1:]
+    else:
+        full = logits.astype(np.float64)
+        if ids.size:
+            full[ids] = vals
+        c = st.Candidates(np.arange(n), full)
+    return _finish(c, rest, params, row)
 
 
-def chain_on_sorted(ids: np.ndarray, vals: np.ndarray, params: SamplerParams) -> SparseDist:
-    """The chain after top-k: top-p, min-p and temperature on the survivors of top-k, given
-    by decreasing value (sorted_top_k's order). A constrained row (specgguf.core.constraint)
-    enters here with its allowed top-k."""
-    keep = ids.size
+def _finish(
+    c: st.Candidates, stages: tuple[str, ...], params: SamplerParams, row: RowState | None
+) -> SparseDist:
+    """The stages `stages` on `c`, then (mirostat on) temperature and mirostat, then the
+    distribution: survivors by decreasing logit, softmax; greedy: the top one alone."""
+    finite = c.vals > -np.inf
+    if not finite.all() and finite.any():
+        c.keep(finite)
+    for name in stages:
+        if name == "penalties":  # after another stage: on what it left
+            _penalise(c, params, row)
+        else:
+            st.STAGES[name](c, params, row)
+    if params.mirostat:
+        st.temperature(c, params.temp, 0.0, 1.0)
+        mu = row.mu if row is not None else 2.0 * params.mirostat_tau
+        if params.mirostat == 1:
+            st.mirostat_v1(c, mu)
+        else:
+            st.mirostat_v2(c, mu)
+    c.sort()
+    if params.greedy:
+        c.keep_top()
+    finite = c.vals > -np.inf
+    if not finite.all() and finite.any():
+        c.keep(finite)
+    dist = SparseDist(c.ids.astype(np.int64, copy=False), _softmax_sorted(c.vals))
+    if params.infill is not None and not params.greedy:
+        return params.infill.apply(dist.ids, dist.probs)
+    return dist
 
-    # top-p on softmax at temperature 1: keep the shortest prefix whose mass reaches p.
-    if params.top_p < 1.0:
-        cum = np.cumsum(_softmax_sorted(vals))
-        keep = int(np.searchsorted(cum, params.top_p, side="left")) + 1
 
-    # min-p: keep tokens with p_i >= min_p * p_max, i.e. logit >= max + log(min_p) (the
-    # first token always stays).
-    if params.min_p > 0.0:
-        keep = min(keep, max(1, int(np.count_nonzero(vals >= vals[0] + np.log(params.min_p)))))
+def _penalise(c: st.Candidates, params: SamplerParams, row: RowState | None) -> None:
+    if row is None or not row.pen_ids.size:
+        return
+    hit = np.isin(c.ids, row.pen_ids)
+    if hit.any():
+        at = np.searchsorted(row.pen_ids, c.ids[hit])
+        c.vals = c.vals.copy()
+        c.vals[hit] = st.adjusted_values(
+            c.vals[hit], row.pen_counts[at], params.penalty_repeat, params.penalty_freq,
+            params.penalty_present,
+        )  # fmt: skip
+        c.sorted = False
 
-    if keep < ids.size:
-        ids, vals = ids[:keep], vals[:keep]
-    with np.errstate(over="ignore"):
-        scaled = vals / params.temp
-        if not np.isfinite(scaled[0]):
-            # a temperature so small (1e-320) that the logits overflow to inf, and inf - inf
-            # is NaN: scale the distances from the top instead (the top at 0, the rest at
-            # -inf or below it), so that the limit is greedy's one-hot
-            scaled = (vals - vals[0]) / params.temp
-    dist = SparseDist(ids.astype(np.int64, copy=False), _softmax_sorted(scaled))
-    return params.infill.apply(dist.ids, dist.probs) if params.infill is not None else dist
+
+def adjusted_row(logits: np.ndarray, params: SamplerParams, row: RowState | None) -> np.ndarray:
+    """The row with the logit bias and the penalties applied: `logits` itself where neither
+    changes anything, else a copy (for a constrained row, whose allowed top-k is searched on
+    the changed logits)."""
+    penalties = params.mirostat == 0 and params.active_stages[:1] == ("penalties",)
+    ids, vals = _sparse_changes(logits, params, row, penalties)
+    if not ids.size:
+        return logits
+    out = logits.astype(np.float64)
+    out[ids] = vals
+    return out
+
+
+def chain_on_sorted(
+    ids: np.ndarray, vals: np.ndarray, params: SamplerParams, row: RowState | None = None
+) -> SparseDist:
+    """The chain after the logit bias, the penalties and top-k, on the survivors of top-k
+    given by decreasing value (sorted_top_k's order). A constrained row
+    (specgguf.core.constraint) enters here with its allowed top-k of `adjusted_row`."""
+    stages = params.active_stages if params.mirostat == 0 else ()
+    stages = tuple(s for s in stages if s not in ("penalties", "top_k"))
+    c = st.Candidates(ids, vals.astype(np.float64, copy=False), sorted=True)
+    return _finish(c, stages, params, row)
 
 
 def top_k_confidence(logits: np.ndarray, k: int = 10) -> tuple[int, float]:

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from specgguf import interrupts
 from specgguf.errors import MAX_TEXT_BYTES, ExitCode, OutputError, SpecggufError
-from specgguf.io import json_input
+from specgguf.io import json_input, sampler_table
 from specgguf.io.output import write_text
 from specgguf.io.sampling_fields import FIELDS, is_int
 
@@ -29,7 +29,10 @@ from specgguf.io.sampling_fields import FIELDS, is_int
 OVERRIDES = ("n_predict", "temperature", "top_k", "top_p", "min_p", "seed")
 #: per-line constraints (at most one): they replace the command line's --grammar / -j
 CONSTRAINTS = ("grammar", "json_schema")
-KNOWN_KEYS = frozenset(("prompt", "messages", "id", *OVERRIDES, *CONSTRAINTS))
+#: and every other sampler field of a server request (penalties, logit_bias, samplers, ...)
+KNOWN_KEYS = frozenset(
+    ("prompt", "messages", "id", *OVERRIDES, *CONSTRAINTS, *sampler_table.BY_FIELD)
+)
 _FLOATS = frozenset(("temperature", "top_p", "min_p"))  # a JSON 1 is the float 1.0 here
 
 _CODE_NAMES = {
@@ -66,6 +69,8 @@ class BatchItem:
     seed: int | None = None
     grammar: str | None = None
     json_schema: Any = None  # a JSON schema object (or true/false)
+    #: the line's sampler settings as SamplerParams' fields (sampler_table.from_request)
+    sampling: dict[str, Any] = field(default_factory=dict)
 
     def overrides(self) -> dict[str, Any]:
         """The per-line settings that were given."""
@@ -140,6 +145,10 @@ def parse_line(text: str | bytes, line: int) -> BatchItem:
         f = FIELDS[key]
         v = get(key, f.ok, f.what)
         setattr(item, key, float(v) if v is not None and key in _FLOATS else v)
+    try:
+        item.sampling = sampler_table.from_request(obj)
+    except sampler_table.SettingError as e:
+        raise fail(str(e)) from None
     item.grammar = get("grammar", lambda v: isinstance(v, str), "a string (GBNF)")
     item.json_schema = get(
         "json_schema", lambda v: isinstance(v, dict | bool), "a JSON schema object"

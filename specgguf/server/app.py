@@ -279,10 +279,11 @@ class App:
         """The request's sampler with llama.cpp's infill stage last; 400 unless top-k
         bounds what that stage compares pairwise."""
         assert sampler is not None
-        if not 0 < sampler.top_k <= INFILL_MAX_CANDIDATES:
+        if "top_k" not in sampler.samplers or not 0 < sampler.top_k <= INFILL_MAX_CANDIDATES:
             raise p.bad(
                 f"the infill sampler needs top_k in 1..{INFILL_MAX_CANDIDATES} before it "
-                f"(top_k is {sampler.top_k})",
+                f"(top_k is {sampler.top_k}"
+                f"{'' if 'top_k' in sampler.samplers else ', not in samplers'})",
                 "unsupported",
             )
         return replace(sampler, infill=self.gen.infill_stage())
@@ -449,6 +450,7 @@ class App:
             "top_k": sampler.top_k,
             "top_p": sampler.top_p,
             "min_p": sampler.min_p,
+            "samplers": [*sampler.samplers, *(["infill"] if sampler.infill is not None else [])],
             "stop": list(params.stop) if params is not None else [],
             "ignore_eos": gen.ignore_eos,
             "n_ctx": gen.n_ctx,

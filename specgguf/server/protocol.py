@@ -5,7 +5,7 @@ pure-Python converter, a GBNF grammar is parsed later, on the worker thread): a 
 (already parsed JSON) goes in, a validated `Request` or an `ApiError` comes out; results go
 in, the JSON objects a client expects come out. Unknown fields are ignored, as
 OpenAI-compatible servers do (clients send `user`, `logprobs: false`, ...), but a feature that
-would change the answer and that specgguf does not implement (n > 1, penalties, logprobs) is
+would change the answer and that specgguf does not implement (n > 1, logprobs) is
 refused with 400 rather than silently ignored. Constrained output (`grammar`, `json_schema`,
 `response_format`, a required tool call) becomes the request's OutputGrammar; `tools` are for
 the chat endpoints.
@@ -26,6 +26,7 @@ from specgguf.core.sampling import SamplerParams
 from specgguf.drafters.draft_lengths import DRAFT_SAMPLING_MODES, N_MAX_LIMIT, in_range
 from specgguf.errors import SpecggufError
 from specgguf.generator import GenParams, OutputGrammar
+from specgguf.io import sampler_table
 from specgguf.io.fim import DEFAULT_FILENAME, ExtraChunk
 from specgguf.io.sampling_fields import FIELDS, is_int, is_number
 from specgguf.spec_plan import SpecOverrides
@@ -216,48 +217,15 @@ def _stop(body: dict) -> tuple[str, ...]:
     return tuple(s for s in v if s)
 
 
-#: llama-server's sampler names (and its one-letter codes, as its web UI sends them) for the
-#: stages of specgguf's own fixed chain, in that chain's order; the other stages it names
-#: (penalties, DRY, top-n-sigma, typical-p, XTC) do nothing at their default settings, which
-#: is what specgguf runs (their non-default settings are refused by their own fields)
-CHAIN_SAMPLERS = ("top_k", "top_p", "min_p", "temperature")
 INFILL_SAMPLER = "infill"  # (core.sampling.InfillStage) accepted as the last stage
-NEUTRAL_SAMPLERS = ("penalties", "dry", "top_n_sigma", "typ_p", "typical_p", "xtc")
-SAMPLER_CODES = {"k": "top_k", "p": "top_p", "m": "min_p", "t": "temperature", "e": "penalties",
-                 "d": "dry", "s": "top_n_sigma", "y": "typ_p", "x": "xtc"}  # fmt: skip
 
 
-def _chain_stages(v: Any) -> list[str] | None:
-    """The stages of specgguf's chain that `samplers` names, or None when it asks for
-    something else: an unknown stage, a stage twice, or the chain's stages out of its order
-    (top_k, top_p, min_p, temperature). llama.cpp's default list and its web UI's string
-    ("edskypmxt") name all four."""
-    if isinstance(v, str):
-        if not set(v) <= SAMPLER_CODES.keys():
-            return None
-        v = [SAMPLER_CODES[c] for c in v]
-    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-        return None
-    names = [x.replace("-", "_").lower() for x in v]
-    if names and names[-1] == INFILL_SAMPLER:  # llama.cpp's infill stage: last, if at all
-        names = names[:-1]
-    if not set(names) <= set(CHAIN_SAMPLERS + NEUTRAL_SAMPLERS) or len(set(names)) < len(names):
-        return None
-    stages = [n for n in names if n in CHAIN_SAMPLERS]
-    return stages if stages == [n for n in CHAIN_SAMPLERS if n in stages] else None
-
-
-def _asks_infill(v: Any) -> bool:
-    """`samplers` ends with the infill stage (a list; the letter codes have none)."""
-    return isinstance(v, list) and bool(v) and v[-1] == INFILL_SAMPLER
-
-
-def _default_chain(v: Any) -> bool:
-    return _chain_stages(v) is not None
-
-
-#: a stage left out of `samplers` does nothing: its setting that keeps every token
-SKIPPED_STAGE = {"top_k": 0, "top_p": 1.0, "min_p": 0.0, "temperature": 1.0}
+def _without_infill(v: Any) -> tuple[Any, bool]:
+    """`samplers` without a last `infill` stage (llama.cpp's, which the App gives the
+    vocabulary), and whether it was there (a list; the letter codes have none)."""
+    if isinstance(v, list) and v and v[-1] == INFILL_SAMPLER:
+        return v[:-1], True
+    return v, False
 
 
 #: Request fields whose feature specgguf does not implement: (field, the values that mean
@@ -271,20 +239,9 @@ UNSUPPORTED: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("logprobs", lambda v: v in (False, 0), "logprobs are not supported"),
     ("top_logprobs", lambda v: v == 0, "top_logprobs are not supported"),
     ("n_probs", lambda v: v == 0, "n_probs is not supported"),
-    ("presence_penalty", lambda v: v == 0, "presence_penalty is not supported"),
-    ("frequency_penalty", lambda v: v == 0, "frequency_penalty is not supported"),
-    ("repeat_penalty", lambda v: v == 1, "repeat_penalty is not supported"),
-    ("logit_bias", lambda v: not v, "logit_bias is not supported"),
     ("grammar_file", lambda v: not v, "grammar_file is not supported"),
     ("echo", lambda v: v is False, "echo is not supported"),
     ("lora", lambda v: v == [], "lora adapters are not supported"),
-    (
-        "samplers",
-        _default_chain,
-        "samplers: only stages of the chain top_k, top_p, min_p, temperature (in that order, "
-        "with penalties, dry, top_n_sigma, typ_p and xtc at their defaults) are supported; "
-        "then optionally infill, last",
-    ),
     ("n_keep", lambda v: v == 0, "n_keep is not supported (the context is never shifted)"),
     ("slot_save_path", lambda v: not v, "slot_save_path (saving slots) is not supported"),
     (
@@ -310,12 +267,11 @@ def _params(body: dict, *, n_predict_keys: tuple[str, ...]) -> tuple[GenParams, 
         if v is not None:
             n_predict = v
             break
-    stage = {k: _field(body, k) for k in CHAIN_SAMPLERS}
-    samplers = body.get("samplers")
-    if samplers is not None:  # (checked by _refuse_unsupported)
-        named = _chain_stages(samplers)
-        named = CHAIN_SAMPLERS if named is None else named
-        stage.update({k: SKIPPED_STAGE[k] for k in CHAIN_SAMPLERS if k not in named})
+    samplers, infill = _without_infill(body.get("samplers"))
+    try:
+        sampling = sampler_table.from_request({**body, "samplers": samplers})
+    except sampler_table.SettingError as e:
+        raise bad(str(e)) from None
     params = GenParams(
         n_predict=n_predict,
         seed=_field(body, "seed"),
@@ -331,9 +287,7 @@ def _params(body: dict, *, n_predict_keys: tuple[str, ...]) -> tuple[GenParams, 
     # llama-server reads t_max_prompt_ms and does not enforce it; neither does specgguf
     # (docs/server.md says so), but a bad value is refused
     _milliseconds(body, "t_max_prompt_ms")
-    patch = SamplerPatch(stage["temperature"], stage["top_k"], stage["top_p"], stage["min_p"],
-                         infill=_asks_infill(samplers))
-    return params, patch
+    return params, SamplerPatch(sampling, infill=infill)
 
 
 def _milliseconds(body: dict, key: str) -> int:
@@ -387,21 +341,14 @@ def output_grammar(body: dict) -> OutputGrammar | None:
 
 @dataclass(frozen=True)
 class SamplerPatch:
-    """The sampling fields a request gave; the rest come from the server's defaults."""
+    """The sampler settings a request gave (SamplerParams' fields, checked by
+    specgguf.io.sampler_table); the rest come from the server's defaults."""
 
-    temp: float | None
-    top_k: int | None
-    top_p: float | None
-    min_p: float | None
+    given: dict[str, Any]
     infill: bool = False  # llama.cpp's infill stage last (the App gives it the vocabulary)
 
     def over(self, base: SamplerParams) -> SamplerParams:
-        return SamplerParams(
-            temp=float(self.temp) if self.temp is not None else base.temp,
-            top_k=self.top_k if self.top_k is not None else base.top_k,
-            top_p=float(self.top_p) if self.top_p is not None else base.top_p,
-            min_p=float(self.min_p) if self.min_p is not None else base.min_p,
-        )
+        return sampler_table.params(base, self.given)
 
 
 def _object(body: Any) -> dict:
