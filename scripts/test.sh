@@ -13,4 +13,4 @@ fi
 "$VENV/bin/ruff" check "$ROOT"
 cd "$ROOT"
 "$VENV/bin/lint-imports"   # the layers (pyproject.toml [tool.importlinter])
-exec "$VENV/bin/python" -m pytest -q -ra "$@"
+exec "$VENV/bin/python" -m pytest -q -ra --durations=25 "$@"
