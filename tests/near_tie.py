@@ -16,8 +16,10 @@ from typing import Any
 
 import numpy as np
 
-#: on the real models, rounding differences between pass widths are about 1e-2 logits
-REAL_NEAR_TIE = 0.25
+#: on the real models, rounding differences between pass widths are about 1e-2 logits on a
+#: short context, and grow with it: after the ~1,500-token write_file prompt of
+#: test_agent_edits_real two greedy texts parted between the top two tokens 0.278 apart
+REAL_NEAR_TIE = 0.3
 
 
 def top_two(row: Any) -> tuple[int, int, float]:
