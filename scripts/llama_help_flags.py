@@ -33,9 +33,10 @@ def without_comments(source: str) -> str:
     return re.sub(r'("(?:[^"\\\n]|\\.)*")|//[^\n]*', lambda m: m.group(1) or "", source)
 
 
-def closing(text: str, start: int) -> int:
-    """The index just past the parenthesis that closes the one at `start` (strings skipped)."""
-    depth, i, in_str = 0, start, False
+def code_chars(text: str, start: int = 0):
+    """(index, character) of `text` from `start`, string literals (and their escapes)
+    skipped: the characters a bracket or comma scan may count."""
+    i, in_str = start, False
     while i < len(text):
         c = text[i]
         if in_str:
@@ -45,13 +46,21 @@ def closing(text: str, start: int) -> int:
                 in_str = False
         elif c == '"':
             in_str = True
-        elif c == "(":
+        else:
+            yield i, c
+        i += 1
+
+
+def closing(text: str, start: int) -> int:
+    """The index just past the parenthesis that closes the one at `start` (strings skipped)."""
+    depth = 0
+    for i, c in code_chars(text, start):
+        if c == "(":
             depth += 1
         elif c == ")":
             depth -= 1
             if depth == 0:
                 return i + 1
-        i += 1
     raise ValueError(f"unbalanced parentheses from offset {start}")
 
 
@@ -64,24 +73,15 @@ def statements(source: str) -> list[str]:
 
 def top_level_items(text: str) -> list[str]:
     """`text` split at commas outside brackets and strings."""
-    items, depth, start, in_str, i = [], 0, 0, False, 0
-    while i < len(text):
-        c = text[i]
-        if in_str:
-            if c == "\\":
-                i += 1
-            elif c == '"':
-                in_str = False
-        elif c == '"':
-            in_str = True
-        elif c in "([{":
+    items, depth, start = [], 0, 0
+    for i, c in code_chars(text):
+        if c in "([{":
             depth += 1
         elif c in ")]}":
             depth -= 1
         elif c == "," and depth == 0:
             items.append(text[start:i].strip())
             start = i + 1
-        i += 1
     items.append(text[start:].strip())
     return items
 
