@@ -34,47 +34,47 @@ class ExitCode(IntEnum):
 
 
 class SpecggufError(Exception):
-    """A user-facing failure: `str(err)` is the one line to print."""
+    """A user-facing failure: `str(err)` is the one line to print. A subclass names its exit
+    status once, as `exit_code`; a plain SpecggufError may be given one."""
 
-    def __init__(self, message: str, code: ExitCode = ExitCode.USAGE) -> None:
+    exit_code = ExitCode.USAGE
+
+    def __init__(self, message: str, code: ExitCode | None = None) -> None:
         super().__init__(message)
-        self.code = code
+        self.code = self.exit_code if code is None else code
 
 
 class UsageError(SpecggufError):
-    def __init__(self, message: str) -> None:
-        super().__init__(message, ExitCode.USAGE)
+    exit_code = ExitCode.USAGE
 
 
 class ModelFileError(SpecggufError):
-    def __init__(self, message: str) -> None:
-        super().__init__(message, ExitCode.MODEL)
+    exit_code = ExitCode.MODEL
 
 
 class IncompatibleModelsError(SpecggufError):
-    def __init__(self, message: str) -> None:
-        super().__init__(message, ExitCode.INCOMPATIBLE)
+    exit_code = ExitCode.INCOMPATIBLE
 
 
 class PullError(SpecggufError):
     """A model could not be had: not pulled, a download or its checksum failed, a repository
     or file named with -hf not found, a token refused, not cached under --offline."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message, ExitCode.PULL)
+    exit_code = ExitCode.PULL
 
 
 class PromptError(SpecggufError):
-    def __init__(self, message: str) -> None:
-        super().__init__(message, ExitCode.PROMPT)
+    exit_code = ExitCode.PROMPT
 
 
 class OutputError(SpecggufError):
     """Writing the output failed (disk full, I/O error): `stdout` says whether it was stdout,
     which the CLI then points at /dev/null so the interpreter's last flush stays quiet."""
 
+    exit_code = ExitCode.OUTPUT
+
     def __init__(self, message: str, *, stdout: bool = False) -> None:
-        super().__init__(message, ExitCode.OUTPUT)
+        super().__init__(message)
         self.stdout = stdout
 
 

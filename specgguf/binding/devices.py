@@ -43,8 +43,7 @@ _DEV_TYPES = ("CPU", "GPU", "IGPU", "ACCEL", "META")
 class RpcError(SpecggufError):
     """An RPC worker is unreachable, busy, died, or speaks another protocol version."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__(message, ExitCode.RPC)
+    exit_code = ExitCode.RPC
 
 
 # -- pure parts ----------------------------------------------------------------------------

@@ -50,8 +50,10 @@ _CODE_NAMES = {
 class BatchLineError(SpecggufError):
     """What is wrong with one input line (exit code PROMPT: the input, not the command)."""
 
+    exit_code = ExitCode.PROMPT
+
     def __init__(self, message: str, item_id: Any = None) -> None:
-        super().__init__(message, ExitCode.PROMPT)
+        super().__init__(message)
         self.item_id = item_id
 
 
