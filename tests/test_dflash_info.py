@@ -17,22 +17,19 @@ from specgguf.loading import memory_budget
 from specgguf.loading.preflight import preflight
 from specgguf.loading.session import LoadOptions
 from specgguf.modelfiles.gguf_info import read_gguf_info
+from tests.head_pairs import build_pair, refusal
 from tests.tiny_dflash import MASK_TOKEN, build_dflash_head
-from tests.tiny_eagle3 import TARGET_LAYERS_N, build_eagle3_target, write_qwen2_target_header
-from tests.tiny_models import N_VOCAB, TARGET_SEED
+from tests.tiny_eagle3 import TARGET_LAYERS_N, write_qwen2_target_header
+from tests.tiny_models import N_VOCAB
 
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
-    d = tmp_path_factory.mktemp("dflash_info")
-    return build_eagle3_target(d / "t.gguf", seed=TARGET_SEED), build_dflash_head(d / "h.gguf")
+    return build_pair(tmp_path_factory, "dflash_info", build_dflash_head)
 
 
 def _refusal(head, target) -> SpecggufError:
-    with pytest.raises(SpecggufError) as err:
-        check_dflash_pair(read_gguf_info(head), read_gguf_info(target))
-    assert "\n" not in str(err.value)
-    return err.value
+    return refusal(check_dflash_pair, head, target)
 
 
 def test_a_drafter_is_recognised_and_described(pair, tmp_path):

@@ -18,26 +18,22 @@ from specgguf.heads.eagle3_info import (
 from specgguf.heads.head_checks import read_d2t
 from specgguf.loading.preflight import preflight
 from specgguf.modelfiles.gguf_info import read_gguf_info
+from tests.head_pairs import build_pair, refusal
 from tests.tiny_eagle3 import (
     TARGET_LAYERS_N,
     build_eagle3_head,
-    build_eagle3_target,
     write_qwen2_target_header,
 )
-from tests.tiny_models import N_VOCAB, TARGET_SEED
+from tests.tiny_models import N_VOCAB
 
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
-    d = tmp_path_factory.mktemp("eagle3_info")
-    return build_eagle3_target(d / "t.gguf", seed=TARGET_SEED), build_eagle3_head(d / "h.gguf")
+    return build_pair(tmp_path_factory, "eagle3_info", build_eagle3_head)
 
 
 def _refusal(head, target) -> SpecggufError:
-    with pytest.raises(SpecggufError) as err:
-        check_eagle3_pair(read_gguf_info(head), read_gguf_info(target))
-    assert "\n" not in str(err.value)
-    return err.value
+    return refusal(check_eagle3_pair, head, target)
 
 
 def test_a_head_is_recognised_and_described(pair):
