@@ -376,10 +376,9 @@ def test_summary_reports_choices_costs_and_acceptance():
 
 
 def test_auto_is_lossless_and_records_its_choices(tiny_target, tiny_draft):
-    from specgguf.core.sampling import SamplerParams
     from specgguf.loading.session import LoadOptions, Session, SpecOptions
+    from tests.test_speculative_tiny import greedy_under_auto
 
-    greedy = SamplerParams(temp=0.0)
     load = LoadOptions(
         model=tiny_target, model_draft=tiny_draft, n_ctx=512, threads=1, flash_attn="off"
     )
@@ -387,14 +386,7 @@ def test_auto_is_lossless_and_records_its_choices(tiny_target, tiny_draft):
     spec = Session(load, SpecOptions(types=["ngram-simple", "draft-simple"], n_max=8))
     try:
         for prompt in ["the cat sat on", "def main():\n    return"]:
-            dec = plain.decoder(greedy, 60, 0)
-            ref = [t for r in dec.generate(plain.tokenize(prompt)) for t in r.emitted]
-            policy = AdaptivePolicy(n_max_cap=8)
-            dec = spec.decoder(greedy, 60, 0, budget_policy=policy)
-            policy.attach(dec.drafters)
-            got = [t for r in dec.generate(spec.tokenize(prompt)) for t in r.emitted]
-            policy.detach()
-            assert got == ref
+            dec, policy = greedy_under_auto(plain, spec, prompt)
             assert len(policy.chosen) == dec.stats.rounds + dec.stats.plain_steps
             # the initial probes (a width nobody drafted for is tried again the next round),
             # in order; they may stop early where every drafter was found hopeless on the way

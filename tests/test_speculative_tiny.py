@@ -27,6 +27,31 @@ def generate(session: Session, prompt: str, n: int, sampler=GREEDY, seed: int = 
     return out, dec
 
 
+def against_plain(spec: Session, plain: Session, n: int, what: str):
+    """For each of PROMPTS, (text, decoder, plain's decoder) of `spec`'s greedy run, once its
+    text is checked to be `plain`'s (`what` names the configuration in the message)."""
+    for prompt in PROMPTS:
+        ref, ref_dec = generate(plain, prompt, n)
+        got, dec = generate(spec, prompt, n)
+        assert got == ref, f"{what} diverged on {prompt!r}"
+        yield got, dec, ref_dec
+
+
+def greedy_under_auto(plain: Session, spec: Session, prompt: str, n: int = 60):
+    """`prompt`'s greedy run on `spec` under a fresh AdaptivePolicy, checked to give `plain`'s
+    text: (the decoder, the policy, detached) for what else a test asks of them."""
+    from specgguf.auto.policy import AdaptivePolicy
+
+    ref, _ = generate(plain, prompt, n)
+    policy = AdaptivePolicy(n_max_cap=8)
+    dec = spec.decoder(GREEDY, n, 0, budget_policy=policy)
+    policy.attach(dec.drafters)
+    got = [t for r in dec.generate(spec.tokenize(prompt)) for t in r.emitted]
+    policy.detach()
+    assert got == ref
+    return dec, policy
+
+
 @pytest.fixture(scope="module")
 def plain(tiny_target):
     s = make_session(tiny_target, None, [])
@@ -39,10 +64,7 @@ def test_greedy_speculative_equals_greedy_target(tiny_target, tiny_draft, plain,
     spec = make_session(tiny_target, tiny_draft, ["draft-simple"], n_max=n_max)
     try:
         drafted = accepted = 0
-        for prompt in PROMPTS:
-            ref, ref_dec = generate(plain, prompt, 48)
-            got, dec = generate(spec, prompt, 48)
-            assert got == ref, f"n_max={n_max} diverged on {prompt!r}"
+        for got, dec, ref_dec in against_plain(spec, plain, 48, f"n_max={n_max}"):
             assert ref_dec.stats.n_drafted == 0  # the baseline really is plain decoding
             assert len(got) == 48
             drafted += dec.stats.n_drafted

@@ -79,25 +79,16 @@ def test_the_shape_the_flags_give_depends_on_the_mode():
 def test_auto_with_trees_on_tiny_models_gives_the_targets_text(tiny_target, tiny_draft):
     """Under auto the policy decides round by round; whatever it decides, greedy output is
     plain greedy (on the tiny pair, whose draft costs a target step, it keeps chains)."""
-    from specgguf.auto.policy import AdaptivePolicy
-    from specgguf.core.sampling import SamplerParams
     from specgguf.loading.session import LoadOptions, Session, SpecOptions
+    from tests.test_speculative_tiny import greedy_under_auto
 
-    greedy = SamplerParams(temp=0.0)
     load = LoadOptions(model=tiny_target, model_draft=tiny_draft, n_ctx=512, threads=1,
                        flash_attn="off")  # fmt: skip
     plain = Session(load, SpecOptions(types=[]))
     auto = Session(load, SpecOptions(["draft-simple"], n_max=8, adaptive=True, tree=AUTO_TREE))
     try:
         for prompt in ["the cat sat on", "def main():\n    return", "Once upon a time"]:
-            dec = plain.decoder(greedy, 60, 0)
-            ref = [t for r in dec.generate(plain.tokenize(prompt)) for t in r.emitted]
-            policy = AdaptivePolicy(n_max_cap=8)
-            dec = auto.decoder(greedy, 60, 0, budget_policy=policy)
-            policy.attach(dec.drafters)
-            got = [t for r in dec.generate(auto.tokenize(prompt)) for t in r.emitted]
-            policy.detach()
-            assert got == ref
+            greedy_under_auto(plain, auto, prompt)
     finally:
         auto.close()
         plain.close()

@@ -8,7 +8,7 @@ import pytest
 
 from specgguf.core.sampling import SamplerParams
 from specgguf.core.tree import TreeShape
-from tests.test_speculative_tiny import PROMPTS, generate, make_session
+from tests.test_speculative_tiny import PROMPTS, against_plain, generate, make_session
 
 SHAPES = [TreeShape(topk=2, p_split=0.0), TreeShape(topk=4, nodes=9, p_split=0.05)]
 
@@ -25,10 +25,7 @@ def test_greedy_trees_equal_plain_greedy(tiny_target, tiny_draft, plain, shape):
     spec = make_session(tiny_target, tiny_draft, ["draft-simple"], n_max=4, tree=shape)
     try:
         trees = off = 0
-        for prompt in PROMPTS:
-            ref, _ = generate(plain, prompt, 40)
-            got, dec = generate(spec, prompt, 40)
-            assert got == ref, f"{shape} diverged on {prompt!r}"
+        for _, dec, _ in against_plain(spec, plain, 40, str(shape)):
             trees += dec.stats.tree_rounds
             off += dec.stats.tree_off_chain
             assert dec.stats.tree_nodes <= dec.stats.tree_rounds * shape.node_cap(4)
