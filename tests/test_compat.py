@@ -76,46 +76,37 @@ def test_vocab_type_mapping(model, name):
     assert vocab_type(model) == name
 
 
-# clause 2: add_bos, and the BOS id when added
+# clauses 2 and 3: add_bos / add_eos, and the BOS / EOS id when added
 
 
-def test_clause2_ids_ignored_when_bos_not_added():
-    assert check_compatible(vocab(add_bos=False, bos_id=0), vocab(add_bos=False, bos_id=7)).ok
+def _special(which: str, added: bool, token: int):
+    """A vocabulary that adds (or not) its `which` ("bos", "eos") token, of id `token`."""
+    return vocab(**{f"add_{which}": added, f"{which}_id": token})
+
+
+@pytest.mark.parametrize("which", ["bos", "eos"])
+def test_clause2_3_ids_ignored_when_not_added(which):
+    assert check_compatible(_special(which, False, 0), _special(which, False, 7)).ok
 
 
 def test_clause2_same_added_bos_passes():
-    assert check_compatible(vocab(add_bos=True, bos_id=3), vocab(add_bos=True, bos_id=3)).ok
+    assert check_compatible(_special("bos", True, 3), _special("bos", True, 3)).ok
 
 
-def test_clause2_add_flag_differs_fails():
-    report = check_compatible(vocab(add_bos=True, bos_id=3), vocab(add_bos=False, bos_id=3))
-    assert report.reasons == [
-        "BOS tokens differ: the target adds BOS 3, the draft does not add BOS"
-    ]
+@pytest.mark.parametrize(("target", "draft", "reason"), [
+    (_special("bos", True, 3), _special("bos", False, 3),
+     "BOS tokens differ: the target adds BOS 3, the draft does not add BOS"),
+    (_special("eos", False, 1), _special("eos", True, 1),
+     "EOS tokens differ: the target does not add EOS, the draft adds EOS 1"),
+])  # fmt: skip
+def test_clause2_3_add_flag_differs_fails(target, draft, reason):
+    assert check_compatible(target, draft).reasons == [reason]
 
 
-def test_clause2_added_bos_id_differs_fails():
-    report = check_compatible(vocab(add_bos=True, bos_id=3), vocab(add_bos=True, bos_id=4))
-    assert not report.ok and report.reasons[0].startswith("BOS tokens differ")
-
-
-# clause 3: add_eos, and the EOS id when added
-
-
-def test_clause3_ids_ignored_when_eos_not_added():
-    assert check_compatible(vocab(eos_id=1), vocab(eos_id=2)).ok
-
-
-def test_clause3_add_flag_differs_fails():
-    report = check_compatible(vocab(add_eos=False), vocab(add_eos=True))
-    assert report.reasons == [
-        "EOS tokens differ: the target does not add EOS, the draft adds EOS 1"
-    ]
-
-
-def test_clause3_added_eos_id_differs_fails():
-    report = check_compatible(vocab(add_eos=True, eos_id=1), vocab(add_eos=True, eos_id=2))
-    assert not report.ok and report.reasons[0].startswith("EOS tokens differ")
+@pytest.mark.parametrize(("which", "a", "b"), [("bos", 3, 4), ("eos", 1, 2)])
+def test_clause2_3_added_id_differs_fails(which, a, b):
+    report = check_compatible(_special(which, True, a), _special(which, True, b))
+    assert not report.ok and report.reasons[0].startswith(f"{which.upper()} tokens differ")
 
 
 # clause 4: sizes within 128

@@ -47,18 +47,16 @@ FLAG_CASES = [
     *[(["-m", "t.gguf", "-md", "d.gguf", name, "2"], name, DRAFT_MIN_HINT,
        "-m t.gguf -md d.gguf --spec-draft-n-min 2")
       for name in ("--draft-min", "--draft-n-min")],
-    (["-m", "t.gguf", "--spec-type", "ngram-simple", "--spec-ngram-size-n", "8"],
-     "--spec-ngram-size-n", "use the respective --spec-ngram-*-size-n",
-     "-m t.gguf --spec-type ngram-simple --spec-ngram-simple-size-n 8"),
-    (["-m", "t.gguf", "--spec-type", "ngram-map-k", "--spec-ngram-size-m", "32"],
-     "--spec-ngram-size-m", "use the respective --spec-ngram-*-size-m",
-     "-m t.gguf --spec-type ngram-map-k --spec-ngram-map-k-size-m 32"),
-    (["-m", "t.gguf", "--spec-type", "ngram-map-k4v", "--spec-ngram-min-hits", "2"],
-     "--spec-ngram-min-hits", "use the respective --spec-ngram-*-min-hits",
-     "-m t.gguf --spec-type ngram-map-k4v --spec-ngram-map-k4v-min-hits 2"),
-    (["-m", "t.gguf", "--spec-type", "ngram-mod", "--spec-ngram-size-n", "16"],
-     "--spec-ngram-size-n", "use the respective --spec-ngram-*-size-n",
-     "-m t.gguf --spec-type ngram-mod --spec-ngram-mod-n-match 16"),
+    # the shared n-gram spellings: one of each, renamed after the --spec-type given
+    *[(["-m", "t.gguf", "--spec-type", kind, f"--spec-ngram-{part}", value],
+       f"--spec-ngram-{part}", f"use the respective --spec-ngram-*-{part}",
+       f"-m t.gguf --spec-type {kind} --spec-ngram-{own} {value}")
+      for kind, part, value, own in [
+          ("ngram-simple", "size-n", "8", "simple-size-n"),
+          ("ngram-map-k", "size-m", "32", "map-k-size-m"),
+          ("ngram-map-k4v", "min-hits", "2", "map-k4v-min-hits"),
+          ("ngram-mod", "size-n", "16", "mod-n-match"),
+      ]],
     (["-m", "t.gguf", "--spec-type", "ngram-mod", "--draft-max", "32"],
      "--draft-max", DRAFT_MAX_HINT, "-m t.gguf --spec-type ngram-mod --spec-ngram-mod-n-max 32"),
     (["-m", "t.gguf", "-md", "d.gguf", "-c", "4096", "-cd", "4096"], "-cd",
