@@ -15,19 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tests.tiny_models import (
-    FFN_GAIN,
-    LOGIT_GAIN,
-    N_EMBD,
-    N_FF,
-    N_HEAD,
-    N_HEAD_KV,
-    N_VOCAB,
-    QK_GAIN,
-    V_GAIN,
-    prepared,
-    write_bytes_model,
-)
+from tests import tiny_models as tiny
 
 HEAD_DIM = 16
 N_TRUNK = 2
@@ -41,36 +29,38 @@ def _weights(rng: np.random.Generator, nextn: int) -> dict[str, np.ndarray]:
     def ones(n: int) -> np.ndarray:
         return np.ones(n, dtype=np.float32)
 
-    se = 1.0 / np.sqrt(N_EMBD)
-    q, kv = HEAD_DIM * N_HEAD, HEAD_DIM * N_HEAD_KV
+    se = 1.0 / np.sqrt(tiny.N_EMBD)
+    q, kv = HEAD_DIM * tiny.N_HEAD, HEAD_DIM * tiny.N_HEAD_KV
     w: dict[str, np.ndarray] = {
-        "token_embd.weight": g((N_VOCAB, N_EMBD), 1.0),
-        "output.weight": g((N_VOCAB, N_EMBD), LOGIT_GAIN * se),
-        "output_norm.weight": ones(N_EMBD),
+        "token_embd.weight": g((tiny.N_VOCAB, tiny.N_EMBD), 1.0),
+        "output.weight": g((tiny.N_VOCAB, tiny.N_EMBD), tiny.LOGIT_GAIN * se),
+        "output_norm.weight": ones(tiny.N_EMBD),
     }
     for i in range(N_TRUNK + nextn):
         p = f"blk.{i}."
         qkv = np.concatenate(
             [
-                g((q, N_EMBD), QK_GAIN * se),
-                g((kv, N_EMBD), QK_GAIN * se),
-                g((kv, N_EMBD), V_GAIN * se),
+                g((q, tiny.N_EMBD), tiny.QK_GAIN * se),
+                g((kv, tiny.N_EMBD), tiny.QK_GAIN * se),
+                g((kv, tiny.N_EMBD), tiny.V_GAIN * se),
             ]
         )
         w |= {
-            p + "attn_norm.weight": ones(N_EMBD),
+            p + "attn_norm.weight": ones(tiny.N_EMBD),
             p + "attn_qkv.weight": qkv,
-            p + "attn_output.weight": g((N_EMBD, q), se),
-            p + "ffn_norm.weight": ones(N_EMBD),
-            p + "ffn_gate.weight": g((N_FF, N_EMBD), FFN_GAIN * se),
-            p + "ffn_up.weight": g((N_FF, N_EMBD), FFN_GAIN * se),
-            p + "ffn_down.weight": g((N_EMBD, N_FF), 1.0 / np.sqrt(N_FF)),
+            p + "attn_output.weight": g((tiny.N_EMBD, q), se),
+            p + "ffn_norm.weight": ones(tiny.N_EMBD),
+            p + "ffn_gate.weight": g((tiny.N_FF, tiny.N_EMBD), tiny.FFN_GAIN * se),
+            p + "ffn_up.weight": g((tiny.N_FF, tiny.N_EMBD), tiny.FFN_GAIN * se),
+            p + "ffn_down.weight": g((tiny.N_EMBD, tiny.N_FF), 1.0 / np.sqrt(tiny.N_FF)),
         }
         if i >= N_TRUNK:
             w |= {
-                p + "nextn.eh_proj.weight": g((N_EMBD, 2 * N_EMBD), 1.0 / np.sqrt(2 * N_EMBD)),
-                p + "nextn.enorm.weight": ones(N_EMBD),
-                p + "nextn.hnorm.weight": ones(N_EMBD),
+                p + "nextn.eh_proj.weight": g(
+                    (tiny.N_EMBD, 2 * tiny.N_EMBD), 1.0 / np.sqrt(2 * tiny.N_EMBD)
+                ),
+                p + "nextn.enorm.weight": ones(tiny.N_EMBD),
+                p + "nextn.hnorm.weight": ones(tiny.N_EMBD),
             }
     return w
 
@@ -87,7 +77,7 @@ def build_tiny_mimo2(
     (`drop`: tensors left out, a broken file)."""
     import gguf  # deferred: only the tests that build models need it
 
-    w = prepared(lambda rng: _weights(rng, nextn), seed, None, 0.0, eos_logit_bias)
+    w = tiny.prepared(lambda rng: _weights(rng, nextn), seed, None, 0.0, eos_logit_bias)
     w = {k: v for k, v in w.items() if k not in drop}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -96,18 +86,18 @@ def build_tiny_mimo2(
     writer.add_name("tiny-mimo2")
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
     writer.add_context_length(2048)
-    writer.add_embedding_length(N_EMBD)
+    writer.add_embedding_length(tiny.N_EMBD)
     writer.add_block_count(n_blocks)
-    writer.add_feed_forward_length(N_FF)
-    writer.add_expert_feed_forward_length(N_FF)
-    writer.add_head_count(N_HEAD)
-    writer.add_head_count_kv(N_HEAD_KV)
+    writer.add_feed_forward_length(tiny.N_FF)
+    writer.add_expert_feed_forward_length(tiny.N_FF)
+    writer.add_head_count(tiny.N_HEAD)
+    writer.add_head_count_kv(tiny.N_HEAD_KV)
     writer.add_rope_freq_base(10000.0)
     writer.add_layer_norm_rms_eps(1e-6)
     writer.add_sliding_window(SWA)
     # per block: the trunk's second layer slides, every other block attends fully
     writer.add_sliding_window_pattern([i == 1 for i in range(n_blocks)])
     writer.add_nextn_predict_layers(nextn)
-    writer.add_vocab_size(N_VOCAB)
-    write_bytes_model(writer, w)
+    writer.add_vocab_size(tiny.N_VOCAB)
+    tiny.write_bytes_model(writer, w)
     return path

@@ -63,19 +63,22 @@ N_FF = 128
 TARGET_SEED = 1234
 DRAFT_SEED = 99
 
-MERGES: tuple[tuple[str, str], ...] = (
-    ("Ġ", "t"), ("h", "e"), ("i", "n"), ("Ġ", "a"), ("e", "r"), ("o", "n"),
-    ("Ġt", "he"), ("r", "e"), ("Ġ", "s"), ("a", "t"), ("e", "n"), ("o", "r"),
-    ("Ġ", "w"), ("e", "s"), ("i", "s"), ("Ġ", "o"), ("i", "t"), ("a", "n"),
-    ("Ġ", "c"), ("e", "d"), ("in", "g"), ("Ġ", "b"), ("Ġ", "f"), ("Ġ", "i"),
-)  # fmt: skip
+
+def _merge_rules(text: str) -> tuple[tuple[str, str], ...]:
+    """BPE merge rules written as a merges.txt writes them, "left right", several to a line."""
+    parts = text.split()
+    return tuple(zip(parts[::2], parts[1::2], strict=True))
+
+
+MERGES = _merge_rules("""
+    Ġ t   h e   i n   Ġ a   e r   o n   Ġt he   r e   Ġ s   a t   e n   o r
+    Ġ w   e s   i s   Ġ o   i t   a n   Ġ c   e d   in g   Ġ b   Ġ f   Ġ i
+""")
 #: the second tokenizer's merges (vocab="xvocab"): same count, other pairs
-XMERGES: tuple[tuple[str, str], ...] = (
-    ("Ġ", "Ã"), ("t", "h"), ("th", "e"), ("Ġ", "the"), ("e", "n"), ("a", "n"),
-    ("an", "d"), ("Ġ", "and"), ("o", "u"), ("r", "e"), ("Ġ", "re"), ("Ã", "©"),
-    ("e", "r"), ("er", "s"), ("o", "n"), ("on", "e"), ("Ġ", "one"), ("Ġ", "o"),
-    ("l", "l"), ("e", "s"), ("Ġ", "d"), ("Ġ", "m"), ("a", "t"), ("Ġ", "p"),
-)  # fmt: skip
+XMERGES = _merge_rules("""
+    Ġ Ã   t h   th e   Ġ the   e n   a n   an d   Ġ and   o u   r e   Ġ re   Ã ©
+    e r   er s   o n   on e   Ġ one   Ġ o   l l   e s   Ġ d   Ġ m   a t   Ġ p
+""")
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 #: vocab="xvocab" keeps its control tokens in this order
 XSPECIAL_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|im_start|>")
