@@ -29,48 +29,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-FILM = {
-    "type": "object",
-    "properties": {"title": {"type": "string"}, "year": {"type": "integer"}},
-    "required": ["title", "year"],
-}
-PERSON = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string"},
-        "age": {"type": "integer"},
-        "city": {"type": "string"},
-    },
-    "required": ["name", "age", "city"],
-}
-ORDER = {
-    "type": "object",
-    "properties": {
-        "item": {"type": "string"},
-        "quantity": {"type": "integer"},
-        "priority": {"enum": ["low", "normal", "high"]},
-    },
-    "required": ["item", "quantity", "priority"],
-}
-FUNC = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string"},
-        "params": {"type": "array", "items": {"type": "string"}},
-        "returns": {"type": "string"},
-    },
-    "required": ["name", "params", "returns"],
-}
-EVENT = {
-    "type": "object",
-    "properties": {
-        "event": {"type": "string"},
-        "date": {"type": "string"},
-        "attendees": {"type": "integer"},
-        "online": {"type": "boolean"},
-    },
-    "required": ["event", "date", "attendees", "online"],
-}
+STRING = {"type": "string"}
+INTEGER = {"type": "integer"}
+
+
+def object_of(**properties: object) -> dict:
+    """An object schema that requires each of `properties`, in their order."""
+    return {"type": "object", "properties": properties, "required": list(properties)}
+
+
+FILM = object_of(title=STRING, year=INTEGER)
+PERSON = object_of(name=STRING, age=INTEGER, city=STRING)
+ORDER = object_of(item=STRING, quantity=INTEGER, priority={"enum": ["low", "normal", "high"]})
+FUNC = object_of(name=STRING, params={"type": "array", "items": STRING}, returns=STRING)
+EVENT = object_of(event=STRING, date=STRING, attendees=INTEGER, online={"type": "boolean"})
 PROMPTS = [
     ("Give the title and release year of the film Casablanca as JSON.", FILM),
     ("Which film won the Academy Award for Best Picture for 1994? Answer as JSON.", FILM),
