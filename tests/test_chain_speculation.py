@@ -19,7 +19,7 @@ import pytest
 from specgguf.core import chain_state
 from specgguf.core.draft import Draft, Drafter
 from specgguf.core.sampling import SamplerParams, distribution
-from tests.test_loop_toy import PROMPT, VOCAB, NoisyOracle, ToyContext, run
+from tests.test_loop_toy import PROMPT, VOCAB, NoisyOracle, ToyCopyDrafter, run
 
 #: strong penalties over a short window (the window's oldest tokens leave within a round)
 PENALISED = {"penalty_repeat": 1.6, "penalty_freq": 0.5, "penalty_present": 0.8,
@@ -83,7 +83,7 @@ def test_seeded_sampling_with_one_hot_drafts_equals_plain(settings):
             assert got == plain
 
 
-class SampledDrafter(Drafter):
+class SampledDrafter(ToyCopyDrafter):
     """Draws k tokens from the toy target's own chain without the penalties (close to p, so
     most drafts are accepted and later rows read them) and reports that q."""
 
@@ -95,16 +95,9 @@ class SampledDrafter(Drafter):
         self.rng = np.random.default_rng(seed)
         self.sampler = replace(sampler, penalty_repeat=1.0, penalty_present=0.0)
 
-    def begin(self, prompt: Sequence[int]) -> None:
-        self.history = list(prompt)
-
-    def observe(self, tokens: Sequence[int]) -> None:
-        self.history.extend(tokens)
-
     def propose(self, n_max: int) -> Draft:
-        ctx = ToyContext(n_ctx=10_000)
-        ctx.decode(self.history[:-1], 0, outputs="none")
-        last, toks, qs = self.history[-1], [], []
+        ctx, last = self.primed_copy()
+        toks, qs = [], []
         for _ in range(min(n_max, self.max_draft)):
             q = distribution(ctx.decode([last], ctx.n_past)[0], self.sampler)
             last = q.sample(self.rng)

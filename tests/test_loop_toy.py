@@ -80,7 +80,25 @@ class ToyContext:
         return n
 
 
-class NoisyOracle(Drafter):
+class ToyCopyDrafter(Drafter):
+    """A drafter that keeps the whole text and drafts on a private toy copy of the target."""
+
+    history: list[int]
+
+    def begin(self, prompt: Sequence[int]) -> None:
+        self.history = list(prompt)
+
+    def observe(self, tokens: Sequence[int]) -> None:
+        self.history.extend(tokens)
+
+    def primed_copy(self) -> tuple[ToyContext, int]:
+        """A fresh toy target that has read the text but its last token, and that token."""
+        ctx = ToyContext(n_ctx=10_000)
+        ctx.decode(self.history[:-1], 0, outputs="none")
+        return ctx, self.history[-1]
+
+
+class NoisyOracle(ToyCopyDrafter):
     """Proposes the target's own greedy continuation (computed on a private toy copy), with
     each token replaced by a wrong one with probability `p_wrong`."""
 
@@ -91,18 +109,11 @@ class NoisyOracle(Drafter):
         self.p_wrong = p_wrong
         self.max_draft = max_draft
         self.rng = random.Random(seed)
-        self.history: list[int] = []
-
-    def begin(self, prompt: Sequence[int]) -> None:
-        self.history = list(prompt)
-
-    def observe(self, tokens: Sequence[int]) -> None:
-        self.history.extend(tokens)
+        self.history = []
 
     def propose(self, n_max: int) -> Draft:
-        ctx = ToyContext(n_ctx=10_000)
-        ctx.decode(self.history[:-1], 0, outputs="none")
-        last, out = self.history[-1], []
+        ctx, last = self.primed_copy()
+        out = []
         for _ in range(n_max):
             row = ctx.decode([last], ctx.n_past)
             tok = int(np.argmax(row[0]))
