@@ -40,6 +40,7 @@ from specgguf import interrupts
 from specgguf.binding import engine, memory_caps
 from specgguf.core.context import Outputs
 from specgguf.core.draft import Hear
+from specgguf.forwarding import Forwarded
 
 #: prompt-end checkpoints kept per context (the latest ones): the prefixes a next prompt
 #: can resume from without a fresh evaluation
@@ -91,17 +92,9 @@ class CheckpointedContext:
 
     # -- what the loop sees (KVContext) --------------------------------------------------------
 
-    @property
-    def n_ctx(self) -> int:
-        return self.inner.n_ctx
-
-    @property
-    def n_past(self) -> int:
-        return self.inner.n_past
-
-    @property
-    def tokens(self) -> list[int]:
-        return self.inner.tokens
+    n_ctx = Forwarded[int]("inner")
+    n_past = Forwarded[int]("inner")
+    tokens = Forwarded[list[int]]("inner")
 
     #: chains only: a tree's branches would need a state per branch, not one checkpoint
     tree_width = 1

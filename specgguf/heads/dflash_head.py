@@ -32,6 +32,7 @@ from specgguf.binding import engine
 from specgguf.binding.engine import ll
 from specgguf.binding.llama_ext import require_ext
 from specgguf.errors import ExitCode, SpecggufError
+from specgguf.forwarding import Forwarded
 from specgguf.heads.dflash_info import DflashHead
 from specgguf.heads.head_context import HeadContext, embd_view
 
@@ -56,21 +57,11 @@ class DflashContext(HeadContext):
         self.n_embd = head.n_embd
         self.n_enc = len(head.target_layers) * head.n_embd
 
-    @property
-    def target_layers(self) -> tuple[int, ...]:
-        return self.head.target_layers
-
-    @property
-    def max_draft(self) -> int:
-        return self.head.max_draft
-
-    @property
-    def anchor_drafts(self) -> bool:
-        return self.head.anchor_drafts
-
-    @property
-    def has_confidence(self) -> bool:
-        return self.head.has_confidence
+    # what the drafter reads of its header
+    target_layers = Forwarded[tuple[int, ...]]("head")
+    max_draft = Forwarded[int]("head")
+    anchor_drafts = Forwarded[bool]("head")
+    has_confidence = Forwarded[bool]("head")
 
     # -- memory ----------------------------------------------------------------------------
 
