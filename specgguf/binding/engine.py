@@ -337,15 +337,7 @@ class Model:
         for every emitted token and pieces never change."""
         cached = self._pieces.get(token)
         if cached is None:
-            buf = ctypes.create_string_buffer(256)  # per miss: a server's slot threads race
-            n = ll.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, False)
-            if n < 0:
-                big = ctypes.create_string_buffer(-n)
-                n = ll.llama_token_to_piece(self.vocab, token, big, len(big), 0, False)
-                cached = big.raw[:n]
-            else:
-                cached = buf.raw[:n]
-            self._pieces[token] = cached
+            cached = self._pieces[token] = self._render_piece(token, special=False)
         return cached
 
     def piece_special(self, token: int) -> bytes:
@@ -353,16 +345,17 @@ class Model:
         vocabulary must see to map a chat marker onto its own special token."""
         cached = self._special_pieces.get(token)
         if cached is None:
-            buf = ctypes.create_string_buffer(256)  # per miss: a server's slot threads race
-            n = ll.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, True)
-            if n < 0:
-                big = ctypes.create_string_buffer(-n)
-                n = ll.llama_token_to_piece(self.vocab, token, big, len(big), 0, True)
-                cached = big.raw[:n]
-            else:
-                cached = buf.raw[:n]
-            self._special_pieces[token] = cached
+            cached = self._special_pieces[token] = self._render_piece(token, special=True)
         return cached
+
+    def _render_piece(self, token: int, *, special: bool) -> bytes:
+        """llama.cpp's bytes of one token (a cache miss of `piece` or `piece_special`)."""
+        buf = ctypes.create_string_buffer(256)  # per miss: a server's slot threads race
+        n = ll.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, special)
+        if n < 0:
+            buf = ctypes.create_string_buffer(-n)
+            n = ll.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, special)
+        return buf.raw[:n]
 
     def is_eog(self, token: int) -> bool:
         return bool(ll.llama_vocab_is_eog(self.vocab, token))
