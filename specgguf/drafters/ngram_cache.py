@@ -466,6 +466,17 @@ def merge_into_cache_file(new: NgramCounts, path: str | os.PathLike[str]) -> Non
         _write_atomic(_cache_bytes(current), real)
 
 
+def _check_readable(name: str, st: os.stat_result, cap: int, what: str, denied: str) -> None:
+    """A cache file as `os.stat` found it: a regular file, within `cap` bytes, readable; one
+    UsageError line starting with `what` otherwise (`denied`: its words for a refused read)."""
+    if not stat.S_ISREG(st.st_mode):
+        raise UsageError(f"{what}: not a regular file")
+    if st.st_size > cap:
+        raise _too_large(name, st.st_size, cap)
+    if not os.access(name, os.R_OK):
+        raise UsageError(f"{what}: {denied}")
+
+
 def check_cache_paths(
     static_path: str | os.PathLike[str] | None, dynamic_path: str | os.PathLike[str] | None
 ) -> None:
@@ -480,12 +491,7 @@ def check_cache_paths(
             st = os.stat(name)
         except OSError as e:
             raise UsageError(f"cannot read lookup cache {name}: {e.strerror or e}") from None
-        if not stat.S_ISREG(st.st_mode):
-            raise UsageError(f"cannot read lookup cache {name}: not a regular file")
-        if st.st_size > cap:
-            raise _too_large(name, st.st_size, cap)
-        if not os.access(name, os.R_OK):
-            raise UsageError(f"cannot read lookup cache {name}: permission denied")
+        _check_readable(name, st, cap, f"cannot read lookup cache {name}", "permission denied")
     if dynamic_path:
         flag = "-lcd"
         real = os.path.realpath(os.fspath(dynamic_path))
@@ -498,12 +504,7 @@ def check_cache_paths(
         if st is not None:
             if stat.S_ISDIR(st.st_mode):
                 raise UsageError(f"{flag} {real}: is a directory")
-            if not stat.S_ISREG(st.st_mode):
-                raise UsageError(f"{flag} {real}: not a regular file")
-            if st.st_size > cap:
-                raise _too_large(real, st.st_size, cap)
-            if not os.access(real, os.R_OK):
-                raise UsageError(f"{flag} {real}: permission denied (reading)")
+            _check_readable(real, st, cap, f"{flag} {real}", "permission denied (reading)")
             if not os.access(real, os.W_OK):
                 raise UsageError(f"{flag} {real}: not a writable regular file (permission denied)")
         os.close(_open_lock(real, flag))  # the directory takes new files (lock, temp)
