@@ -18,7 +18,9 @@ import os
 import signal
 import sys
 from contextlib import nullcontext
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import typer
 from specgguf_cli import options as o
@@ -385,19 +387,20 @@ def _warn(message: str) -> None:
     print(f"warning: {message}", file=sys.stderr)
 
 
+@dataclass(eq=False)
 class _Run:
     """What the command line adds around the library's Generator (specgguf.generator: the
     session, auto and its profile, the chat template, the defaults): the trace file, -q and
     the fields every --json object carries."""
 
-    def __init__(self, gen, *, tracer, quiet: bool, meta: dict, stop: tuple[str, ...] = ()) -> None:
-        self.gen = gen
-        #: -r/--reverse-prompt: stop strings of every answer (a --jsonl line's own come first)
-        self.stop = stop
-        self.tracer = tracer
-        self.quiet = quiet
-        self.meta = meta
-        self._offload_shown = False
+    gen: Any
+    _: KW_ONLY
+    tracer: Any
+    quiet: bool
+    meta: dict
+    #: -r/--reverse-prompt: stop strings of every answer (a --jsonl line's own come first)
+    stop: tuple[str, ...] = ()
+    _offload_shown: bool = field(default=False, init=False)
 
     @property
     def auto(self):
