@@ -208,3 +208,18 @@ def openai_client(server: Server, key: str = "x"):
     return openai.OpenAI(
         base_url=server.base + "/v1", api_key=key, max_retries=0, timeout=server.timeout
     )
+
+
+def function_tool(
+    name: str, properties: dict[str, Any], *, description: str | None = None, closed: bool = False
+) -> dict[str, Any]:
+    """An OpenAI `tools` entry: a function whose parameters are an object of `properties`, each
+    required (`closed`: and no other allowed). Keys in the order clients send them."""
+    function: dict[str, Any] = {"name": name}
+    if description is not None:
+        function["description"] = description
+    parameters = {"type": "object", "properties": properties, "required": list(properties)}
+    if closed:
+        parameters["additionalProperties"] = False
+    function["parameters"] = parameters
+    return {"type": "function", "function": function}

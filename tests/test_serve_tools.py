@@ -9,38 +9,17 @@ import json
 
 import pytest
 
-from tests.serve_helpers import openai_client, tool_serving
+from tests.serve_helpers import function_tool, openai_client, tool_serving
 
 CITIES = ["Paris", "Zürich", "Oslo"]
 TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "The weather in a city",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "city": {"enum": CITIES},
-                    "unit": {"type": "string", "maxLength": 6},
-                },
-                "required": ["city", "unit"],
-                "additionalProperties": False,
-            },
-        },
-    },
-    {
-        "type": "function",
-        "function": {
-            "name": "get_time",
-            "parameters": {
-                "type": "object",
-                "properties": {"tz": {"enum": ["UTC", "CET"]}},
-                "required": ["tz"],
-                "additionalProperties": False,
-            },
-        },
-    },
+    function_tool(
+        "get_weather",
+        {"city": {"enum": CITIES}, "unit": {"type": "string", "maxLength": 6}},
+        description="The weather in a city",
+        closed=True,
+    ),
+    function_tool("get_time", {"tz": {"enum": ["UTC", "CET"]}}, closed=True),
 ]
 USER = [{"role": "user", "content": "What is the weather in Paris?"}]
 N = 120

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from specgguf.modelfiles.models import DRAFT, TARGET, is_present
-from tests.serve_helpers import openai_client, serving
+from tests.serve_helpers import function_tool, openai_client, serving
 
 pytestmark = [
     pytest.mark.real,
@@ -27,21 +27,11 @@ FILM = {
 }
 FILMS = ["The first Matrix film", "Casablanca", "the film about a shark near Amity Island"]
 WEATHER = [
-    {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "Current weather in a city",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "city": {"type": "string"},
-                    "unit": {"enum": ["celsius", "fahrenheit"]},
-                },
-                "required": ["city", "unit"],
-            },
-        },
-    }
+    function_tool(
+        "get_weather",
+        {"city": {"type": "string"}, "unit": {"enum": ["celsius", "fahrenheit"]}},
+        description="Current weather in a city",
+    )
 ]
 
 
