@@ -20,6 +20,7 @@ from specgguf_cli.app import run_cli
 from specgguf.errors import ExitCode, SpecggufError
 from tests.conversation import check_two_turns
 from tests.draft_spy import record_proposals
+from tests.head_pairs import target_and_heads
 from tests.hearing import (
     FREQUENT,
     GREEDY,
@@ -44,8 +45,6 @@ from tests.hearing import (
     reference,
 )
 from tests.tiny_dflash import BAD_DFLASH_HEADS, build_dflash_head
-from tests.tiny_eagle3 import build_eagle3_target
-from tests.tiny_models import TARGET_SEED
 
 #: each drafter's --spec-type
 TYPES = {"random": "draft-dflash", "d2t": "draft-dflash", "dspark": "draft-dspark"}
@@ -53,15 +52,10 @@ TYPES = {"random": "draft-dflash", "d2t": "draft-dflash", "dspark": "draft-dspar
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
-    d = tmp_path_factory.mktemp("dflash")
-    return {
-        "target": build_eagle3_target(d / "target.gguf", seed=TARGET_SEED),
-        "random": build_dflash_head(d / "dflash.gguf"),
-        "d2t": build_dflash_head(d / "dflash-d2t.gguf", d2t=FREQUENT, seed=3),
-        "dspark": build_dflash_head(
-            d / "dspark.gguf", d2t=FREQUENT, seed=5, markov_rank=8, confidence=True
-        ),
-    }
+    dspark = functools.partial(
+        build_dflash_head, d2t=FREQUENT, seed=5, markov_rank=8, confidence=True
+    )
+    return target_and_heads(tmp_path_factory, "dflash", build_dflash_head, "dflash", dspark=dspark)
 
 
 def session(target, head=None, n_max=4, *, kind="random", **kw):

@@ -16,50 +16,24 @@ from pathlib import Path
 import pytest
 from specgguf_cli.app import run_cli
 
+from tests import hearing
 from tests.conversation import check_two_turns
 from tests.gguf_factory import SMOLLM, need_models
-from tests.hearing import (
-    FREQUENT,
-    PROMPTS,
-    bench_argv,
-    chat_args,
-    check_command_line_refusals,
-    check_drafts_as_fresh,
-    check_drafts_carry_q,
-    check_drafts_only,
-    check_end_of_context,
-    check_greedy_equals_plain,
-    check_long_prompt,
-    check_prefix_reuse,
-    check_refusals,
-    check_refused_before_loading,
-    check_seeded_sampling,
-    check_server_slots,
-    generate,
-    maker,
-    open_session,
-    reference,
-)
-from tests.tiny_eagle3 import BAD_EAGLE3_HEADS, build_eagle3_head, build_eagle3_target
-from tests.tiny_models import TARGET_SEED
+from tests.head_pairs import target_and_heads
+from tests.tiny_eagle3 import BAD_EAGLE3_HEADS, build_eagle3_head
 
 #: a session drafting draft-eagle3 with a head file (None: plain)
-session = functools.partial(open_session, spec_type="draft-eagle3")
+session = functools.partial(hearing.open_session, spec_type="draft-eagle3")
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
-    d = tmp_path_factory.mktemp("eagle3")
-    return {
-        "target": build_eagle3_target(d / "target.gguf", seed=TARGET_SEED),
-        "random": build_eagle3_head(d / "head.gguf"),
-        "d2t": build_eagle3_head(d / "head-d2t.gguf", d2t=FREQUENT, seed=3),
-    }
+    return target_and_heads(tmp_path_factory, "eagle3", build_eagle3_head, "head")
 
 
 def head_maker(models, head):
     """A session maker over the target with the `head` head (head=False: plain)."""
-    return maker(session, models["target"], models[head])
+    return hearing.maker(session, models["target"], models[head])
 
 
 @pytest.fixture(scope="module")
@@ -75,67 +49,73 @@ def test_greedy_equals_plain(models, plain, n_max):
         return session(models["target"], models[head], n_max=n_max)
 
     # both directions of the boundary are taken
-    check_greedy_equals_plain(open_head, ("random", "d2t"), plain)
+    hearing.check_greedy_equals_plain(open_head, ("random", "d2t"), plain)
 
 
 @pytest.mark.parametrize(
     ("head", "others"), [("random", []), ("d2t", []), ("d2t", ["ngram-simple"])]
 )
 def test_every_round_drafts_what_a_fresh_head_drafts_there(models, head, others):
-    dec, compared = check_drafts_as_fresh(head_maker(models, head), others, "draft-eagle3")
+    dec, compared = hearing.check_drafts_as_fresh(head_maker(models, head), others, "draft-eagle3")
     assert dec.stats.n_accept > 0 or head == "random"
     assert compared > 0
 
 
 def test_the_d2t_head_drafts_only_its_vocabulary(models):
-    check_drafts_only(session(models["target"], models["d2t"], n_max=3), FREQUENT)
+    hearing.check_drafts_only(session(models["target"], models["d2t"], n_max=3), hearing.FREQUENT)
 
 
 @pytest.mark.parametrize("head", ["random", "d2t"])
 def test_seeded_sampling_equals_plain_token_for_token(models, plain, head):
-    check_seeded_sampling(session(models["target"], models[head], draft_sampling="greedy"), plain)
+    hearing.check_seeded_sampling(
+        session(models["target"], models[head], draft_sampling="greedy"), plain
+    )
 
 
 def test_probabilistic_drafts_carry_the_heads_distribution(models):
     s = session(models["target"], models["d2t"], n_max=4, draft_sampling="probabilistic")
-    check_drafts_carry_q(s, FREQUENT)
+    hearing.check_drafts_carry_q(s, hearing.FREQUENT)
 
 
 def test_a_prompt_longer_than_one_batch(models, plain):
     long_prompt = " ".join(f"word{i}" for i in range(40))
-    check_long_prompt(head_maker(models, "d2t"), reference(plain, long_prompt), long_prompt)
+    hearing.check_long_prompt(
+        head_maker(models, "d2t"), hearing.reference(plain, long_prompt), long_prompt
+    )
 
 
 def test_a_rejection_in_the_first_drafting_round(models, plain):
     s = session(models["target"], models["random"], n_max=4)
     try:
-        got, _, rounds = generate(s, s.tokenize(PROMPTS[0]))
+        got, _, rounds = hearing.generate(s, s.tokenize(hearing.PROMPTS[0]))
         assert rounds[0].from_prompt and not rounds[0].proposed
         assert rounds[1].proposed and rounds[1].n_accepted == 0
-        assert got == reference(plain, PROMPTS[0])
+        assert got == hearing.reference(plain, hearing.PROMPTS[0])
     finally:
         s.close()
 
 
 def test_prefix_reuse_drafts_as_a_fresh_evaluation(models):
-    check_prefix_reuse(head_maker(models, "d2t"), PROMPTS[0])
+    hearing.check_prefix_reuse(head_maker(models, "d2t"), hearing.PROMPTS[0])
 
 
 def test_conversation_turns(models, monkeypatch, capsys):
-    args = chat_args(models["target"], models["d2t"])
+    args = hearing.chat_args(models["target"], models["d2t"])
     check_two_turns(args, monkeypatch, capsys, replay=[*args, "--spec-type", "none"])
 
 
 def test_the_end_of_the_context(models):
-    check_end_of_context(head_maker(models, "d2t"), PROMPTS[1], n_max=8)
+    hearing.check_end_of_context(head_maker(models, "d2t"), hearing.PROMPTS[1], n_max=8)
 
 
 def test_server_slots_each_hear_their_own_target(models, plain):
-    check_server_slots(models["target"], models["d2t"], plain, PROMPTS, reference)
+    hearing.check_server_slots(
+        models["target"], models["d2t"], plain, hearing.PROMPTS, hearing.reference
+    )
 
 
 def test_bench_rows_and_the_heads_step_cost(models, capfd):
-    argv = bench_argv(models["target"], models["d2t"], "draft-eagle3:2")
+    argv = hearing.bench_argv(models["target"], models["d2t"], "draft-eagle3:2")
     assert run_cli(argv) == 0
     report = json.loads(capfd.readouterr().out)
     assert [c["label"] for c in report["configs"]][1:] == ["draft-eagle3 n_max=2"]
@@ -164,8 +144,8 @@ def test_a_random_head_over_smollm2_matches_plain_or_parts_at_a_near_tie(tmp_pat
     base, s = session(SMOLLM), session(SMOLLM, head, n_max=4)
     try:
         tokens = s.tokenize("The quick brown fox jumps over the lazy dog. Then the dog")
-        got, dec, _ = generate(s, tokens, n=32)
-        ref = generate(base, tokens, n=32)[0]
+        got, dec, _ = hearing.generate(s, tokens, n=32)
+        ref = hearing.generate(base, tokens, n=32)[0]
         assert_same_or_near_tie(base, tokens, ref, got, "smollm2", near_tie=NEAR_TIE)
         assert dec.stats.n_drafted > 0
     finally:
@@ -179,16 +159,14 @@ def test_a_random_head_over_smollm2_matches_plain_or_parts_at_a_near_tie(tmp_pat
 @pytest.mark.parametrize(("kwargs", "code"), BAD_EAGLE3_HEADS)
 def test_bad_heads_are_refused_before_loading(models, tmp_path, monkeypatch, kwargs, code):
     head = build_eagle3_head(tmp_path / "bad.gguf", **kwargs)
-    check_refused_before_loading(session, models["target"], head, code, monkeypatch)
+    hearing.check_refused_before_loading(session, models["target"], head, code, monkeypatch)
 
 
-def test_a_qwen2_target_and_a_library_without_the_calls_are_refused(
-    models, tmp_path, monkeypatch
-):
+def test_a_qwen2_target_and_a_library_without_the_calls_are_refused(models, tmp_path, monkeypatch):
     head = models["random"]
-    check_refusals(session, models["target"], head, tmp_path, monkeypatch, "draft-eagle3")
+    hearing.check_refusals(session, models["target"], head, tmp_path, monkeypatch, "draft-eagle3")
 
 
 def test_the_command_line_says_it_in_one_line(models, capfd):
     target, head = models["target"], models["random"]
-    check_command_line_refusals(target, head, "draft-eagle3", capfd, what="an EAGLE-3 head")
+    hearing.check_command_line_refusals(target, head, "draft-eagle3", capfd, what="an EAGLE-3 head")

@@ -12,20 +12,9 @@ from specgguf_cli.app import run_cli
 
 from specgguf.errors import ExitCode
 from specgguf.loading.session import LoadOptions, Session, SpecOptions
+from tests import mtp_checks
 from tests.conversation import check_two_turns
 from tests.draft_spy import record_proposals
-from tests.mtp_checks import (
-    HOT,
-    PROMPT,
-    check_a_prompt_longer_than_one_batch,
-    check_greedy_equals_plain,
-    check_prefix_reuse,
-    check_rounds_match_a_fresh_session,
-    check_seeded_sampling,
-    check_server_two_slots,
-    check_the_context_end,
-    check_two_slots,
-)
 from tests.serve_helpers import FAST
 from tests.tiny_hybrid import build_tiny_qwen35
 from tests.tiny_models import TARGET_SEED
@@ -65,7 +54,7 @@ def mtp(mtp_target):
 
 @pytest.mark.parametrize("k", range(1, 9))
 def test_greedy_equals_plain_decoding_for_every_draft_length(mtp, plain, k):
-    dec = check_greedy_equals_plain(mtp, plain, k)
+    dec = mtp_checks.check_greedy_equals_plain(mtp, plain, k)
     # random weights: the first draft (after the prompt's token) is rejected, and still the
     # text is plain's
     first = dec.rounds[1]
@@ -74,16 +63,16 @@ def test_greedy_equals_plain_decoding_for_every_draft_length(mtp, plain, k):
 
 
 def test_seeded_sampling_equals_plain_decoding_token_for_token(mtp, plain):
-    check_seeded_sampling(mtp, plain)
+    mtp_checks.check_seeded_sampling(mtp, plain)
 
 
 def test_probabilistic_drafts_carry_the_heads_distribution(mtp):
     spec = SpecOptions(types=["draft-mtp"], n_max=4, draft_sampling="probabilistic")
-    dec = mtp.decoder(HOT, 24, 7, spec=spec, reuse_prefix=False)
+    dec = mtp.decoder(mtp_checks.HOT, 24, 7, spec=spec, reuse_prefix=False)
     drafter = dec.drafters[0]
     assert drafter.rules.probabilistic
     seen = record_proposals(drafter)
-    out = [t for r in dec.generate(mtp.tokenize(PROMPT)) for t in r.emitted]
+    out = [t for r in dec.generate(mtp.tokenize(mtp_checks.PROMPT)) for t in r.emitted]
     assert len(out) == 24
     drafts = [d for d in seen if d.tokens]
     assert drafts and all(d.probs is not None and len(d.probs) == len(d.tokens) for d in drafts)
@@ -96,7 +85,7 @@ def test_probabilistic_drafts_carry_the_heads_distribution(mtp):
 def test_every_round_drafts_what_a_fresh_head_drafts_there(mtp, mtp_target):
     fresh = session(mtp_target)
     try:
-        check_rounds_match_a_fresh_session(mtp, fresh)
+        mtp_checks.check_rounds_match_a_fresh_session(mtp, fresh)
     finally:
         fresh.close()
 
@@ -104,7 +93,7 @@ def test_every_round_drafts_what_a_fresh_head_drafts_there(mtp, mtp_target):
 def test_a_prompt_longer_than_one_batch(mtp_target, plain):
     s, fresh = session(mtp_target, n_batch=16), session(mtp_target)
     try:
-        check_a_prompt_longer_than_one_batch(s, fresh, plain)
+        mtp_checks.check_a_prompt_longer_than_one_batch(s, fresh, plain)
     finally:
         s.close()
         fresh.close()
@@ -113,7 +102,7 @@ def test_a_prompt_longer_than_one_batch(mtp_target, plain):
 def test_prefix_reuse_resumes_the_head_where_the_target_resumes(mtp_target):
     warm, fresh = session(mtp_target), session(mtp_target)
     try:
-        check_prefix_reuse(warm, fresh)
+        mtp_checks.check_prefix_reuse(warm, fresh)
     finally:
         warm.close()
         fresh.close()
@@ -130,7 +119,7 @@ def test_the_context_end(mtp_target):
     small = session(mtp_target, n_ctx=256, n_max=8)
     plain_small = session(mtp_target, types=(), n_ctx=256)
     try:
-        check_the_context_end(small, plain_small)
+        mtp_checks.check_the_context_end(small, plain_small)
     finally:
         small.close()
         plain_small.close()
@@ -140,7 +129,7 @@ def test_two_slots_have_their_own_heads(mtp_target, plain):
     load = LoadOptions(model=mtp_target, n_ctx=1024, threads=1, flash_attn="off")
     s = Session(load, SpecOptions(types=["draft-mtp"], n_max=4), parallel=2)
     try:
-        check_two_slots(s, plain)
+        mtp_checks.check_two_slots(s, plain)
     finally:
         s.close()
 
@@ -148,7 +137,7 @@ def test_two_slots_have_their_own_heads(mtp_target, plain):
 def test_server_with_two_slots(mtp_target, plain):
     argv = ["-m", str(mtp_target), *FAST, "-c", "1024", "-np", "2", "--spec-type", "draft-mtp",
             "--spec-draft-n-max", "4"]  # fmt: skip
-    check_server_two_slots(argv, plain)
+    mtp_checks.check_server_two_slots(argv, plain)
 
 
 # -- refusals, before anything is loaded -------------------------------------------------------
