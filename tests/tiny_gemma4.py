@@ -28,7 +28,19 @@ from pathlib import Path
 
 import numpy as np
 
-from tests import tiny_models as tiny
+from tests.tiny_models import (
+    FFN_GAIN,
+    LOGIT_GAIN,
+    N_EMBD,
+    N_FF,
+    N_HEAD,
+    N_HEAD_KV,
+    N_VOCAB,
+    QK_GAIN,
+    V_GAIN,
+    prepared,
+    write_bytes_model,
+)
 
 HEAD_FULL = 32  # the full-attention layers' head size
 HEAD_SWA = 16  # the sliding layers'
@@ -52,17 +64,17 @@ def _block(
 ) -> dict[str, np.ndarray]:
     """A layer's attention-and-FFN tensors but its keys and values (`gain`: the post-norms'
     weights, how much the layer adds to the rows)."""
-    q, s = hd * tiny.N_HEAD, 1.0 / np.sqrt(width)
+    q, s = hd * N_HEAD, 1.0 / np.sqrt(width)
     return {
         p + "attn_norm.weight": _ones(width),
-        p + "attn_q.weight": _g(rng, (q, width), tiny.QK_GAIN * s),
+        p + "attn_q.weight": _g(rng, (q, width), QK_GAIN * s),
         p + "attn_output.weight": _g(rng, (width, q), 1.0 / np.sqrt(q)),
         p + "attn_q_norm.weight": _ones(hd),
         p + "post_attention_norm.weight": _ones(width) * gain,
         p + "ffn_norm.weight": _ones(width),
-        p + "ffn_gate.weight": _g(rng, (tiny.N_FF, width), tiny.FFN_GAIN * s),
-        p + "ffn_up.weight": _g(rng, (tiny.N_FF, width), tiny.FFN_GAIN * s),
-        p + "ffn_down.weight": _g(rng, (width, tiny.N_FF), 1.0 / np.sqrt(tiny.N_FF)),
+        p + "ffn_gate.weight": _g(rng, (N_FF, width), FFN_GAIN * s),
+        p + "ffn_up.weight": _g(rng, (N_FF, width), FFN_GAIN * s),
+        p + "ffn_down.weight": _g(rng, (width, N_FF), 1.0 / np.sqrt(N_FF)),
         p + "post_ffw_norm.weight": _ones(width) * gain,
         p + "layer_output_scale.weight": _ones(1),
     }
@@ -71,22 +83,22 @@ def _block(
 def _target_weights(
     rng: np.random.Generator, shared_kv: int, pattern: tuple[bool, ...]
 ) -> dict[str, np.ndarray]:
-    se = 1.0 / np.sqrt(tiny.N_EMBD)
+    se = 1.0 / np.sqrt(N_EMBD)
     w: dict[str, np.ndarray] = {
-        "token_embd.weight": _g(rng, (tiny.N_VOCAB, tiny.N_EMBD), 1.0 / np.sqrt(tiny.N_EMBD)),
-        "output.weight": _g(rng, (tiny.N_VOCAB, tiny.N_EMBD), tiny.LOGIT_GAIN * se),
-        "output_norm.weight": _ones(tiny.N_EMBD),
+        "token_embd.weight": _g(rng, (N_VOCAB, N_EMBD), 1.0 / np.sqrt(N_EMBD)),
+        "output.weight": _g(rng, (N_VOCAB, N_EMBD), LOGIT_GAIN * se),
+        "output_norm.weight": _ones(N_EMBD),
         "rope_freqs.weight": _ones(HEAD_FULL // 2),
     }
     for i, swa in enumerate(pattern):
         p = f"blk.{i}."
         hd = HEAD_SWA if swa else HEAD_FULL
-        kv = hd * tiny.N_HEAD_KV
-        w |= _block(rng, p, tiny.N_EMBD, hd, gain=1.0)
+        kv = hd * N_HEAD_KV
+        w |= _block(rng, p, N_EMBD, hd, gain=1.0)
         if i < len(pattern) - shared_kv:  # a layer with a cache of its own
             w |= {
-                p + "attn_k.weight": _g(rng, (kv, tiny.N_EMBD), tiny.QK_GAIN * se),
-                p + "attn_v.weight": _g(rng, (kv, tiny.N_EMBD), tiny.V_GAIN * se),
+                p + "attn_k.weight": _g(rng, (kv, N_EMBD), QK_GAIN * se),
+                p + "attn_v.weight": _g(rng, (kv, N_EMBD), V_GAIN * se),
                 p + "attn_k_norm.weight": _ones(hd),
             }
     return w
@@ -116,9 +128,9 @@ def _writer(path: str | Path, arch: str, n_embd: int, pattern: tuple[bool, ...])
     writer.add_context_length(2048)
     writer.add_embedding_length(n_embd)
     writer.add_block_count(n_blocks)
-    writer.add_feed_forward_length(tiny.N_FF)
-    writer.add_head_count(tiny.N_HEAD)
-    writer.add_head_count_kv(tiny.N_HEAD_KV)
+    writer.add_feed_forward_length(N_FF)
+    writer.add_head_count(N_HEAD)
+    writer.add_head_count_kv(N_HEAD_KV)
     writer.add_key_length(HEAD_FULL)
     writer.add_value_length(HEAD_FULL)
     writer.add_key_length_swa(HEAD_SWA)
@@ -130,7 +142,7 @@ def _writer(path: str | Path, arch: str, n_embd: int, pattern: tuple[bool, ...])
     writer.add_layer_norm_rms_eps(1e-6)
     writer.add_sliding_window(SWA)
     writer.add_sliding_window_pattern(list(pattern))
-    writer.add_vocab_size(tiny.N_VOCAB)
+    writer.add_vocab_size(N_VOCAB)
     return writer
 
 
@@ -146,11 +158,11 @@ def build_tiny_gemma4(
     last layers reuse an earlier layer's cache, gemma4's `attention.shared_kv_layers`;
     `pattern`: which layers slide)."""
     make = partial(_target_weights, shared_kv=shared_kv, pattern=pattern)
-    w = tiny.prepared(make, seed, None, 0.0, eos_logit_bias)
-    writer = _writer(path, "gemma4", tiny.N_EMBD, pattern)
+    w = prepared(make, seed, None, 0.0, eos_logit_bias)
+    writer = _writer(path, "gemma4", N_EMBD, pattern)
     writer.add_shared_kv_layers(shared_kv)
     writer.add_embedding_length_per_layer_input(0)
-    tiny.write_bytes_model(writer, w)
+    write_bytes_model(writer, w)
     return Path(path)
 
 
@@ -166,7 +178,7 @@ def _assistant_weights(
 ) -> dict[str, np.ndarray]:
     sa = 1.0 / np.sqrt(A_EMBD)
     w: dict[str, np.ndarray] = {
-        "token_embd.weight": _g(rng, (tiny.N_VOCAB, A_EMBD), tiny.LOGIT_GAIN * sa),
+        "token_embd.weight": _g(rng, (N_VOCAB, A_EMBD), LOGIT_GAIN * sa),
         "output_norm.weight": _ones(A_EMBD),
         "rope_freqs.weight": _ones(HEAD_FULL // 2),
         "nextn.pre_projection.weight": _g(
@@ -181,7 +193,7 @@ def _assistant_weights(
         pre[:target_embd, target_embd:] += np.eye(target_embd, dtype=np.float32)
         post = np.zeros((target_embd, A_EMBD), dtype=np.float32)
         post[:, :target_embd] = np.eye(target_embd, dtype=np.float32)
-        head = np.zeros((tiny.N_VOCAB, A_EMBD), dtype=np.float32)
+        head = np.zeros((N_VOCAB, A_EMBD), dtype=np.float32)
         head[:, :target_embd] = echo["output.weight"]
         w |= {
             "nextn.pre_projection.weight": pre,
@@ -197,7 +209,7 @@ def build_tiny_assistant(
     path: str | Path,
     *,
     seed: int,
-    target_embd: int = tiny.N_EMBD,
+    target_embd: int = N_EMBD,
     drop: tuple[str, ...] = (),
     pattern: tuple[bool, ...] = ASSISTANT_SWA,
     echo: Path | None = None,
@@ -211,5 +223,5 @@ def build_tiny_assistant(
     writer = _writer(path, "gemma4-assistant", A_EMBD, pattern)
     writer.add_embedding_length_out(target_embd)
     writer.add_nextn_predict_layers(len(pattern))
-    tiny.write_bytes_model(writer, w)
+    write_bytes_model(writer, w)
     return Path(path)
