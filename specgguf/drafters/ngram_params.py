@@ -14,7 +14,7 @@ them all, NgramParams, is derived there from its rows), so nothing here imports 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, make_dataclass
 from typing import Any
 
 from specgguf.errors import UsageError
@@ -95,25 +95,18 @@ def _ngram_length(kind: str, name: str) -> Any:
     return _int_opt(default, flag, help.format(what=f"ngram-{kind}"), min=lo, max=hi)
 
 
-@dataclass(frozen=True)
-class NgramSimpleParams(_Validated):
-    size_n: int = _ngram_length("simple", "size_n")
-    size_m: int = _ngram_length("simple", "size_m")
-    min_hits: int = _ngram_length("simple", "min_hits")
+def _lengths_params(name: str, kind: str) -> type:
+    """The params class of a key-value n-gram type: a frozen dataclass of the _NGRAM_LENGTHS
+    fields, in their order, spelled for `--spec-type ngram-{kind}`."""
+    fields_ = [(f, int, _ngram_length(kind, f)) for f in _NGRAM_LENGTHS]
+    cls = make_dataclass(name, fields_, bases=(_Validated,), frozen=True)
+    cls.__module__ = __name__
+    return cls
 
 
-@dataclass(frozen=True)
-class NgramMapKParams(_Validated):
-    size_n: int = _ngram_length("map-k", "size_n")
-    size_m: int = _ngram_length("map-k", "size_m")
-    min_hits: int = _ngram_length("map-k", "min_hits")
-
-
-@dataclass(frozen=True)
-class NgramMapK4VParams(_Validated):
-    size_n: int = _ngram_length("map-k4v", "size_n")
-    size_m: int = _ngram_length("map-k4v", "size_m")
-    min_hits: int = _ngram_length("map-k4v", "min_hits")
+NgramSimpleParams = _lengths_params("NgramSimpleParams", "simple")
+NgramMapKParams = _lengths_params("NgramMapKParams", "map-k")
+NgramMapK4VParams = _lengths_params("NgramMapK4VParams", "map-k4v")
 
 
 @dataclass(frozen=True)
