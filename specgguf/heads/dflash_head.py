@@ -81,13 +81,8 @@ class DflashContext(HeadContext):
         chunks of n_ubatch (as llama.cpp injects them). Positions must continue the cache."""
         n = features.shape[0]
         assert features.shape[1] == self.n_enc and features.dtype == np.float32
-        if pos0 != self.n_past:
-            raise AssertionError(f"drafter positions must continue: {pos0} after {self.n_past}")
-        engine.check_room(pos0 + n, self.n_ctx)
         b = self._batch
-        for start in range(0, n, self.n_ubatch):
-            m = min(self.n_ubatch, n - start)
-            ll.llama_batch_ext_clear(b)
+        for start, m in self._chunks(pos0, n, self.n_ubatch, "drafter"):
             for j in range(m):
                 idx = ll.llama_batch_ext_add_embd(b, 0, embd_view(features[start + j]))
                 self._add_row(idx, pos0 + start + j, False)

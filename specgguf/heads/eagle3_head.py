@@ -131,14 +131,9 @@ class Eagle3Context(HeadContext):
         n = len(tokens)
         if n == 0:
             return None
-        if pos0 != self.n_past:
-            raise AssertionError(f"head positions must continue: {pos0} after {self.n_past}")
-        engine.check_room(pos0 + n, self.n_ctx)
         b = self._batch
-        for start in range(0, n, self.n_batch):
-            m = min(self.n_batch, n - start)
+        for start, m in self._chunks(pos0, n, self.n_batch, "head"):
             final = start + m == n
-            ll.llama_batch_ext_clear(b)
             for j in range(m):
                 k = start + j
                 idx = ll.llama_batch_ext_add_token(b, 0, int(tokens[k]))

@@ -10,6 +10,7 @@ target. Each head's module (eagle3_head, dflash_head) adds only its input conven
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Iterator
 from dataclasses import replace
 
 import numpy as np
@@ -74,6 +75,17 @@ class HeadContext:
         if n < self.n_past:
             ll.llama_memory_seq_rm(self.memory, 0, n, -1)
             self.n_past = n
+
+    def _chunks(self, pos0: int, n: int, size: int, who: str) -> Iterator[tuple[int, int]]:
+        """(start, m) of each chunk of at most `size` of the n rows written at pos0.., the
+        batch cleared for it: the caller fills it and processes it. The rows must continue
+        the cache (`who` names the head in the assertion) and fit in the context."""
+        if pos0 != self.n_past:
+            raise AssertionError(f"{who} positions must continue: {pos0} after {self.n_past}")
+        engine.check_room(pos0 + n, self.n_ctx)
+        for start in range(0, n, size):
+            ll.llama_batch_ext_clear(self._batch)
+            yield start, min(size, n - start)
 
     def _process(self, kind: int, what: str) -> None:
         rc = ll.llama_process(self.ptr, kind, self._batch)
