@@ -22,19 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tests.tiny_models import (
-    FFN_GAIN,
-    LOGIT_GAIN,
-    N_EMBD,
-    N_FF,
-    N_HEAD,
-    N_HEAD_KV,
-    N_VOCAB,
-    QK_GAIN,
-    V_GAIN,
-    prepared,
-    write_bytes_model,
-)
+from tests import tiny_models as tiny
 
 HEAD_DIM = 16
 # the gated delta net: 2 key heads and 4 value heads of 16, a 4-wide causal convolution
@@ -53,27 +41,27 @@ ROPE_SECTIONS = (3, 3, 2, 0)
 
 def _attention_block(g, i: int) -> dict[str, np.ndarray]:
     """Block i's gated-query attention and its FFN (the trunk's layer 1, or an MTP layer)."""
-    se = 1.0 / np.sqrt(N_EMBD)
+    se = 1.0 / np.sqrt(tiny.N_EMBD)
     ones = np.ones
     p = f"blk.{i}."
     return {
-        p + "attn_norm.weight": ones(N_EMBD, dtype=np.float32),
-        p + "post_attention_norm.weight": ones(N_EMBD, dtype=np.float32),
-        p + "attn_q.weight": g((2 * HEAD_DIM * N_HEAD, N_EMBD), QK_GAIN * se),
-        p + "attn_k.weight": g((HEAD_DIM * N_HEAD_KV, N_EMBD), QK_GAIN * se),
-        p + "attn_v.weight": g((HEAD_DIM * N_HEAD_KV, N_EMBD), V_GAIN * se),
-        p + "attn_output.weight": g((N_EMBD, HEAD_DIM * N_HEAD), se),
+        p + "attn_norm.weight": ones(tiny.N_EMBD, dtype=np.float32),
+        p + "post_attention_norm.weight": ones(tiny.N_EMBD, dtype=np.float32),
+        p + "attn_q.weight": g((2 * HEAD_DIM * tiny.N_HEAD, tiny.N_EMBD), tiny.QK_GAIN * se),
+        p + "attn_k.weight": g((HEAD_DIM * tiny.N_HEAD_KV, tiny.N_EMBD), tiny.QK_GAIN * se),
+        p + "attn_v.weight": g((HEAD_DIM * tiny.N_HEAD_KV, tiny.N_EMBD), tiny.V_GAIN * se),
+        p + "attn_output.weight": g((tiny.N_EMBD, HEAD_DIM * tiny.N_HEAD), se),
         p + "attn_q_norm.weight": ones(HEAD_DIM, dtype=np.float32),
         p + "attn_k_norm.weight": ones(HEAD_DIM, dtype=np.float32),
     }
 
 
 def _ffn(g, i: int) -> dict[str, np.ndarray]:
-    se = 1.0 / np.sqrt(N_EMBD)
+    se = 1.0 / np.sqrt(tiny.N_EMBD)
     return {
-        f"blk.{i}.ffn_gate.weight": g((N_FF, N_EMBD), FFN_GAIN * se),
-        f"blk.{i}.ffn_up.weight": g((N_FF, N_EMBD), FFN_GAIN * se),
-        f"blk.{i}.ffn_down.weight": g((N_EMBD, N_FF), 1.0 / np.sqrt(N_FF)),
+        f"blk.{i}.ffn_gate.weight": g((tiny.N_FF, tiny.N_EMBD), tiny.FFN_GAIN * se),
+        f"blk.{i}.ffn_up.weight": g((tiny.N_FF, tiny.N_EMBD), tiny.FFN_GAIN * se),
+        f"blk.{i}.ffn_down.weight": g((tiny.N_EMBD, tiny.N_FF), 1.0 / np.sqrt(tiny.N_FF)),
     }
 
 
@@ -84,9 +72,11 @@ def _nextn_block(g, i: int) -> dict[str, np.ndarray]:
         _attention_block(g, i)
         | _ffn(g, i)
         | {
-            f"blk.{i}.nextn.eh_proj.weight": g((N_EMBD, 2 * N_EMBD), 1.0 / np.sqrt(2 * N_EMBD)),
-            f"blk.{i}.nextn.enorm.weight": np.ones(N_EMBD, dtype=np.float32),
-            f"blk.{i}.nextn.hnorm.weight": np.ones(N_EMBD, dtype=np.float32),
+            f"blk.{i}.nextn.eh_proj.weight": g(
+                (tiny.N_EMBD, 2 * tiny.N_EMBD), 1.0 / np.sqrt(2 * tiny.N_EMBD)
+            ),
+            f"blk.{i}.nextn.enorm.weight": np.ones(tiny.N_EMBD, dtype=np.float32),
+            f"blk.{i}.nextn.hnorm.weight": np.ones(tiny.N_EMBD, dtype=np.float32),
         }
     )
 
@@ -98,26 +88,26 @@ def _weights(rng: np.random.Generator, ssm_a: float, nextn: int = 0) -> dict[str
     def ones(n: int) -> np.ndarray:
         return np.ones(n, dtype=np.float32)
 
-    se = 1.0 / np.sqrt(N_EMBD)
+    se = 1.0 / np.sqrt(tiny.N_EMBD)
     conv_dim = 2 * SSM_STATE * SSM_GROUPS + SSM_INNER
     w: dict[str, np.ndarray] = {
-        "token_embd.weight": g((N_VOCAB, N_EMBD), 1.0),
-        "output.weight": g((N_VOCAB, N_EMBD), LOGIT_GAIN * se),
-        "output_norm.weight": ones(N_EMBD),
+        "token_embd.weight": g((tiny.N_VOCAB, tiny.N_EMBD), 1.0),
+        "output.weight": g((tiny.N_VOCAB, tiny.N_EMBD), tiny.LOGIT_GAIN * se),
+        "output_norm.weight": ones(tiny.N_EMBD),
     }
     # layer 0: gated delta net
     w |= {
-        "blk.0.attn_norm.weight": ones(N_EMBD),
-        "blk.0.post_attention_norm.weight": ones(N_EMBD),
-        "blk.0.attn_qkv.weight": g((conv_dim, N_EMBD), QK_GAIN * se),
-        "blk.0.attn_gate.weight": g((SSM_INNER, N_EMBD), se),
+        "blk.0.attn_norm.weight": ones(tiny.N_EMBD),
+        "blk.0.post_attention_norm.weight": ones(tiny.N_EMBD),
+        "blk.0.attn_qkv.weight": g((conv_dim, tiny.N_EMBD), tiny.QK_GAIN * se),
+        "blk.0.attn_gate.weight": g((SSM_INNER, tiny.N_EMBD), se),
         "blk.0.ssm_conv1d.weight": g((conv_dim, SSM_CONV), 0.5),
         "blk.0.ssm_dt.bias": np.zeros(SSM_V_HEADS, dtype=np.float32),
         "blk.0.ssm_a": np.full(SSM_V_HEADS, ssm_a, dtype=np.float32),
-        "blk.0.ssm_beta.weight": g((SSM_V_HEADS, N_EMBD), se),
-        "blk.0.ssm_alpha.weight": g((SSM_V_HEADS, N_EMBD), se),
+        "blk.0.ssm_beta.weight": g((SSM_V_HEADS, tiny.N_EMBD), se),
+        "blk.0.ssm_alpha.weight": g((SSM_V_HEADS, tiny.N_EMBD), se),
         "blk.0.ssm_norm.weight": ones(SSM_STATE),
-        "blk.0.ssm_out.weight": g((N_EMBD, SSM_INNER), 1.0 / np.sqrt(SSM_INNER)),
+        "blk.0.ssm_out.weight": g((tiny.N_EMBD, SSM_INNER), 1.0 / np.sqrt(SSM_INNER)),
     }
     # layer 1: attention (the query projection also yields the output gate: 2x wide)
     w |= _attention_block(g, 1)
@@ -141,12 +131,12 @@ def _write(
     writer.add_name(f"tiny-{arch}")
     writer.add_file_type(gguf.LlamaFileType.ALL_F32)
     writer.add_context_length(2048)
-    writer.add_embedding_length(N_EMBD)
+    writer.add_embedding_length(tiny.N_EMBD)
     writer.add_block_count(n_blocks)
     writer.add_ssm_conv_kernel(SSM_CONV)
     hparams(writer)
-    writer.add_vocab_size(N_VOCAB)
-    write_bytes_model(writer, w)
+    writer.add_vocab_size(tiny.N_VOCAB)
+    tiny.write_bytes_model(writer, w)
     return path
 
 
@@ -166,9 +156,9 @@ def build_tiny_qwen35(
     MTP layers it carries after its two trunk layers; `drop` tensors left out: a broken file)."""
 
     def hparams(writer) -> None:
-        writer.add_feed_forward_length(N_FF)
-        writer.add_head_count(N_HEAD)
-        writer.add_head_count_kv(N_HEAD_KV)
+        writer.add_feed_forward_length(tiny.N_FF)
+        writer.add_head_count(tiny.N_HEAD)
+        writer.add_head_count_kv(tiny.N_HEAD_KV)
         writer.add_rope_dimension_count(HEAD_DIM)
         writer.add_rope_dimension_sections(list(ROPE_SECTIONS))
         writer.add_rope_freq_base(10000.0)
@@ -182,13 +172,13 @@ def build_tiny_qwen35(
             writer.add_nextn_predict_layers(nextn)
 
     make = partial(_weights, ssm_a=ssm_a, nextn=nextn)
-    w = prepared(make, seed, perturb_from_seed, perturb_scale, eos_logit_bias)
+    w = tiny.prepared(make, seed, perturb_from_seed, perturb_scale, eos_logit_bias)
     w = {k: v for k, v in w.items() if k not in drop}
     return _write(path, "qwen35", w, hparams, n_blocks=2 + nextn)
 
 
 # the tiny mamba: two selective-scan layers of 2 x N_EMBD channels (llama.cpp's only expansion)
-MAMBA_INNER = 2 * N_EMBD
+MAMBA_INNER = 2 * tiny.N_EMBD
 MAMBA_STATE = 16
 MAMBA_DT_RANK = 4
 
@@ -197,20 +187,20 @@ def _mamba_weights(rng: np.random.Generator) -> dict[str, np.ndarray]:
     def g(shape: tuple[int, ...], std: float) -> np.ndarray:
         return (rng.standard_normal(shape) * std).astype(np.float32)
 
-    se = 1.0 / np.sqrt(N_EMBD)
+    se = 1.0 / np.sqrt(tiny.N_EMBD)
     si = 1.0 / np.sqrt(MAMBA_INNER)
     w: dict[str, np.ndarray] = {
-        "token_embd.weight": g((N_VOCAB, N_EMBD), 1.0),
-        "output.weight": g((N_VOCAB, N_EMBD), LOGIT_GAIN * se),
-        "output_norm.weight": np.ones(N_EMBD, dtype=np.float32),
+        "token_embd.weight": g((tiny.N_VOCAB, tiny.N_EMBD), 1.0),
+        "output.weight": g((tiny.N_VOCAB, tiny.N_EMBD), tiny.LOGIT_GAIN * se),
+        "output_norm.weight": np.ones(tiny.N_EMBD, dtype=np.float32),
     }
     # A = -(1..state) per channel, as Mamba initialises it (S4D-real)
     a = -np.tile(np.arange(1, MAMBA_STATE + 1, dtype=np.float32), (MAMBA_INNER, 1))
     for i in range(2):
         p = f"blk.{i}."
         w |= {
-            p + "attn_norm.weight": np.ones(N_EMBD, dtype=np.float32),
-            p + "ssm_in.weight": g((2 * MAMBA_INNER, N_EMBD), se),
+            p + "attn_norm.weight": np.ones(tiny.N_EMBD, dtype=np.float32),
+            p + "ssm_in.weight": g((2 * MAMBA_INNER, tiny.N_EMBD), se),
             p + "ssm_conv1d.weight": g((MAMBA_INNER, SSM_CONV), 0.5),
             p + "ssm_conv1d.bias": np.zeros(MAMBA_INNER, dtype=np.float32),
             p + "ssm_x.weight": g((MAMBA_DT_RANK + 2 * MAMBA_STATE, MAMBA_INNER), si),
@@ -218,7 +208,7 @@ def _mamba_weights(rng: np.random.Generator) -> dict[str, np.ndarray]:
             p + "ssm_dt.bias": np.full(MAMBA_INNER, -2.0, dtype=np.float32),
             p + "ssm_a": a.copy(),
             p + "ssm_d": np.ones(MAMBA_INNER, dtype=np.float32),
-            p + "ssm_out.weight": g((N_EMBD, MAMBA_INNER), si),
+            p + "ssm_out.weight": g((tiny.N_EMBD, MAMBA_INNER), si),
         }
     return w
 
@@ -241,5 +231,5 @@ def build_tiny_mamba(
         writer.add_ssm_state_size(MAMBA_STATE)
         writer.add_ssm_time_step_rank(MAMBA_DT_RANK)
 
-    w = prepared(_mamba_weights, seed, perturb_from_seed, perturb_scale, eos_logit_bias)
+    w = tiny.prepared(_mamba_weights, seed, perturb_from_seed, perturb_scale, eos_logit_bias)
     return _write(path, "mamba", w, hparams)
