@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from specgguf.binding.llama_ext import require_layer_inputs
 from specgguf.errors import IncompatibleModelsError, ModelFileError
 from specgguf.heads.head_checks import (
+    HeardHead,
     check_d2t_targets,
     check_heard_layers,
     check_vocab_size,
@@ -45,12 +46,9 @@ MASK_KEY = "tokenizer.ggml.mask_token_id"
 
 
 @dataclass(frozen=True)
-class DflashHead:
+class DflashHead(HeardHead):
     """What a DFlash or DSpark drafter needs of its target, read from its header."""
 
-    path: str
-    target_layers: tuple[int, ...]
-    n_embd: int
     n_layer: int
     block_size: int
     mask_token: int
@@ -61,10 +59,6 @@ class DflashHead:
     sample_from_anchor: bool
     #: attention inside the block is causal (llama.cpp's default for DFlash: not)
     causal: bool
-    n_draft_vocab: int
-    has_d2t: bool
-    own_output: bool
-    own_token_embd: bool
 
     @property
     def spec_type(self) -> str:
@@ -81,12 +75,6 @@ class DflashHead:
         """The most tokens one pass drafts: the block's mask rows (llama.cpp clamps
         --spec-draft-n-max to this)."""
         return self.block_size if self.anchor_drafts else self.block_size - 1
-
-    @property
-    def borrows(self) -> list[str]:
-        """What the drafter takes from the target's model through the target's context."""
-        own = (("token embeddings", self.own_token_embd), ("lm_head", self.own_output))
-        return [name for name, has in own if not has]
 
     def describe(self) -> str:
         """One phrase for `check`: which target layers it reads, its block, what it borrows."""
@@ -226,9 +214,11 @@ def read_dflash_head(info: GGUFInfo) -> DflashHead:
             "lm_head of its own ('output.weight') to score it"
         )
     return DflashHead(
-        path, layers, n_embd, n_layer, block, mask, rank, conf,
-        _flag(info, "sample_from_anchor", True), _flag(info, "attention.causal", False),
-        n_draft_vocab, d2t is not None, output is not None, tok is not None,
+        path=path, target_layers=layers, n_embd=n_embd, n_draft_vocab=n_draft_vocab,
+        has_d2t=d2t is not None, own_output=output is not None, own_token_embd=tok is not None,
+        n_layer=n_layer, block_size=block, mask_token=mask, markov_rank=rank, has_confidence=conf,
+        sample_from_anchor=_flag(info, "sample_from_anchor", True),
+        causal=_flag(info, "attention.causal", False),
     )  # fmt: skip
 
 

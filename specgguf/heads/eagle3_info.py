@@ -21,6 +21,7 @@ from specgguf.errors import IncompatibleModelsError, ModelFileError, UsageError
 from specgguf.heads.dflash_info import DFLASH_ARCH, dflash_type_of, is_dflash
 from specgguf.heads.dflash_info import KINDS as DFLASH_KINDS
 from specgguf.heads.head_checks import (
+    HeardHead,
     check_d2t_targets,
     check_heard_layers,
     check_vocab_size,
@@ -39,24 +40,10 @@ WHAT = "the EAGLE-3 head"
 
 
 @dataclass(frozen=True)
-class Eagle3Head:
+class Eagle3Head(HeardHead):
     """What an EAGLE-3 head needs of its target, read from its header."""
 
-    path: str
-    target_layers: tuple[int, ...]
     target_hidden_size: int
-    n_embd: int
-    #: rows of the head's lm_head (its draft vocabulary): len(d2t) when it has a map
-    n_draft_vocab: int
-    has_d2t: bool
-    own_output: bool
-    own_token_embd: bool
-
-    @property
-    def borrows(self) -> list[str]:
-        """What the head takes from the target's model through the target's context."""
-        own = (("token embeddings", self.own_token_embd), ("lm_head", self.own_output))
-        return [name for name, has in own if not has]
 
     def describe(self) -> str:
         """One phrase for `check`: which target layers it reads and what it borrows."""
@@ -235,8 +222,9 @@ def read_eagle3_head(info: GGUFInfo) -> Eagle3Head:
             f"{list(tok.shape)}, expected rows of {n_embd}"
         )
     return Eagle3Head(
-        path, layers, hidden, n_embd, n_draft_vocab, d2t is not None, output is not None,
-        tok is not None,
+        path=path, target_layers=layers, target_hidden_size=hidden, n_embd=n_embd,
+        n_draft_vocab=n_draft_vocab, has_d2t=d2t is not None, own_output=output is not None,
+        own_token_embd=tok is not None,
     )  # fmt: skip
 
 

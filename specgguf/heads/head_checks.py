@@ -10,12 +10,34 @@ each head's module (eagle3_info, dflash_info) states only what is its own.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from specgguf.binding.llama_ext import LAST_STATE_ARCHS
 from specgguf.errors import IncompatibleModelsError, ModelFileError
 from specgguf.modelfiles.gguf_info import GGUFInfo, TensorMeta
+
+
+@dataclass(frozen=True)
+class HeardHead:
+    """What every head that hears the target reads of its own header (an EAGLE-3 head, a
+    DFlash or DSpark drafter); each head's own facts are a subclass's fields."""
+
+    path: str
+    target_layers: tuple[int, ...]
+    n_embd: int
+    #: rows of the head's lm_head (its draft vocabulary): len(d2t) when it has a map
+    n_draft_vocab: int
+    has_d2t: bool
+    own_output: bool
+    own_token_embd: bool
+
+    @property
+    def borrows(self) -> list[str]:
+        """What the head takes from the target's model through the target's context."""
+        own = (("token embeddings", self.own_token_embd), ("lm_head", self.own_output))
+        return [name for name, has in own if not has]
 
 
 def expect_tensor(
