@@ -26,6 +26,7 @@ from typing import Any
 
 from specgguf.flag_table import values as v
 from specgguf.flag_table.vendored import PROGRAM_COMMANDS, VendoredFlag, vendored_flags
+from specgguf.forwarding import Forwarded
 
 
 class Status(str, Enum):
@@ -73,13 +74,8 @@ class Flag:
     entry: Entry
     legacy: bool = False  # a spelling of an older llama.cpp, absent from the pinned --help
 
-    @property
-    def key(self) -> str:
-        return self.flag.key
-
-    @property
-    def status(self) -> Status:
-        return self.entry.status
+    key = Forwarded[str]("flag")
+    status = Forwarded[Status]("entry")
 
     @property
     def commands(self) -> frozenset[str]:
@@ -379,15 +375,9 @@ ENTRIES: dict[str, Entry] = {
     "--spec-ngram-mod-n-min": declared(commands="run serve bench"),
     "--spec-ngram-mod-n-max": declared(commands="run serve bench"),
     "--spec-ngram-mod-n-match": declared(commands="run serve bench"),
-    "--spec-ngram-simple-size-n": declared(commands="run serve bench"),
-    "--spec-ngram-simple-size-m": declared(commands="run serve bench"),
-    "--spec-ngram-simple-min-hits": declared(commands="run serve bench"),
-    "--spec-ngram-map-k-size-n": declared(commands="run serve bench"),
-    "--spec-ngram-map-k-size-m": declared(commands="run serve bench"),
-    "--spec-ngram-map-k-min-hits": declared(commands="run serve bench"),
-    "--spec-ngram-map-k4v-size-n": declared(commands="run serve bench"),
-    "--spec-ngram-map-k4v-size-m": declared(commands="run serve bench"),
-    "--spec-ngram-map-k4v-min-hits": declared(commands="run serve bench"),
+    # the lengths of each key-value n-gram type (specgguf.drafters.ngram_params)
+    **{f"--spec-ngram-{kind}-{length}": declared(commands="run serve bench")
+       for kind in ("simple", "map-k", "map-k4v") for length in ("size-n", "size-m", "min-hits")},
     "--draft": REMOVED,
     "--draft-min": REMOVED,
     "--spec-ngram-size-n": REMOVED,
