@@ -279,6 +279,7 @@ def run(
                 Generator(
                     session,
                     **gen_flags.generator_args(n_max),
+                warmup=session.load.warmup,
                     system_prompt=system_prompt,
                     template_src=template_src,
                     template_origin=f"--chat-template-file {chat_template_file}",

@@ -1,5 +1,10 @@
 """This machine's cost curve: a target pass over k tokens against one over 1, and a draft step,
-timed directly on the loaded contexts, as a machine profile that seeds `auto`."""
+timed directly on the loaded contexts, as a machine profile that seeds `auto`.
+
+Two users: `bench` measures the whole curve (PASS_GRID, several repetitions) and stores it;
+the warm-up at load (specgguf.warmup) measures three widths once or twice, so that a process
+that finds no profile still starts its first request knowing what a pass and a draft step
+cost here."""
 
 from __future__ import annotations
 
@@ -51,9 +56,10 @@ class CostCurve:
     def draft_rel(self) -> float | None:
         return self.draft_ms / self.step_ms if self.draft_ms is not None else None
 
-    def to_profile(self) -> CostProfile:
-        """These medians as a machine profile (specgguf.auto.profile) that seeds `auto`."""
-        w = float(max(1, self.samples))
+    def to_profile(self, weight: float | None = None) -> CostProfile:
+        """These medians as a machine profile (specgguf.auto.profile) that seeds `auto`, each
+        estimate counting `weight` samples (default: the samples behind the medians)."""
+        w = float(max(1, self.samples)) if weight is None else weight
         verify = {
             n - 1: Estimate(ms / self.step_ms, w) for n, ms in self.target_ms.items() if n > 1
         }
@@ -83,13 +89,17 @@ def measure_cost_curve(
     max_k: int,
     reps: int = 5,
     pool: CostSamples | None = None,
+    grid: Sequence[int] = PASS_GRID,
+    warm: bool = False,
 ) -> CostCurve:
     """Time target passes over 1..max_k+1 tokens (all logits, as a verify pass) after the
     prompt, and one draft step, each `reps` times interleaved, and return the medians. KV
     caches are rolled back after every pass. With `pool`, the samples are added to it and the
     medians are over everything pooled (run_bench samples between prompts, so one busy moment
     on a shared machine cannot skew the whole curve). `source`: a Generator or a Session (its
-    `timing_contexts`)."""
+    `timing_contexts`). `grid`: the pass widths (in tokens) timed below the widest; `warm`:
+    one untimed pass of each context first (the first pass pays set-up: thread pools, weights
+    read for the first time)."""
     pool = pool if pool is not None else CostSamples()
     target, dctx, draft_tokens, draft_type = source.timing_contexts(tokens)
     pool.draft_type = draft_type
@@ -110,7 +120,13 @@ def measure_cost_curve(
         dctx.truncate(0)
         if dn0:
             dctx.decode(dtoks[:dn0], 0, outputs="none")
-    widths = [n for n in PASS_GRID if n < widest] + [widest]
+    widths = [n for n in grid if n < widest] + [widest]
+    if warm:
+        target.decode(filler[:1], n0, outputs="last")
+        target.truncate(n0)
+        if dctx is not None:
+            dctx.decode(dfill, dn0, outputs="last")
+            dctx.truncate(dn0)
     for _ in range(max(1, reps)):
         for n in widths:
             ms = _timed(lambda n=n: target.decode(filler[:n], n0, outputs="all"))

@@ -26,6 +26,7 @@ from typing import Any
 
 from specgguf.auto.policy import AdaptivePolicy
 from specgguf.auto.preload import without_draft_cost
+from specgguf.auto.profile import CostProfile
 from specgguf.binding.batched import SequenceView
 from specgguf.binding.grammar import GrammarError, compile_grammar, schema_to_gbnf
 from specgguf.binding.rendezvous import Rendezvous
@@ -363,6 +364,7 @@ class Generator:
         recheck_draft: bool = False,
         grammar: OutputGrammar | None = None,
         render_options: RenderOptions | None = None,
+        warmup: bool = False,
     ) -> None:
         self.session = session
         self.grammar = grammar  # every call's, unless GenParams.grammar gives its own
@@ -391,6 +393,8 @@ class Generator:
             prior = load_profile(self.profile_file)
             if recheck_draft:  # (draft_load_plan's recheck: measure the draft's cost again)
                 prior = without_draft_cost(prior, DRAFT_MODEL_TYPE)
+        if warmup:  # (specgguf.warmup: under auto, it also times what the profile lacks)
+            prior = self._warm_up(prior)
         self._slots: list[_SlotState] = []
         for slot in session.slots:
             policy = None
@@ -398,6 +402,19 @@ class Generator:
                 policy = AdaptivePolicy(n_max_cap=session.spec.n_max)
                 policy.seed(prior)
             self._slots.append(_SlotState(slot, policy))
+
+    def _warm_up(self, prior: CostProfile | None) -> CostProfile | None:
+        """Run the warm-up passes; what they timed joins `prior` and the profile file."""
+        from specgguf.warmup import warm_up
+
+        measured = warm_up(self.session, auto=self.auto, prior=prior)
+        if measured is None:
+            return prior
+        if self.profile_file is not None:
+            from specgguf.auto.profile import save_profile
+
+            save_profile(self.profile_file, measured)
+        return measured if prior is None else prior.merged(measured)
 
     # -- slots -----------------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ COMMANDS = ("run", "serve", "bench")
 SAMPLES = {
     "--threads-batch": ("3", "context.target", "n_threads_batch", 3),
     "--ubatch-size": ("64", "load", "n_ubatch", 64),
+    "--warmup": (None, "load", "warmup", True),
     "--swa-full": (None, "context.both", "swa_full", True),
     "--rope-scaling": ("yarn", "context.both", "rope_scaling_type", 2),
     "--rope-scale": ("4", "context.both", "rope_freq_scale", 0.25),

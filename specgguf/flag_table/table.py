@@ -201,7 +201,7 @@ ENTRIES: dict[str, Entry] = {
     "--in-prefix-bos": refused(_INTERACTIVE),
     "--in-prefix": refused(_INTERACTIVE),
     "--in-suffix": refused(_INTERACTIVE),
-    "--warmup": always(False, "no warm-up pass is run: the first answer pays the first pass's set-up (--warmup cannot be honoured)"),  # noqa: E501
+    "--warmup": setting("load", "warmup", v.switch, "one pass of each model at load, so the first request does not pay their set-up; under auto it also times what the machine profile lacks (specgguf.warmup)"),  # noqa: E501
     "--spm-infill": delegated(INFILL),
     "--seed": declared(),
     "--ignore-eos": declared(),

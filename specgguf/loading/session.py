@@ -74,6 +74,8 @@ class LoadOptions:
     #: serve --cache-reuse N: a prompt also keeps cached chunks of >= N tokens it repeats
     #: further along (specgguf.core.cache_reuse; one slot); 0: its common prefix only
     cache_reuse: int = 0
+    #: --warmup (default) / --no-warmup: a first pass of each model at load (specgguf.warmup)
+    warmup: bool = True
 
 
 
