@@ -12,9 +12,9 @@ import re
 from pathlib import Path
 
 import pytest
-import typer.main
 from specgguf_cli import options as o
-from specgguf_cli.app import _register, app, run_cli
+from specgguf_cli.app import command as cli_group
+from specgguf_cli.app import run_cli
 from specgguf_cli.table_flags import expand_presets, with_bare_values
 
 from specgguf.errors import SpecggufError
@@ -66,13 +66,32 @@ SAMPLES = {
     "--spec-draft-n-cpu-moe": ("1", "model.draft", "tensor_buft_overrides",
                                ((rf"blk\.0{v.FFN_EXPERTS}", "CPU"),)),
     "--slots": (None, "server", "slots", True),
+    "--cpu-mask": ("0x5", "process", "cpus", frozenset({0, 2})),
+    "--cpu-range": ("1-3", "process", "cpus", frozenset({1, 2, 3})),
+    "--cpu-strict": ("1", "process", "cpu_strict", True),
+    "--prio": ("-1", "process", "nice", 5),
+    "--poll": ("0", "process", "poll", 0),
+    "--cpu-mask-batch": ("0x2", "process", "cpus", frozenset({1})),
+    "--cpu-range-batch": ("-1", "process", "cpus", frozenset({0, 1})),
+    "--cpu-strict-batch": ("1", "process", "cpu_strict", True),
+    "--prio-batch": ("2", "process", "nice", -10),
+    "--poll-batch": ("100", "process", "poll", 100),
+    "--spec-draft-cpu-mask": ("0x1", "process", "cpus", frozenset({0})),
+    "--spec-draft-cpu-range": ("0-0", "process", "cpus", frozenset({0})),
+    "--spec-draft-cpu-strict": ("1", "process", "cpu_strict", True),
+    "--spec-draft-prio": ("1", "process", "nice", -5),
+    "--spec-draft-poll": ("20", "process", "poll", 20),
+    "--spec-draft-cpu-mask-batch": ("0x1", "process", "cpus", frozenset({0})),
+    "--spec-draft-cpu-strict-batch": ("1", "process", "cpu_strict", True),
+    "--spec-draft-prio-batch": ("3", "process", "nice", -20),
+    "--spec-draft-poll-batch": ("0", "process", "poll", 0),
+    "--numa": ("isolate", "process", "numa", 2),
 }
 
 
 @functools.cache
 def _options(command: str) -> set[str]:
-    _register()
-    group = typer.main.get_command(app)
+    group = cli_group()
     cmd = group.commands[command]
     helps = set(group.context_settings["help_option_names"])
     return helps | {name for p in cmd.params for name in (*p.opts, *p.secondary_opts)}
@@ -153,7 +172,7 @@ BASE = {"run": ["run", "-p", "x", "--spec-type", "none", "--spec-draft-n-max", "
 
 
 def _given(tuning, where: str, field: str):
-    if where in ("load", "server"):
+    if where in ("load", "server", "process"):
         return dict(getattr(tuning, where))[field]
     scope, role = where.split(".")
     roles = ("target", "draft") if role == "both" else (role,)
@@ -355,3 +374,20 @@ def test_version_in_llama_cpps_shape(command: str, capsys) -> None:
     lines = capsys.readouterr().err.splitlines()
     assert re.fullmatch(r"version: \S+ \(build llama-cpp-python \S+, commit \S+\)", lines[0])
     assert lines[1].startswith("built with ") and " for " in lines[1]
+
+
+def test_cpu_placement_folds_the_batch_and_draft_forms(loads) -> None:
+    """One process, one placement: every CPU named, the highest priority, the most polling."""
+    argv = [*BASE["serve"], "-Cr", "0-1", "-Cb", "0x8", "--prio", "-1", "--prio-batch", "2",
+            "--poll", "10", "--spec-draft-poll", "30", "--cpu-strict", "0"]  # fmt: skip
+    assert run_cli(argv) == 99
+    got = dict(loads[-1].tuning.process)
+    assert got == {"cpus": frozenset({0, 1, 3}), "nice": -10, "poll": 30, "cpu_strict": False}
+
+
+def test_cpu_mask_and_range_read_as_llama_cpp_reads_them() -> None:
+    assert v.cpu_mask("0x11") == v.cpu_mask("11") == frozenset({0, 4})
+    assert v.cpu_range("2-") == frozenset(range(2, v.MAX_CPUS))
+    for bad in ("", "0xg", "3-1", "5", "a-b", "0-512"):
+        with pytest.raises(ValueError):
+            (v.cpu_mask if "-" not in bad else v.cpu_range)(bad or "")

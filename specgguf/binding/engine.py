@@ -145,6 +145,12 @@ def init_backend(verbose: bool = False) -> None:
     interrupts.check()
 
 
+def numa_init(strategy: int) -> None:
+    """--numa: llama.cpp's NUMA placement (ggml_numa_strategy), once, before a model loads."""
+    init_backend(_verbose)
+    ll.llama_numa_init(strategy)
+
+
 def gpu_offload_supported() -> bool:
     return bool(ll.llama_supports_gpu_offload())
 

@@ -41,8 +41,9 @@ class Status(str, Enum):
 
 
 #: where a SETTING goes: a LoadOptions field, a llama.cpp parameter of the model or of the
-#: context (for the target, the draft, or both), or a serve endpoint switched on or off
-SCOPES = ("load", "model", "context", "server")
+#: context (for the target, the draft, or both), a serve endpoint switched on or off, or the
+#: process's CPU placement (specgguf.loading.cpu_placement)
+SCOPES = ("load", "model", "context", "server", "process")
 ROLES = ("target", "draft", "both")
 
 
@@ -132,7 +133,20 @@ def _commands(names: str | None) -> frozenset[str] | None:
 _MULTIMODAL = "specgguf generates from text only (no multimodal projector, images, audio or video): run llama-server for media input"  # noqa: E501
 _ADAPTERS = "LoRA adapters and control vectors are not applied here: merge the adapter into a GGUF (llama.cpp's llama-export-lora) and pass it with -m"  # noqa: E501
 _ROUTER = "specgguf serve serves one model pair per process (no model router): start one serve per model"  # noqa: E501
-_AFFINITY = "CPU affinity, priority and polling of llama.cpp's thread pools are not set here: pin the process with taskset (CPUs) and nice/chrt (priority) instead"  # noqa: E501
+# llama-cpp-python exposes no llama.cpp thread pool (llama_attach_threadpool is not bound), so
+# CPU placement is process-wide: every thread of the process, and the OpenMP team this build
+# of llama.cpp computes with (which inherits the process's CPUs and reads its environment)
+_PROCESS = "process-wide (no thread pool is bound): "
+_CPUS = _PROCESS + "the process and llama.cpp's threads run on these CPUs; with the batch and draft forms, on all the CPUs named"  # noqa: E501
+_STRICT = _PROCESS + "llama.cpp's OpenMP threads are each bound to one CPU in turn (OMP_PROC_BIND=close over the CPUs given)"  # noqa: E501
+_PRIO = _PROCESS + "the process's nice value as llama.cpp sets it (-1: 5, 0: 0, 1: -5, 2: -10, 3: -20); the highest priority given wins; raising it needs the privilege (else a warning)"  # noqa: E501
+_POLL = _PROCESS + "how long llama.cpp's OpenMP threads spin before they sleep (0: OMP_WAIT_POLICY=passive; N: GOMP_SPINCOUNT=6000*N, so 50 is libgomp's default); the most polling given wins"  # noqa: E501
+_CPU_MASK = setting("process", "cpus", v.cpu_mask, _CPUS)
+_CPU_RANGE = setting("process", "cpus", v.cpu_range, _CPUS)
+_CPU_STRICT = setting("process", "cpu_strict", v.zero_or_one, _STRICT)
+_PRIO_MAIN = setting("process", "nice", v.priority(-1), _PRIO)
+_PRIO_BATCH = setting("process", "nice", v.priority(0), _PRIO)  # batch forms: 0..3
+_POLL_LEVEL = setting("process", "poll", v.integer(0, 100), _POLL)
 _SERVER_FEATURE = "is not built into specgguf serve: put a reverse proxy in front for it"
 _TOOLS = "specgguf serve runs no tools or MCP servers of its own: clients call tools (the OpenAI tools API is supported)"  # noqa: E501
 _INTERACTIVE = "llama-completion's interactive mode is not built: use `specgguf run -cnv` for a chat"  # noqa: E501
@@ -153,16 +167,16 @@ ENTRIES: dict[str, Entry] = {
     "--color": declared("colour the tokens that came from accepted drafts (bare: on)"),
     "--threads": declared(),
     "--threads-batch": setting("context", "n_threads_batch", v.integer(1, 512), "threads for prompt processing (batches); default: as -t", "target"),  # noqa: E501
-    "--cpu-mask": refused(_AFFINITY),
-    "--cpu-range": refused(_AFFINITY),
-    "--cpu-strict": refused(_AFFINITY),
-    "--prio": refused(_AFFINITY),
-    "--poll": refused(_AFFINITY),
-    "--cpu-mask-batch": refused(_AFFINITY),
-    "--cpu-range-batch": refused(_AFFINITY),
-    "--cpu-strict-batch": refused(_AFFINITY),
-    "--prio-batch": refused(_AFFINITY),
-    "--poll-batch": refused(_AFFINITY),
+    "--cpu-mask": _CPU_MASK,
+    "--cpu-range": _CPU_RANGE,
+    "--cpu-strict": _CPU_STRICT,
+    "--prio": _PRIO_MAIN,
+    "--poll": _POLL_LEVEL,
+    "--cpu-mask-batch": _CPU_MASK,
+    "--cpu-range-batch": _CPU_RANGE,
+    "--cpu-strict-batch": _CPU_STRICT,
+    "--prio-batch": _PRIO_BATCH,
+    "--poll-batch": _POLL_LEVEL,
     "--lookup-cache-static": declared("n-gram cache drafting (--spec-type ngram-cache)", "run serve bench"),  # noqa: E501
     "--lookup-cache-dynamic": declared("n-gram cache drafting (--spec-type ngram-cache)", "run serve bench"),  # noqa: E501
     "--ctx-size": declared(),
@@ -248,7 +262,7 @@ ENTRIES: dict[str, Entry] = {
     "--rpc": declared(),
     "--load-mode": setting("model", "load_mode", v.choice(v.LOAD_MODES), "how the weights are read: auto, none, mmap, mlock, mmap+mlock or dio"),  # noqa: E501
     "--lazy-mode": setting("model", "lazy_mode", v.choice(v.LAZY_MODES), "on-demand reading of large per-layer tensors: off, auto or on"),  # noqa: E501
-    "--numa": refused("NUMA placement is not exposed here: start the process under numactl"),
+    "--numa": setting("process", "numa", v.choice(v.NUMA), "NUMA placement, by llama_numa_init before loading: distribute, isolate or numactl (process-wide)"),  # noqa: E501
     "--device": declared(),
     "--list-devices": declared(),
     "--override-tensor": setting("model", "tensor_buft_overrides", v.tensor_overrides, "put the tensors matching each pattern in a buffer type (e.g. exps=CPU)", "target"),  # noqa: E501
@@ -347,15 +361,15 @@ ENTRIES: dict[str, Entry] = {
     "--spec-draft-hf": declared("models by name (Hugging Face Hub)", "run serve bench"),
     "--spec-draft-threads": declared(),
     "--spec-draft-threads-batch": setting("context", "n_threads_batch", v.integer(1, 512), "the draft's threads for batches; default: as -td", "draft"),  # noqa: E501
-    "--spec-draft-cpu-mask": refused(_AFFINITY),
-    "--spec-draft-cpu-range": refused(_AFFINITY),
-    "--spec-draft-cpu-strict": refused(_AFFINITY),
-    "--spec-draft-prio": refused(_AFFINITY),
-    "--spec-draft-poll": refused(_AFFINITY),
-    "--spec-draft-cpu-mask-batch": refused(_AFFINITY),
-    "--spec-draft-cpu-strict-batch": refused(_AFFINITY),
-    "--spec-draft-prio-batch": refused(_AFFINITY),
-    "--spec-draft-poll-batch": refused(_AFFINITY),
+    "--spec-draft-cpu-mask": _CPU_MASK,
+    "--spec-draft-cpu-range": _CPU_RANGE,
+    "--spec-draft-cpu-strict": _CPU_STRICT,
+    "--spec-draft-prio": _PRIO_MAIN,
+    "--spec-draft-poll": _POLL_LEVEL,
+    "--spec-draft-cpu-mask-batch": _CPU_MASK,
+    "--spec-draft-cpu-strict-batch": _CPU_STRICT,
+    "--spec-draft-prio-batch": _PRIO_BATCH,
+    "--spec-draft-poll-batch": _POLL_LEVEL,
     "--spec-draft-type-k": declared(commands="run serve bench"),
     "--spec-draft-type-v": declared(commands="run serve bench"),
     "--spec-draft-override-tensor": setting("model", "tensor_buft_overrides", v.tensor_overrides, "the draft's -ot", "draft"),  # noqa: E501

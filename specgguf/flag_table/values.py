@@ -99,3 +99,49 @@ def first_layers_on_cpu(ffn: str) -> Parser:
 def all_on_cpu(ffn: str) -> Parser:
     """-cmoe: every layer's expert weights on the CPU (a switch)."""
     return lambda _on: ((ffn, "CPU"),)
+
+
+#: ggml's GGML_MAX_N_THREADS: the CPUs a mask or range can name
+MAX_CPUS = 512
+#: --prio's levels (ggml_sched_priority) as the nice value llama.cpp gives the process
+PRIORITY_NICE = {-1: 5, 0: 0, 1: -5, 2: -10, 3: -20}
+#: ggml_numa_strategy (--numa)
+NUMA = {"distribute": 1, "isolate": 2, "numactl": 3}
+
+
+def cpu_mask(text: str) -> frozenset[int]:
+    """-C/--cpu-mask M: a hexadecimal mask of any length (0x optional), bit i for CPU i."""
+    digits = text.strip().lower().removeprefix("0x")
+    if not digits or len(digits) > MAX_CPUS // 4:
+        raise ValueError(f"a hexadecimal mask of 1 to {MAX_CPUS // 4} digits, e.g. 0xf")
+    try:
+        bits = int(digits, 16)
+    except ValueError:
+        raise ValueError("a hexadecimal mask, e.g. 0xf") from None
+    return frozenset(i for i in range(bits.bit_length()) if bits >> i & 1)
+
+
+def cpu_range(text: str) -> frozenset[int]:
+    """-Cr/--cpu-range lo-hi: CPUs lo..hi (an end left out: the first or the last CPU)."""
+    lo, dash, hi = text.strip().partition("-")
+    try:
+        first = int(lo) if lo else 0
+        last = int(hi) if hi else MAX_CPUS - 1
+    except ValueError:
+        first = last = -1
+    if not dash or not 0 <= first <= last < MAX_CPUS:
+        raise ValueError(f"lo-hi with 0 <= lo <= hi < {MAX_CPUS}, e.g. 0-3")
+    return frozenset(range(first, last + 1))
+
+
+def zero_or_one(text: str) -> bool:
+    """--cpu-strict <0|1>."""
+    if text.strip() not in ("0", "1"):
+        raise ValueError("0 or 1")
+    return text.strip() == "1"
+
+
+def priority(lowest: int) -> Parser:
+    """--prio N (-1..3; the batch forms 0..3): the nice value llama.cpp gives that level."""
+    level = integer(lowest, 3)
+    return lambda text: PRIORITY_NICE[level(text)]
