@@ -86,6 +86,9 @@ SAMPLES = {
     "--spec-draft-prio-batch": ("3", "process", "nice", -20),
     "--spec-draft-poll-batch": ("0", "process", "poll", 0),
     "--numa": ("isolate", "process", "numa", 2),
+    "--embedding": (None, "embeddings", "on", True),
+    "--pooling": ("mean", "embeddings", "pooling", 1),
+    "--embd-normalize": ("-1", "embeddings", "normalize", -1),
 }
 
 
@@ -172,7 +175,7 @@ BASE = {"run": ["run", "-p", "x", "--spec-type", "none", "--spec-draft-n-max", "
 
 
 def _given(tuning, where: str, field: str):
-    if where in ("load", "server", "process"):
+    if where in ("load", "server", "process", "embeddings"):
         return dict(getattr(tuning, where))[field]
     scope, role = where.split(".")
     roles = ("target", "draft") if role == "both" else (role,)
@@ -279,6 +282,7 @@ def test_llama_enum_numbers_match_the_bindings() -> None:
     llama_cpp = pytest.importorskip("llama_cpp")
     for names, prefix in ((v.LOAD_MODES, "LLAMA_LOAD_MODE_"), (v.SPLIT_MODES, "LLAMA_SPLIT_MODE_"),
                           (v.LAZY_MODES, "LLAMA_LAZY_MODE_"),
+                          (v.POOLING, "LLAMA_POOLING_TYPE_"),
                           (v.ROPE_SCALING, "LLAMA_ROPE_SCALING_TYPE_")):  # fmt: skip
         for name, number in names.items():
             const = prefix + name.upper().replace("MMAP+MLOCK", "MMAP_MLOCK").replace(

@@ -41,9 +41,9 @@ class Status(str, Enum):
 
 
 #: where a SETTING goes: a LoadOptions field, a llama.cpp parameter of the model or of the
-#: context (for the target, the draft, or both), a serve endpoint switched on or off, or the
-#: process's CPU placement (specgguf.loading.cpu_placement)
-SCOPES = ("load", "model", "context", "server", "process")
+#: context (for the target, the draft, or both), a serve endpoint switched on or off, the
+#: process's CPU placement (specgguf.loading.cpu_placement), or serve's embeddings context
+SCOPES = ("load", "model", "context", "server", "process", "embeddings")
 ROLES = ("target", "draft", "both")
 
 
@@ -151,7 +151,6 @@ _SERVER_FEATURE = "is not built into specgguf serve: put a reverse proxy in fron
 _TOOLS = "specgguf serve runs no tools or MCP servers of its own: clients call tools (the OpenAI tools API is supported)"  # noqa: E501
 _INTERACTIVE = "llama-completion's interactive mode is not built: use `specgguf run -cnv` for a chat"  # noqa: E501
 _LOGS = "llama.cpp's own log formatting is not configurable here: -v shows llama.cpp's log, -q hides specgguf's"  # noqa: E501
-_EMBEDDINGS = "embeddings are not served yet: run llama-server --embeddings for them"
 
 SAMPLERS, DIALECTS, INFILL = "samplers", "dialects", "infill"
 
@@ -227,7 +226,7 @@ ENTRIES: dict[str, Entry] = {
     "--grammar-file": declared(),
     "--json-schema": declared(),
     "--json-schema-file": declared(),
-    "--pooling": refused(_EMBEDDINGS),
+    "--pooling": setting("embeddings", "pooling", v.choice(v.POOLING), "the embeddings' pooling: none (a vector per token: /embedding only), mean, cls or last; default: the model's own", commands="serve"),  # noqa: E501
     "--rope-scaling": setting("context", "rope_scaling_type", v.choice(v.ROPE_SCALING), "RoPE frequency scaling: none, linear or yarn"),  # noqa: E501
     "--rope-scale": setting("context", "rope_freq_scale", v.reciprocal(1e-3, 1e3), "RoPE context scaling factor (the context is stretched N times)"),  # noqa: E501
     "--rope-freq-base": setting("context", "rope_freq_base", v.real(0.0, 1e12), "RoPE base frequency"),  # noqa: E501
@@ -293,7 +292,7 @@ ENTRIES: dict[str, Entry] = {
     "--hf-file": declared("models by name (Hugging Face Hub)", "run serve bench"),
     "--hf-token": declared("models by name (Hugging Face Hub)", "run serve bench"),
     "--output": refused("the output goes to stdout: redirect it (> FILE)"),
-    "--embd-normalize": refused(_EMBEDDINGS),
+    "--embd-normalize": setting("embeddings", "normalize", v.integer(-1, 64), "how pooled embeddings are normalized: -1 none, 0 max absolute (int16 range), 1 taxicab, 2 euclidean (the default), p > 2 p-norm; a request's embd_normalize wins", commands="serve"),  # noqa: E501
     "--host": declared(),
     "--port": declared(),
     "--reuse-port": refused("SO_REUSEPORT " + _SERVER_FEATURE),
@@ -312,7 +311,7 @@ ENTRIES: dict[str, Entry] = {
     "--mcp-servers-json": refused(_TOOLS),
     "--agent": refused(_TOOLS),
     "--ui": setting("server", "page", v.switch, "the chat page at / (--no-webui: not served)", commands="serve"),  # noqa: E501
-    "--embedding": refused(_EMBEDDINGS),
+    "--embedding": setting("embeddings", "on", v.switch, "serve /v1/embeddings and /embedding from the target, in a context of their own beside the generation's (its KV cache holds one input: min(-c per slot, -b) tokens)", commands="serve"),  # noqa: E501
     "--rerank": refused("reranking is not served: run llama-server --reranking for it"),
     "--api-key": declared(),
     "--api-key-file": refused("pass the keys with --api-key or LLAMA_API_KEY (a comma list)"),
@@ -397,7 +396,7 @@ ENTRIES: dict[str, Entry] = {
     "--spec-ngram-size-n": REMOVED,
     "--spec-ngram-size-m": REMOVED,
     "--spec-ngram-min-hits": REMOVED,
-    "--embd-gemma-default": refused(_EMBEDDINGS),
+    "--embd-gemma-default": refused("this preset downloads EmbeddingGemma, which specgguf does not pull: pass an embedding GGUF with -m and --embeddings"),  # noqa: E501
     "--fim-qwen-1.5b-default": delegated(INFILL),
     "--fim-qwen-3b-default": delegated(INFILL),
     "--fim-qwen-7b-default": delegated(INFILL),

@@ -18,6 +18,8 @@ LAZY_MODES = {"off": 0, "auto": 1, "on": 2}
 SPLIT_MODES = {"none": 0, "layer": 1, "row": 2, "tensor": 3}
 #: llama.h's llama_rope_scaling_type (--rope-scaling)
 ROPE_SCALING = {"none": 0, "linear": 1, "yarn": 2}
+#: llama.h's llama_pooling_type (--pooling; rank, for reranking, is not served here)
+POOLING = {"none": 0, "mean": 1, "cls": 2, "last": 3}
 
 
 def choice(names: Mapping[str, Any]) -> Parser:

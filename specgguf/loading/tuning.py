@@ -29,11 +29,13 @@ class LlamaTuning:
     #: the process's CPU placement (specgguf.loading.cpu_placement): cpus, nice, cpu_strict,
     #: poll, numa; the target's, the draft's and the batch forms fold into one value each
     process: Overrides = ()
+    #: serve --embeddings, --pooling, --embd-normalize: on, pooling, normalize
+    embeddings: Overrides = ()
 
     def with_setting(self, scope: str, field: str, value: Any, role: str) -> LlamaTuning:
         """This tuning with `field` set to `value` in `scope` (load, model or context) for
         `role` (target, draft or both); a later value of the same field wins."""
-        if scope in ("load", "server", "process"):
+        if scope in ("load", "server", "process", "embeddings"):
             return replace(self, **{scope: _set(getattr(self, scope), field, value)})
         changes = {}
         for who in ("target", "draft"):
