@@ -38,6 +38,7 @@ from specgguf.core.cache_reuse import reuse_moves
 from specgguf.core.context import Outputs, common_prefix_len
 from specgguf.core.draft import Hear, TargetPass
 from specgguf.errors import ExitCode, ModelFileError, SpecggufError
+from specgguf.io import log_sink
 from specgguf.modelfiles.ggml_types import FLASH_ATTN, KV_CACHE_TYPES
 
 try:  # imported lazily by tests that only need pure modules
@@ -84,14 +85,18 @@ ABORTABLE_BATCH = 64
 
 @interrupts.callback
 def _log(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
-    """llama.cpp's log sink: stderr with -v, else nothing. It must never raise: an exception
-    cannot cross C and ctypes would print it and drop it."""
+    """llama.cpp's log callback: to the command's log sink while one is set
+    (specgguf.io.log_sink: -lv, --log-file, --log-prefix ...), else stderr with -v. It must
+    never raise: an exception cannot cross C and ctypes would print it and drop it."""
     try:
         if log_listener is not None and text:
             log_listener(text)
-        if _verbose and text:
+        sink = log_sink.current
+        if sink is not None:
+            sink(level, text)
+        elif _verbose and text:
             os.write(2, text)
-    except OSError:
+    except (OSError, ValueError):  # a stream or log file closed meanwhile
         pass
     except KeyboardInterrupt:  # only without interrupts.handling() (library use)
         interrupts.note(signal.SIGINT)

@@ -42,8 +42,9 @@ class Status(str, Enum):
 
 #: where a SETTING goes: a LoadOptions field, a llama.cpp parameter of the model or of the
 #: context (for the target, the draft, or both), a serve endpoint switched on or off, the
-#: process's CPU placement (specgguf.loading.cpu_placement), or serve's embeddings context
-SCOPES = ("load", "model", "context", "server", "process", "embeddings")
+#: process's CPU placement (specgguf.loading.cpu_placement), serve's embeddings context, or
+#: where the logs go (specgguf.io.log_sink)
+SCOPES = ("load", "model", "context", "server", "process", "embeddings", "log")
 ROLES = ("target", "draft", "both")
 
 
@@ -150,7 +151,7 @@ _POLL_LEVEL = setting("process", "poll", v.integer(0, 100), _POLL)
 _SERVER_FEATURE = "is not built into specgguf serve: put a reverse proxy in front for it"
 _TOOLS = "specgguf serve runs no tools or MCP servers of its own: clients call tools (the OpenAI tools API is supported)"  # noqa: E501
 _INTERACTIVE = "llama-completion's interactive mode is not built: use `specgguf run -cnv` for a chat"  # noqa: E501
-_LOGS = "llama.cpp's own log formatting is not configurable here: -v shows llama.cpp's log, -q hides specgguf's"  # noqa: E501
+_JSONL = "llama.cpp's log is not written as JSON lines here: --log-file FNAME keeps it (with specgguf's own lines) as text"  # noqa: E501
 
 SAMPLERS, DIALECTS, INFILL = "samplers", "dialects", "infill"
 
@@ -347,16 +348,16 @@ ENTRIES: dict[str, Entry] = {
     "--lora-init-without-apply": refused(_ADAPTERS),
     "--sleep-idle-seconds": refused("the models stay loaded while the server runs"),
     "--simple-io": always(True, "input and output are plain streams (no console tricks)"),
-    "--log-disable": refused(_LOGS),
-    "--log-file": refused(_LOGS),
-    "--log-jsonl": refused(_LOGS),
-    "--log-prompts-dir": refused(_LOGS),
-    "--log-colors": refused(_LOGS),
+    "--log-disable": setting("log", "disabled", v.switch, "llama.cpp's log goes nowhere, even with -v or --log-file (specgguf's own lines stay: -q hides its report)"),  # noqa: E501
+    "--log-file": setting("log", "file", v.path, "append llama.cpp's log (at -lv, else info) and everything specgguf writes to stderr to this file, without colours"),  # noqa: E501
+    "--log-jsonl": refused(_JSONL),  # noqa: E501
+    "--log-prompts-dir": refused("prompts are not written to a directory: --trace FILE writes every round's tokens"),  # noqa: E501
+    "--log-colors": setting("log", "colors", v.choice(v.COLOUR_WORDS), "colour llama.cpp's log lines on stderr by level: on, off or auto (a terminal)"),  # noqa: E501
     "--verbose": declared("show llama.cpp's own log"),
     "--offline": declared("models by name (Hugging Face Hub)", "run serve bench"),
-    "--verbosity": refused(_LOGS),
-    "--log-prefix": refused(_LOGS),
-    "--log-timestamps": refused(_LOGS),
+    "--verbosity": setting("log", "verbosity", v.integer(0, 1 << 30), "llama.cpp's log on stderr: its lines count as verbosity 3, its debug lines 5 (-v: all; unset: none)"),  # noqa: E501
+    "--log-prefix": setting("log", "prefix", v.switch, "start each llama.cpp log line with its level letter (I, W, E, D)"),  # noqa: E501
+    "--log-timestamps": setting("log", "timestamps", v.switch, "with --log-prefix, the time since start (minutes.seconds.ms.us) before the letter"),  # noqa: E501
     "--spec-draft-hf": declared("models by name (Hugging Face Hub)", "run serve bench"),
     "--spec-draft-threads": declared(),
     "--spec-draft-threads-batch": setting("context", "n_threads_batch", v.integer(1, 512), "the draft's threads for batches; default: as -td", "draft"),  # noqa: E501

@@ -6,6 +6,7 @@ the table stays free of llama.cpp."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 Parser = Callable[[str], Any]
@@ -18,6 +19,10 @@ LAZY_MODES = {"off": 0, "auto": 1, "on": 2}
 SPLIT_MODES = {"none": 0, "layer": 1, "row": 2, "tensor": 3}
 #: llama.h's llama_rope_scaling_type (--rope-scaling)
 ROPE_SCALING = {"none": 0, "linear": 1, "yarn": 2}
+#: --log-colors' words, as llama.cpp reads them
+COLOUR_WORDS = {"on": "on", "enabled": "on", "true": "on", "1": "on", "yes": "on",
+                "off": "off", "disabled": "off", "false": "off", "0": "off", "no": "off",
+                "auto": "auto", "-1": "auto"}  # fmt: skip
 #: llama.h's llama_pooling_type (--pooling; rank, for reranking, is not served here)
 POOLING = {"none": 0, "mean": 1, "cls": 2, "last": 3}
 
@@ -147,3 +152,10 @@ def priority(lowest: int) -> Parser:
     """--prio N (-1..3; the batch forms 0..3): the nice value llama.cpp gives that level."""
     level = integer(lowest, 3)
     return lambda text: PRIORITY_NICE[level(text)]
+
+
+def path(text: str) -> Path:
+    """A file name (not checked here: the command opens it and says why it cannot)."""
+    if not text.strip():
+        raise ValueError("a file name")
+    return Path(text)

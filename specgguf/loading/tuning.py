@@ -31,11 +31,14 @@ class LlamaTuning:
     process: Overrides = ()
     #: serve --embeddings, --pooling, --embd-normalize: on, pooling, normalize
     embeddings: Overrides = ()
+    #: -lv, --log-file, --log-disable, --log-colors, --log-prefix, --log-timestamps
+    #: (specgguf.io.log_sink.LogSettings)
+    log: Overrides = ()
 
     def with_setting(self, scope: str, field: str, value: Any, role: str) -> LlamaTuning:
         """This tuning with `field` set to `value` in `scope` (load, model or context) for
         `role` (target, draft or both); a later value of the same field wins."""
-        if scope in ("load", "server", "process", "embeddings"):
+        if scope in ("load", "server", "process", "embeddings", "log"):
             return replace(self, **{scope: _set(getattr(self, scope), field, value)})
         changes = {}
         for who in ("target", "draft"):
