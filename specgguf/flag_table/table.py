@@ -150,7 +150,6 @@ _PRIO_BATCH = setting("process", "nice", v.priority(0), _PRIO)  # batch forms: 0
 _POLL_LEVEL = setting("process", "poll", v.integer(0, 100), _POLL)
 _SERVER_FEATURE = "is not built into specgguf serve: put a reverse proxy in front for it"
 _TOOLS = "specgguf serve runs no tools or MCP servers of its own: clients call tools (the OpenAI tools API is supported)"  # noqa: E501
-_INTERACTIVE = "llama-completion's interactive mode is not built: use `specgguf run -cnv` for a chat"  # noqa: E501
 _JSONL = "llama.cpp's log is not written as JSON lines here: --log-file FNAME keeps it (with specgguf's own lines) as text"  # noqa: E501
 
 SAMPLERS, DIALECTS, INFILL = "samplers", "dialects", "infill"
@@ -209,12 +208,12 @@ ENTRIES: dict[str, Entry] = {
     "--special": refused("special tokens are not printed: their text is left out of the output"),  # noqa: E501
     "--conversation": declared("interactive chat"),
     "--single-turn": declared("-cnv answers one turn, then exits", "run"),
-    "--interactive": refused(_INTERACTIVE),
-    "--interactive-first": refused(_INTERACTIVE),
-    "--multiline-input": refused("end a -cnv line with \\ to continue it on the next"),
-    "--in-prefix-bos": refused(_INTERACTIVE),
-    "--in-prefix": refused(_INTERACTIVE),
-    "--in-suffix": refused(_INTERACTIVE),
+    "--interactive": declared("llama-completion's interactive mode on plain text (speculation as in every run)", "run"),  # noqa: E501
+    "--interactive-first": declared("-i, waiting for input first", "run"),
+    "--multiline-input": declared("with -i or -cnv: Enter goes on to another line", "run"),
+    "--in-prefix-bos": declared("with -i: a BOS token before each input", "run"),
+    "--in-prefix": declared("with -i: text before each input", "run"),
+    "--in-suffix": declared("with -i: text after each input", "run"),
     "--warmup": always(False, "no warm-up pass is run: the first answer pays the first pass's set-up (--warmup cannot be honoured)"),  # noqa: E501
     "--spm-infill": delegated(INFILL),
     "--seed": declared(),
