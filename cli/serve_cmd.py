@@ -176,6 +176,11 @@ def serve(
     keys = tuple(k.strip() for k in (api_key or "").split(",") if k.strip())
     if api_key is not None and not keys:
         raise UsageError("--api-key is empty")
+    cache_ram = dict(flags.tuning.load).get("cache_ram") if flags.tuning is not None else None
+    if cache_ram and len(keys) > 1:  # its sequences carry no key: one key's text would leak
+        raise UsageError("-cram/--cache-ram keeps one prompt cache for every request, which "
+                         "several --api-key keys must not share: give one key, or drop "
+                         "--cache-ram")  # fmt: skip
     try:
         import starlette  # noqa: F401
         import uvicorn  # noqa: F401

@@ -90,6 +90,7 @@ SAMPLES = {
     "--embedding": (None, "embeddings", "on", True),
     "--pooling": ("mean", "embeddings", "pooling", 1),
     "--embd-normalize": ("-1", "embeddings", "normalize", -1),
+    "--cache-ram": ("64", "load", "cache_ram", 64),
     "--log-disable": (None, "log", "disabled", True),
     "--log-file": (os.devnull, "log", "file", Path(os.devnull)),
     "--log-colors": ("enabled", "log", "colors", "on"),

@@ -572,6 +572,9 @@ class Context:
         self._give_way: Callable[[], bool] | None = None
         #: --cache-reuse N: keep_prefix also moves cached chunks of >= N tokens (0: never)
         self.cache_reuse = 0
+        #: --cache-ram: keep_prefix swaps whole sequences with a host-memory prompt cache
+        #: (binding.prompt_cache.PromptCache; None: none)
+        self.prompt_cache = None
         self._give_way_check = ll.ggml_abort_callback(self._gives_way)  # alive with self
 
     def capture(self, layers: Sequence[int]) -> None:
@@ -908,10 +911,16 @@ class Context:
         (Each cell's key and value depend only on the tokens before it, so a cell whose whole
         prefix matches is exactly what a fresh evaluation would compute.)"""
         n = common_prefix_len(self.tokens, tokens)
+        if self.prompt_cache is not None:
+            n = self.prompt_cache.swap(self, tokens, n)
         if self.cache_reuse > 0 and n < self.n_past:
             n = self._move_chunks(tokens, n)
         self.truncate(n)
         return n
+
+    def state_handle(self) -> tuple[Any, int]:
+        """llama.cpp's context and this cache's sequence id (binding.prompt_cache)."""
+        return self.ptr, 0
 
     @interrupts.atomic
     def _move_chunks(self, tokens: Sequence[int], n: int) -> int:

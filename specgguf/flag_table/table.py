@@ -187,9 +187,9 @@ ENTRIES: dict[str, Entry] = {
     "--swa-full": setting("context", "swa_full", v.switch, "full-size KV cache for sliding-window attention"),  # noqa: E501
     "--ctx-checkpoints": refused("context checkpoints for prompt reuse are not kept here (recurrent and hybrid models roll back by their own checkpoints)"),  # noqa: E501
     "--checkpoint-min-step": refused("context checkpoints for prompt reuse are not kept here"),
-    "--cache-ram": refused("there is no host-memory prompt cache here: each slot reuses the prefix its own KV cache holds"),  # noqa: E501
+    "--cache-ram": setting("load", "cache_ram", v.integer(-1, 1 << 24), "a host-memory prompt cache of the target's sequences across requests and slots, bounded by N MiB (-1: no bound; 0, the default here: none)"),  # noqa: E501
     "--kv-unified": always(True, "slots share one KV cache (it is unified whenever -np > 1): --no-kv-unified cannot be honoured"),  # noqa: E501
-    "--cache-idle-slots": refused("there is no host-memory prompt cache here"),
+    "--cache-idle-slots": refused("idle slots are not saved ahead: with --cache-ram a slot's sequence is saved when a new prompt replaces it"),  # noqa: E501
     "--context-shift": always(False, "specgguf never shifts the context (a full context ends the generation, as --no-context-shift): --context-shift cannot be honoured"),  # noqa: E501
     "--flash-attn": declared("flash attention: on, off or auto (bare -fa: on)"),
     "--prompt": declared(),

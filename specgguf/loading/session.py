@@ -18,6 +18,7 @@ from specgguf.binding.batched import BatchedContext, SequenceView
 from specgguf.binding.checkpoints import ModelContext, with_rollback
 from specgguf.binding.grammar import draft_source
 from specgguf.binding.llama_ext import require_ext
+from specgguf.binding.prompt_cache import PromptCache
 from specgguf.binding.rendezvous import Rendezvous
 from specgguf.core.constraint import Constraint
 from specgguf.core.draft import Drafter
@@ -74,6 +75,9 @@ class LoadOptions:
     #: serve --cache-reuse N: a prompt also keeps cached chunks of >= N tokens it repeats
     #: further along (specgguf.core.cache_reuse; one slot); 0: its common prefix only
     cache_reuse: int = 0
+    #: --cache-ram MiB: the target's host-memory prompt cache across requests and slots
+    #: (binding.prompt_cache); 0: none, -1: unbounded
+    cache_ram: int = 0
 
 
 
@@ -298,6 +302,13 @@ class Session:
             raise
         self.target, self.draft_ctx = target.views[0], drafts[0]
         self.extra_slots = [Slot(i, target.views[i], drafts[i]) for i in range(1, parallel)]
+        cache = self.prompt_cache()
+        for view in target.views:  # one cache across the slots: a prompt may move between them
+            view.prompt_cache = cache
+
+    def prompt_cache(self) -> PromptCache | None:
+        """--cache-ram's host-memory prompt cache for the target's slots (None: 0, off)."""
+        return PromptCache(self.load.cache_ram) if self.load.cache_ram else None
 
     def _params(self, n_ctx: int, *, draft: bool) -> engine.ContextParams:
         """The context parameters of the target or of the draft model (its own threads and KV
@@ -415,6 +426,7 @@ class Session:
             self.target_model, self._branching(self._params(n_ctx, draft=False), draft=False)
         )
         target.cache_reuse = self.load.cache_reuse
+        target.prompt_cache = self.prompt_cache()
         draft_ctx = None
         if self.draft_model is not None:
             try:
