@@ -120,3 +120,19 @@ def test_several_api_keys_refuse_a_shared_cache(capsys) -> None:
     assert run_cli(["serve", "--cache-ram", "8", "--api-key", "a,b", "--port", "0"]) == 1
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "--cache-ram" in err and "--api-key" in err
+
+
+@pytest.mark.parametrize(("hybrid", "warned"), [(False, False), (True, True)])
+def test_a_target_that_cannot_drop_positions_says_nothing_is_cached(
+        hybrid, warned, tiny_target, tiny_models_dir, capsys) -> None:  # fmt: skip
+    from specgguf_cli.app import run_cli
+
+    from tests.tiny_hybrid import build_tiny_qwen35
+    from tests.tiny_models import TARGET_SEED
+
+    model = build_tiny_qwen35(tiny_models_dir / "qwen35-cram.gguf", seed=TARGET_SEED) if (
+        hybrid) else tiny_target
+    argv = ["run", "-m", str(model), "-p", "hi", "-n", "2", "-t", "1", "-c", "256",
+            "--spec-type", "none", "--cache-ram", "8"]  # fmt: skip
+    assert run_cli(argv) == 0
+    assert ("--cache-ram: this target's memory cannot drop" in capsys.readouterr().err) is warned

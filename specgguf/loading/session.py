@@ -251,6 +251,7 @@ class Session:
         self.mtp: HeadState | None = None
         if parallel == 1:
             self.target, self.draft_ctx = self._contexts(n_ctx)
+            self._check_prompt_cache()
             self.mtp = self._mtp_head(self.target)
             return
         n_ctx = (n_ctx or self.target_model.n_ctx_train) // parallel
@@ -258,6 +259,7 @@ class Session:
             # a recurrent or hybrid model, or MTP heads (a head hears its own slot's target
             # passes): each slot its own contexts, decoded one slot at a time (no shared passes)
             self.target, self.draft_ctx = self._contexts(n_ctx)
+            self._check_prompt_cache()
             self.mtp = self._mtp_head(self.target)
             try:
                 for i in range(1, parallel):
@@ -305,6 +307,13 @@ class Session:
         cache = self.prompt_cache()
         for view in target.views:  # one cache across the slots: a prompt may move between them
             view.prompt_cache = cache
+
+    def _check_prompt_cache(self) -> None:
+        """--cache-ram where the target rolls back by checkpoints (its memory cannot drop
+        positions: a recurrent or hybrid model): the prompt cache is not consulted, say so."""
+        if self.load.cache_ram and not isinstance(self.target, engine.Context):
+            self.warnings.append("--cache-ram: this target's memory cannot drop positions (a "
+                                 "recurrent or hybrid model), so no prompt is cached")  # fmt: skip
 
     def prompt_cache(self) -> PromptCache | None:
         """--cache-ram's host-memory prompt cache for the target's slots (None: 0, off)."""
