@@ -91,6 +91,8 @@ SAMPLES = {
     "--pooling": ("mean", "embeddings", "pooling", 1),
     "--embd-normalize": ("-1", "embeddings", "normalize", -1),
     "--cache-ram": ("64", "load", "cache_ram", 64),
+    "--ctx-checkpoints": ("8", "load", "ctx_checkpoints", 8),
+    "--checkpoint-min-step": ("256", "load", "checkpoint_min_step", 256),
     "--log-disable": (None, "log", "disabled", True),
     "--log-file": (os.devnull, "log", "file", Path(os.devnull)),
     "--log-colors": ("enabled", "log", "colors", "on"),

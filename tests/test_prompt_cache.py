@@ -136,3 +136,53 @@ def test_a_target_that_cannot_drop_positions_says_nothing_is_cached(
             "--spec-type", "none", "--cache-ram", "8"]  # fmt: skip
     assert run_cli(argv) == 0
     assert ("--cache-ram: this target's memory cannot drop" in capsys.readouterr().err) is warned
+
+
+def _checkpointed(hybrid_model, **kw):
+    from specgguf.binding import engine
+    from specgguf.binding.checkpoints import CheckpointedContext
+
+    ctx = engine.Context(hybrid_model, engine.ContextParams(n_ctx=256, n_threads=1,
+                                                            flash_attn="off"))  # fmt: skip
+    return CheckpointedContext(ctx, every_decode=False, keep=1, **kw)
+
+
+def _prompt(ctx, tokens) -> int:
+    """A prompt as the loop evaluates it; how many of its positions the cache kept."""
+    n = ctx.keep_prefix(tokens[:-1])
+    if n < len(tokens) - 1:
+        ctx.decode(tokens[n:-1], n, outputs="none")
+    ctx.decode(tokens[-1:], len(tokens) - 1)
+    return n
+
+
+@pytest.mark.parametrize(("settings", "parts_in", "resumes_from"), [
+    ({}, "p2", "p2"),  # the default: two prompt checkpoints, any spacing
+    ({}, "p1", "p1"),
+    ({"prompt_keep": 1}, "p1", "none"),  # only the second prompt's checkpoint is kept
+    ({"prompt_keep": 0}, "p2", "none"),
+    ({"prompt_keep": 2, "min_step": 100}, "p2", "p1"),  # the second came too soon after
+])  # fmt: skip
+def test_ctx_checkpoints_and_min_step_choose_what_a_hybrid_resumes_from(
+        settings, parts_in, resumes_from, tiny_models_dir) -> None:  # fmt: skip
+    """--ctx-checkpoints N / --checkpoint-min-step M on a hybrid target: a prompt that parts
+    from the last one inside it resumes from the latest prompt checkpoint kept before that."""
+    from specgguf.binding import engine
+    from tests.tiny_hybrid import build_tiny_qwen35
+    from tests.tiny_models import TARGET_SEED
+
+    model = engine.Model(build_tiny_qwen35(tiny_models_dir / "qwen35-ckpt.gguf",
+                                           seed=TARGET_SEED))  # fmt: skip
+    p1 = model.tokenize("one two three four five six seven eight nine ten")
+    p2 = [*p1, *model.tokenize(" eleven twelve thirteen fourteen", add_special=False)]
+    prompts = {"p1": p1, "p2": p2}
+    p3 = [*prompts[parts_in][:-1], *model.tokenize(" and something else", add_special=False)]
+    ctx = _checkpointed(model, **settings)
+    try:
+        _prompt(ctx, p1)
+        _prompt(ctx, p2)
+        resumed = _prompt(ctx, p3)
+        assert resumed == (len(prompts[resumes_from]) - 1 if resumes_from != "none" else 0)
+    finally:
+        ctx.close()
+        model.close()

@@ -185,8 +185,8 @@ ENTRIES: dict[str, Entry] = {
     "--ubatch-size": setting("load", "n_ubatch", v.integer(1, 65536), "physical batch size (rows per pass; capped at -b)"),  # noqa: E501
     "--keep": deprecated("--keep has no effect: specgguf never shifts the context (a full context ends the generation)"),  # noqa: E501
     "--swa-full": setting("context", "swa_full", v.switch, "full-size KV cache for sliding-window attention"),  # noqa: E501
-    "--ctx-checkpoints": refused("partial-state checkpoints inside a prompt are not kept here (a recurrent or hybrid model rolls back within a generation by its own): --cache-ram keeps whole sequences for later prompts"),  # noqa: E501
-    "--checkpoint-min-step": refused("partial-state checkpoints inside a prompt are not kept here: --cache-ram keeps whole sequences for later prompts"),  # noqa: E501
+    "--ctx-checkpoints": setting("load", "ctx_checkpoints", v.integer(0, 1024), "prompt checkpoints a recurrent or hybrid model keeps per context for the next prompt to resume from (default here: 2; 0: none)"),  # noqa: E501
+    "--checkpoint-min-step": setting("load", "checkpoint_min_step", v.integer(0, 1 << 24), "the fewest tokens between two prompt checkpoints (default here: 0, any)"),  # noqa: E501
     "--cache-ram": setting("load", "cache_ram", v.integer(-1, 1 << 24), "a host-memory prompt cache of the target's sequences across requests and slots, bounded by N MiB (-1: no bound; 0, the default here: none)"),  # noqa: E501
     "--kv-unified": always(True, "slots share one KV cache (it is unified whenever -np > 1): --no-kv-unified cannot be honoured"),  # noqa: E501
     "--cache-idle-slots": refused("idle slots are not saved ahead: with --cache-ram a slot's sequence is saved when a new prompt replaces it"),  # noqa: E501

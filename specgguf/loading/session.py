@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from specgguf.binding import devices, engine, memory_caps
 from specgguf.binding.batched import BatchedContext, SequenceView
-from specgguf.binding.checkpoints import ModelContext, with_rollback
+from specgguf.binding.checkpoints import PROMPT_CHECKPOINTS, ModelContext, with_rollback
 from specgguf.binding.grammar import draft_source
 from specgguf.binding.llama_ext import require_ext
 from specgguf.binding.prompt_cache import PromptCache
@@ -78,6 +78,10 @@ class LoadOptions:
     #: --cache-ram MiB: the target's host-memory prompt cache across requests and slots
     #: (binding.prompt_cache); 0: none, -1: unbounded
     cache_ram: int = 0
+    #: --ctx-checkpoints, --checkpoint-min-step: the prompt checkpoints a recurrent or hybrid
+    #: model keeps per context for the next prompt's reuse (binding.checkpoints)
+    ctx_checkpoints: int = PROMPT_CHECKPOINTS
+    checkpoint_min_step: int = 0
 
 
 
@@ -399,7 +403,10 @@ class Session:
         keep = self.spec.n_max + 1 if draft else 1
         # (the probe decodes: on a thread of its own, so that no second team of llama.cpp's
         # CPU workers outlives it: engine.on_passing_thread)
-        out, removal = engine.on_passing_thread(lambda: with_rollback(ctx, draft=draft, keep=keep))
+        load = self.load
+        out, removal = engine.on_passing_thread(lambda: with_rollback(
+            ctx, draft=draft, keep=keep, prompt_keep=load.ctx_checkpoints,
+            min_step=load.checkpoint_min_step))  # fmt: skip
         self.memory.setdefault(role, removal)
         if removal == memory_caps.NONE and self.spec.types:
             raise SpecggufError(
