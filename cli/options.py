@@ -712,6 +712,10 @@ class SessionFlags:
         --sweep-tree); `cache_reuse`: serve's --cache-reuse."""
         from dataclasses import replace
 
+        from specgguf.loading.cpu_placement import apply as place_process
+
+        # before llama.cpp loads: libgomp reads its variables when it is loaded
+        place_process(self.tuning.process if self.tuning is not None else ())
         from specgguf.generator import spec_options
         from specgguf.loading.session import Session
 

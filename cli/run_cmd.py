@@ -24,6 +24,7 @@ from typing import Any
 
 import typer
 from specgguf_cli import options as o
+from specgguf_cli.interactive import InteractiveOptions, read_input, run_interactive, turn_summary
 from specgguf_cli.table_flags import with_table_flags
 
 from specgguf import interrupts
@@ -80,6 +81,29 @@ ReversePrompt = typer.Option(
 SingleTurn = typer.Option(
     False, "-st", "--single-turn", help="With -cnv: answer the first turn (-p/-f, else the "
     "first stdin line) and exit.",
+)  # fmt: skip
+Interactive = typer.Option(
+    False, "-i", "--interactive",
+    help="llama-completion's interactive mode on plain text: generate from -p/-f, then at a "
+    "reverse prompt (-r), the end of text or -n tokens read what comes next from stdin, and "
+    "go on (Ctrl-D ends).",
+)  # fmt: skip
+InteractiveFirst = typer.Option(
+    False, "-if", "--interactive-first", help="As -i, waiting for input before generating.",
+)  # fmt: skip
+InPrefix = typer.Option(
+    None, "--in-prefix", metavar="STRING", help="With -i: text put (and shown) before each input.",
+)  # fmt: skip
+InSuffix = typer.Option(
+    None, "--in-suffix", metavar="STRING", help="With -i: text put (and shown) after each input.",
+)  # fmt: skip
+InPrefixBos = typer.Option(
+    False, "--in-prefix-bos", help="With -i: a BOS token before each input (and its prefix).",
+)  # fmt: skip
+MultilineInput = typer.Option(
+    False, "-mli", "--multiline-input",
+    help="With -i or -cnv: Enter goes on to another line; a line ending in \\ (or /) hands "
+    "control back.",
 )  # fmt: skip
 Escape = typer.Option(
     False,
@@ -145,6 +169,12 @@ def run(
     system_prompt_file: Path | None = SystemPromptFile,
     reverse_prompt: list[str] | None = ReversePrompt,
     single_turn: bool = SingleTurn,
+    interactive: bool = Interactive,
+    interactive_first: bool = InteractiveFirst,
+    in_prefix: str | None = InPrefix,
+    in_suffix: str | None = InSuffix,
+    in_prefix_bos: bool = InPrefixBos,
+    multiline_input: bool = MultilineInput,
     chat_template_file: Path | None = ChatTemplateFile,
     color: str = Color,
     trace: Path | None = Trace,
@@ -171,6 +201,9 @@ def run(
         system_prompt = o.read_prompt(None, system_prompt_file, "-sysf").removesuffix("\n")
     if single_turn and not conversation:
         raise UsageError("-st/--single-turn ends a -cnv conversation after one turn: add -cnv")
+    interactive = interactive or interactive_first
+    _check_interactive(interactive, conversation, multiline_input, in_prefix, in_suffix,
+                       in_prefix_bos, jsonl or json_out or fim_suffix is not None or bool(chat))
     seed = gen_flags.seed
     color_mode = COLOR_CHOICES.get(color.strip().lower())
     if color_mode is None:
@@ -194,7 +227,7 @@ def run(
         use_chat = chat if chat is not None else system_prompt is not None
     else:
         use_chat = chat if chat is not None else (default_pair or system_prompt is not None)
-        use_chat = (use_chat or conversation) and fim_suffix is None
+        use_chat = (use_chat or conversation) and fim_suffix is None and not interactive
 
     # From here on a signal (Ctrl-C while stdin is read, during the imports, the load...) still
     # ends a single run in its report and --json object: nothing generated yet.
@@ -228,6 +261,8 @@ def run(
             )
             if jsonl:
                 lines = _jsonl_source(file)
+            elif interactive:  # stdin is the user's: the prompt is -p/-f's, or none
+                text = o.read_prompt(prompt, file) if prompt or file else ""
             elif not conversation or prompt is not None or file is not None:
                 text = o.read_prompt(prompt, file)
             template_src = None
@@ -303,7 +338,14 @@ def run(
 
                 print(LEGEND, file=sys.stderr)
             if conversation:
-                return _run_conversation(ctx, text, color=colored, turns=1 if single_turn else 0)
+                return _run_conversation(ctx, text, color=colored, turns=1 if single_turn else 0,
+                                         multiline=multiline_input)  # fmt: skip
+            if interactive:
+                assert text is not None
+                opts = InteractiveOptions(interactive_first, in_prefix or "", in_suffix or "",
+                                          in_prefix_bos, multiline_input,
+                                          unescape if escape else None)  # fmt: skip
+                return run_interactive(ctx, text, opts, stream_generation, color=colored)
             assert text is not None
             return _run_single(ctx, text, use_chat=use_chat, json_out=json_out, color=colored,
                                fim_suffix=fim_suffix)  # fmt: skip
@@ -323,6 +365,24 @@ def run(
 
 
 # -- setup ------------------------------------------------------------------------------------
+
+
+def _check_interactive(interactive: bool, conversation: bool, multiline: bool,
+                       in_prefix: str | None, in_suffix: str | None, prefix_bos: bool,
+                       other_mode: bool) -> None:  # fmt: skip
+    """-i/-if and the flags that only mean something with them: one line when they cannot."""
+    from specgguf.errors import UsageError
+
+    if interactive and (conversation or other_mode):
+        raise UsageError("-i/-if is llama-completion's interactive mode on plain text: it "
+                         "cannot be combined with -cnv, --chat, --json, --jsonl or --fim-suffix")
+    wraps = [f for f, on in (("--in-prefix", in_prefix is not None),
+                             ("--in-suffix", in_suffix is not None),
+                             ("--in-prefix-bos", prefix_bos)) if on]  # fmt: skip
+    if wraps and not interactive:
+        raise UsageError(f"{wraps[0]} wraps the input of interactive mode: add -i or -if")
+    if multiline and not (interactive or conversation):
+        raise UsageError("--multiline-input reads interactive input: add -i, -if or -cnv")
 
 
 def _print_placement(session, quiet: bool) -> None:
@@ -587,13 +647,13 @@ def _read_turn(interactive: bool) -> str | None:
         return "\n".join(parts)
 
 
-def _run_conversation(run: _Run, first: str | None, *, color: bool, turns: int = 0) -> int:
+def _run_conversation(run: _Run, first: str | None, *, color: bool, turns: int = 0,
+                      multiline: bool = False) -> int:  # fmt: skip
     """-cnv: one user turn per stdin line until EOF, /exit or `turns` answers (0: no limit,
-    -st: 1); the whole conversation is
+    -st: 1; --multiline-input: turns read as -i reads its input); the whole conversation is
     re-rendered every turn, and only what the KV cache does not hold yet is evaluated (the
     new turn, plus the assistant's last tokens). Ctrl-C stops the current answer (kept, as
     said so far); Ctrl-C at the prompt ends the conversation with exit status 130."""
-    from specgguf.core.stats import format_rate
     from specgguf.errors import PromptError
 
     interactive = bool(sys.stdin) and sys.stdin.isatty() and sys.stdout.isatty()
@@ -605,7 +665,7 @@ def _run_conversation(run: _Run, first: str | None, *, color: bool, turns: int =
             user, first = first, None
         else:
             try:
-                user = _read_turn(interactive)
+                user = read_input(sys.stdin, True) if multiline else _read_turn(interactive)
             except KeyboardInterrupt:
                 write_stdout("\n")
                 return interrupts.exit_code()
@@ -626,14 +686,8 @@ def _run_conversation(run: _Run, first: str | None, *, color: bool, turns: int =
         if not result.text.endswith("\n"):
             write_stdout("\n")
         messages.append({"role": "assistant", "content": result.text})
-        s = generation.stats
         if not run.quiet:
-            print(
-                f"[{s.predicted_n} tokens, {format_rate(s.predicted_speed, 0, 1)}, prompt "
-                f"{s.prompt_n} tokens ({s.cache_n} reused), accept {100 * s.accept_rate:.1f}% "
-                f"({s.n_accept}/{s.n_drafted}), {result.stop_reason}]",
-                file=sys.stderr,
-            )
+            print(turn_summary(generation.stats, result.stop_reason), file=sys.stderr)
         if result.stop_reason == "interrupted":
             if interrupts.received() not in (None, signal.SIGINT):
                 return interrupts.exit_code()  # SIGTERM / SIGHUP end the conversation

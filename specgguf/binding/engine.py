@@ -38,6 +38,7 @@ from specgguf.core.cache_reuse import reuse_moves
 from specgguf.core.context import Outputs, common_prefix_len
 from specgguf.core.draft import Hear, TargetPass
 from specgguf.errors import ExitCode, ModelFileError, SpecggufError
+from specgguf.io import log_sink
 from specgguf.modelfiles.ggml_types import FLASH_ATTN, KV_CACHE_TYPES
 
 try:  # imported lazily by tests that only need pure modules
@@ -84,14 +85,18 @@ ABORTABLE_BATCH = 64
 
 @interrupts.callback
 def _log(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
-    """llama.cpp's log sink: stderr with -v, else nothing. It must never raise: an exception
-    cannot cross C and ctypes would print it and drop it."""
+    """llama.cpp's log callback: to the command's log sink while one is set
+    (specgguf.io.log_sink: -lv, --log-file, --log-prefix ...), else stderr with -v. It must
+    never raise: an exception cannot cross C and ctypes would print it and drop it."""
     try:
         if log_listener is not None and text:
             log_listener(text)
-        if _verbose and text:
+        sink = log_sink.current
+        if sink is not None:
+            sink(level, text)
+        elif _verbose and text:
             os.write(2, text)
-    except OSError:
+    except (OSError, ValueError):  # a stream or log file closed meanwhile
         pass
     except KeyboardInterrupt:  # only without interrupts.handling() (library use)
         interrupts.note(signal.SIGINT)
@@ -143,6 +148,12 @@ def init_backend(verbose: bool = False) -> None:
     ll.llama_backend_init()
     _backend_ready = True
     interrupts.check()
+
+
+def numa_init(strategy: int) -> None:
+    """--numa: llama.cpp's NUMA placement (ggml_numa_strategy), once, before a model loads."""
+    init_backend(_verbose)
+    ll.llama_numa_init(strategy)
 
 
 def gpu_offload_supported() -> bool:
@@ -561,6 +572,9 @@ class Context:
         self._give_way: Callable[[], bool] | None = None
         #: --cache-reuse N: keep_prefix also moves cached chunks of >= N tokens (0: never)
         self.cache_reuse = 0
+        #: --cache-ram: keep_prefix swaps whole sequences with a host-memory prompt cache
+        #: (binding.prompt_cache.PromptCache; None: none)
+        self.prompt_cache = None
         self._give_way_check = ll.ggml_abort_callback(self._gives_way)  # alive with self
 
     def capture(self, layers: Sequence[int]) -> None:
@@ -897,10 +911,16 @@ class Context:
         (Each cell's key and value depend only on the tokens before it, so a cell whose whole
         prefix matches is exactly what a fresh evaluation would compute.)"""
         n = common_prefix_len(self.tokens, tokens)
+        if self.prompt_cache is not None:
+            n = self.prompt_cache.swap(self, tokens, n)
         if self.cache_reuse > 0 and n < self.n_past:
             n = self._move_chunks(tokens, n)
         self.truncate(n)
         return n
+
+    def state_handle(self) -> tuple[Any, int]:
+        """llama.cpp's context and this cache's sequence id (binding.prompt_cache)."""
+        return self.ptr, 0
 
     @interrupts.atomic
     def _move_chunks(self, tokens: Sequence[int], n: int) -> int:

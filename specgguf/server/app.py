@@ -28,6 +28,7 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.routing import Route
 
+from specgguf.binding.embedder import InputTooLong
 from specgguf.chat.reasoning import CONTENT, REASONING, ReasoningSplit, prompt_opens_thinking
 from specgguf.chat.render import RenderOptions
 from specgguf.chat.tools import CallDelta
@@ -35,6 +36,7 @@ from specgguf.core.sampling import INFILL_MAX_CANDIDATES, SamplerParams
 from specgguf.errors import SpecggufError
 from specgguf.generator import Generator, GenParams
 from specgguf.io import json_input
+from specgguf.server import embeddings as emb
 from specgguf.server import protocol as p
 from specgguf.server.protocol import ApiError
 from specgguf.server.scheduler import Event, Job, Scheduler
@@ -73,6 +75,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("POST", "/infill", "infill"),
     Endpoint("POST", "/tokenize", "tokenize"),
     Endpoint("POST", "/detokenize", "detokenize"),
+    Endpoint("POST", "/v1/embeddings", "embeddings"),
+    Endpoint("POST", "/embedding", "embedding", ("/embeddings",)),
     Endpoint("POST", "/apply-template", "apply_template"),
     Endpoint("GET", "/health", "health", ("/v1/health",), public=True),
     Endpoint("GET", "/props", "props"),
@@ -116,6 +120,10 @@ class ServerConfig:
     reasoning_format: str = "auto"
     #: the handlers of ENDPOINTS switched off (--no-webui: "page", --no-slots: "slots")
     disabled: frozenset[str] = frozenset()
+    #: --embeddings: the target's embeddings context (binding.embedder.Embedder; None: the
+    #: embeddings endpoints answer 501) and --embd-normalize, a request's default
+    embedder: Any = None
+    embd_normalize: int = 2
 
 
 def served(cfg: ServerConfig) -> tuple[Endpoint, ...]:
@@ -586,6 +594,35 @@ class App:
             return self.gen.detokenize(tokens)
 
         return JSONResponse({"content": await self.sched.call(work)})
+
+    async def embeddings(self, request: HttpRequest):
+        """/v1/embeddings: OpenAI's shape (llama-server's when the body says `content`)."""
+        return await self._embed(request, oai=True)
+
+    async def embedding(self, request: HttpRequest):
+        """/embedding: llama-server's shape, one vector per token where nothing pools."""
+        return await self._embed(request, oai=False)
+
+    async def _embed(self, request: HttpRequest, oai: bool):
+        embedder = self.cfg.embedder
+        if embedder is None:
+            raise emb.not_enabled()
+        req = await self.body(request, lambda b: emb.parse(b, self.cfg.embd_normalize,
+                                                           embedder.n_embd))  # fmt: skip
+        oai = oai and req.oai
+        if oai and not embedder.pooled:
+            raise p.bad(emb.NOT_OAI)
+
+        def work():
+            try:
+                return emb.embed_all(req, self.gen.encode, self.gen.check_ids, embedder)
+            except (SpecggufError, InputTooLong) as e:
+                raise p.bad(str(e), "invalid_prompt") from None
+
+        results = await self.sched.call(work)
+        answer = emb.oai_answer(req, self.cfg.model_id, results) if oai else emb.native_answer(
+            results)
+        return await self.prepare(lambda: JSONResponse(answer))
 
     async def apply_template(self, request: HttpRequest):
         req = await self.body(request, self.parse_chat)

@@ -49,6 +49,7 @@ class ApiError(Exception):
         408: "invalid_request_error",
         413: "invalid_request_error",
         500: "server_error",
+        501: "not_supported_error",
         503: "unavailable_error",
     }
 
