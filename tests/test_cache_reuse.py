@@ -1,5 +1,6 @@
 """`--cache-reuse N`: the chunk plan (specgguf.core.cache_reuse), and on a tiny model a
-prompt with tokens cut out of its middle reusing the chunk after the cut, shifted.
+prompt with tokens cut out of its middle, or put into it, reusing the chunk after the edit,
+shifted (the inserted tokens evaluated in place).
 
 A one-layer model's cached keys and values depend only on each token and its position, so
 after the shift its cache holds exactly what a fresh evaluation computes: the greedy text
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from specgguf.core.cache_reuse import Move, reuse_moves
+from specgguf.core.cache_reuse import Move, ReusePlan, plan_reuse
 from specgguf.core.context import common_prefix_len
 from specgguf.core.sampling import SamplerParams
 from specgguf.loading.session import LoadOptions, Session, SpecOptions
@@ -20,14 +21,51 @@ from tests.tiny_models import TARGET_SEED, build_tiny_model
 GREEDY = SamplerParams(temp=0.0)
 
 
+def moves(cached, prompt, n_prefix, min_chunk, **kw) -> list[Move]:
+    return list(plan_reuse(cached, prompt, n_prefix, min_chunk, **kw).moves)
+
+
 def test_plan_moves_the_chunks_the_prompt_repeats() -> None:
     cached = [1, 2, 9, 9, 3, 4, 5, 8, 6, 7]
     prompt = [1, 2, 3, 4, 5, 6, 7, 0]
-    assert reuse_moves(cached, prompt, 2, 2) == [Move(4, 2, 3), Move(8, 5, 2)]
-    assert reuse_moves(cached, prompt, 2, 3) == [Move(4, 2, 3)]
-    assert reuse_moves(cached, prompt, 2, 0) == []
-    # what the prompt inserts is never found in the cache: only cuts are reused
-    assert reuse_moves([1, 3, 4], [1, 2, 3, 4], 1, 1) == []
+    assert moves(cached, prompt, 2, 2) == [Move(4, 2, 3), Move(8, 5, 2)]
+    assert moves(cached, prompt, 2, 3) == [Move(4, 2, 3)]
+    assert moves(cached, prompt, 2, 0) == []
+    plan = plan_reuse(cached, prompt, 2, 2)
+    assert plan.dropped(len(cached)) == [(2, 4), (7, 8)] and plan.holes() == []
+    assert plan.end == 7
+
+
+def test_plan_reuses_the_chunk_after_an_insertion() -> None:
+    # the prompt inserts 2 (a hole, evaluated in place) and 8 8 (another): 3 4 and 5 6 7
+    # move up; without holes only what follows the prefix directly is kept, as llama-server
+    cached = [1, 3, 4, 5, 6, 7]
+    prompt = [1, 2, 3, 4, 8, 8, 5, 6, 7, 0]
+    plan = plan_reuse(cached, prompt, 1, 2)
+    assert list(plan.moves) == [Move(1, 2, 2), Move(3, 6, 3)]
+    assert plan.holes() == [(1, 2), (4, 6)] and plan.n_holes == 3 and plan.end == 9
+    assert plan.shift_order() == [Move(3, 6, 3), Move(1, 2, 2)]  # up: right to left
+    assert moves(cached, prompt, 1, 2, holes=False) == []
+
+
+def test_plan_shifts_down_before_up() -> None:
+    plan = ReusePlan(0, (Move(4, 0, 2), Move(6, 8, 2), Move(9, 12, 3)))
+    assert plan.shift_order() == [Move(4, 0, 2), Move(9, 12, 3), Move(6, 8, 2)]
+    assert plan.dropped(20) == [(0, 4), (8, 9), (12, -1)]
+    assert plan.holes() == [(2, 8), (10, 12)]
+
+
+def test_editor_prompts_keep_the_suffix() -> None:
+    """An editor's next prompt: the prefix window loses its first line and gains the typed
+    one, the text after the cursor is the same: both windows are kept, the typed line is
+    the one hole."""
+    extra, window, typed = [7] * 5, list(range(100, 160)), [60, 61, 62]
+    suffix = list(range(200, 240))
+    cached = [*extra, *window, 1, *suffix, 2, 50, 51]  # ... FIM middle and the answer
+    prompt = [*extra, *window[3:], *typed, 1, *suffix, 2]
+    plan = plan_reuse(cached, prompt, 5, 16)
+    assert list(plan.moves) == [Move(8, 5, 57), Move(65, 65, 42)]
+    assert plan.holes() == [(62, 65)] and plan.end == len(prompt)
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +102,24 @@ def test_a_cut_in_the_middle_reuses_the_chunk_after_it(one_layer):
         assert_same_or_near_tie(fresh, second, ref, got, 1e-3, label="cache-reuse")
     finally:
         for s in (warm, fresh, prefix_only):
+            s.close()
+
+
+def test_an_insertion_in_the_middle_is_evaluated_in_place(one_layer):
+    head, tail = b"def f(x):\n", b"    y = x * 2\n    return y + 1\n"
+    first = list(head + tail)
+    second = list(head + b"    x = abs(x)\n" + tail)
+    warm, fresh = session(one_layer, 8), session(one_layer, 0)
+    try:
+        generate(warm, first)
+        got, st = generate(warm, second)
+        # the inserted line and the prompt's last token are evaluated, the rest is cached
+        inserted = len(second) - len(first)
+        assert st.prompt_n == inserted + 1 and st.cache_n == len(second) - 1 - inserted
+        ref, _ = generate(fresh, second, reuse=False)
+        assert_same_or_near_tie(fresh, second, ref, got, 1e-3, label="cache-reuse holes")
+    finally:
+        for s in (warm, fresh):
             s.close()
 
 
