@@ -123,6 +123,23 @@ def test_an_insertion_in_the_middle_is_evaluated_in_place(one_layer):
             s.close()
 
 
+def test_the_draft_model_keeps_its_cache_the_same_way(one_layer, tiny_draft):
+    """The draft model's context reuses the moved chunks too, its holes evaluated as the
+    prompt is read: its first draft waits for the prompt's last token only."""
+    load = LoadOptions(model=one_layer, model_draft=tiny_draft, n_ctx=512, threads=1,
+                       flash_attn="off", cache_reuse=8)  # fmt: skip
+    s = Session(load, SpecOptions(types=["draft-simple"], n_max=4))
+    head, tail = b"def f(x):\n", b"    y = x * 2\n    return y + 1\n"
+    try:
+        generate(s, list(head + tail))
+        second = list(head + b"    x = abs(x)\n" + tail)
+        _, st = generate(s, second)
+        inserted = len(second) - len(head + tail)
+        assert st.prompt_n == inserted + 1 and s.draft_ctx.refilled == inserted
+    finally:
+        s.close()
+
+
 def test_serve_refuses_cache_reuse_with_several_slots(tiny_target, capsys):
     from specgguf_cli.app import run_cli
 
