@@ -48,6 +48,15 @@ def test_plan_reuses_the_chunk_after_an_insertion() -> None:
     assert moves(cached, prompt, 1, 2, holes=False) == []
 
 
+def test_plan_keeps_runs_of_exactly_n_and_no_shorter() -> None:
+    cached = [0, *range(10, 18), 1, *range(20, 27), 2]
+    prompt = [0, *range(20, 27), *range(10, 18), 3]
+    # 10..17 is 8 long: kept at 8 (found after 20..26, a run of 7, was passed over), not 9
+    assert moves(cached, prompt, 1, 8) == [Move(1, 8, 8)]
+    assert moves(cached, prompt, 1, 9) == []
+    assert moves(cached, prompt, 1, 7) == [Move(10, 1, 7)]  # then 10..17 lies behind it
+
+
 def test_plan_shifts_down_before_up() -> None:
     plan = ReusePlan(0, (Move(4, 0, 2), Move(6, 8, 2), Move(9, 12, 3)))
     assert plan.shift_order() == [Move(4, 0, 2), Move(9, 12, 3), Move(6, 8, 2)]

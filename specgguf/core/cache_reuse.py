@@ -89,8 +89,17 @@ class ReusePlan:
         return sum(b - a for a, b in self.holes())
 
 
-def _run(cached: Sequence[int], prompt: Sequence[int], c: int, p: int) -> int:
-    n, limit = 0, min(len(cached) - c, len(prompt) - p)
+def _run(cached: Sequence[int], prompt: Sequence[int], c: int, p: int, least: int) -> int:
+    """How long the run of equal tokens at cached[c:], prompt[p:] is, or 0 when it is shorter
+    than `least` (compared a slice at once: a repetitive text offers many places whose runs
+    fall just short, and a token-by-token comparison of each would be quadratic)."""
+    if len(prompt) - p < least or list(cached[c : c + least]) != list(prompt[p : p + least]):
+        return 0
+    n, limit = least, min(len(cached) - c, len(prompt) - p)
+    while n + least <= limit and list(cached[c + n : c + n + least]) == list(
+        prompt[p + n : p + n + least]
+    ):
+        n += least
     while n < limit and cached[c + n] == prompt[p + n]:
         n += 1
     return n
@@ -113,8 +122,10 @@ def plan_reuse(
         return ReusePlan(n_prefix)
     key_len = min(KEY_LEN, min_chunk)
     index: dict[tuple[int, ...], list[int]] = {}
-    for i in range(n_prefix, len(cached) - min_chunk + 1):
-        index.setdefault(tuple(cached[i : i + key_len]), []).append(i)
+    starts = range(n_prefix, len(cached) - min_chunk + 1)
+    keys = zip(*(cached[n_prefix + k :] for k in range(key_len)), strict=False)
+    for i, key in zip(starts, keys, strict=False):
+        index.setdefault(key, []).append(i)
     moves: list[Move] = []
     head_c = head_p = n_prefix
     while head_p + min_chunk <= len(prompt) and head_c + min_chunk <= len(cached):
@@ -122,8 +133,8 @@ def plan_reuse(
         first = bisect_left(places, head_c)
         found = None
         for c in places[first : first + CANDIDATES]:
-            n = _run(cached, prompt, c, head_p)
-            if n >= min_chunk:
+            n = _run(cached, prompt, c, head_p, min_chunk)
+            if n:
                 found = Move(c, head_p, n)
                 break
         if found is not None:
