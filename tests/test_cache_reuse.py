@@ -132,6 +132,26 @@ def test_an_insertion_in_the_middle_is_evaluated_in_place(one_layer):
             s.close()
 
 
+def test_an_editor_step_cut_and_insertion_at_once(one_layer):
+    """The window above the cursor loses its first line (a shift down) and gains the typed
+    one (a hole), the text after the cursor stays: both chunks are kept, exactly."""
+    head = b"# utils\n"
+    above = [b"import os\n", b"def f(x):\n", b"    y = x * 2\n"]
+    below = b"    return y + 1\n\ndef g():\n    pass\n"
+    first = list(head + b"".join(above) + below)
+    second = list(head + b"".join(above[1:]) + b"    z = y - 1\n" + below)
+    warm, fresh = session(one_layer, 8), session(one_layer, 0)
+    try:
+        generate(warm, first)
+        got, st = generate(warm, second)
+        assert st.prompt_n == len(b"    z = y - 1\n") + 1
+        ref, _ = generate(fresh, second, reuse=False)
+        assert_same_or_near_tie(fresh, second, ref, got, 1e-3, label="cut and insertion")
+    finally:
+        for s in (warm, fresh):
+            s.close()
+
+
 def test_the_draft_model_keeps_its_cache_the_same_way(one_layer, tiny_draft):
     """The draft model's context reuses the moved chunks too, its holes evaluated as the
     prompt is read: its first draft waits for the prompt's last token only."""
