@@ -49,6 +49,12 @@ CacheReuse = typer.Option(
     "along, shifted to their new positions, not only the common prefix (an editor's prompt "
     "changes in the middle as one types); 0: prefix only. One slot (-np 1).",
 )
+SpmInfill = typer.Option(
+    False,
+    "--spm-infill",
+    help="Lay fill-in-the-middle prompts (/infill, a suffix) out suffix first: "
+    "suffix/prefix/middle, for the models trained so (default: prefix/suffix/middle).",
+)
 #: the most requests --max-queue lets wait: each holds a connection and its prompt's tokens,
 #: so "unbounded" (a huge number) would leave memory to the clients
 MAX_QUEUE = 4096
@@ -128,6 +134,7 @@ def serve(
     api_key: str | None = ApiKey,
     parallel: int = Parallel,
     cache_reuse: int = CacheReuse,
+    spm_infill: bool = SpmInfill,
     max_queue: int = MaxQueue,
     max_connections: int | None = MaxConnections,
     chat_template_file: Path | None = ChatTemplateFile,
@@ -147,7 +154,7 @@ def serve(
 
     With no -m, serves the pulled default pair (Qwen2.5-Coder 1.5B + 0.5B draft).
     llama-server's code-completion presets (--fim-qwen-1.5b-default, --fim-qwen-7b-spec, ...)
-    set port 8012, -b 1024, -c 0 and --cache-reuse 256 for an editor plugin.
+    set port 8012, -b 1024, -ub 1024, -c 0 and --cache-reuse 64 for an editor plugin.
     """
     from specgguf.drafters.registry import needs_draft_model
     from specgguf.errors import ExitCode, SpecggufError, UsageError
@@ -265,6 +272,7 @@ def serve(
             disabled=flags.switched_off(),
             embedder=embedder,
             embd_normalize=embeddings.get("normalize", 2),
+            spm_infill=spm_infill,
         )
         return run_server(
             gen,

@@ -566,12 +566,18 @@ class Generator:
         return FimTokens(**model.fim, bos=model.bos if model.add_bos else None)
 
     def infill_tokens(
-        self, prefix: str, suffix: str, extra: Sequence[ExtraChunk] = (), prompt: str = ""
+        self,
+        prefix: str,
+        suffix: str,
+        extra: Sequence[ExtraChunk] = (),
+        prompt: str = "",
+        *,
+        spm: bool = False,
     ) -> list[int]:
         """A fill-in-the-middle prompt (specgguf.io.fim): `extra` files' chunks, the text
         before the hole and `prompt` (the hole's start), the text after it, in the target's
-        FIM tokens and within llama-server's budget (-b, -n, -c). PromptError when the
-        target has no FIM tokens."""
+        FIM tokens (suffix first with `spm`: --spm-infill) and within llama-server's budget
+        (-b, -n, -c). PromptError when the target has no FIM tokens."""
         fim = self.fim_tokens()
         missing = fim.missing()
         if missing:
@@ -591,6 +597,7 @@ class Generator:
             extra=extra,
             prompt=self.encode(prompt, add_special=False) if prompt else [],
             budget=Budget(self.n_batch, self.n_predict, self.n_ctx),
+            spm=spm,
         )
 
     def infill_stage(self) -> InfillStage:

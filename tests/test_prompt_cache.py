@@ -91,8 +91,8 @@ def test_one_slot_serves_an_earlier_prompt_from_the_cache(server) -> None:
     first = server.post("/completion", {"prompt": a, "n_predict": 2})
     server.post("/completion", {"prompt": b, "n_predict": 2})
     again = server.post("/completion", {"prompt": a, "n_predict": 2})
-    assert first["tokens_cached"] == 0
-    assert again["tokens_cached"] >= first["tokens_evaluated"] - 1  # all but the last token
+    assert first["timings"]["cache_n"] == 0
+    assert again["timings"]["cache_n"] >= first["tokens_evaluated"] - 1  # all but the last
     assert again["content"] == first["content"]
 
 
@@ -109,7 +109,7 @@ def test_slots_share_one_cache(two_slots) -> None:
                for i in range(4)]  # fmt: skip
     first = [two_slots.post("/completion", {"prompt": p, "n_predict": 2}) for p in prompts]
     again = two_slots.post("/completion", {"prompt": prompts[0], "n_predict": 2})
-    assert again["tokens_cached"] >= first[0]["tokens_evaluated"] - 1
+    assert again["timings"]["cache_n"] >= first[0]["tokens_evaluated"] - 1
     assert again["content"] == first[0]["content"]
 
 

@@ -12,8 +12,8 @@ its status here:
 * REMOVED: llama.cpp removed it; refused with llama.cpp's message and the corrected command
   (specgguf.migrate.removed_flags);
 * PRESET: stands for other flags (PRESETS), put in its place before the command line is read;
-* DELEGATED: belongs to another family of flags (the sampler chain, the model dialects, the
-  editors' infill), declared by that family's own table.
+* DELEGATED: belongs to another family of flags (the sampler chain, the model dialects),
+  declared by that family's own table.
 
 Nothing is silently ignored: a flag a command does not list is an unknown option there."""
 
@@ -152,7 +152,21 @@ _SERVER_FEATURE = "is not built into specgguf serve: put a reverse proxy in fron
 _TOOLS = "specgguf serve runs no tools or MCP servers of its own: clients call tools (the OpenAI tools API is supported)"  # noqa: E501
 _JSONL = "llama.cpp's log is not written as JSON lines here: --log-file FNAME keeps it (with specgguf's own lines) as text"  # noqa: E501
 
-SAMPLERS, DIALECTS, INFILL = "samplers", "dialects", "infill"
+SAMPLERS, DIALECTS = "samplers", "dialects"
+
+#: what llama-server's code-completion presets (--fim-qwen-*) set, in flags: its port (the
+#: plugins' default endpoint), batch and micro-batch and the model's whole context; and
+#: --cache-reuse 64 where llama-server sets 256: the text after the cursor, a quarter batch
+#: less the prompt and two tokens (254 tokens at most with -b 1024), is then kept as the
+#: lines above it change (specgguf.core.cache_reuse), where 256 never keeps it
+EDITOR_SETTINGS = ("--port", "8012", "-b", "1024", "-ub", "1024", "-c", "0",
+                   "--cache-reuse", "64")  # fmt: skip
+
+
+def _editor_preset(model: str) -> Entry:
+    return Entry(Status.PRESET, f"llama-server's code-completion preset ({model}): "
+                 + " ".join(EDITOR_SETTINGS), commands=frozenset({"serve"}))  # fmt: skip
+
 
 #: what specgguf does with each vendored flag, by its key (VendoredFlag.key)
 ENTRIES: dict[str, Entry] = {
@@ -214,8 +228,8 @@ ENTRIES: dict[str, Entry] = {
     "--in-prefix-bos": declared("with -i: a BOS token before each input", "run"),
     "--in-prefix": declared("with -i: text before each input", "run"),
     "--in-suffix": declared("with -i: text after each input", "run"),
-    "--warmup": setting("load", "warmup", v.switch, "one pass of each model at load, so the first request does not pay their set-up; under auto it also times what the machine profile lacks (specgguf.warmup)"),  # noqa: E501
-    "--spm-infill": delegated(INFILL),
+    "--warmup": setting("load", "warmup", v.switch, "one pass of each model at load, so the first request does not pay their set-up; under auto it also times what the machine profile lacks (specgguf.warmup); bench's own --warmup runs each configuration once first", commands="run serve"),  # noqa: E501
+    "--spm-infill": declared("fill-in-the-middle prompts in suffix/prefix/middle order (for the models trained so)", "serve"),  # noqa: E501
     "--seed": declared(),
     "--ignore-eos": declared(),
     "--temp": declared(),
@@ -321,7 +335,7 @@ ENTRIES: dict[str, Entry] = {
     "--sse-ping-interval": refused("no SSE keep-alive pings are sent"),
     "--threads-http": refused("the HTTP server runs on one event loop: there is no HTTP thread pool to size"),  # noqa: E501
     "--cache-prompt": always(True, "each slot always reuses the prefix its KV cache holds: --no-cache-prompt cannot be honoured"),  # noqa: E501
-    "--cache-reuse": delegated(INFILL),
+    "--cache-reuse": declared("keep cached chunks of at least N tokens that a new prompt repeats further along, shifted (0: the common prefix only; one slot)", "serve"),  # noqa: E501
     "--metrics": always(True, "/metrics is always served"),
     "--props": always(True, "/props is always served (read only)"),
     "--slots": setting("server", "slots", v.switch, "the /slots endpoint (on by default here; --no-slots: not served)", commands="serve"),  # noqa: E501
@@ -397,12 +411,12 @@ ENTRIES: dict[str, Entry] = {
     "--spec-ngram-size-m": REMOVED,
     "--spec-ngram-min-hits": REMOVED,
     "--embd-gemma-default": refused("this preset downloads EmbeddingGemma, which specgguf does not pull: pass an embedding GGUF with -m and --embeddings"),  # noqa: E501
-    "--fim-qwen-1.5b-default": delegated(INFILL),
-    "--fim-qwen-3b-default": delegated(INFILL),
-    "--fim-qwen-7b-default": delegated(INFILL),
-    "--fim-qwen-7b-spec": delegated(INFILL),
-    "--fim-qwen-14b-spec": delegated(INFILL),
-    "--fim-qwen-30b-default": delegated(INFILL),
+    "--fim-qwen-1.5b-default": _editor_preset("Qwen2.5-Coder 1.5B: the pulled pair"),
+    "--fim-qwen-3b-default": _editor_preset("Qwen2.5-Coder 3B, given with -m"),
+    "--fim-qwen-7b-default": _editor_preset("Qwen2.5-Coder 7B, given with -m"),
+    "--fim-qwen-7b-spec": _editor_preset("Qwen2.5-Coder 7B with the 0.5B draft, given with -m and -md"),  # noqa: E501
+    "--fim-qwen-14b-spec": _editor_preset("Qwen2.5-Coder 14B with the 0.5B draft, given with -m and -md"),  # noqa: E501
+    "--fim-qwen-30b-default": _editor_preset("Qwen3-Coder 30B-A3B, given with -m"),
     "--gpt-oss-20b-default": refused("this preset downloads gpt-oss-20b, which specgguf does not pull: pass the GGUF with -m"),  # noqa: E501
     "--gpt-oss-120b-default": refused("this preset downloads gpt-oss-120b, which specgguf does not pull: pass the GGUF with -m"),  # noqa: E501
     "--vision-gemma-4b-default": refused(_MULTIMODAL),

@@ -353,8 +353,10 @@ class Session:
         return max(1, min(shape.topk if draft else leaves, NODES_MAX))
 
     def _branching(self, params: engine.ContextParams, *, draft: bool) -> engine.ContextParams:
-        """`params` with the sequences a slot's own context needs for tree rounds."""
-        n_seq = self._tree_sequences(draft=draft)
+        """`params` with the sequences a slot's own context needs for tree rounds, and a
+        second one for --cache-reuse (the holes between moved chunks are evaluated there:
+        engine.Context.keep_prefix)."""
+        n_seq = max(self._tree_sequences(draft=draft), 2 if self.load.cache_reuse > 0 else 1)
         return params if n_seq == 1 else replace(params, n_seq_max=n_seq)
 
     def _batched_tree(self, *, draft: bool) -> dict[str, int]:

@@ -124,6 +124,8 @@ class ServerConfig:
     #: embeddings endpoints answer 501) and --embd-normalize, a request's default
     embedder: Any = None
     embd_normalize: int = 2
+    #: --spm-infill: fill-in-the-middle prompts suffix first (specgguf.io.fim)
+    spm_infill: bool = False
 
 
 def served(cfg: ServerConfig) -> tuple[Endpoint, ...]:
@@ -254,7 +256,9 @@ class App:
         try:
             if req.infill is not None:
                 i = req.infill
-                tokens = gen.infill_tokens(i.prefix, i.suffix, i.extra, i.prompt)
+                tokens = gen.infill_tokens(
+                    i.prefix, i.suffix, i.extra, i.prompt, spm=self.cfg.spm_infill
+                )
             elif req.kind == "chat":
                 assert req.messages is not None
                 prompt = gen.chat_prompt(req.messages, req.tools, self.render_options(req))
@@ -438,7 +442,10 @@ class App:
             "truncated": g.stop_reason == "context",
             "stop_type": p.STOP_TYPE.get(g.stop_reason, "limit"),
             "stopping_word": g.stopping_word,
-            "tokens_cached": job.cache_n,
+            # what the slot's cache holds after the answer: the prompt and every token but
+            # the last one (not evaluated), as llama-server counts it; a client such as
+            # llama.vim shows it as the context in use
+            "tokens_cached": len(job.tokens) + max(0, s.predicted_n - 1),
             "timings": self.timings(job),
         }
 
