@@ -16,7 +16,7 @@ from specgguf.core import chain_state
 from specgguf.core.chain_state import ChainState
 from specgguf.core.dry import DryBreakers, DrySettings, DryTrack, breakers_from_vocab
 from specgguf.core.sampler_vocab import SamplerVocab
-from specgguf.core.sampling import SamplerParams, distribution
+from specgguf.core.sampling import SamplerParams, adjusted_row, chain_on_sorted, distribution
 from specgguf.core.tree import ROOT, chain_parents
 from tests.test_chain_speculation import Replay
 from tests.test_loop_toy import NoisyOracle, run
@@ -184,6 +184,19 @@ def test_the_chain_lowers_the_continuation_of_a_repeat():
     row = chain.round([], [], 4).state(0, lambda i: None)
     assert distribution(logits, params, row).top()[0] != 3
     assert distribution(logits, params, None).top()[0] == 3  # a draft's row: no history
+
+
+def test_a_constrained_row_sees_dry_before_the_grammar():
+    """Under a grammar the leading penalties and DRY change the row before the allowed top-k
+    is searched (adjusted_row), and the rest of the chain does not apply DRY twice."""
+    params = SamplerParams(temp=1.0, top_k=0, top_p=1.0, min_p=0.0, **DRY)
+    logits = np.array([0, 0, 0, 3.0, 2.5, 0, 0, 0], dtype=np.float32)
+    row = ChainState(params, [2, 3, 5, 2], None).round([], [], 4).state(0, lambda i: None)
+    adjusted = adjusted_row(logits, params, row)
+    assert adjusted[3] == pytest.approx(3.0 - 2.0) and adjusted[4] == 2.5  # 2 * 1.75 ** 0
+    ids = np.array([4, 3])
+    d = chain_on_sorted(ids, adjusted[ids], params, row)
+    assert d.prob(4) / d.prob(3) == pytest.approx(math.exp(1.5))
 
 
 def test_dry_after_top_k_works_on_the_survivors():
