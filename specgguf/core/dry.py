@@ -47,11 +47,12 @@ _NO_IDS = np.empty(0, dtype=np.int64)
 _NO_AMOUNTS = np.empty(0, dtype=np.float64)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class DryBreakers:
     """The sequence breakers as token ids. `single`: tokens that are a breaker by themselves
     (never penalised); `tails`: a head token -> the token tails that complete a breaker after
-    it (each non-empty)."""
+    it (each non-empty). Compared and hashed by identity (one per vocabulary and breaker
+    list), so SamplerParams holding it stays hashable."""
 
     single: frozenset[int] = frozenset()
     tails: Mapping[int, tuple[tuple[int, ...], ...]] = field(default_factory=dict)
