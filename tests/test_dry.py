@@ -115,11 +115,12 @@ def test_the_tracker_equals_the_reference_token_by_token(kw):
             assert_same(as_dict(*track.penalties(track.point)), reference(seq[: i + 1], s))
 
 
-def test_a_row_after_a_drafted_path_equals_the_reference_on_the_whole_text():
+@pytest.mark.parametrize(("allowed", "window"), [(2, 16), (1, None), (3, 3), (1, 2)])
+def test_a_row_after_a_drafted_path_equals_the_reference_on_the_whole_text(allowed, window):
     """Stepping over drafted tokens (without changing the emitted sequence) gives the point
     of the sequence that holds them: repeats inside the path, across it, and breakers that
-    complete inside it."""
-    s = settings(allowed=2, window=16)
+    complete inside it; windows shorter than the path too."""
+    s = settings(allowed=allowed, window=window)
     rng = random.Random(11)
     for _ in range(60):
         emitted = [rng.randrange(6) for _ in range(rng.randrange(1, 25))]
