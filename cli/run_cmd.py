@@ -28,6 +28,7 @@ from specgguf_cli.interactive import InteractiveOptions, read_input, run_interac
 from specgguf_cli.table_flags import with_table_flags
 
 from specgguf import interrupts
+from specgguf.io.escapes import unescape  # -e on the prompt (tests import it from here)
 from specgguf.io.output import write_stdout
 
 Color = typer.Option(
@@ -134,23 +135,6 @@ COLOR_CHOICES = {
     "on": "always",
     "off": "never",
 }
-
-
-def unescape(text: str) -> str:
-    """-e: the escapes llama.cpp processes in a prompt (\\n, \\t, \\r, \\', \\", \\\\,
-    \\xHH); any other backslash is kept as written."""
-    import re
-
-    simple = {"n": "\n", "t": "\t", "r": "\r", "'": "'", '"': '"', "\\": "\\", "a": "\a",
-              "b": "\b", "f": "\f", "v": "\v", "?": "?"}  # fmt: skip
-
-    def one(m: re.Match[str]) -> str:
-        body = m.group(1)
-        if body.startswith("x"):
-            return chr(int(body[1:], 16))
-        return simple.get(body, m.group(0))
-
-    return re.sub(r"\\(x[0-9a-fA-F]{2}|.)", one, text, flags=re.DOTALL)
 
 
 @with_table_flags("run")

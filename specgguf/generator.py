@@ -36,6 +36,7 @@ from specgguf.core.constraint import NoTokenAllowed
 from specgguf.core.draft import Drafter
 from specgguf.core.loop import SpeculativeDecoder
 from specgguf.core.rounds import Round
+from specgguf.core.sampler_vocab import SamplerVocab
 from specgguf.core.sampling import InfillStage, SamplerParams
 from specgguf.core.stats import RunStats
 from specgguf.draft_plan import DRAFT_MODEL_TYPE
@@ -379,6 +380,7 @@ class Generator:
         self._template = None
         self._dialect = None
         self._shown: frozenset[int] | None = None  # see _format_tokens
+        self._sampler_vocab: SamplerVocab | None = None  # see sampler_ready
         #: what every chat prompt is rendered with unless a call gives its own
         self.render_options = render_options or RenderOptions()
         # --spec-draft-n-max auto: one cost model per slot for the generator's life; what it
@@ -607,6 +609,18 @@ class Generator:
         eot = self.session.info.target.vocab.eot_id
         return InfillStage(model.piece, model.is_eog, eot if eot is not None else model.eos)
 
+    def sampler_ready(self, sampler: SamplerParams) -> SamplerParams:
+        """`sampler` with what names text resolved in the target's vocabulary: DRY's
+        sequence breakers, a logit bias given as text (core.sampler_vocab)."""
+        if self._sampler_vocab is None:
+            model = self.session.target_model
+
+            def plain(text: str) -> list[int]:
+                return model.tokenize(text, add_special=False, parse_special=False)
+
+            self._sampler_vocab = SamplerVocab(model.n_vocab, model.piece_special, plain)
+        return self._sampler_vocab.ready(sampler)
+
     @property
     def n_batch(self) -> int:
         """-b: the most prompt tokens one pass evaluates (an infill prompt's budget)."""
@@ -628,7 +642,7 @@ class Generator:
         """A Generation of `tokens` on `slot`; nothing is evaluated until the first next()."""
         p = params or GenParams()
         st = self._slots[slot]
-        sampler = p.sampler or self.sampler
+        sampler = self.sampler_ready(p.sampler or self.sampler)
         n_predict = self.n_predict if p.n_predict is None else p.n_predict
         seed = self.seed if p.seed is None else resolve_seed(p.seed)
         grammar = p.grammar if p.grammar is not None else self.grammar
