@@ -248,6 +248,8 @@ def serve(
             n_parallel=parallel,
             seed=gen_flags.seed,
             reasoning_format=reasoning_format,
+            reasoning_budget=gen_flags.reasoning_budget,
+            reasoning_budget_message=gen_flags.reasoning_budget_message,
             disabled=flags.switched_off(),
         )
         return run_server(
