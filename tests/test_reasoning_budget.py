@@ -80,6 +80,13 @@ def test_a_prompt_that_opened_the_thinking_counts_from_there():
     b = budget(2)
     b.prime([6, 1])
     assert b.state == COUNTING and b.remaining == 2
+    # a marker whose last token carries more text (">\n") is seen too
+    pieces = {**PIECES, 11: b"ink>\n", 12: b"</think>\n\nok"}
+    b = ReasoningBudget(MARKERS, 5, pieces.__getitem__)
+    b.prime([9, 11])
+    assert b.state == COUNTING
+    b.accept(12)
+    assert b.state == DONE
 
 
 class OnlyEven:

@@ -14,8 +14,9 @@ States, over the tokens the sequence emits (`accept`):
 
 A budget of 0 forces the closing right after the opening: no thinking. The prompt's last
 tokens are fed first (`prime`), so a prompt that opened the thinking starts counting. The
-opening and closing are found in the emitted bytes, not as one token sequence, so a model
-that spells a marker in other tokens than its usual ones is still seen.
+opening and closing are found in the emitted bytes, not as one token sequence, so a marker
+spelled in other tokens than its usual ones, or sharing its last token with the text after
+it (">\n"), is still seen.
 
 Why this is exact under speculation: it is a Constraint (specgguf.core.constraint), the same
 kind as a grammar. Every verified position's distribution is the sampler chain over the row
@@ -96,12 +97,13 @@ class ReasoningBudget:
 
     def _step(self, token: int) -> None:
         piece = self._piece(token)
-        self._recent = (self._recent + piece)[-self._keep :]
+        seen = self._recent + piece
+        self._recent = seen[-self._keep :]
         if self.state in (IDLE, DONE):
-            if self._recent.endswith(self.markers.start):
+            if _ends_in(seen, piece, self.markers.start):
                 self._start()
         elif self.state in (COUNTING, WAITING):
-            if self._recent.endswith(self.markers.end):
+            if _ends_in(seen, piece, self.markers.end):
                 self.state = DONE
                 return
             complete = utf8_complete(self._recent)
@@ -134,6 +136,12 @@ class ReasoningBudget:
         self._recent = b""
         if not self.markers.forced:
             self.state = DONE
+
+
+def _ends_in(seen: bytes, piece: bytes, marker: bytes) -> bool:
+    """Whether `marker` ends inside `piece`, the last token's bytes at the end of `seen` (the
+    token may carry more after it: a ">\n" that closes "<think>" and starts a line)."""
+    return bool(marker) and marker in seen[-(len(marker) + len(piece) - 1) :]
 
 
 def utf8_complete(piece: bytes) -> bool:
