@@ -198,7 +198,7 @@ FORCED = [
     ("kimi-k2", False, "<think>hmm</think><|tool_calls_section_begin|>"
      + KIMI_CALL.format("special_function", 0, '{"arg1": 1}') + "<|tool_calls_section_end|>",
      ONE),
-    ("glm-4.5", False, "<think>hmm</think>\n<tool_call>special_function_with_opt\n"
+    ("glm-4.5", False, "\n<think>hmm</think>\n<tool_call>special_function_with_opt\n"
      "<arg_key>arg1</arg_key>\n<arg_value>1</arg_value>\n</tool_call>",
      [("special_function_with_opt", {"arg1": 1})]),
     ("glm-4.5", False, "<tool_call>python\n<arg_key>code</arg_key>\n<arg_value>print(1)"

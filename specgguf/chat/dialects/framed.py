@@ -102,9 +102,11 @@ class Framed:
 
 def think_first(opening: str = THINK, closing: str = THINK_END) -> dict[str, str]:
     """Framed's `think` and `think_opened` for a family that thinks between two tags: the
-    thinking's text holds no '<', so that no marker can start inside it; blanks may follow."""
+    thinking's text holds no '<', so that no marker can start inside it; blanks may come
+    before the opening (GLM starts its answer with a line break) and after the closing."""
     close = f"{gbnf_literal(closing)} [ \\n]*"
-    return {"think": f"({gbnf_literal(opening)} [^<]* {close})?", "think_opened": f"[^<]* {close}"}
+    return {"think": f"([ \\n]* {gbnf_literal(opening)} [^<]* {close})?",
+            "think_opened": f"[^<]* {close}"}  # fmt: skip
 
 
 def _callable(tools: Tools, only: str | None) -> list[tuple[int, Mapping[str, Any]]]:
