@@ -17,6 +17,7 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
@@ -310,6 +311,7 @@ def run(
                 quiet=quiet,
                 meta=meta,
                 stop=tuple(reverse_prompt or ()),
+                thinking=gen_flags.thinking_budget,
             )
             if output_grammar is not None:  # a grammar llama.cpp refuses: its line, now
                 ctx.gen.constraint(output_grammar)
@@ -445,6 +447,8 @@ class _Run:
     meta: dict
     #: -r/--reverse-prompt: stop strings of every answer (a --jsonl line's own come first)
     stop: tuple[str, ...] = ()
+    #: GenParams -> GenParams with --reasoning-budget, for a chat answer
+    thinking: Callable[[Any], Any] | None = None
     _offload_shown: bool = field(default=False, init=False)
 
     @property
@@ -452,7 +456,10 @@ class _Run:
         """The generator when it runs auto (report_lines, summary), else None."""
         return self.gen if self.gen.auto else None
 
-    def generate(self, tokens, params=None):
+    def generate(self, tokens, params=None, *, chat: bool = False):
+        """`chat`: the prompt is a chat template's, so --reasoning-budget applies."""
+        if chat and self.thinking is not None:
+            params = self.thinking(params)
         if not self.quiet and not self._offload_shown:
             # where -ngl / -ngld put the layers (llama.cpp's load log says it too); only once
             # a prompt is accepted, so that an error stays the one line on stderr
@@ -495,7 +502,7 @@ def _run_single(
             gen.session.check_prompt_length(tokens)
         else:
             tokens = gen.tokenize(text)
-        generation = run.generate(tokens)
+        generation = run.generate(tokens, chat=use_chat)
         if run.tracer is not None:
             run.tracer.begin()
         result = stream_generation(generation, json_out=json_out, color=color, trace=run.tracer)
@@ -571,6 +578,7 @@ def _run_batch(run: _Run, lines, *, use_chat: bool) -> int:
                 seed=item.seed,
                 grammar=line_grammar(item),
             ),
+            chat=item.messages is not None or use_chat,
         )
         if run.tracer is not None:
             run.tracer.begin(request=counts.lines - 1, line=item.line, id=item.id)
@@ -663,7 +671,7 @@ def _run_conversation(run: _Run, first: str | None, *, color: bool, turns: int =
             tokens = gen.tokenize(text)
         except PromptError as e:
             raise PromptError(f"turn {turn + 1}: the conversation no longer fits: {e}") from None
-        generation = run.generate(tokens)
+        generation = run.generate(tokens, chat=True)
         if run.tracer is not None:
             run.tracer.begin(turn=turn)
         result = stream_generation(generation, json_out=False, color=color, trace=run.tracer)

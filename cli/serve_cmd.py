@@ -269,6 +269,8 @@ def serve(
             n_parallel=parallel,
             seed=gen_flags.seed,
             reasoning_format=reasoning_format,
+            reasoning_budget=gen_flags.reasoning_budget,
+            reasoning_budget_message=gen_flags.reasoning_budget_message,
             disabled=flags.switched_off(),
             embedder=embedder,
             embd_normalize=embeddings.get("normalize", 2),

@@ -31,6 +31,7 @@ from specgguf.binding.batched import SequenceView
 from specgguf.binding.grammar import GrammarError, compile_grammar, schema_to_gbnf
 from specgguf.binding.rendezvous import Rendezvous
 from specgguf.chat.dialects.base import Forced
+from specgguf.chat.dialects.framed import Framed
 from specgguf.chat.render import RenderOptions
 from specgguf.core.constraint import NoTokenAllowed
 from specgguf.core.draft import Drafter
@@ -79,17 +80,20 @@ class OutputGrammar:
         only: str | None = None,
         *,
         parallel: bool = True,
-        forced: Forced | None = None,
+        forced: Forced | Framed | None = None,
+        opened: bool = False,
     ) -> OutputGrammar:
         """Tool calls in a family's forced form (`forced`; Hermes' <tool_call> tags when None)
-        whose JSON matches the tools' schemas: of any tool, or of `only`; one call, or with
-        `parallel` one or more."""
+        whose arguments match the tools' schemas: of any tool, or of `only`; one call, or with
+        `parallel` one or more; after the thinking the family writes first (`opened`: the
+        prompt opened it)."""
         from specgguf.chat.dialects import FALLBACK
 
         forced = forced or FALLBACK.forced
         assert forced is not None
-        call = schema_to_gbnf(forced.schema(tools, only), "'tools'")
-        return cls(forced.grammar(call, parallel=parallel), "'tools'")
+        rules = schema_to_gbnf(forced.schema(tools, only), "'tools'")
+        gbnf = forced.grammar(rules, parallel=parallel, tools=tools, only=only, opened=opened)
+        return cls(gbnf, "'tools'")
 
 
 @dataclass(frozen=True)
@@ -124,6 +128,11 @@ class GenParams:
     n_indent: int = 0
     #: ... and at the first line break after this many ms of generating (0: never)
     t_max_predict_ms: int = 0
+    #: a chat answer's thinking budget (--reasoning-budget, reasoning_budget_tokens): the
+    #: thinking is closed after this many tokens (0: at once), as the template's family
+    #: closes it, after `reasoning_budget_message`; None (or -1): unlimited
+    reasoning_budget: int | None = None
+    reasoning_budget_message: str = ""
 
 
 @dataclass
@@ -381,6 +390,8 @@ class Generator:
         self._dialect = None
         self._shown: frozenset[int] | None = None  # see _format_tokens
         self._sampler_vocab: SamplerVocab | None = None  # see sampler_ready
+        #: the reasoning budget's markers, by (start, end, message)
+        self._budget_markers: dict[tuple[str, str, str], Any] = {}
         #: what every chat prompt is rendered with unless a call gives its own
         self.render_options = render_options or RenderOptions()
         # --spec-draft-n-max auto: one cost model per slot for the generator's life; what it
@@ -660,6 +671,8 @@ class Generator:
         cap = CappedLengths(plan.cap) if capped and plan.cap is not None else None
         # compiled before anything else changes: a bad grammar is refused here
         constraint = self.constraint(grammar) if grammar is not None else None
+        if p.reasoning_budget is not None and p.reasoning_budget >= 0:
+            constraint = self.thinking_budget(p, tokens, constraint)
         if st.policy is not None:
             if policy is not st.policy:
                 st.policy.detach()  # a call without the slot's auto: not its drafters now
@@ -702,6 +715,25 @@ class Generator:
             on_prefilled=st.claim(p.namespace),
             edit_stops=EditStops(p.n_indent, p.t_max_predict_ms),
         )
+
+    def thinking_budget(self, p: GenParams, prompt: Sequence[int], inner):
+        """The reasoning budget's state (specgguf.core.reasoning_budget) over `inner` (the
+        grammar's state, or None), in the template family's thinking markers, primed with the
+        prompt's last tokens (a prompt that opened the thinking starts it counting)."""
+        from specgguf.core.reasoning_budget import BudgetMarkers, ReasoningBudget
+
+        start, end = self.dialect().thinking
+        key = (start, end, p.reasoning_budget_message)
+        markers = self._budget_markers.get(key)
+        if markers is None:
+            closing = self.encode(p.reasoning_budget_message + end, add_special=False)
+            markers = BudgetMarkers(start.encode(), end.encode(), tuple(closing))
+            self._budget_markers[key] = markers
+        assert p.reasoning_budget is not None
+        piece = self.session.target_model.piece_special
+        budget = ReasoningBudget(markers, p.reasoning_budget, piece, inner)
+        budget.prime(prompt[-16:])
+        return budget
 
     def constraint(self, grammar: OutputGrammar):
         """A fresh state of `grammar` over the target's vocabulary; GrammarError (one line,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.serve_helpers import FAST, serving, sse_events
+from tests.serve_helpers import FAST, assert_streamed_as_whole, serving
 from tests.test_serve_tools import TOOLS, USER
 
 TEMPLATES = Path(__file__).parent / "data" / "templates"
@@ -65,11 +65,7 @@ def test_reasoning_comes_apart_whole_and_streamed(family):
     message = server.post("/v1/chat/completions", body)["choices"][0]["message"]
     assert message["reasoning_content"] and "<think>" not in message["content"]
     assert re.fullmatch(r"[a-z]{1,8}", message["content"])
-    conn, resp = server.stream("/v1/chat/completions", {**body, "stream": True})
-    deltas = [e["choices"][0]["delta"] for e in sse_events(resp) if e != "[DONE]" and e["choices"]]
-    conn.close()
-    assert "".join(d.get("reasoning_content", "") for d in deltas) == message["reasoning_content"]
-    assert "".join(d.get("content") or "" for d in deltas) == message["content"]
+    assert_streamed_as_whole(server, body, message)
     raw = server.post("/v1/chat/completions", {**body, "reasoning_format": "none"})
     text = raw["choices"][0]["message"]["content"]
     assert text.startswith("<think>") and "reasoning_content" not in raw["choices"][0]["message"]

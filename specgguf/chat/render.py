@@ -8,7 +8,10 @@ today's date as `date_string` ("03 Dec 2026") and `datetime` ("Dec 03 2026"), be
 (`serve --chat-template-kwargs`, then the request's `chat_template_kwargs` on top), which may
 set any of these. Workarounds: an earlier call's `arguments` (a JSON string in OpenAI's API)
 reach the template as an object; and a template that refuses a system message (it raises)
-gets it merged into the first user turn instead.
+gets it merged into the first user turn instead. A family whose template reads the thinking
+switch under another name (DeepSeek V3.1: `thinking`) gets it under that name too, and one
+whose template reads an earlier turn's reasoning under its own key (GPT-OSS: `thinking`) gets
+the turn's `reasoning_content` there.
 
 Pure: no model, no llama_cpp."""
 
@@ -81,11 +84,15 @@ def render_conversation(
     now: datetime | None = None,
 ) -> str:
     """The prompt for `messages` (and `tools`), with the context and workarounds above."""
+    from specgguf.chat.dialects import detect
     from specgguf.chat.template import ChatTemplateError, validate_messages
 
     options = options or RenderOptions()
     extra = render_context(options, now)
-    msgs = template_messages(validate_messages(messages))
+    family = detect(template.source)
+    for name in family.thinking_vars:  # the family's own name for the switch
+        extra.setdefault(name, extra["enable_thinking"])
+    msgs = family.past_turns(template_messages(validate_messages(messages)))
     if tools:
         extra["tools"] = list(tools)
         if "tools" not in template.source:

@@ -29,7 +29,7 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, S
 from starlette.routing import Route
 
 from specgguf.binding.embedder import InputTooLong
-from specgguf.chat.reasoning import CONTENT, REASONING, ReasoningSplit, prompt_opens_thinking
+from specgguf.chat.reasoning import CONTENT, REASONING, prompt_opens_thinking
 from specgguf.chat.render import RenderOptions
 from specgguf.chat.tools import CallDelta
 from specgguf.core.sampling import INFILL_MAX_CANDIDATES, SamplerParams
@@ -118,6 +118,10 @@ class ServerConfig:
     seed: int = -1  # -s: a request without a seed gets this one (-1: a fresh random seed)
     #: --reasoning-format: how a chat answer's thinking is returned (a request may ask another)
     reasoning_format: str = "auto"
+    #: --reasoning-budget and --reasoning-budget-message: a chat answer's thinking budget
+    #: (-1: unlimited) and the text forced before its closing (a request may ask another)
+    reasoning_budget: int = -1
+    reasoning_budget_message: str = ""
     #: the handlers of ENDPOINTS switched off (--no-webui: "page", --no-slots: "slots")
     disabled: frozenset[str] = frozenset()
     #: --embeddings: the target's embeddings context (binding.embedder.Embedder; None: the
@@ -262,7 +266,7 @@ class App:
             elif req.kind == "chat":
                 assert req.messages is not None
                 prompt = gen.chat_prompt(req.messages, req.tools, self.render_options(req))
-                req.thinking_opened = prompt_opens_thinking(prompt)
+                req.prompt_rendered(prompt_opens_thinking(prompt))
                 tokens = gen.encode(prompt)
             elif req.prompt is not None:
                 tokens = gen.encode(req.prompt)
@@ -407,8 +411,10 @@ class App:
 
     def parse_chat(self, body: Any) -> p.Request:
         """A chat request, its calls read in the template's dialect, its reasoning split in
-        the server's --reasoning-format unless it asks for another."""
-        return p.parse_chat(body, self.gen.dialect(), self.cfg.reasoning_format)
+        the server's --reasoning-format and budgeted by its --reasoning-budget unless it asks
+        for others."""
+        budget = (self.cfg.reasoning_budget, self.cfg.reasoning_budget_message)
+        return p.parse_chat(body, self.gen.dialect(), self.cfg.reasoning_format, budget)
 
     def render_options(self, req: p.Request) -> RenderOptions:
         """The server's rendering options with the request's kwargs and effort on top."""
@@ -499,7 +505,7 @@ class App:
         calls = req.dialect.parser(req.tools) if req.tools and req.dialect else None
 
         # and a thinking model's reasoning apart: reasoning_content deltas, never content
-        split = ReasoningSplit(opened=req.thinking_opened) if req.splits_reasoning() else None
+        split = req.splitter()
 
         def call_chunks(events: list[str | CallDelta]) -> list[bytes]:
             return [data(obj) for obj in fmt.calls(a, events)]

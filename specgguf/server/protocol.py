@@ -16,10 +16,11 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from specgguf.chat.dialects import FALLBACK, Dialect
+from specgguf.chat.dialects.base import Splitter
 from specgguf.chat.reasoning import REASONING_FORMATS
 from specgguf.chat.render import REASONING_EFFORTS
 from specgguf.core.sampling import SamplerParams
@@ -140,9 +141,33 @@ class Request:
     reasoning_format: str = "none"
     #: the rendered prompt ended inside an opened <think> (set when it is rendered)
     thinking_opened: bool = False
+    #: the server's dialect, whose family's splitter reads every chat answer (GPT-OSS'
+    #: channels carry its reasoning whether or not tools are given)
+    family: Dialect | None = None
+    #: a forced call's tools, the one function named (or None) and parallel_tool_calls: its
+    #: grammar is made again once the prompt is rendered if that prompt opened the thinking
+    forced: tuple[list[dict], str | None, bool] | None = None
 
-    def splits_reasoning(self) -> bool:
-        return self.kind == "chat" and self.reasoning_format != "none"
+    def splitter(self) -> Splitter | None:
+        """What splits this chat answer into reasoning and content (None: nothing to)."""
+        if self.kind != "chat":
+            return None
+        return (self.family or FALLBACK).splitter(
+            opened=self.thinking_opened,
+            extract=self.reasoning_format != "none",
+            calls=bool(self.tools),
+        )
+
+    def prompt_rendered(self, opened: bool) -> None:
+        """The prompt is rendered and `opened` says whether it opened the thinking: a forced
+        call's grammar then starts inside the thinking, which it must close first."""
+        self.thinking_opened = opened
+        if opened and self.forced is not None and self.dialect is not None:
+            tools, only, parallel = self.forced
+            grammar = OutputGrammar.for_tools(
+                tools, only, parallel=parallel, forced=self.dialect.forced, opened=True
+            )
+            self.params = replace(self.params, grammar=grammar)
     #: fill-in-the-middle (/infill, or /v1/completions with a suffix): the text around the
     #: hole, laid out in the model's FIM tokens when the request starts
     infill: InfillInput | None = None
@@ -374,11 +399,14 @@ MAX_TEMPLATE_KWARGS = 64
 
 
 def parse_chat(
-    body: Any, dialect: Dialect | None = None, reasoning_format: str = "auto"
-) -> Request:
+    body: Any, dialect: Dialect | None = None, reasoning_format: str = "auto",
+    budget: tuple[int, str] = (-1, ""),
+) -> Request:  # fmt: skip
     """/v1/chat/completions (and /apply-template): `dialect` is the server's (FALLBACK when
     not given), in which the answer's calls are read and a forced call is written;
-    `reasoning_format` the server's, which the request's `reasoning_format` overrides."""
+    `reasoning_format` the server's, which the request's `reasoning_format` overrides;
+    `budget` the server's --reasoning-budget and its message, which the request's
+    `reasoning_budget_tokens` and `reasoning_budget_message` override."""
     from specgguf.chat.template import validate_messages
 
     body = _object(body)
@@ -392,7 +420,10 @@ def parse_chat(
     params, sampler = _params(
         body, n_predict_keys=("max_completion_tokens", "max_tokens", "n_predict")
     )
-    dialect = dialect or FALLBACK
+    params = _thinking_budget(body, params, *budget)
+    family = dialect = dialect or FALLBACK
+    if family.split is not None:  # its splitter reads the control tokens of every answer
+        params = replace(params, format_tokens=True)
     tools, params, dialect = _tools(body, params, dialect)
     kwargs = _get(body, "chat_template_kwargs", lambda v: isinstance(v, dict), "an object", {})
     if len(kwargs) > MAX_TEMPLATE_KWARGS:
@@ -410,8 +441,40 @@ def parse_chat(
     return Request(
         "chat", stream, params, sampler, messages=messages, include_usage=include_usage,
         tools=tools, dialect=dialect if tools else None, template_kwargs=kwargs,
-        reasoning_effort=effort, reasoning_format=reasoning,
+        reasoning_effort=effort, reasoning_format=reasoning, family=family,
+        forced=_forced(body, tools, params),
     )  # fmt: skip
+
+
+#: the longest reasoning_budget_message a request may give
+MAX_BUDGET_MESSAGE = 1024
+
+
+def _thinking_budget(body: dict, params: GenParams, budget: int, message: str) -> GenParams:
+    """The request's `reasoning_budget_tokens` (llama-server also reads it as
+    `thinking_budget_tokens`; -1: the server's --reasoning-budget) and
+    `reasoning_budget_message` over the server's."""
+    key = "thinking_budget_tokens" if "reasoning_budget_tokens" not in body else (
+        "reasoning_budget_tokens"
+    )
+    asked = _get(body, key, lambda v: is_int(v) and -1 <= v <= 2**31 - 1,
+                 "an integer >= -1 (-1: the server's --reasoning-budget)", -1)  # fmt: skip
+    message = _get(body, "reasoning_budget_message",
+                   lambda v: isinstance(v, str) and len(v) <= MAX_BUDGET_MESSAGE,
+                   f"a string of at most {MAX_BUDGET_MESSAGE} characters", message)  # fmt: skip
+    tokens = budget if asked == -1 else asked
+    if tokens < 0:
+        return params
+    return replace(params, reasoning_budget=tokens, reasoning_budget_message=message)
+
+
+def _forced(body: dict, tools: list[dict] | None, params: GenParams):
+    """(tools, the function named or None, parallel_tool_calls) of a forced call, else None."""
+    if tools is None or params.grammar is None or params.grammar.origin != "'tools'":
+        return None
+    choice = body.get("tool_choice")
+    only = choice["function"]["name"] if isinstance(choice, dict) else None
+    return tools, only, _bool(body, "parallel_tool_calls", True)
 
 
 def _tools(

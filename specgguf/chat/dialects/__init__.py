@@ -11,10 +11,25 @@ is in ARCHITECTURE.md)."""
 
 from __future__ import annotations
 
-from specgguf.chat.dialects import functionary, hermes, llama3, mistral, qwen3_coder
+from specgguf.chat.dialects import (
+    deepseek,
+    functionary,
+    glm,
+    harmony,
+    hermes,
+    kimi,
+    llama3,
+    mistral,
+    qwen3_coder,
+)
 from specgguf.chat.dialects.base import Dialect
 
 DIALECTS: tuple[Dialect, ...] = (
+    harmony.DIALECT,
+    deepseek.R1,
+    deepseek.V31,
+    kimi.DIALECT,
+    glm.DIALECT,
     mistral.DEVSTRAL,
     mistral.SMALL_32,
     mistral.NEMO,
