@@ -59,7 +59,7 @@ def warm_up(session: Session, *, auto: bool, prior: CostProfile | None) -> CostP
         curve = measure_cost_curve(session, tokens, max(WIDTHS) - 1, reps=REPS, grid=WIDTHS,
                                    warm=True)  # fmt: skip
         timed = curve.to_profile(weight=CALIBRATION_WEIGHT)
-        timed.stored = False
+        timed.stored, timed.fresh = False, frozenset(timed.verify)
         return timed
     target.decode(tokens[:1], 0, outputs="last")
     target.truncate(0)

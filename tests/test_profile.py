@@ -479,6 +479,20 @@ def test_profile_widths_with_few_samples_are_probed_again():
     assert drive(policy, 6, curve=gpu, draft=0.1, accept_all=True)[2] > 0
 
 
+def test_widths_between_the_warm_ups_are_not_probed():
+    """The warm-up timed 2- and 5-token passes moments ago (one sample each, CostProfile.
+    fresh): the ladder's widths 1..4 lie between them and are not probed, while the same
+    light estimates read from a stored profile are (the test above)."""
+    gpu = curve_of(GPU_PROFILE)
+    light = {k: (v, 1.0) for k, (v, _) in GPU_PROFILE.items() if k in (1, 4)}
+    warmed = profile(light, {"draft-simple": (0.1, 1.0)})
+    warmed.stored, warmed.fresh = False, frozenset({1, 4})
+    policy = AdaptivePolicy(n_max_cap=8)
+    policy.seed(warmed)
+    ks = drive(policy, 6, curve=gpu, draft=0.1, accept_all=True)
+    assert ks[:2] == [0, 0] and ks[2:] != [1, 2, 3, 4] and min(ks[2:]) > 0  # drafts at once
+
+
 def test_seed_caps_the_weight_of_priors():
     """A profile counts as at most PRIOR_WEIGHT samples: this run's measurements soon win."""
     policy = AdaptivePolicy(n_max_cap=4)
@@ -666,9 +680,9 @@ def test_a_seeded_auto_run_is_lossless(run, profiles):
 def test_a_seeded_run_starts_from_a_hopeless_profile_without_probing(run, profiles):
     """A profile that says the draft model cannot pay on this machine (whatever the tiny
     models really cost) keeps the next run from drafting at all: the file is read."""
-    code, first, err = run(*PROMPT, "--spec-draft-n-max", "auto", "--json")
+    code, first, err = run(*PROMPT, "--spec-draft-n-max", "auto", "--no-warmup", "--json")
     assert code == 0, err
-    assert json.loads(first)["auto"]["probes"] > 0  # cold: it probes
+    assert json.loads(first)["auto"]["probes"] > 0  # cold, and no warm-up timed: it probes
     [path] = json_files(profiles)
     hopeless = profile(
         {k: (v, 40.0) for k, (v, _) in CPU_PROFILE.items()}, {"draft-simple": (5.0, 40.0)}

@@ -191,6 +191,7 @@ class AdaptivePolicy:
         self.overhead_ms = 0.0
         self.seeded = False  # from this machine's stored profile
         self.warmed = False  # from the warm-up's timings only (specgguf.warmup)
+        self._fresh_widths: frozenset[int] = frozenset()  # the warm-up's (CostProfile.fresh)
         self._observed = 0
         self._seen_timing: dict[str, Any] = {}  # a model drafter's last DraftTiming, consumed
         self._hopeless_memo: dict[str, int] = {}  # name -> round of the last "cannot pay"
@@ -236,6 +237,7 @@ class AdaptivePolicy:
         if profile is None:
             return
         known = self.cost.seed(profile)
+        self._fresh_widths = profile.fresh
         self.seeded = known and profile.stored
         self.warmed = known and not profile.stored
         for name, mem in profile.acceptance.items():
@@ -570,13 +572,20 @@ class AdaptivePolicy:
 
     def _known_well(self, k: int) -> bool:
         """An initial probe width the profile knows well enough to skip (if no model
-        drafter's draft cost is still unknown)."""
-        prior = self.cost.prior_verify.get(k)
-        known = prior is not None and prior.weight >= self.KNOWN_WEIGHT
+        drafter's draft cost is still unknown): measured there with KNOWN_WEIGHT samples, or
+        lying between two widths this process's warm-up timed (its 2- and 5-token passes,
+        moments ago on this machine): the line between them prices it well enough, and each
+        ladder probe on a CPU costs up to two plain steps for one token."""
         unknown_draft = any(
             m.gated and self._draft_rel(n) is None for n, m in self._drafters.items()
         )
-        return known and not unknown_draft
+        if unknown_draft:
+            return False
+        prior = self.cost.prior_verify.get(k)
+        if prior is not None and prior.weight >= self.KNOWN_WEIGHT:
+            return True
+        fresh = [j for j in self._fresh_widths if j in self.cost.prior_verify]
+        return any(j <= k for j in fresh) and any(j >= k for j in fresh)
 
     # -- the loop's questions ----------------------------------------------------------------
 

@@ -187,6 +187,9 @@ class CostProfile:
     #: False for what only this process's warm-up timed (specgguf.warmup), not yet a profile
     #: read from the machine's file (the report says which one seeded auto)
     stored: bool = True
+    #: the verify widths this process's warm-up timed moments ago (never stored): auto's
+    #: first rounds need not probe the widths between them (AdaptivePolicy._known_well)
+    fresh: frozenset[int] = frozenset()
 
     def disturbed_by(self, newer: CostProfile) -> bool:
         """Whether `newer` (one run's measurements) came from a run slower than this profile
@@ -210,6 +213,7 @@ class CostProfile:
         if out.target_step_ms is None:
             out.target_step_ms = self.target_step_ms
         out.stored = self.stored or newer.stored
+        out.fresh = self.fresh | newer.fresh
         # a disturbed run's costs: a sample's weight at most, and no drift takeover
         cap = DISTURBED_WEIGHT if disturbed else None
         for table, new in ((out.verify, newer.verify), (out.draft, newer.draft)):
