@@ -415,7 +415,8 @@ class App:
                 finals.append(self.final_object(req, job, "".join(parts), tokens, probs, i))
         finally:
             for job in jobs:  # a choice that failed or lost its client ends the others
-                self.sched.cancel(job, "disconnected")
+                if not job.ended:
+                    self.sched.cancel(job, "disconnected")
         if len(finals) == 1:
             return JSONResponse(finals[0])
         return JSONResponse(merged_choices(finals, self.usage_of(jobs)))
@@ -533,7 +534,8 @@ class App:
                     yield data
         finally:
             for job in jobs:
-                self.sched.cancel(job, "disconnected")
+                if not job.ended:
+                    self.sched.cancel(job, "disconnected")
 
     async def sse(
         self, req: p.Request, job: Job, *, index: int = 0, last: bool = True,
