@@ -129,6 +129,15 @@ Trace = typer.Option(
     "accepted count, emitted tokens, the target's probability of each proposal, timings).",
 )
 
+NProbs = typer.Option(
+    0,
+    "--n-probs",
+    metavar="N",
+    help="With --json or --jsonl: each generated token's log probability and the N most "
+    "likely tokens at its position (the target's, before the sampler chain), as "
+    "llama-server's completion_probabilities.",
+)
+
 COLOR_CHOICES = {
     "auto": "auto",
     "always": "always",
@@ -166,6 +175,7 @@ def run(
     escape: bool = Escape,
     quiet: bool = o.Quiet,
     fim_suffix: str | None = FimSuffix,
+    n_probs: int = NProbs,
 ) -> int:
     """Generate text with speculative decoding (or plain decoding with --spec-type none).
 
@@ -204,6 +214,7 @@ def run(
         )
     if conversation and json_out:
         raise UsageError("--json cannot be combined with -cnv/--conversation")
+    probs = _probs_request(n_probs, json_out or jsonl)
     if chat is False and (conversation or system_prompt is not None):
         what = "-cnv/--conversation" if conversation else "-sys/--system-prompt"
         raise UsageError(f"{what} needs the chat template: drop --no-chat")
@@ -312,6 +323,7 @@ def run(
                 meta=meta,
                 stop=tuple(reverse_prompt or ()),
                 thinking=gen_flags.thinking_budget,
+                probs=probs,
             )
             if output_grammar is not None:  # a grammar llama.cpp refuses: its line, now
                 ctx.gen.constraint(output_grammar)
@@ -449,6 +461,8 @@ class _Run:
     stop: tuple[str, ...] = ()
     #: GenParams -> GenParams with --reasoning-budget, for a chat answer
     thinking: Callable[[Any], Any] | None = None
+    #: --n-probs: every generation's token probabilities (core.token_probs.ProbsRequest)
+    probs: Any = None
     _offload_shown: bool = field(default=False, init=False)
 
     @property
@@ -465,13 +479,15 @@ class _Run:
             # a prompt is accepted, so that an error stays the one line on stderr
             self._offload_shown = True
             print(f"offload: {self.gen.session.offload()}", file=sys.stderr)
+        from dataclasses import replace
+
+        from specgguf.generator import GenParams
+
         if self.stop:
-            from dataclasses import replace
-
-            from specgguf.generator import GenParams
-
             params = params or GenParams()
             params = replace(params, stop=tuple(dict.fromkeys((*params.stop, *self.stop))))
+        if self.probs is not None:
+            params = replace(params or GenParams(), probs=self.probs)
         return self.gen.generate(tokens, params, trace_probs=self.tracer is not None)
 
     def result_fields(self, result, stats, seed: int) -> dict:
@@ -543,7 +559,9 @@ def result_object(result, stats, meta: dict, seed: int | None) -> dict:
         **meta,
         "seed": seed,
         "timings": stats.timings(),
-    }
+        **({"completion_probabilities": result.probabilities}
+           if result.probabilities is not None else {}),
+    }  # fmt: skip
 
 
 def _run_batch(run: _Run, lines, *, use_chat: bool) -> int:
@@ -693,9 +711,25 @@ def _run_conversation(run: _Run, first: str | None, *, color: bool, turns: int =
 
 
 class GenerationResult:
-    def __init__(self, text: str, stop_reason: str) -> None:
+    def __init__(self, text: str, stop_reason: str, probabilities: list | None = None) -> None:
         self.text = text
         self.stop_reason = stop_reason
+        #: --n-probs: llama-server's completion_probabilities of the text (None: not asked)
+        self.probabilities = probabilities
+
+
+def _probs_request(n_probs: int, json_out: bool):
+    """--n-probs N as the generations' ProbsRequest (None for 0); a usage error where it
+    is out of range or has no JSON to go to."""
+    from specgguf.core.token_probs import ProbsRequest
+    from specgguf.errors import UsageError
+    from specgguf.io.token_probs_json import N_PROBS_MAX
+
+    if not 0 <= n_probs <= N_PROBS_MAX:
+        raise UsageError(f"--n-probs must be in 0..{N_PROBS_MAX} (got {n_probs})")
+    if n_probs and not json_out:
+        raise UsageError("--n-probs reports in the JSON output: add --json (or use --jsonl)")
+    return ProbsRequest(n_probs) if n_probs else None
 
 
 def stream_generation(generation, *, json_out: bool, color: bool = False, trace=None):
@@ -707,13 +741,22 @@ def stream_generation(generation, *, json_out: bool, color: bool = False, trace=
     from specgguf.io.output import TextStream
 
     stream = TextStream(None if json_out else sys.stdout, color=color)
+    probs: list = []
     try:
         for chunk in generation:
             if trace is not None and chunk.round is not None:
                 trace.write(chunk.round)
             stream.write_fragments(chunk.pieces)
+            probs += chunk.probs
     except KeyboardInterrupt:
-        stream.write_fragments(generation.finish("interrupted").pieces)
+        tail = generation.finish("interrupted")
+        stream.write_fragments(tail.pieces)
+        probs += tail.probs
     finally:
         stream.finish()
-    return GenerationResult(generation.text, generation.stop_reason)
+    shown = None
+    if generation.probs_asked:
+        from specgguf.io.token_probs_json import completion_probabilities
+
+        shown = completion_probabilities(probs, generation.piece)
+    return GenerationResult(generation.text, generation.stop_reason, shown)

@@ -40,6 +40,7 @@ from specgguf.core.rounds import Round
 from specgguf.core.sampler_vocab import SamplerVocab
 from specgguf.core.sampling import InfillStage, SamplerParams
 from specgguf.core.stats import RunStats
+from specgguf.core.token_probs import ProbsRequest, TokenProbs
 from specgguf.draft_plan import DRAFT_MODEL_TYPE
 from specgguf.drafters.draft_lengths import AUTO_N_MAX_CAP
 from specgguf.errors import PromptError
@@ -133,6 +134,9 @@ class GenParams:
     #: closes it, after `reasoning_budget_message`; None (or -1): unlimited
     reasoning_budget: int | None = None
     reasoning_budget_message: str = ""
+    #: each emitted token's probabilities to report (logprobs, n_probs: Chunk.probs);
+    #: None: none, and no work per token for them
+    probs: ProbsRequest | None = None
 
 
 @dataclass
@@ -142,6 +146,10 @@ class Chunk:
 
     pieces: list[tuple[str, bool]]
     round: Round | None = None
+    #: with GenParams.probs: the figures of the tokens whose text this chunk releases (a
+    #: token's once all its text is out; at the end, every token whose text shows at all:
+    #: the tokens of a stop string cut away are not reported); else empty
+    probs: list[TokenProbs] = field(default_factory=list)
 
     @property
     def text(self) -> str:
@@ -230,6 +238,13 @@ class Generation:
         self.stop_reason = ""  # eos, limit, context, stop (a stop string), or finish()'s reason
         self.stopping_word = ""
         self.done = False
+        #: asked-for token figures not released yet, with where each token's text starts and
+        #: ends in the decoded text; characters decoded and released so far (the released
+        #: text is always a start of the decoded text: stops only cut its end)
+        self._probs: list[tuple[TokenProbs, int, int]] = []
+        self._decoded = 0
+        self._released = 0
+        self._late: list[TokenProbs] = []  # released by a finish() inside this round
 
     # -- results -------------------------------------------------------------------------------
 
@@ -240,6 +255,16 @@ class Generation:
     @property
     def stats(self) -> RunStats:
         return self.decoder.stats
+
+    @property
+    def piece(self) -> Callable[[int], bytes]:
+        """A token's bytes, as this generation's text is made of them."""
+        return self._piece
+
+    @property
+    def probs_asked(self) -> bool:
+        """Whether each token's probabilities are reported (Chunk.probs)."""
+        return self.decoder.config.probs is not None
 
     @property
     def auto_summary(self) -> dict[str, Any] | None:
@@ -272,17 +297,40 @@ class Generation:
         pieces = []
         for i, t in enumerate(rnd.emitted):
             text = self._utf8.decode(self._piece(t))
+            if rnd.probs is not None:
+                self._probs.append((rnd.probs[i], self._decoded, self._decoded + len(text)))
+                self._decoded += len(text)
             if text:
                 pieces.append((text, i < rnd.n_accepted))
         if self._edit_stops is not None:
             pieces, ends = self._edit_cut(pieces)
             if ends:
                 released = self._release(pieces)
+                probs = self._released_probs()
                 if not self.done:
                     self.stop_reason = "limit"
-                    released += self.finish("limit").pieces
-                return Chunk(released, rnd)
-        return Chunk(self._release(pieces), rnd)
+                    tail = self.finish("limit")
+                    released += tail.pieces
+                    probs += tail.probs
+                return Chunk(released, rnd, probs)
+        return Chunk(self._release(pieces), rnd, self._released_probs())
+
+    def _released_probs(self, *, final: bool = False) -> list[TokenProbs]:
+        """The held token figures whose text is now out (`final`: every one whose text
+        shows at all, and the empty ones before that point; the rest are dropped)."""
+        out, self._late = self._late, []
+        if not self._probs:
+            return out
+        n = self._released
+        while self._probs:
+            entry, start, end = self._probs[0]
+            if end > n and not (final and start < n):
+                break
+            out.append(entry)
+            self._probs.pop(0)
+        if final:
+            self._probs = []
+        return out
 
     def _edit_cut(self, pieces: list[tuple[str, bool]]) -> tuple[list[tuple[str, bool]], bool]:
         """The round's fragments up to where an editor's stop ends the text, and whether
@@ -311,14 +359,19 @@ class Generation:
         tail = self._utf8.decode(b"", final=True)
         pieces = self._pending + ([(tail, False)] if tail else [])
         self._pending = []
+        self._keep(pieces)
+        return Chunk(pieces, probs=self._released_probs(final=True))
+
+    def _keep(self, pieces: list[tuple[str, bool]]) -> None:
+        """`pieces` are released: part of the text for good."""
         self._parts.extend(t for t, _ in pieces)
-        return Chunk(pieces)
+        self._released += sum(len(t) for t, _ in pieces)
 
     def _release(self, pieces: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
         """Text that can no longer turn out to be part of a stop string. Only the held-back
         tail (shorter than the longest stop) and this round's text are searched."""
         if not self._stops:
-            self._parts.extend(t for t, _ in pieces)
+            self._keep(pieces)
             return pieces
         self._pending.extend(pieces)
         pending = "".join(t for t, _ in self._pending)
@@ -329,7 +382,7 @@ class Generation:
             self._pending = []
             self.stopping_word = word
             self.stop_reason = "stop"
-            self.finish("stop")
+            self._late = self.finish("stop").probs  # released with this round's chunk
             return out
         keep = 0
         for n in range(min(self._hold, len(pending)), 0, -1):
@@ -350,7 +403,7 @@ class Generation:
                 out.append((text[:n], drafted))
                 self._pending[0] = (text[n:], drafted)
                 n = 0
-        self._parts.extend(t for t, _ in out)
+        self._keep(out)
         return out
 
 
@@ -690,6 +743,7 @@ class Generator:
             slot=st.slot_for(plan.namespace),
             constraint=constraint,
             namespace=plan.namespace,
+            probs=p.probs,
         )
         if policy is not None:
             # per-drafter budgets and the per-token question go through the policy; attach

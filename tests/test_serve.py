@@ -205,7 +205,7 @@ def _error(server, method, path, body=None, *, key=KEY, raw=None):
         ({"messages": [{"role": "user", "content": "x"}], "temperature": -1}, "invalid_value"),
         ({"messages": [{"role": "user", "content": "x"}], "max_tokens": "5"}, "invalid_value"),
         ({"messages": [{"role": "user", "content": "x"}], "stop": [1]}, "invalid_value"),
-        ({"messages": [{"role": "user", "content": "x"}], "n": 2}, "unsupported"),
+        ({"messages": [{"role": "user", "content": "x"}], "n": 17}, "invalid_value"),
         ({"messages": [{"role": "user", "content": "x"}], "speculative": {"n_max": -1}},
          "invalid_value"),
         ({"messages": [{"role": "user", "content": "x"}],

@@ -266,6 +266,16 @@ class SpeculativeDecoder:
             if self.trace_probs
             else None
         )
+        # asked-for probabilities, read while the rows are the pass's: emitted token j was
+        # decided at row 0 (the root) or below the j-th accepted node
+        probs = None
+        if self.config.probs is not None:
+            rows_of = (0, *(i + 1 for i in verdict.path))
+            tokens_out = (*(draft.tokens[i] for i in verdict.path), verdict.token)
+            probs = [
+                self.config.probs.read(logits[r], lambda r=r: p_at(r), t)
+                for r, t in zip(rows_of, tokens_out, strict=True)
+            ]
         t2 = time.perf_counter()
 
         n_acc = verdict.n_accepted
@@ -312,6 +322,7 @@ class SpeculativeDecoder:
             from_prompt=from_prompt,
             parents=parents,
             path=verdict.path if parents is not None else (),
+            probs=probs if probs is None or eos_at is None else probs[:eos_at],
         )
         if self.policy is not None and not from_prompt:
             self.policy.observe(rnd)

@@ -11,6 +11,7 @@ from typing import Protocol
 
 from specgguf.core.draft import DraftGate
 from specgguf.core.sampling import SamplerParams
+from specgguf.core.token_probs import ProbsRequest, TokenProbs
 from specgguf.core.tree import children, depth_of
 
 
@@ -20,6 +21,9 @@ class GenerationConfig:
     n_max: int = 3  # --spec-draft-n-max
     sampler: SamplerParams = field(default_factory=SamplerParams)
     ignore_eos: bool = False
+    #: each emitted token's probabilities to report (logprobs, n_probs); None: none, and no
+    #: work per token for them
+    probs: ProbsRequest | None = None
 
 
 @dataclass
@@ -52,6 +56,9 @@ class Round:
     #: its first n_accepted proposals
     parents: list[int] | None = None
     path: tuple[int, ...] = ()
+    #: with GenerationConfig.probs: one entry per emitted token (cut where `emitted` is), read
+    #: from the row of the pass that decided it (specgguf.core.token_probs); else None
+    probs: list[TokenProbs] | None = None
 
     @property
     def depth(self) -> int:

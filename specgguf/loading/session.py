@@ -25,6 +25,7 @@ from specgguf.core.draft import Drafter
 from specgguf.core.loop import SpeculativeDecoder
 from specgguf.core.rounds import BudgetPolicy, GenerationConfig
 from specgguf.core.sampling import PositionRandom, SamplerParams
+from specgguf.core.token_probs import ProbsRequest
 from specgguf.core.tree import CHAIN, NODES_MAX, TreeShape
 from specgguf.drafters.mtp import HeadState
 from specgguf.drafters.registry import SPEC_TYPES, BuildContext, needs_draft_model
@@ -609,6 +610,7 @@ class Session:
         slot: Slot | None = None,
         constraint: Constraint | None = None,
         namespace: Hashable | None = None,
+        probs: ProbsRequest | None = None,
     ) -> SpeculativeDecoder:
         """A decoder for one sequence over `slot` (default: the session's own contexts), with
         `spec` replacing the session's speculative options for this one generation. With
@@ -618,12 +620,14 @@ class Session:
         separate n-gram state (bench: one per configuration) passes a copy of the slot with
         its own dict. `namespace` chooses the corpus of earlier outputs `suffix` reads (a
         server's API key). `constraint` (a grammar's fresh state, specgguf.binding.grammar) masks
-        every row the target's tokens are drawn from."""
+        every row the target's tokens are drawn from. `probs`: each emitted token's probabilities
+        to report (specgguf.core.token_probs; None: none)."""
         spec = spec if spec is not None else self.spec
         slot = slot if slot is not None else self.slots[0]
         random = PositionRandom(seed)
         config = GenerationConfig(
-            n_predict=n_predict, n_max=spec.n_max, sampler=sampler, ignore_eos=ignore_eos
+            n_predict=n_predict, n_max=spec.n_max, sampler=sampler, ignore_eos=ignore_eos,
+            probs=probs,
         )
         return SpeculativeDecoder(
             slot.target,

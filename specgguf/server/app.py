@@ -16,7 +16,7 @@ import asyncio
 import contextvars
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -33,14 +33,15 @@ from specgguf.chat.reasoning import CONTENT, REASONING, prompt_opens_thinking
 from specgguf.chat.render import RenderOptions
 from specgguf.chat.tools import CallDelta
 from specgguf.core.sampling import INFILL_MAX_CANDIDATES, SamplerParams
+from specgguf.core.token_probs import TokenProbs
 from specgguf.errors import SpecggufError
 from specgguf.generator import Generator, GenParams
 from specgguf.io import json_input
 from specgguf.server import embeddings as emb
 from specgguf.server import protocol as p
-from specgguf.server.protocol import ApiError
+from specgguf.server.protocol import ApiError, choice_seed
 from specgguf.server.scheduler import Event, Job, Scheduler
-from specgguf.server.wire import FORMATS, Answer, tools_finish
+from specgguf.server.wire import FORMATS, Answer, merged_choices, tools_finish
 
 #: requests parsed and prepared at once, off the event loop (more wait their turn, each held by
 #: its connection, which --max-connections bounds): two keep one huge schema from delaying
@@ -312,7 +313,9 @@ class App:
         except SpecggufError as e:
             raise ApiError(400, str(e), "invalid_grammar") from None
 
-    async def start(self, req: p.Request) -> Job:
+    async def start(self, req: p.Request) -> list[Job]:
+        """The request's jobs, submitted: one per choice (OpenAI's `n`), the prompt read once;
+        choice i runs with the seed + i (each draws its own random seed where none is set)."""
         tokens = await self.sched.call(lambda: self.prompt_tokens(req))
         if req.params.grammar is not None:
             await self.sched.call(lambda: self.check_grammar(req.params.grammar))
@@ -324,7 +327,10 @@ class App:
         ns = _namespace()
         if ns is not None:
             params = replace(params, namespace=ns)
-        return self.sched.submit(tokens, params)
+        return [
+            self.sched.submit(tokens, replace(params, seed=choice_seed(params.seed, i)))
+            for i in range(req.n)
+        ]
 
     async def events(self, job: Job, request: HttpRequest | None = None) -> AsyncIterator[Event]:
         """The job's events up to "done" or "error". When `request` is given (a non-streamed
@@ -365,46 +371,62 @@ class App:
 
     async def chat(self, request: HttpRequest):
         req = await self.body(request, self.parse_chat)
-        job = await self.start(req)
-        return await self.answer(req, job, request)
+        jobs = await self.start(req)
+        return await self.answer(req, jobs, request)
 
     async def completions(self, request: HttpRequest):
         req = await self.body(request, lambda b: p.parse_completion(b, native=False))
-        job = await self.start(req)
-        return await self.answer(req, job, request)
+        jobs = await self.start(req)
+        return await self.answer(req, jobs, request)
 
     async def native(self, request: HttpRequest):
         req = await self.body(request, lambda b: p.parse_completion(b, native=True))
-        job = await self.start(req)
-        return await self.answer(req, job, request)
+        jobs = await self.start(req)
+        return await self.answer(req, jobs, request)
 
     async def infill(self, request: HttpRequest):
         req = await self.body(request, p.parse_infill)
-        job = await self.start(req)
-        return await self.answer(req, job, request)
+        jobs = await self.start(req)
+        return await self.answer(req, jobs, request)
 
-    async def answer(self, req: p.Request, job: Job, request: HttpRequest):
+    async def answer(self, req: p.Request, jobs: list[Job], request: HttpRequest):
         if req.stream:
             return StreamingResponse(
-                self.sse(req, job),
+                self.sse_choices(req, jobs),
                 media_type="text/event-stream",
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
             )
-        parts: list[str] = []
-        tokens: list[int] = []
-        async for ev in self.events(job, request):
-            if ev.kind == "error":
-                assert ev.error is not None
-                raise ev.error
-            if ev.kind == "chunk" and ev.chunk is not None:
-                parts.append(ev.chunk.text)
-                tokens.extend(ev.tokens)
-        if job.generation is None:  # the client went away before the answer
-            return PlainTextResponse("", status_code=499)
-        return JSONResponse(self.final_object(req, job, "".join(parts), tokens))
+        finals = []
+        try:
+            for i, job in enumerate(jobs):
+                parts: list[str] = []
+                tokens: list[int] = []
+                probs: list[TokenProbs] = []
+                async for ev in self.events(job, request):
+                    if ev.kind == "error":
+                        assert ev.error is not None
+                        raise ev.error
+                    if ev.kind == "chunk" and ev.chunk is not None:
+                        parts.append(ev.chunk.text)
+                        tokens.extend(ev.tokens)
+                        probs.extend(ev.chunk.probs)
+                if job.generation is None:  # the client went away before the answer
+                    return PlainTextResponse("", status_code=499)
+                finals.append(self.final_object(req, job, "".join(parts), tokens, probs, i))
+        finally:
+            for job in jobs:  # a choice that failed or lost its client ends the others
+                if not job.ended:
+                    self.sched.cancel(job, "disconnected")
+        if len(finals) == 1:
+            return JSONResponse(finals[0])
+        return JSONResponse(merged_choices(finals, self.usage_of(jobs)))
 
-    def final_object(self, req: p.Request, job: Job, text: str, tokens: list[int]) -> dict:
-        whole = FORMATS[req.kind].final(self.answer_of(req, job), text, tokens)
+    def final_object(
+        self, req: p.Request, job: Job, text: str, tokens: list[int],
+        probs: list[TokenProbs] | None = None, index: int = 0,
+    ) -> dict:  # fmt: skip
+        a = self.answer_of(req, job, probs or (), index)
+        whole = FORMATS[req.kind].final(a, text, tokens)
         if req.response_fields is not None:
             return p.select_fields(req.response_fields, whole)
         return whole
@@ -420,7 +442,9 @@ class App:
         """The server's rendering options with the request's kwargs and effort on top."""
         return self.gen.render_options.merged(req.template_kwargs, req.reasoning_effort)
 
-    def answer_of(self, req: p.Request, job: Job) -> Answer:
+    def answer_of(
+        self, req: p.Request, job: Job, probs: Sequence[TokenProbs] = (), index: int = 0
+    ) -> Answer:
         """What the wire formats read of this request's answer (figures computed on demand)."""
         return Answer(
             req=req,
@@ -431,7 +455,18 @@ class App:
             stop_reason=lambda: job.generation.stop_reason if job.generation else "",
             ident=p.new_id(req.kind),
             created=p.now(),
+            piece=self.gen.format_piece if job.params.format_tokens else self.gen.piece,
+            probs=probs,
+            index=index,
         )
+
+    def usage_of(self, jobs: list[Job]) -> dict[str, Any]:
+        """OpenAI's usage of several choices: the prompt once (its cached part as the first
+        choice found it), the completions' tokens summed."""
+        first = jobs[0]
+        assert first.generation is not None
+        predicted = sum(j.generation.stats.predicted_n for j in jobs if j.generation is not None)
+        return p.usage(len(first.tokens), predicted, first.cache_n)
 
     def native_tail(self, req: p.Request, job: Job) -> dict[str, Any]:
         g = job.generation
@@ -487,13 +522,35 @@ class App:
             else "greedy",
         }
 
-    async def sse(self, req: p.Request, job: Job) -> AsyncIterator[bytes]:
+    async def sse_choices(self, req: p.Request, jobs: list[Job]) -> AsyncIterator[bytes]:
+        """The choices' streams one after the other (each chunk names its choice's index),
+        one terminator at the end; the usage (where sent) is the last choice's closing's,
+        summed over all. A client that goes away ends every choice."""
+        try:
+            for i, job in enumerate(jobs):
+                last = i == len(jobs) - 1
+                usage = (lambda: self.usage_of(jobs)) if last and len(jobs) > 1 else None
+                async for data in self.sse(req, job, index=i, last=last, usage=usage):
+                    yield data
+        finally:
+            for job in jobs:
+                if not job.ended:
+                    self.sched.cancel(job, "disconnected")
+
+    async def sse(
+        self, req: p.Request, job: Job, *, index: int = 0, last: bool = True,
+        usage: Callable[[], dict[str, Any]] | None = None,
+    ) -> AsyncIterator[bytes]:  # fmt: skip
         """Server-sent events in the request's wire format (specgguf.server.wire): OpenAI
         chunks ending in `data: [DONE]`, or llama-server's /completion chunks (no [DONE]);
         each content chunk carries a `specgguf` field with the text's origin (accepted draft
-        or target) and the round's figures."""
+        or target) and the round's figures, and the probabilities of the tokens it releases
+        where the request asked for them. `index`: the choice it is (OpenAI's `n`); only the
+        `last` choice ends the stream, and sends the usage (`usage`: of all choices)."""
         fmt = FORMATS[req.kind]
-        a = self.answer_of(req, job)
+        a = self.answer_of(req, job, index=index)
+        if usage is not None:
+            a.usage = usage
 
         def data(obj: dict) -> bytes:
             return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
@@ -510,16 +567,22 @@ class App:
         def call_chunks(events: list[str | CallDelta]) -> list[bytes]:
             return [data(obj) for obj in fmt.calls(a, events)]
 
-        def answer_chunks(pieces: list[tuple[str, str]], tokens, extra) -> list[bytes]:
-            out: list[bytes] = []
+        def answer_chunks(
+            pieces: list[tuple[str, str]], tokens, extra, probs: Sequence[TokenProbs] = ()
+        ) -> list[bytes]:
+            objs: list[dict] = []
             for kind, text in pieces:
                 if kind == REASONING:
-                    out += [data(obj) for obj in fmt.reasoning(a, text)]
+                    objs += fmt.reasoning(a, text)
                 elif calls is not None:
-                    out += call_chunks(calls.feed(text))
+                    objs += fmt.calls(a, calls.feed(text))
                 else:
-                    out.append(data(fmt.content(a, text, tokens, job.slot, extra)))
-            return out
+                    objs.append(fmt.content(a, text, tokens, job.slot, extra))
+            if probs:  # with the round's first chunk (an empty one if its text is held)
+                if not objs:
+                    objs.append(fmt.content(a, "", tokens, job.slot, extra))
+                fmt.attach_probs(a, objs[0], probs)
+            return [data(obj) for obj in objs]
 
         async for ev in self.events(job):
             if ev.kind == "error":
@@ -535,7 +598,7 @@ class App:
                 }
                 text = ev.chunk.text
                 pieces = split.feed(text) if split is not None else [(CONTENT, text)]
-                for chunk in answer_chunks(pieces, ev.tokens, extra):
+                for chunk in answer_chunks(pieces, ev.tokens, extra, ev.chunk.probs):
                     yield chunk
                 continue
             # done
@@ -551,8 +614,9 @@ class App:
                 finish = tools_finish(calls, finish)
             extra = {"stop_reason": g.stop_reason, "auto": self.auto_state(job)}
             for obj in fmt.closing(a, finish, extra):
-                yield data(obj)
-        if fmt.terminator:
+                if last or obj.get("choices") != []:  # a usage-only chunk ends the stream
+                    yield data(obj)
+        if fmt.terminator and last:
             yield fmt.terminator
 
     def auto_state(self, job: Job) -> dict[str, Any] | None:

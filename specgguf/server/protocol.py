@@ -5,7 +5,7 @@ pure-Python converter, a GBNF grammar is parsed later, on the worker thread): a 
 (already parsed JSON) goes in, a validated `Request` or an `ApiError` comes out; results go
 in, the JSON objects a client expects come out. Unknown fields are ignored, as
 OpenAI-compatible servers do (clients send `user`, `logprobs: false`, ...), but a feature that
-would change the answer and that specgguf does not implement (n > 1, logprobs) is
+would change the answer and that specgguf does not implement (best_of, echo) is
 refused with 400 rather than silently ignored. Constrained output (`grammar`, `json_schema`,
 `response_format`, a required tool call) becomes the request's OutputGrammar; `tools` are for
 the chat endpoints.
@@ -24,12 +24,14 @@ from specgguf.chat.dialects.base import Splitter
 from specgguf.chat.reasoning import REASONING_FORMATS
 from specgguf.chat.render import REASONING_EFFORTS
 from specgguf.core.sampling import SamplerParams
+from specgguf.core.token_probs import ProbsRequest
 from specgguf.drafters.draft_lengths import DRAFT_SAMPLING_MODES, N_MAX_LIMIT, in_range
 from specgguf.errors import SpecggufError
 from specgguf.generator import GenParams, OutputGrammar
 from specgguf.io import sampler_table
 from specgguf.io.fim import DEFAULT_FILENAME, ExtraChunk
 from specgguf.io.sampling_fields import FIELDS, is_int, is_number
+from specgguf.io.token_probs_json import N_PROBS_MAX
 from specgguf.spec_plan import SpecOverrides
 
 MAX_STOP = 16  # stop strings per request
@@ -37,6 +39,8 @@ MAX_STOP_LEN = 256
 MAX_EXTRA_CHUNKS = 1024  # input_extra's chunks per request (the body's size bounds their text)
 MAX_RESPONSE_FIELDS = 64
 MAX_INDENT = 1024  # n_indent, in columns
+#: the most choices (`n`) one OpenAI request may ask for
+N_CHOICES_MAX = 16
 
 
 class ApiError(Exception):
@@ -173,6 +177,8 @@ class Request:
     infill: InfillInput | None = None
     #: llama-server's `response_fields`: the answer keeps only these paths ("a/b": b in a)
     response_fields: tuple[str, ...] | None = None
+    #: OpenAI's `n`: choices, each its own generation (choice i with the seed + i)
+    n: int = 1
 
     def params_for(self, base: SamplerParams) -> GenParams:
         """The generation parameters, with the sampler fields given over the server's."""
@@ -260,11 +266,7 @@ def _without_infill(v: Any) -> tuple[Any, bool]:
 #: shifted context for `n_keep`), so it is refused. One row per field: implementing a feature
 #: removes its row.
 UNSUPPORTED: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
-    ("n", lambda v: v == 1, "only n = 1 is supported"),
     ("best_of", lambda v: v == 1, "only best_of = 1 is supported"),
-    ("logprobs", lambda v: v in (False, 0), "logprobs are not supported"),
-    ("top_logprobs", lambda v: v == 0, "top_logprobs are not supported"),
-    ("n_probs", lambda v: v == 0, "n_probs is not supported"),
     ("grammar_file", lambda v: not v, "grammar_file is not supported"),
     ("echo", lambda v: v is False, "echo is not supported"),
     ("lora", lambda v: v == [], "lora adapters are not supported"),
@@ -284,7 +286,60 @@ def _refuse_unsupported(body: dict) -> None:
             raise bad(message, "unsupported")
 
 
-def _params(body: dict, *, n_predict_keys: tuple[str, ...]) -> tuple[GenParams, SamplerPatch]:
+def _count(body: dict, key: str, low: int, high: int) -> int | None:
+    return _get(body, key, lambda v: is_int(v) and low <= v <= high,
+                f"an integer in {low}..{high}")  # fmt: skip
+
+
+def _probs(body: dict, kind: str) -> ProbsRequest | None:
+    """What the request asks to be told of each token (None: nothing). Chat: OpenAI's
+    `logprobs` (true/false) and `top_logprobs`; completions: OpenAI's `logprobs` (how many
+    alternatives, 0 included); every endpoint: llama-server's `n_probs`, and on /completion
+    and /infill `post_sampling_probs` (its shape has a key for probabilities, OpenAI's has
+    not). A field of another endpoint's dialect is refused, not ignored."""
+    n_probs = _count(body, "n_probs", 0, N_PROBS_MAX) or 0
+    post = _bool(body, "post_sampling_probs", False)
+    openai = kind in ("chat", "completion")
+    if post and openai:
+        raise bad("'post_sampling_probs' is for /completion and /infill (OpenAI's logprobs "
+                  "are before the sampler chain)", "unsupported")  # fmt: skip
+    logprobs = body.get("logprobs")
+    top = _count(body, "top_logprobs", 0, N_PROBS_MAX)
+    if kind == "chat":
+        asked = _bool(body, "logprobs", False)
+        if top is not None and not asked:
+            raise bad("'top_logprobs' needs 'logprobs': true")
+        if asked or n_probs:
+            return ProbsRequest(max(top or 0, n_probs))
+        return None
+    if top is not None:
+        raise bad("'top_logprobs' is for /v1/chat/completions ('logprobs' here: how many)")
+    if kind == "completion":
+        if logprobs is not None and logprobs is not False:
+            n = _count(body, "logprobs", 0, N_PROBS_MAX)
+            return ProbsRequest(max(n or 0, n_probs))
+        return ProbsRequest(n_probs) if n_probs else None
+    if logprobs is not None and logprobs is not False and logprobs != 0:
+        raise bad("'logprobs' is for the OpenAI endpoints: /completion reports 'n_probs'")
+    return ProbsRequest(n_probs, post_sampling=post) if n_probs else None
+
+
+def _choices(body: dict, kind: str) -> int:
+    """OpenAI's `n` (llama-server's alias `n_cmpl`): how many choices."""
+    keys = [k for k in ("n", "n_cmpl") if body.get(k) is not None]
+    if not keys:
+        return 1
+    n = _count(body, keys[0], 1, N_CHOICES_MAX)
+    assert n is not None
+    if n > 1 and kind not in ("chat", "completion"):
+        raise bad(f"'{keys[0]}' > 1 is for /v1/chat/completions and /v1/completions",
+                  "unsupported")  # fmt: skip
+    return n
+
+
+def _params(
+    body: dict, *, n_predict_keys: tuple[str, ...], kind: str
+) -> tuple[GenParams, SamplerPatch]:
     """Sampling, length, seed, stop and speculative fields shared by every endpoint."""
     _refuse_unsupported(body)
     n_predict = None
@@ -309,6 +364,7 @@ def _params(body: dict, *, n_predict_keys: tuple[str, ...]) -> tuple[GenParams, 
         n_indent=_get(body, "n_indent", lambda v: is_int(v) and 0 <= v <= MAX_INDENT,
                       f"an integer in 0..{MAX_INDENT}", 0),
         t_max_predict_ms=_milliseconds(body, "t_max_predict_ms"),
+        probs=_probs(body, kind),
     )
     # llama-server reads t_max_prompt_ms and does not enforce it; neither does specgguf
     # (docs/server.md says so), but a bad value is refused
@@ -418,12 +474,15 @@ def parse_chat(
         raise bad(str(e)) from None
     stream, include_usage = _stream(body)
     params, sampler = _params(
-        body, n_predict_keys=("max_completion_tokens", "max_tokens", "n_predict")
+        body, n_predict_keys=("max_completion_tokens", "max_tokens", "n_predict"), kind="chat"
     )
     params = _thinking_budget(body, params, *budget)
     family = dialect = dialect or FALLBACK
     if family.split is not None:  # its splitter reads the control tokens of every answer
         params = replace(params, format_tokens=True)
+    if params.probs is not None and stream and body.get("tools"):
+        raise bad("'logprobs' with 'tools' cannot be streamed (the text is parsed for calls)",
+                  "unsupported")  # fmt: skip
     tools, params, dialect = _tools(body, params, dialect)
     kwargs = _get(body, "chat_template_kwargs", lambda v: isinstance(v, dict), "an object", {})
     if len(kwargs) > MAX_TEMPLATE_KWARGS:
@@ -442,7 +501,7 @@ def parse_chat(
         "chat", stream, params, sampler, messages=messages, include_usage=include_usage,
         tools=tools, dialect=dialect if tools else None, template_kwargs=kwargs,
         reasoning_effort=effort, reasoning_format=reasoning, family=family,
-        forced=_forced(body, tools, params),
+        forced=_forced(body, tools, params), n=_choices(body, "chat"),
     )  # fmt: skip
 
 
@@ -559,7 +618,8 @@ def parse_completion(body: Any, *, native: bool) -> Request:
         raise bad("'prompt' must be a string or a list of token ids")
     stream, include_usage = _stream(body)
     keys = ("n_predict", "max_tokens") if native else ("max_tokens", "n_predict")
-    params, sampler = _params(body, n_predict_keys=keys)
+    kind = "native" if native else "completion"
+    params, sampler = _params(body, n_predict_keys=keys, kind=kind)
     infill = None
     suffix = body.get("suffix") if not native else None
     if suffix is not None and suffix != "":  # OpenAI's fill-in-the-middle: prompt, hole, suffix
@@ -569,7 +629,7 @@ def parse_completion(body: Any, *, native: bool) -> Request:
             raise bad("'suffix' needs the prompt as a string (the text before the hole)")
         infill = InfillInput(prefix=text, suffix=suffix)
     return Request(
-        "native" if native else "completion",
+        kind,
         stream,
         params,
         sampler,
@@ -579,6 +639,7 @@ def parse_completion(body: Any, *, native: bool) -> Request:
         return_tokens=native and _bool(body, "return_tokens", False),
         infill=infill,
         response_fields=_response_fields(body) if native else None,
+        n=_choices(body, kind),
     )
 
 
@@ -639,7 +700,8 @@ def parse_infill(body: Any) -> Request:
         prompt=prompt,
     )
     stream, _ = _stream(body)
-    params, sampler = _params(body, n_predict_keys=("n_predict", "max_tokens"))
+    params, sampler = _params(body, n_predict_keys=("n_predict", "max_tokens"), kind="infill")
+    _choices(body, "infill")
     return Request(
         "infill",
         stream,
@@ -695,3 +757,13 @@ def usage(prompt_n_total: int, predicted_n: int, cache_n: int) -> dict[str, Any]
         "total_tokens": prompt_n_total + predicted_n,
         "prompt_tokens_details": {"cached_tokens": cache_n},
     }
+
+
+def choice_seed(seed: int | None, index: int) -> int | None:
+    """The seed of choice `index` of a request with several (OpenAI's `n`): the request's
+    seed + index, so that each choice is its own reproducible stream and choice 0 is what
+    the same request with n = 1 answers; a random seed (-1, or none) stays random, drawn
+    anew for each choice. (Wraps below 0xFFFFFFFF, llama.cpp's "random".)"""
+    if seed is None or seed < 0 or index == 0:
+        return seed
+    return (seed + index) % 0xFFFFFFFF

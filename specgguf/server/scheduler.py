@@ -400,7 +400,7 @@ class Scheduler:
             if tokens:
                 with self._lock:  # (several slot threads count at once)
                     self.metrics.generated += len(tokens)
-            if chunk.pieces or tokens:
+            if chunk.pieces or tokens or chunk.probs:
                 job.emit(Event("chunk", chunk, list(tokens), self._info(job, chunk)))
             if g.done:
                 self._finish(job)

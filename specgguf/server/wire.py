@@ -6,17 +6,21 @@ the same four parts: the whole answer (`final`), what a stream opens with (`open
 chunk of text (`content`), and how a stream ends (`closing`, then `terminator`). The handlers
 in app.py pick the format by the request's kind (FORMATS) and never compare kinds themselves.
 The figures every shape carries (timings, usage, the native tail) are the App's, passed in as
-an `Answer`.
+an `Answer`. Where the request asked for token probabilities, each shape carries them in its
+own dialect (`probs`: the whole answer's; `attach_probs`: a streamed chunk's), from
+specgguf.io.token_probs_json.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from specgguf.chat.dialects.base import CallStream, parse_answer
 from specgguf.chat.tools import CallDelta, ParsedAnswer
+from specgguf.core.token_probs import TokenProbs
+from specgguf.io import token_probs_json as tpj
 from specgguf.server import protocol as p
 
 
@@ -34,6 +38,17 @@ class Answer:
     stop_reason: Callable[[], str]  # the generation's, once it has ended
     ident: str = ""  # a stream's id and creation time, the same in every chunk
     created: int = 0
+    #: a token's bytes (token probabilities' texts)
+    piece: Callable[[int], bytes] = bytes
+    #: the whole answer's token probabilities (where asked: `req.params.probs`)
+    probs: Sequence[TokenProbs] = ()
+    index: int = 0  # the choice's index (OpenAI's `n`)
+    #: characters of text streamed so far (legacy logprobs' `text_offset`)
+    offset: list[int] = field(default_factory=lambda: [0])
+
+    @property
+    def asked_probs(self) -> bool:
+        return self.req.params.probs is not None
 
 
 class WireFormat:
@@ -61,6 +76,10 @@ class WireFormat:
     def closing(self, a: Answer, finish: str, extra: dict) -> list[dict[str, Any]]:
         raise NotImplementedError
 
+    def attach_probs(self, a: Answer, obj: dict[str, Any], probs: Sequence[TokenProbs]) -> None:
+        """A streamed chunk `obj` carries the probabilities of the tokens it releases."""
+        raise NotImplementedError
+
 
 class _OpenAI(WireFormat):
     """What chat completions and completions share: ids, `choices`, `usage`, `[DONE]`."""
@@ -73,13 +92,21 @@ class _OpenAI(WireFormat):
         raise NotImplementedError
 
     def chunk(self, a: Answer, delta_or_text: Any, finish: str | None) -> dict[str, Any]:
+        choice = self.choice(delta_or_text, finish)
+        choice["index"] = a.index
         return {
             "id": a.ident,
             "object": self.chunk_name,
             "created": a.created,
             "model": a.model,
-            "choices": [self.choice(delta_or_text, finish)],
+            "choices": [choice],
         }
+
+    def logprobs(self, a: Answer, probs: Sequence[TokenProbs]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def attach_probs(self, a: Answer, obj: dict[str, Any], probs: Sequence[TokenProbs]) -> None:
+        obj["choices"][0]["logprobs"] = self.logprobs(a, probs)
 
     def text_delta(self, text: str) -> Any:
         raise NotImplementedError
@@ -152,7 +179,13 @@ class Chat(_OpenAI):
                 finish = tools_finish(parsed, finish)
         if reasoning:
             message["reasoning_content"] = reasoning
-        return self.whole(a, {"index": 0, "message": message, "finish_reason": finish})
+        choice = {"index": 0, "message": message, "finish_reason": finish}
+        if a.asked_probs:
+            choice["logprobs"] = self.logprobs(a, a.probs)
+        return self.whole(a, choice)
+
+    def logprobs(self, a: Answer, probs: Sequence[TokenProbs]) -> dict[str, Any]:
+        return tpj.chat_logprobs(probs, a.piece)
 
     def opening(self, a: Answer) -> list[dict[str, Any]]:
         return [self.chunk(a, {"role": "assistant", "content": ""}, None)]
@@ -195,7 +228,15 @@ class Completion(_OpenAI):
 
     def final(self, a: Answer, text: str, tokens: list[int]) -> dict[str, Any]:
         choice = self.choice(text, p.finish_reason(a.stop_reason()))
+        if a.asked_probs:
+            choice["logprobs"] = tpj.legacy_logprobs(a.probs, a.piece)
         return self.whole(a, choice)
+
+    def logprobs(self, a: Answer, probs: Sequence[TokenProbs]) -> dict[str, Any]:
+        """A streamed chunk's: `text_offset` continues from the chunks before."""
+        out = tpj.legacy_logprobs(probs, a.piece, a.offset[0])
+        a.offset[0] += tpj.text_length(probs, a.piece)
+        return out
 
 
 class Native(WireFormat):
@@ -203,12 +244,23 @@ class Native(WireFormat):
     (stop type, settings, timings); streamed chunks with `stop: false`, no [DONE]."""
 
     def final(self, a: Answer, text: str, tokens: list[int]) -> dict[str, Any]:
-        return {
+        out = {
             "index": 0,
             "content": text,
             "tokens": tokens if a.req.return_tokens else [],
             **a.native_tail(),
         }
+        if a.asked_probs:
+            out["completion_probabilities"] = self.probabilities(a, a.probs)
+        return out
+
+    def probabilities(self, a: Answer, probs: Sequence[TokenProbs]) -> list[dict[str, Any]]:
+        asked = a.req.params.probs
+        post = asked is not None and asked.post_sampling
+        return tpj.completion_probabilities(probs, a.piece, post_sampling=post)
+
+    def attach_probs(self, a: Answer, obj: dict[str, Any], probs: Sequence[TokenProbs]) -> None:
+        obj["completion_probabilities"] = self.probabilities(a, probs)
 
     def content(self, a: Answer, text: str, tokens: list[int], slot: Any, extra: dict) -> dict:
         return {
@@ -229,3 +281,17 @@ class Native(WireFormat):
 FORMATS: dict[str, WireFormat] = {
     "chat": Chat(), "completion": Completion(), "native": Native(), "infill": Native(),
 }  # fmt: skip
+
+
+def merged_choices(finals: list[dict[str, Any]], usage: dict[str, Any]) -> dict[str, Any]:
+    """One OpenAI answer of several choices (`n`): the first answer's envelope, every
+    answer's choice with its index, and the usage of them all."""
+    out = dict(finals[0])
+    choices = []
+    for i, whole in enumerate(finals):
+        choice = dict(whole["choices"][0])
+        choice["index"] = i
+        choices.append(choice)
+    out["choices"] = choices
+    out["usage"] = usage
+    return out
