@@ -78,16 +78,20 @@ class OutputGrammar:
         *,
         parallel: bool = True,
         forced: Forced | None = None,
+        think: bool = True,
     ) -> OutputGrammar:
         """Tool calls in a family's forced form (`forced`; Hermes' <tool_call> tags when None)
-        whose JSON matches the tools' schemas: of any tool, or of `only`; one call, or with
-        `parallel` one or more."""
-        from specgguf.chat.dialects import FALLBACK
+        whose arguments match the tools' schemas: of any tool, or of `only`; one call, or with
+        `parallel` one or more; after the family's thinking where it thinks and `think`."""
+        from specgguf.chat.dialects import FORCED_FALLBACK
 
-        forced = forced or FALLBACK.forced
+        forced = forced or FORCED_FALLBACK.forced
         assert forced is not None
-        call = schema_to_gbnf(forced.schema(tools, only), "'tools'")
-        return cls(forced.grammar(call, parallel=parallel), "'tools'")
+        gbnf = forced.gbnf(
+            tools, only, parallel=parallel, think=think,
+            to_gbnf=lambda s: schema_to_gbnf(s, "'tools'"),
+        )  # fmt: skip
+        return cls(gbnf, "'tools'")
 
 
 @dataclass(frozen=True)
@@ -492,7 +496,11 @@ class Generator:
         from specgguf.chat.template import conversation
 
         msgs = conversation(self.system_prompt, messages)
-        return render_conversation(self.template(), msgs, tools, options or self.render_options)
+        dialect = self.dialect()
+        return render_conversation(
+            self.template(), msgs, tools, options or self.render_options,
+            describe=dialect.describe, variables=dialect.variables(tools or []),
+        )  # fmt: skip
 
     def dialect(self):
         """The tool-call dialect of the template's family (specgguf.chat.dialects)."""

@@ -250,7 +250,7 @@ class App:
             elif req.kind == "chat":
                 assert req.messages is not None
                 prompt = gen.chat_prompt(req.messages, req.tools, self.render_options(req))
-                req.thinking_opened = prompt_opens_thinking(prompt)
+                req.thinking_opened = prompt_opens_thinking(prompt, req.thinking[0])
                 tokens = gen.encode(prompt)
             elif req.prompt is not None:
                 tokens = gen.encode(req.prompt)
@@ -396,7 +396,9 @@ class App:
     def parse_chat(self, body: Any) -> p.Request:
         """A chat request, its calls read in the template's dialect, its reasoning split in
         the server's --reasoning-format unless it asks for another."""
-        return p.parse_chat(body, self.gen.dialect(), self.cfg.reasoning_format)
+        return p.parse_chat(
+            body, self.gen.dialect(), self.cfg.reasoning_format, self.gen.render_options
+        )
 
     def render_options(self, req: p.Request) -> RenderOptions:
         """The server's rendering options with the request's kwargs and effort on top."""
@@ -481,10 +483,18 @@ class App:
             yield data(obj)
         # with tools, the text goes through the call parser: content as it comes, a call's
         # id and name once its head is read, then its arguments as they are decoded
-        calls = req.dialect.parser(req.tools) if req.tools and req.dialect else None
+        calls = (
+            req.dialect.parser(req.tools, parallel=req.parallel_calls)
+            if req.tools and req.dialect
+            else None
+        )
 
         # and a thinking model's reasoning apart: reasoning_content deltas, never content
-        split = ReasoningSplit(opened=req.thinking_opened) if req.splits_reasoning() else None
+        split = (
+            ReasoningSplit(opened=req.thinking_opened, markers=req.thinking)
+            if req.splits_reasoning()
+            else None
+        )
 
         def call_chunks(events: list[str | CallDelta]) -> list[bytes]:
             return [data(obj) for obj in fmt.calls(a, events)]

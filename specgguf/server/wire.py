@@ -137,10 +137,14 @@ class Chat(_OpenAI):
         finish = p.finish_reason(a.stop_reason())
         reasoning = ""
         if a.req.splits_reasoning():
-            reasoning, text = split_reasoning(text, opened=a.req.thinking_opened)
+            reasoning, text = split_reasoning(
+                text, opened=a.req.thinking_opened, markers=a.req.thinking
+            )
         message: dict[str, Any] = {"role": "assistant", "content": text}
         if a.req.tools and a.req.dialect is not None:
-            parsed = parse_answer(text, a.req.tools, a.req.dialect)
+            parsed = parse_answer(
+                text, a.req.tools, a.req.dialect, parallel=a.req.parallel_calls
+            )
             if parsed.calls:
                 message = {
                     "role": "assistant",
