@@ -120,6 +120,11 @@ CASES = [
     ("devstral", "[TOOL_CALLS]special_function[ARGS]{arg1: 1}",
      "[TOOL_CALLS]special_function[ARGS]{arg1: 1}", []),
     ("functionary-v3.1", '<function=special_function>{"arg1": 1}</function>', "", ONE),
+    ("functionary-v3.1", 'Sure.<function=special_function>{"arg1": 1}</function>\n'
+     '<function=special_function_with_opt>{"arg1": 1, "arg2": 2}</function>', "Sure.", TWO),
+    ("hermes", '<tool_call>\n{"name": "special_function", "arguments": {"arg1": 1}}\n'
+     '{"name": "special_function_with_opt", "arguments": {"arg1": 1, "arg2": 2}}\n</tool_call>',
+     "", TWO),
     # Gemma 4: its own notation, strings between <|"|>
     ("gemma4", '<|tool_call>call:special_function{arg1:1}<tool_call|>', "", ONE),
     ("gemma4", 'Hello, world!\nWhat\'s up?<|tool_call>call:python{code:<|"|>print("a, b: {c}")'
@@ -145,11 +150,17 @@ CASES = [
     ("firefunction-v2", ' functools[{"name": "special_function", "arguments": {"arg1": 1}}]',
      "", ONE),
     ("firefunction-v2", "Hello, world!\nWhat's up?", "Hello, world!\nWhat's up?", []),
+    ("firefunction-v2", ' functools[{"name": "special_function", "arguments": {"arg1": 1}}, '
+     '{"name": "special_function_with_opt", "arguments": {"arg1": 1, "arg2": 2}}]', "", TWO),
     # Command R7B (its thinking is split off before the call parser)
     ("command-r7b", "<|START_RESPONSE|>Hello, world!\nWhat's up?<|END_RESPONSE|>",
      "Hello, world!\nWhat's up?", []),
     ("command-r7b", '<|START_ACTION|>[\n    {"tool_call_id": "0", "tool_name": "special_function", '
      '"parameters": {"arg1": 1}}\n]<|END_ACTION|>', "", ONE),
+    ("command-r7b", '<|START_ACTION|>[\n    {"tool_call_id": "0", "tool_name": "special_function", '
+     '"parameters": {"arg1": 1}},\n    {"tool_call_id": "1", "tool_name": '
+     '"special_function_with_opt", "parameters": {"arg1": 1, "arg2": 2}}\n]<|END_ACTION|>',
+     "", TWO),
     # the generic fallback: its JSON shapes, and Hermes' for a model that writes those
     ("generic", '{"tool_calls": [{"name": "special_function", "arguments": {"arg1": 1}}, '
      '{"name": "special_function_with_opt", "arguments": {"arg1": 1, "arg2": 2}}]}', "", TWO),
@@ -174,8 +185,7 @@ SINGLE = [
      '<tool_call|>', "<|tool_call>call:python{}<tool_call|>", ONE),
     ("functionary-v3.2", 'special_function\n{"arg1": 1}>>>python\n{}', ">>>python\n{}", ONE),
     ("generic", '{"tool_calls": [{"name": "special_function", "arguments": {"arg1": 1}}, '
-     '{"name": "python", "arguments": {}}]}', '{"tool_calls": [{"name": "special_function", '
-     '"arguments": {"arg1": 1}}, {"name": "python", "arguments": {}}]}', []),
+     '{"name": "python", "arguments": {}}]}', ', {"name": "python", "arguments": {}}]}', ONE),
 ]  # fmt: skip
 
 
@@ -307,3 +317,14 @@ def test_the_docs_table_has_one_row_per_dialect_in_order():
     doc = (Path(__file__).parent.parent / "docs" / "structured-output.md").read_text()
     rows = re.findall(r"^\| `([a-z0-9.-]+)` \| ", doc, re.M)
     assert rows == [d.name for d in DIALECTS]
+
+
+def test_generic_calls_stream_their_arguments_as_they_come():
+    text = ('{"tool_calls": [{"name": "special_function", "arguments": {"arg1": 1}}, '
+            '{"name": "special_function_with_opt", "arguments": {"arg1": 1, "arg2": 2}}]}')
+    s = by_name("generic").parser(TOOLS)
+    events = [e for i in range(len(text)) for e in s.feed(text[i])] + s.close()
+    args = [e for e in events if isinstance(e, CallDelta) and e.id is None]
+    assert len(args) > 4  # fragments, not each call's arguments in one piece
+    assert [(c.name, json.loads(c.arguments)) for c in s.calls] == TWO
+    assert not [e for e in events if isinstance(e, str) and e.strip()]

@@ -19,6 +19,7 @@ from __future__ import annotations
 from specgguf.chat.markers import partial_marker
 
 OPEN, CLOSE = "<think>", "</think>"
+THINK = (OPEN, CLOSE)  # most families' markers
 REASONING_FORMATS = ("none", "deepseek", "auto")
 REASONING, CONTENT = "reasoning", "content"
 
@@ -29,7 +30,7 @@ _START, _THINK, _ANSWER = range(3)
 class ReasoningSplit:
     """Feed the generated text; get (REASONING or CONTENT, text) pieces in order."""
 
-    def __init__(self, *, opened: bool = False, markers: tuple[str, str] = (OPEN, CLOSE)) -> None:
+    def __init__(self, *, opened: bool = False, markers: tuple[str, str] = THINK) -> None:
         """`opened`: the prompt ended inside an opened <think>; `markers`: the family's."""
         self._open, self._close = markers
         self._state = _THINK if opened else _START
@@ -109,7 +110,7 @@ def prompt_opens_thinking(prompt: str, open_: str = OPEN) -> bool:
 
 
 def split_reasoning(
-    text: str, *, opened: bool = False, markers: tuple[str, str] = (OPEN, CLOSE)
+    text: str, *, opened: bool = False, markers: tuple[str, str] = THINK
 ) -> tuple[str, str]:
     """A whole answer -> (reasoning, content)."""
     s = ReasoningSplit(opened=opened, markers=markers)

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specgguf.chat.dialects import FALLBACK, FORCED_FALLBACK, Dialect
-from specgguf.chat.reasoning import REASONING_FORMATS
+from specgguf.chat.reasoning import REASONING_FORMATS, THINK
 from specgguf.chat.render import REASONING_EFFORTS, RenderOptions
 from specgguf.core.sampling import SamplerParams
 from specgguf.drafters.draft_lengths import DRAFT_SAMPLING_MODES, N_MAX_LIMIT, in_range
@@ -136,7 +136,7 @@ class Request:
     #: a forced call writes one and the parser reads one)
     parallel_calls: bool = True
     #: the markers of the model's thinking (its family's: specgguf.chat.dialects)
-    thinking: tuple[str, str] = ("<think>", "</think>")
+    thinking: tuple[str, str] = THINK
     #: the request's `chat_template_kwargs` and `reasoning_effort` (over the server's)
     template_kwargs: dict[str, Any] = field(default_factory=dict)
     reasoning_effort: str | None = None

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from specgguf.chat.markers import partial_marker
+from specgguf.chat.reasoning import THINK
 from specgguf.chat.tools import (
     CallDelta,
     ParsedAnswer,
@@ -41,7 +42,6 @@ from specgguf.io import json_input
 Tools = Sequence[Mapping[str, Any]]
 #: a JSON schema -> the GBNF of its values (root rule `root`): the caller's converter
 ToGbnf = Callable[[Any], str]
-THINK = ("<think>", "</think>")
 
 
 class CallStream(Protocol):

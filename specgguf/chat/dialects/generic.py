@@ -7,10 +7,11 @@ llama-server's generic format has it,
 
 The tools and these shapes are described to the model in a system message (when its template
 does not render `tools` itself), and a forced call is held to the first shape (the second
-without parallel_tool_calls). An answer that opens with "{" is held until it ends and read
-whole; any other answer (or an object of none of these shapes) is read as Hermes'
-<tool_call> JSON is, since a model that knows no tool format of its own most often writes
-that, or a bare {"name": ..., "arguments": ...}.
+without parallel_tool_calls). The calls stream as they come (arguments in fragments); another
+answer that opens with "{" is held until it ends and read whole; any other answer (or an
+object of none of these shapes) is read as Hermes' <tool_call> JSON is, since a model that
+knows no tool format of its own most often writes that, or a bare {"name": ..., "arguments":
+...}.
 
 Pure: no model, no llama_cpp."""
 
@@ -31,7 +32,7 @@ from specgguf.chat.dialects.base import (
     calls_of,
     loads_or_none,
 )
-from specgguf.chat.tools import CallDelta, ToolCallStream
+from specgguf.chat.tools import CLOSE, OPEN, CallDelta, ToolCallStream, _Scan
 
 _ID = re.compile(r"[A-Za-z0-9_-]{4,64}")
 
@@ -65,50 +66,124 @@ def _own_id(item: dict[str, Any]) -> str | None:
     return ident if isinstance(ident, str) and _ID.fullmatch(ident) else None
 
 
+#: how a list of calls and a single call open, blanks apart
+_HEADS = {
+    "list": re.compile(r'\s*\{\s*"tool_calls"\s*:\s*\[\s*'),
+    "one": re.compile(r'\s*\{\s*"tool_call"\s*:\s*'),
+}
+_HEAD_TEXT = ('{"tool_calls":[', '{"tool_call":')
+_BLANKS = re.compile(r"\s+")
+
+
 class GenericCallStream(StreamBase):
-    """An answer that opens with "{" is held and read whole at the end; any other is passed to
-    Hermes' parser as it arrives (see the module's docstring)."""
+    """Reads an answer by how it opens: {"tool_calls": [ or {"tool_call": streams its calls
+    as they come (each call object goes to Hermes' parser, inside a <tool_call> tag, which
+    streams its arguments); any other "{" is held and read whole at the end; anything else is
+    passed to Hermes' parser as it arrives (see the module's docstring)."""
 
     def __init__(self, tools: Tools, new_id: Callable[[], str]) -> None:
         super().__init__(tools, new_id)
         self._held = ""
-        self._mode: str | None = None  # "json" (held) or "hermes" (passed on), once known
+        #: "calls" (streamed), "json" (held), "hermes" (passed on), once known
+        self._mode: str | None = None
         self._hermes: ToolCallStream | None = None
+        self._list = False  # the calls are a list ({"tool_calls": [...]})
+        self._scan: _Scan | None = None  # inside a call object: where it ends
+        self._between = ""  # the text after the last call object, not read yet
+        self._count = 0  # call objects seen
 
     def feed(self, text: str) -> list[str | CallDelta]:
         if self._mode == "hermes":
             return self._pass(text)
+        if self._mode == "calls":
+            return self._calls(text)
         self._held += text
+        if self._mode == "json":
+            return []
         head = self._held.lstrip()
         if not head:
             return []
-        if head.startswith("{"):
+        if not head.startswith("{"):
+            return self._to_hermes(self._held)
+        for kind, pattern in _HEADS.items():
+            m = pattern.match(self._held)
+            if m is not None and (kind == "list" or m.end() < len(self._held)):
+                self._mode, self._list = "calls", kind == "list"
+                rest, self._held = self._held[m.end() :], ""
+                return self._pass(OPEN) + self._calls(rest)
+        compact = _BLANKS.sub("", head)
+        if not any(h.startswith(compact) or compact.startswith(h) for h in _HEAD_TEXT):
             self._mode = "json"
-            return []
-        held, self._held = self._held, ""
-        self._mode = "hermes"
-        return self._pass(held)
+        return []
 
     def close(self) -> list[str | CallDelta]:
+        if self._mode == "calls":
+            out = [] if self._scan is not None else self._pass(CLOSE)
+            return out + self._end()
         if self._mode == "hermes":
-            assert self._hermes is not None
-            out = self._hermes.close()
-            self._sync()
-            return out
+            return self._end()
         text, self._held = self._held, ""
         got = read(text, self.tools)
-        if got is None or self.single and len(got[1]) > 1:
-            if got is None and self._mode == "json":  # a bare call, or no call: Hermes reads
-                out = self._pass(text)
-                assert self._hermes is not None
-                out += self._hermes.close()
-                self._sync()
-                return out
-            return [text] if text else []
+        if got is None:  # a bare call, or no call: Hermes reads it
+            return self._pass(text) + self._end()
+        if self.single and len(got[1]) > 1:
+            return [text]
         content, calls = got
         out: list[str | CallDelta] = [content] if content else []
         for name, args, ident in calls:
             self._release(out, name, args, ident)
+        return out
+
+    def _calls(self, text: str) -> list[str | CallDelta]:
+        """The text inside {"tool_calls": [...]} (or {"tool_call": ...}): each call object
+        passed on as it comes; between them a comma, at the end "]}" (or "}")."""
+        out: list[str | CallDelta] = []
+        i = 0
+        while i < len(text):
+            if self._scan is not None:
+                end = self._scan.run(text, i)
+                out += self._pass(text[i : len(text) if end is None else end])
+                if end is None:
+                    return out
+                self._scan, i = None, end
+                continue
+            self._between += text[i:]
+            i = len(text)
+            out += self._after_object()
+        return out
+
+    def _after_object(self) -> list[str | CallDelta]:
+        """Reads _between: the next call object, the end of the calls, or (anything else)
+        the rest of the answer as content."""
+        gap = self._between.lstrip()
+        first = self._count == 0
+        if first or self._list and gap.startswith(","):
+            nxt = gap if first else gap[1:].lstrip()
+            if not nxt:
+                return []
+            if nxt.startswith("{") and not (self.single and not first):
+                self._count += 1
+                self._scan, self._between = _Scan(), ""
+                return self._calls(nxt)
+        ending = "]}" if self._list else "}"
+        compact = _BLANKS.sub("", gap)
+        if not first and ending.startswith(compact):
+            return []  # the end may still come
+        rest = self._between
+        if not first and compact.startswith(ending):
+            k = gap.index(ending[-1]) + 1  # past the closing brace
+            rest = gap[k:]
+        self._between, self._mode = "", "hermes"
+        return self._pass(CLOSE) + (self._pass(rest) if rest else [])
+
+    def _to_hermes(self, text: str) -> list[str | CallDelta]:
+        self._held, self._mode = "", "hermes"
+        return self._pass(text)
+
+    def _end(self) -> list[str | CallDelta]:
+        assert self._hermes is not None
+        out = self._hermes.close()
+        self._sync()
         return out
 
     def _pass(self, text: str) -> list[str | CallDelta]:
