@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from specgguf.chat.dialects import by_name
+from specgguf.chat.dialects.command_r7b import RESPONSE
 from specgguf.chat.tools import gbnf_literal
 from tests.serve_helpers import FAST, serving, sse_events
 from tests.test_serve_tools import TOOLS, USER
@@ -71,12 +72,15 @@ def thinking_grammar(dialect: str) -> str:
     """An answer that thinks first in the family's markers, held to that shape by a grammar
     (the tiny model never would)."""
     open_, close = (gbnf_literal(m) for m in by_name(dialect).thinking)
-    return f"root ::= {open_} [a-z ]{{1,12}} {close} [a-z]{{1,8}}"
+    answer = "[a-z]{1,8}"
+    if dialect == "command-r7b":  # its reply between its markers, which are not content
+        answer = f'"{RESPONSE[0]}" {answer} "{RESPONSE[1]}"'
+    return f"root ::= {open_} [a-z ]{{1,12}} {close} {answer}"
 
 
 def test_reasoning_comes_apart_whole_and_streamed(family):
     server, dialect, _ = family
-    body = {"messages": USER, "grammar": thinking_grammar(dialect), "max_tokens": 80}
+    body = {"messages": USER, "grammar": thinking_grammar(dialect), "max_tokens": 120}
     message = server.post("/v1/chat/completions", body)["choices"][0]["message"]
     opening = by_name(dialect).thinking[0]
     assert message["reasoning_content"] and opening not in message["content"]

@@ -484,8 +484,8 @@ class App:
         # with tools, the text goes through the call parser: content as it comes, a call's
         # id and name once its head is read, then its arguments as they are decoded
         calls = (
-            req.dialect.parser(req.tools, parallel=req.parallel_calls)
-            if req.tools and req.dialect
+            req.dialect.parser(req.tools or [], parallel=req.parallel_calls)
+            if req.dialect is not None
             else None
         )
 

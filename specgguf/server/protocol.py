@@ -130,7 +130,9 @@ class Request:
     #: prompt, and the answer's <tool_call> blocks returned as tool_calls
     tools: list[dict] | None = None
     #: the dialect the answer's calls are read in (the server's, or the fallback's where a
-    #: forced call is written in it); None: not a chat request with tools
+    #: forced call is written in it); None: not a chat request with tools, or whose format
+    #: tokens are shown (a family whose thinking markers are control tokens: its parser keeps
+    #: its other markers out of the content)
     dialect: Dialect | None = None
     #: `parallel_tool_calls`: several calls in one answer (False: one at most, the grammar of
     #: a forced call writes one and the parser reads one)
@@ -427,7 +429,8 @@ def parse_chat(
         params = replace(params, format_tokens=True)
     return Request(
         "chat", stream, params, sampler, messages=messages, include_usage=include_usage,
-        tools=tools, dialect=dialect if tools else None, template_kwargs=kwargs,
+        tools=tools, dialect=dialect if tools or params.format_tokens else None,
+        template_kwargs=kwargs,
         reasoning_effort=effort, reasoning_format=reasoning, parallel_calls=parallel,
         thinking=thinking,
     )  # fmt: skip

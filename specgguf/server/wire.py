@@ -141,10 +141,11 @@ class Chat(_OpenAI):
                 text, opened=a.req.thinking_opened, markers=a.req.thinking
             )
         message: dict[str, Any] = {"role": "assistant", "content": text}
-        if a.req.tools and a.req.dialect is not None:
+        if a.req.dialect is not None:
             parsed = parse_answer(
-                text, a.req.tools, a.req.dialect, parallel=a.req.parallel_calls
+                text, a.req.tools or [], a.req.dialect, parallel=a.req.parallel_calls
             )
+            message["content"] = parsed.content  # the family's markers out, as streamed
             if parsed.calls:
                 message = {
                     "role": "assistant",
