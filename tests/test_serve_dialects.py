@@ -68,6 +68,29 @@ def test_a_forced_call_parses_and_the_next_turn_renders(family):
     assert "sunny" in prompt and "tomorrow" in prompt
 
 
+def test_forced_calls_stream_in_pieces_that_add_up_to_the_whole_answer(family):
+    server, dialect, ids = family
+    # one call: the tiny model, let write several, would go on to the end of max_tokens
+    body = {"messages": USER, "tools": TOOLS, "tool_choice": "required", "max_tokens": 120,
+            "parallel_tool_calls": False, "reasoning_effort": "none"}  # fmt: skip
+    whole = server.post("/v1/chat/completions", body)["choices"][0]
+    conn, resp = server.stream("/v1/chat/completions", {**body, "stream": True})
+    events = [e for e in sse_events(resp) if e != "[DONE]" and e["choices"]]
+    conn.close()
+    calls: dict[int, dict] = {}
+    for e in events:
+        for piece in e["choices"][0]["delta"].get("tool_calls") or []:
+            call = calls.setdefault(piece["index"], {"id": None, "name": None, "arguments": ""})
+            if "id" in piece:  # the first piece names the call
+                call["id"], call["name"] = piece["id"], piece["function"]["name"]
+            call["arguments"] += piece["function"]["arguments"]
+    assert whole["finish_reason"] == events[-1]["choices"][0]["finish_reason"] == "tool_calls"
+    got = [(c["name"], json.loads(c["arguments"])) for _, c in sorted(calls.items())]
+    want = [(c["function"]["name"], json.loads(c["function"]["arguments"]))
+            for c in whole["message"]["tool_calls"]]  # fmt: skip
+    assert got == want and all(re.fullmatch(ids, c["id"]) for c in calls.values())
+
+
 def thinking_grammar(dialect: str) -> str:
     """An answer that thinks first in the family's markers, held to that shape by a grammar
     (the tiny model never would)."""
