@@ -328,3 +328,16 @@ def test_generic_calls_stream_their_arguments_as_they_come():
     assert len(args) > 4  # fragments, not each call's arguments in one piece
     assert [(c.name, json.loads(c.arguments)) for c in s.calls] == TWO
     assert not [e for e in events if isinstance(e, str) and e.strip()]
+
+
+def test_gemma_forced_values_have_their_schemas_types(vocab):
+    from tests.test_json_ranges import engine_accepts
+
+    g = forced_grammar(by_name("gemma4"), parallel=False, think=False)
+    call = "<|tool_call>call:{}<tool_call|>"
+    assert engine_accepts(vocab, g, call.format("special_function{arg1:-12}"))
+    assert engine_accepts(vocab, g, call.format('python{code:<|"|>print(1)<|"|>}'))
+    assert not engine_accepts(vocab, g, call.format('special_function{arg1:<|"|>1<|"|>}'))
+    assert not engine_accepts(vocab, g, call.format("special_function{arg1:1.5}"))
+    assert not engine_accepts(vocab, g, call.format("python{code:1}"))
+    assert not engine_accepts(vocab, g, call.format("python{other:1}"))

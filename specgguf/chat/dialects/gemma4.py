@@ -110,16 +110,14 @@ def parse(block: str, tools: Tools) -> list[tuple[str, str, str | None]] | None:
 
 
 class GemmaForced(PerToolForced):
-    """Gemma's notation, its top-level keys the tool's parameters (the values are any of
-    Gemma's values: the schemas are not converted to it)."""
+    """Gemma's notation, each key one of its object's properties and each value of the type
+    its schema gives (a string's enum as its alternatives; a string, number, integer, boolean,
+    null, list of typed items, or object of typed properties); what a schema says beyond
+    that (required keys, lengths, bounds, patterns) is not held, nor the keys' order."""
 
     def args_gbnf(self, params: Mapping[str, Any], prefix: str, to_gbnf: ToGbnf) -> str:
         p = prefix
-        names = list((params.get("properties") or {}).keys())
-        key = " | ".join(gbnf_literal(n) for n in names) if names else "[^:}, \\t\\n]+"
-        return "\n".join([
-            f'{p}-root ::= "{{" {p}-ws ({p}-kv ("," {p}-ws {p}-kv)* {p}-ws)? "}}"',
-            f'{p}-kv ::= ({key}) ":" {p}-ws {p}-value',
+        rules = [
             f'{p}-obj ::= "{{" {p}-ws ({p}-okv ("," {p}-ws {p}-okv)* {p}-ws)? "}}"',
             f'{p}-okv ::= [^:}}, \\t\\n<]+ ":" {p}-ws {p}-value',
             f'{p}-list ::= "[" {p}-ws ({p}-value ("," {p}-ws {p}-value)* {p}-ws)? "]"',
@@ -127,8 +125,44 @@ class GemmaForced(PerToolForced):
             '"null"',
             f"{p}-str ::= {gbnf_literal(QUOTE)} {not_containing(QUOTE)} {gbnf_literal(QUOTE)}",
             f'{p}-num ::= "-"? [0-9]+ ("." [0-9]+)? ([eE] [-+]? [0-9]+)?',
+            f'{p}-int ::= "-"? [0-9]+',
             f"{p}-ws ::= [ \\t\\n]*",
-        ])  # fmt: skip
+        ]  # fmt: skip
+        root = _typed(params, p, f"{p}-root", rules, 0)
+        rules.append(f"{p}-root ::= {root if root != f'{p}-value' else f'{p}-obj'}")
+        return "\n".join(rules)
+
+
+_PRIMITIVES = {"string": "str", "number": "num", "integer": "int"}
+
+
+def _typed(schema: Any, p: str, name: str, rules: list[str], depth: int) -> str:
+    """The GBNF expression of a value of `schema` in Gemma's notation (rules it needs are
+    added to `rules`, named from `name`)."""
+    if not isinstance(schema, Mapping) or depth > 16:
+        return f"{p}-value"
+    enum = schema.get("enum")
+    if isinstance(enum, list) and enum and all(isinstance(v, str) for v in enum):
+        return "(" + " | ".join(gbnf_literal(f"{QUOTE}{v}{QUOTE}") for v in enum) + ")"
+    kind = schema.get("type")
+    if kind in _PRIMITIVES:
+        return f"{p}-{_PRIMITIVES[kind]}"
+    if kind == "boolean":
+        return '("true" | "false")'
+    if kind == "null":
+        return '"null"'
+    if kind == "array":
+        item = _typed(schema.get("items"), p, f"{name}-item", rules, depth + 1)
+        return f'"[" {p}-ws ({item} ("," {p}-ws {item})* {p}-ws)? "]"'
+    props = schema.get("properties")
+    if kind in ("object", None) and isinstance(props, Mapping) and props:
+        kvs = []
+        for i, (key, sub) in enumerate(sorted(props.items())):
+            value = _typed(sub, p, f"{name}-{i}", rules, depth + 1)
+            kvs.append(f'{gbnf_literal(str(key) + ":")} {p}-ws {value}')
+        rules.append(f"{name}-kv ::= " + " | ".join(f"({kv})" for kv in kvs))
+        return f'"{{" {p}-ws ({name}-kv ("," {p}-ws {name}-kv)* {p}-ws)? "}}"'
+    return f"{p}-obj" if kind == "object" else f"{p}-value"
 
 
 DIALECT = Dialect(
