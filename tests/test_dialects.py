@@ -260,6 +260,12 @@ FORCED = {
     ),
     "devstral": "".join(f"[TOOL_CALLS]{n}[ARGS]{json.dumps(a)}" for n, a in TWO),
     "functionary-v3.1": "".join(f"<function={n}>{json.dumps(a)}</function>" for n, a in TWO),
+    "qwen3-coder": "\n".join(
+        f"<tool_call>\n<function={n}>\n"
+        + "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in a.items())
+        + "</function>\n</tool_call>"
+        for n, a in TWO
+    ),
     "gemma4": "<|channel>thought\nLet me call.<channel|><|tool_call>call:special_function{arg1:1}"
     "<tool_call|><|tool_call>call:special_function_with_opt{arg1:1,arg2:2}<tool_call|>",
     "granite": f"<|tool_call|>[{_call(*C1)}, {_call(*C2)}]",
@@ -341,3 +347,15 @@ def test_gemma_forced_values_have_their_schemas_types(vocab):
     assert not engine_accepts(vocab, g, call.format("special_function{arg1:1.5}"))
     assert not engine_accepts(vocab, g, call.format("python{code:1}"))
     assert not engine_accepts(vocab, g, call.format("python{other:1}"))
+
+
+def test_qwen3_coder_forced_strings_are_free_text_up_to_their_closing_tag(vocab):
+    from tests.test_json_ranges import engine_accepts
+
+    g = forced_grammar(by_name("qwen3-coder"), parallel=False)
+    call = "<tool_call>\n<function=python>\n<parameter=code>\n{}\n</parameter>\n</function>\n"
+    code = 'def f(x):\n    return "<b>" + x\n'
+    assert engine_accepts(vocab, g, call.format(code) + "</tool_call>")
+    got = parse("qwen3-coder", call.format(code) + "</tool_call>")[1]
+    assert got == [("python", {"code": code})]
+    assert not engine_accepts(vocab, g, call.format("a\n</parameter>\nb") + "</tool_call>")

@@ -116,15 +116,18 @@ class Forced:
 
 
 def not_containing(marker: str) -> str:
-    """A GBNF expression of any text that does not contain `marker` (which it cannot end
-    with either): at each character, either not the marker's first character, or the
-    marker's first k characters followed by anything but its next one (a marker that
-    overlaps itself may so be passed over once: the model then goes on thinking)."""
+    """A GBNF expression of any text that does not contain `marker`, for a place the marker
+    follows: at each character, either not the marker's first character, or the marker's
+    first k characters followed by anything but its next one; and at the end, optionally,
+    the start of the marker (the text "a\n" before "\n</x>"). A marker that overlaps itself
+    may so be passed over once: the model then goes on."""
     alts = []
     for k in range(len(marker)):
         head = gbnf_literal(marker[:k]) + " " if k else ""
         alts.append(f"{head}[^{_class_char(marker[k])}]")
-    return "(" + " | ".join(alts) + ")*"
+    tails = [gbnf_literal(marker[:k]) for k in range(1, len(marker))]
+    tail = f" ({' | '.join(tails)})?" if tails else ""
+    return "(" + " | ".join(alts) + ")*" + tail
 
 
 def _class_char(c: str) -> str:
