@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import sys
 
@@ -58,6 +59,15 @@ def _register() -> None:
     )(migrate_cmd.migrate)
     app.command("bench")(bench_cmd.bench)
     app.command("rpc-server")(rpc_server_cmd.rpc_server)
+
+
+@functools.cache
+def command():
+    """The click group of every subcommand, built once per process: building it reads every
+    option's signature, which costs far more than parsing a command line (run_cli may be
+    called many times in-process: tests, embedding)."""
+    _register()
+    return typer.main.get_command(app)
 
 
 def _silence_stdout() -> None:
@@ -122,8 +132,9 @@ def _run_cli(argv: list[str]) -> int:
             check_run_argv(argv, os.environ)
         from specgguf_cli.short_flags import check_short_flags
 
-        check_short_flags(typer.main.get_command(app), argv)
-        rv = app(args=argv, prog_name="specgguf", standalone_mode=False)
+        group = command()
+        check_short_flags(group, argv)
+        rv = group.main(args=argv, prog_name="specgguf", standalone_mode=False)
         return int(rv) if isinstance(rv, int) else 0
     except OutputError as err:
         if err.stdout:

@@ -1,8 +1,10 @@
 """llama-server's code-completion presets (`--fim-qwen-7b-spec` ...) for `specgguf serve`.
 
 Each preset is llama-server's choice of model (and draft) with the settings an editor plugin
-expects: port 8012 (llama.vscode's and llama.vim's default endpoint), batches of 1024, the
-model's whole training context (-c 0) and --cache-reuse 256. A preset expands, before the
+expects, the preset rows of the flag table (specgguf.flag_table.table.EDITOR_SETTINGS): port
+8012 (llama.vscode's and llama.vim's default endpoint), batches and micro-batches of 1024, the
+model's whole training context (-c 0) and --cache-reuse (64 here: the table says why). A
+preset expands, before the
 command line is parsed, into those flags placed first, so that any flag the user gives
 after it wins. The model a preset names is specgguf's own where it is the pulled Qwen2.5-
 Coder 1.5B (served with its 0.5B draft, as `serve` without -m is); the larger ones are not
@@ -14,9 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specgguf.errors import ExitCode, SpecggufError, UsageError
+from specgguf.flag_table.table import EDITOR_SETTINGS
 
-#: what every preset sets (llama-server's values for them)
-SETTINGS = ("--port", "8012", "-b", "1024", "-c", "0", "--cache-reuse", "256")
+#: what every preset sets
+SETTINGS = EDITOR_SETTINGS
 
 
 @dataclass(frozen=True)

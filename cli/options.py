@@ -303,6 +303,23 @@ Seed = typer.Option(-1, "-s", "--seed", envvar="LLAMA_ARG_SEED", help="RNG seed 
 IgnoreEos = typer.Option(
     False, "--ignore-eos", help="Keep generating past end-of-generation tokens."
 )
+ReasoningBudget = typer.Option(
+    -1,
+    "--reasoning-budget",
+    envvar="LLAMA_ARG_THINK_BUDGET",
+    help="Token budget for a chat answer's thinking: after N tokens the thinking is closed "
+    "(the template family's closing is forced); 0 ends it at once, -1 leaves it unlimited. "
+    "A request's reasoning_budget_tokens overrides it.",
+)
+ReasoningBudgetMessage = typer.Option(
+    "",
+    "--reasoning-budget-message",
+    envvar="LLAMA_ARG_THINK_BUDGET_MESSAGE",
+    help="Text forced before the closing of the thinking when --reasoning-budget is spent.",
+    show_default=False,
+)
+#: the longest --reasoning-budget-message (and a request's reasoning_budget_message)
+MAX_BUDGET_MESSAGE = 1024
 Json = typer.Option(False, "--json", help="Print one JSON object on stdout instead of the text.")
 Verbose = typer.Option(
     False, "-v", "--verbose", "--log-verbose", help="Show llama.cpp's own log on stderr."
@@ -712,6 +729,10 @@ class SessionFlags:
         --sweep-tree); `cache_reuse`: serve's --cache-reuse."""
         from dataclasses import replace
 
+        from specgguf.loading.cpu_placement import apply as place_process
+
+        # before llama.cpp loads: libgomp reads its variables when it is loaded
+        place_process(self.tuning.process if self.tuning is not None else ())
         from specgguf.generator import spec_options
         from specgguf.loading.session import Session
 
@@ -805,6 +826,8 @@ GENERATION_FLAGS: tuple[SharedFlag, ...] = (
     SharedFlag("grammar_file", gf.GrammarFile, Path | None),
     SharedFlag("json_schema", gf.JsonSchema, str | None),
     SharedFlag("json_schema_file", gf.JsonSchemaFile, Path | None),
+    SharedFlag("reasoning_budget", ReasoningBudget, int),
+    SharedFlag("reasoning_budget_message", ReasoningBudgetMessage, str),
 )
 
 
@@ -825,11 +848,22 @@ class GenerationFlags:
     grammar_file: Path | None
     json_schema: str | None
     json_schema_file: Path | None
+    reasoning_budget: int
+    reasoning_budget_message: str
 
     def check(self, flags: SessionFlags) -> int | None:
         """Everything these and the session's flags allow checking without a model; returns
         --spec-draft-n-max parsed (None: auto)."""
         s = self.sampling
+        if self.reasoning_budget < -1:
+            raise UsageError(
+                f"--reasoning-budget must be -1 (unlimited), 0 (no thinking) or a number of "
+                f"tokens, not {self.reasoning_budget}"
+            )
+        if len(self.reasoning_budget_message) > MAX_BUDGET_MESSAGE:
+            raise UsageError(
+                f"--reasoning-budget-message is longer than {MAX_BUDGET_MESSAGE} characters"
+            )
         parsed = flags.check(
             n_predict=self.n_predict, temp=s["temp"], top_p=s["top_p"], min_p=s["min_p"],
             seed=self.seed, n_max=self.spec_draft_n_max,
@@ -859,6 +893,19 @@ class GenerationFlags:
             "auto": n_max is None,
             "profile": not self.no_auto_profile,
         }
+
+    def thinking_budget(self, params=None):
+        """`params` (GenParams; a fresh one when None) with --reasoning-budget and its message,
+        for a chat answer (unlimited: unchanged)."""
+        from dataclasses import replace
+
+        from specgguf.generator import GenParams
+
+        params = params or GenParams()
+        if self.reasoning_budget < 0:
+            return params
+        return replace(params, reasoning_budget=self.reasoning_budget,
+                       reasoning_budget_message=self.reasoning_budget_message)
 
     def output_grammar(self):
         """The --grammar/--grammar-file/-j/-jf constraint, or None (grammar_flags.read_grammar:

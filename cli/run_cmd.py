@@ -17,6 +17,7 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
@@ -24,9 +25,11 @@ from typing import Any
 
 import typer
 from specgguf_cli import options as o
+from specgguf_cli.interactive import InteractiveOptions, read_input, run_interactive, turn_summary
 from specgguf_cli.table_flags import with_table_flags
 
 from specgguf import interrupts
+from specgguf.io.escapes import unescape  # -e on the prompt (tests import it from here)
 from specgguf.io.output import write_stdout
 
 Color = typer.Option(
@@ -90,6 +93,29 @@ ReasoningFormat = typer.Option(
 HideReasoning = typer.Option(
     False, "--hide-reasoning", help="With -cnv: print the answer without the thinking before it.",
 )  # fmt: skip
+Interactive = typer.Option(
+    False, "-i", "--interactive",
+    help="llama-completion's interactive mode on plain text: generate from -p/-f, then at a "
+    "reverse prompt (-r), the end of text or -n tokens read what comes next from stdin, and "
+    "go on (Ctrl-D ends).",
+)  # fmt: skip
+InteractiveFirst = typer.Option(
+    False, "-if", "--interactive-first", help="As -i, waiting for input before generating.",
+)  # fmt: skip
+InPrefix = typer.Option(
+    None, "--in-prefix", metavar="STRING", help="With -i: text put (and shown) before each input.",
+)  # fmt: skip
+InSuffix = typer.Option(
+    None, "--in-suffix", metavar="STRING", help="With -i: text put (and shown) after each input.",
+)  # fmt: skip
+InPrefixBos = typer.Option(
+    False, "--in-prefix-bos", help="With -i: a BOS token before each input (and its prefix).",
+)  # fmt: skip
+MultilineInput = typer.Option(
+    False, "-mli", "--multiline-input",
+    help="With -i or -cnv: Enter goes on to another line; a line ending in \\ (or /) hands "
+    "control back.",
+)  # fmt: skip
 Escape = typer.Option(
     False,
     "-e/--no-escape",
@@ -121,23 +147,6 @@ COLOR_CHOICES = {
 }
 
 
-def unescape(text: str) -> str:
-    """-e: the escapes llama.cpp processes in a prompt (\\n, \\t, \\r, \\', \\", \\\\,
-    \\xHH); any other backslash is kept as written."""
-    import re
-
-    simple = {"n": "\n", "t": "\t", "r": "\r", "'": "'", '"': '"', "\\": "\\", "a": "\a",
-              "b": "\b", "f": "\f", "v": "\v", "?": "?"}  # fmt: skip
-
-    def one(m: re.Match[str]) -> str:
-        body = m.group(1)
-        if body.startswith("x"):
-            return chr(int(body[1:], 16))
-        return simple.get(body, m.group(0))
-
-    return re.sub(r"\\(x[0-9a-fA-F]{2}|.)", one, text, flags=re.DOTALL)
-
-
 @with_table_flags("run")
 @o.with_generation_flags
 @o.with_session_flags
@@ -156,6 +165,12 @@ def run(
     single_turn: bool = SingleTurn,
     reasoning_format: str = ReasoningFormat,
     hide_reasoning: bool = HideReasoning,
+    interactive: bool = Interactive,
+    interactive_first: bool = InteractiveFirst,
+    in_prefix: str | None = InPrefix,
+    in_suffix: str | None = InSuffix,
+    in_prefix_bos: bool = InPrefixBos,
+    multiline_input: bool = MultilineInput,
     chat_template_file: Path | None = ChatTemplateFile,
     color: str = Color,
     trace: Path | None = Trace,
@@ -183,6 +198,9 @@ def run(
     reasoning = _reasoning_view(reasoning_format, hide_reasoning, conversation)
     if single_turn and not conversation:
         raise UsageError("-st/--single-turn ends a -cnv conversation after one turn: add -cnv")
+    interactive = interactive or interactive_first
+    _check_interactive(interactive, conversation, multiline_input, in_prefix, in_suffix,
+                       in_prefix_bos, jsonl or json_out or fim_suffix is not None or bool(chat))
     seed = gen_flags.seed
     color_mode = COLOR_CHOICES.get(color.strip().lower())
     if color_mode is None:
@@ -206,7 +224,7 @@ def run(
         use_chat = chat if chat is not None else system_prompt is not None
     else:
         use_chat = chat if chat is not None else (default_pair or system_prompt is not None)
-        use_chat = (use_chat or conversation) and fim_suffix is None
+        use_chat = (use_chat or conversation) and fim_suffix is None and not interactive
 
     # From here on a signal (Ctrl-C while stdin is read, during the imports, the load...) still
     # ends a single run in its report and --json object: nothing generated yet.
@@ -240,6 +258,8 @@ def run(
             )
             if jsonl:
                 lines = _jsonl_source(file)
+            elif interactive:  # stdin is the user's: the prompt is -p/-f's, or none
+                text = o.read_prompt(prompt, file) if prompt or file else ""
             elif not conversation or prompt is not None or file is not None:
                 text = o.read_prompt(prompt, file)
             template_src = None
@@ -291,6 +311,7 @@ def run(
                 Generator(
                     session,
                     **gen_flags.generator_args(n_max),
+                warmup=session.load.warmup,
                     system_prompt=system_prompt,
                     template_src=template_src,
                     template_origin=f"--chat-template-file {chat_template_file}",
@@ -302,6 +323,7 @@ def run(
                 quiet=quiet,
                 meta=meta,
                 stop=tuple(reverse_prompt or ()),
+                thinking=gen_flags.thinking_budget,
             )
             if output_grammar is not None:  # a grammar llama.cpp refuses: its line, now
                 ctx.gen.constraint(output_grammar)
@@ -315,7 +337,14 @@ def run(
                 print(LEGEND, file=sys.stderr)
             if conversation:
                 return _run_conversation(ctx, text, color=colored, reasoning=reasoning,
-                                         turns=1 if single_turn else 0)  # fmt: skip
+                                         turns=1 if single_turn else 0,
+                                         multiline=multiline_input)  # fmt: skip
+            if interactive:
+                assert text is not None
+                opts = InteractiveOptions(interactive_first, in_prefix or "", in_suffix or "",
+                                          in_prefix_bos, multiline_input,
+                                          unescape if escape else None)  # fmt: skip
+                return run_interactive(ctx, text, opts, stream_generation, color=colored)
             assert text is not None
             return _run_single(ctx, text, use_chat=use_chat, json_out=json_out, color=colored,
                                fim_suffix=fim_suffix)  # fmt: skip
@@ -335,6 +364,24 @@ def run(
 
 
 # -- setup ------------------------------------------------------------------------------------
+
+
+def _check_interactive(interactive: bool, conversation: bool, multiline: bool,
+                       in_prefix: str | None, in_suffix: str | None, prefix_bos: bool,
+                       other_mode: bool) -> None:  # fmt: skip
+    """-i/-if and the flags that only mean something with them: one line when they cannot."""
+    from specgguf.errors import UsageError
+
+    if interactive and (conversation or other_mode):
+        raise UsageError("-i/-if is llama-completion's interactive mode on plain text: it "
+                         "cannot be combined with -cnv, --chat, --json, --jsonl or --fim-suffix")
+    wraps = [f for f, on in (("--in-prefix", in_prefix is not None),
+                             ("--in-suffix", in_suffix is not None),
+                             ("--in-prefix-bos", prefix_bos)) if on]  # fmt: skip
+    if wraps and not interactive:
+        raise UsageError(f"{wraps[0]} wraps the input of interactive mode: add -i or -if")
+    if multiline and not (interactive or conversation):
+        raise UsageError("--multiline-input reads interactive input: add -i, -if or -cnv")
 
 
 def _print_placement(session, quiet: bool) -> None:
@@ -413,6 +460,8 @@ class _Run:
     meta: dict
     #: -r/--reverse-prompt: stop strings of every answer (a --jsonl line's own come first)
     stop: tuple[str, ...] = ()
+    #: GenParams -> GenParams with --reasoning-budget, for a chat answer
+    thinking: Callable[[Any], Any] | None = None
     _offload_shown: bool = field(default=False, init=False)
 
     @property
@@ -420,7 +469,10 @@ class _Run:
         """The generator when it runs auto (report_lines, summary), else None."""
         return self.gen if self.gen.auto else None
 
-    def generate(self, tokens, params=None):
+    def generate(self, tokens, params=None, *, chat: bool = False):
+        """`chat`: the prompt is a chat template's, so --reasoning-budget applies."""
+        if chat and self.thinking is not None:
+            params = self.thinking(params)
         if not self.quiet and not self._offload_shown:
             # where -ngl / -ngld put the layers (llama.cpp's load log says it too); only once
             # a prompt is accepted, so that an error stays the one line on stderr
@@ -463,7 +515,7 @@ def _run_single(
             gen.session.check_prompt_length(tokens)
         else:
             tokens = gen.tokenize(text)
-        generation = run.generate(tokens)
+        generation = run.generate(tokens, chat=use_chat)
         if run.tracer is not None:
             run.tracer.begin()
         result = stream_generation(generation, json_out=json_out, color=color, trace=run.tracer)
@@ -539,6 +591,7 @@ def _run_batch(run: _Run, lines, *, use_chat: bool) -> int:
                 seed=item.seed,
                 grammar=line_grammar(item),
             ),
+            chat=item.messages is not None or use_chat,
         )
         if run.tracer is not None:
             run.tracer.begin(request=counts.lines - 1, line=item.line, id=item.id)
@@ -618,15 +671,16 @@ def _reasoning_view(reasoning_format: str, hide: bool, conversation: bool) -> st
 
 
 def _run_conversation(
-    run: _Run, first: str | None, *, color: bool, reasoning: str = "apart", turns: int = 0
-) -> int:
+    run: _Run, first: str | None, *, color: bool, reasoning: str = "apart", turns: int = 0,
+    multiline: bool = False,
+) -> int:  # fmt: skip
     """-cnv: one user turn per stdin line until EOF, /exit or `turns` answers (0: no limit,
-    -st: 1), a thinking model's thinking printed as `reasoning` says (_reasoning_view) and
+    -st: 1; --multiline-input: turns read as -i reads its input), a thinking model's thinking
+    printed as `reasoning` says (_reasoning_view) and
     kept out of the answer the next turns see; the whole conversation is
     re-rendered every turn, and only what the KV cache does not hold yet is evaluated (the
     new turn, plus the assistant's last tokens). Ctrl-C stops the current answer (kept, as
     said so far); Ctrl-C at the prompt ends the conversation with exit status 130."""
-    from specgguf.core.stats import format_rate
     from specgguf.errors import PromptError
 
     interactive = bool(sys.stdin) and sys.stdin.isatty() and sys.stdout.isatty()
@@ -638,7 +692,7 @@ def _run_conversation(
             user, first = first, None
         else:
             try:
-                user = _read_turn(interactive)
+                user = read_input(sys.stdin, True) if multiline else _read_turn(interactive)
             except KeyboardInterrupt:
                 write_stdout("\n")
                 return interrupts.exit_code()
@@ -652,7 +706,7 @@ def _run_conversation(
             tokens = gen.tokenize(text)
         except PromptError as e:
             raise PromptError(f"turn {turn + 1}: the conversation no longer fits: {e}") from None
-        generation = run.generate(tokens)
+        generation = run.generate(tokens, chat=True)
         if run.tracer is not None:
             run.tracer.begin(turn=turn)
         split = None
@@ -671,14 +725,8 @@ def _run_conversation(
         if not (split.shown if split is not None else result.text).endswith("\n"):
             write_stdout("\n")
         messages.append({"role": "assistant", "content": answer})
-        s = generation.stats
         if not run.quiet:
-            print(
-                f"[{s.predicted_n} tokens, {format_rate(s.predicted_speed, 0, 1)}, prompt "
-                f"{s.prompt_n} tokens ({s.cache_n} reused), accept {100 * s.accept_rate:.1f}% "
-                f"({s.n_accept}/{s.n_drafted}), {result.stop_reason}]",
-                file=sys.stderr,
-            )
+            print(turn_summary(generation.stats, result.stop_reason), file=sys.stderr)
         if result.stop_reason == "interrupted":
             if interrupts.received() not in (None, signal.SIGINT):
                 return interrupts.exit_code()  # SIGTERM / SIGHUP end the conversation

@@ -17,6 +17,7 @@ from specgguf_cli.table_flags import with_table_flags
 from specgguf.chat.reasoning import REASONING_FORMATS
 from specgguf.chat.render import RenderOptions
 from specgguf.errors import UsageError
+from specgguf.flag_table.values import POOLING
 from specgguf.io import json_input
 from specgguf.server import connections as cn
 
@@ -47,6 +48,12 @@ CacheReuse = typer.Option(
     help="Keep the cached chunks of at least N tokens that a new prompt repeats further "
     "along, shifted to their new positions, not only the common prefix (an editor's prompt "
     "changes in the middle as one types); 0: prefix only. One slot (-np 1).",
+)
+SpmInfill = typer.Option(
+    False,
+    "--spm-infill",
+    help="Lay fill-in-the-middle prompts (/infill, a suffix) out suffix first: "
+    "suffix/prefix/middle, for the models trained so (default: prefix/suffix/middle).",
 )
 #: the most requests --max-queue lets wait: each holds a connection and its prompt's tokens,
 #: so "unbounded" (a huge number) would leave memory to the clients
@@ -127,6 +134,7 @@ def serve(
     api_key: str | None = ApiKey,
     parallel: int = Parallel,
     cache_reuse: int = CacheReuse,
+    spm_infill: bool = SpmInfill,
     max_queue: int = MaxQueue,
     max_connections: int | None = MaxConnections,
     chat_template_file: Path | None = ChatTemplateFile,
@@ -141,11 +149,12 @@ def serve(
 ) -> int:
     """Serve the model over HTTP: OpenAI's /v1/chat/completions, /v1/completions and
     /v1/models, llama-server's /completion, /infill, /tokenize, /detokenize, /apply-template,
-    /props, /slots, /health and /metrics, and a chat page at / that shows the speculation.
+    /props, /slots, /health and /metrics, and a chat page at / that shows the speculation;
+    with --embeddings, /v1/embeddings and /embedding.
 
     With no -m, serves the pulled default pair (Qwen2.5-Coder 1.5B + 0.5B draft).
     llama-server's code-completion presets (--fim-qwen-1.5b-default, --fim-qwen-7b-spec, ...)
-    set port 8012, -b 1024, -c 0 and --cache-reuse 256 for an editor plugin.
+    set port 8012, -b 1024, -ub 1024, -c 0 and --cache-reuse 64 for an editor plugin.
     """
     from specgguf.drafters.registry import needs_draft_model
     from specgguf.errors import ExitCode, SpecggufError, UsageError
@@ -174,6 +183,11 @@ def serve(
     keys = tuple(k.strip() for k in (api_key or "").split(",") if k.strip())
     if api_key is not None and not keys:
         raise UsageError("--api-key is empty")
+    cache_ram = dict(flags.tuning.load).get("cache_ram") if flags.tuning is not None else None
+    if cache_ram and len(keys) > 1:  # its sequences carry no key: one key's text would leak
+        raise UsageError("-cram/--cache-ram keeps one prompt cache for every request, which "
+                         "several --api-key keys must not share: give one key, or drop "
+                         "--cache-ram")  # fmt: skip
     try:
         import starlette  # noqa: F401
         import uvicorn  # noqa: F401
@@ -213,7 +227,8 @@ def serve(
     session = flags.open_session(
         model, model_draft, types, n_max, parallel=parallel, cache_reuse=cache_reuse
     )
-    gen = None
+    gen = embedder = None
+    embeddings = dict(flags.tuning.embeddings) if flags.tuning is not None else {}
     try:
         if not quiet:
             for warning in session.warnings:
@@ -222,6 +237,7 @@ def serve(
         gen = Generator(
             session,
             **gen_flags.generator_args(n_max),
+            warmup=session.load.warmup,
             system_prompt=system_prompt,
             template_src=template_src,
             template_origin=f"--chat-template-file {chat_template_file}",
@@ -237,6 +253,11 @@ def serve(
             say(f"chat dialect: {dialect.name} ({dialect.family}): tool calls are read in it")
         if output_grammar is not None:  # and so does a grammar llama.cpp refuses
             gen.constraint(output_grammar)
+        if embeddings.get("on"):
+            embedder = embeddings_context(session, gen.n_ctx, embeddings.get("pooling"))
+            if not quiet:
+                say(f"embeddings: /v1/embeddings and /embedding, {embedder.n_ctx} tokens an "
+                    f"input, pooling {POOLING_NAMES[embedder.pooling]}")  # fmt: skip
         cfg = ServerConfig(
             model_id=alias or model.name,  # public in /v1/models: never the whole path
             model_path=str(model),
@@ -248,7 +269,12 @@ def serve(
             n_parallel=parallel,
             seed=gen_flags.seed,
             reasoning_format=reasoning_format,
+            reasoning_budget=gen_flags.reasoning_budget,
+            reasoning_budget_message=gen_flags.reasoning_budget_message,
             disabled=flags.switched_off(),
+            embedder=embedder,
+            embd_normalize=embeddings.get("normalize", 2),
+            spm_infill=spm_infill,
         )
         return run_server(
             gen,
@@ -263,8 +289,25 @@ def serve(
     finally:
         if gen is not None:
             gen.save_profile()
+        if embedder is not None:
+            embedder.close()
         session.close()
         sys.stderr.flush()
+
+
+#: llama.h's pooling numbers by name, for the start-up line
+POOLING_NAMES = {n: name for name, n in POOLING.items()} | {4: "rank"}
+
+
+def embeddings_context(session, n_ctx_slot: int, pooling: int | None):
+    """serve --embeddings: the target's embeddings context. Its KV cache holds one input of
+    up to min(a slot's context, -b) tokens, evaluated in one batch (llama.cpp pools within
+    one), with -t's threads: a few MiB of cache beside the generation's, the weights shared."""
+    from specgguf.binding.embedder import Embedder
+
+    load = session.load
+    return Embedder(session.target_model, min(n_ctx_slot, load.n_batch), threads=load.threads,
+                    pooling=pooling)  # fmt: skip
 
 
 def template_kwargs_option(

@@ -24,6 +24,7 @@ from specgguf.flag_table.table import (
     flag_table,
     rows_for,
 )
+from specgguf.io.log_sink import LogSettings, logging_to
 from specgguf.loading.tuning import LlamaTuning
 
 #: the statuses whose rows become options here (the others are the commands' own, another
@@ -117,7 +118,12 @@ def with_table_flags(command: str):
     from specgguf_cli.options import _extend_signature
 
     def call(func, args, kwargs):
-        return func(*args, llama_tuning=take(command, kwargs), **kwargs)
+        tuning = take(command, kwargs)
+        if not tuning.log:
+            return func(*args, llama_tuning=tuning, **kwargs)
+        settings = LogSettings.of(dict(tuning.log), verbose=bool(kwargs.get("verbose")))
+        with logging_to(settings):
+            return func(*args, llama_tuning=tuning, **kwargs)
 
     return lambda func: _extend_signature(func, None, parameters(command), call)
 

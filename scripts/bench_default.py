@@ -200,6 +200,19 @@ def agent_turn(tree: Tree, target: Path) -> tuple[float, float]:
         server.stop()
 
 
+def pair_args(ap: argparse.ArgumentParser, args: argparse.Namespace, who: str) -> None:
+    """--targets and --classes as lists, the targets known and the model files there."""
+    args.targets = [t for t in args.targets.split(",") if t]
+    args.classes = [c for c in args.classes.split(",") if c]
+    bad = [t for t in args.targets if t not in TARGETS]
+    if bad:
+        ap.error(f"--targets: unknown {bad} (choose from {', '.join(TARGETS)})")
+    missing = [str(p) for p in [DRAFT, *(TARGETS[t] for t in args.targets)] if not p.exists()]
+    if missing:
+        raise SystemExit(f"{who}: missing {missing}: run `specgguf pull` and "
+                         "`specgguf pull target-f16`")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("base", help="the revision to compare with (e.g. main, HEAD~3, a sha)")
@@ -210,16 +223,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fixed", default="3,4,6", help="fixed --spec-draft-n-max values ('' none)")
     ap.add_argument("--no-agent", action="store_true", help="skip the write_file server turn")
     args = ap.parse_args(argv)
-    args.targets = [t for t in args.targets.split(",") if t]
-    args.classes = [c for c in args.classes.split(",") if c]
     args.fixed = [int(k) for k in args.fixed.split(",") if k]
-    bad = [t for t in args.targets if t not in TARGETS]
-    if bad:
-        ap.error(f"--targets: unknown {bad} (choose from {', '.join(TARGETS)})")
-    missing = [str(p) for p in [DRAFT, *(TARGETS[t] for t in args.targets)] if not p.exists()]
-    if missing:
-        raise SystemExit(f"bench_default: missing {missing}: run `specgguf pull` and "
-                         "`specgguf pull target-f16`")  # fmt: skip
+    pair_args(ap, args, "bench_default")
     with tempfile.TemporaryDirectory(prefix="specgguf-bench-default-") as tmp:
         base = Tree("base", worktree(args.base), Path(tmp) / "base")
         cur = Tree("current", ROOT, Path(tmp) / "current")

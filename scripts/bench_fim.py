@@ -3,21 +3,37 @@
 answered by `specgguf serve` with its default speculation, with speculation off, and by
 llama-server (given `--llama-server PATH`) with its FIM preset's settings.
 
-The session: a stretch of the file (`--start`..`--start + --holes` lines from the middle by
-default) is typed again line by line. Before each line the editor asks for a completion at
-the cursor, as llama.vim sends it (its request body and defaults): `input_prefix` the lines
-above the cursor (at most `--n-prefix`, so the window moves as the prefix grows),
-`input_suffix` the code below the typed stretch (at most `--n-suffix` lines), `prompt` the new
-line's indentation (typed before the pause), `input_extra` the file's first lines (the ring
-chunk of the imports), `n_indent` that indentation, `samplers` [top_k, top_p, temperature,
-infill] at temperature 0 (greedy: the sides write the same text), `cache_prompt`,
-`t_max_predict_ms`, `response_fields`. Each server answers the same requests in order, one
-at a time (a person waits for the suggestion); the latency of each is measured at the client.
+The session: a stretch of the file (`--holes` lines from `--start`, mid-file by default) is
+typed again line by line, in the order and the shape llama.vim sends its requests (the
+newest llama.vim; llama.vscode's differ in sampling defaults only):
+
+1. when the file is opened, a ring chunk of it (its first `--n-extra` lines) is queued and
+   sent as the plugin warms the server's cache: `input_extra` alone, `n_predict` 0,
+   `t_max_prompt_ms`/`t_max_predict_ms` 1, no samplers, nothing read back;
+2. a first completion on the line before the stretch (the one shown as the file opens);
+3. then on each new line of the stretch, where the editor's autoindent left only blanks
+   (llama.vim then sends an empty `prompt` and `n_indent` 0): `input_prefix` the lines above
+   (at most `--n-prefix`: the window moves as the prefix grows), `input_suffix` a line break
+   and the lines below the stretch (at most `--n-suffix`), the ring chunk, `n_predict`,
+   `top_k` 40, `top_p` 0.90, the chain [top_k, top_p, temperature, infill] at temperature
+   0 (greedy, so that every side writes the same text; llama.vim leaves temperature out and
+   samples), `cache_prompt`, `t_max_prompt_ms` 500, `t_max_predict_ms`, `response_fields`.
+
+Steps 1 and 2 are not timed (the file being opened); each request of step 3 is sent after
+the previous answer (a person waits for the suggestion) and timed at the client.
+
+`--t-max-predict-ms` is 0 (no time stop) by default: llama.vim sends 250 for a first request
+(and 1000 for its follow-up), which ends every side's completion at the first line break
+after that time, so a faster side writes more text in the same time and the total time
+measures the plugin's stop, not the speed. With 0 each completion ends at its end token or
+`-n`, every side writes the same greedy text, and the total time compares the sides.
 
 Reported per side: completions, p50 and p95 latency, tokens predicted, tokens/s over the
-whole session (predicted tokens / summed latency), mean tokens_cached, total time; and the
-ratio of each side's total time to speculation off. One JSON object per side goes to
-`--json FILE` as well. CPU-heavy: run it on a quiet machine.
+whole session (predicted tokens / summed latency), mean prompt tokens evaluated
+(`timings.prompt_n`: what the cache did not hold), total time, and how many completions
+wrote the same text as speculation off; and the ratio of each side's total time to
+speculation off. One JSON object per side (each completion's figures too) goes to `--json
+FILE`. CPU-heavy: run it on a quiet machine.
 
     PYTHONPATH=. python scripts/bench_fim.py [--file F] [-m T.gguf -md D.gguf] [--holes 24]
         [--llama-server PATH]
@@ -37,44 +53,52 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from scripts.bench_serve import LlamaServer  # noqa: E402
+from specgguf.flag_table.table import EDITOR_SETTINGS  # noqa: E402
 from tests.serve_helpers import Server  # noqa: E402
 
-#: llama-server's FIM preset settings (also what specgguf's --fim-qwen-* presets set), with
-#: the context given by -c
-EDITOR_FLAGS = ["-b", "1024", "--cache-reuse", "256"]
-LLAMA_ONLY_FLAGS = ["-ub", "1024"]
+#: the FIM presets' settings (the flag table's), but the port: each server takes a free one
+EDITOR_FLAGS = [
+    a for i, a in enumerate(EDITOR_SETTINGS)
+    if a != "--port" and (i == 0 or EDITOR_SETTINGS[i - 1] != "--port")
+]  # fmt: skip
+#: llama-server's own presets keep chunks of 256 tokens and more
+LLAMA_SERVER_REUSE = ["--cache-reuse", "256"]
 RESPONSE_FIELDS = ["content", "timings/prompt_n", "timings/prompt_ms", "timings/predicted_n",
                    "timings/predicted_ms", "timings/predicted_per_second", "truncated",
                    "tokens_cached"]  # fmt: skip
 
 
-def indentation(line: str) -> str:
-    return line[: len(line) - len(line.lstrip(" \t"))]
+def ring_warmup(extra: list[dict]) -> dict:
+    """The plugins' cache warm-up as a ring chunk is added: the extra context alone."""
+    return {
+        "input_prefix": "", "input_suffix": "", "input_extra": extra, "prompt": "",
+        "n_predict": 0, "temperature": 0.0, "stream": False, "samplers": [],
+        "cache_prompt": True, "t_max_prompt_ms": 1, "t_max_predict_ms": 1,
+        "response_fields": [""],
+    }  # fmt: skip
 
 
-def session_requests(text: str, args) -> list[dict]:
-    """The editor's /infill bodies, in typing order."""
+def session_requests(text: str, args, name: str = "file") -> tuple[list[dict], list[dict]]:
+    """(the untimed requests of opening the file, the timed completions in typing order)."""
     lines = text.splitlines(keepends=True)
-    start = args.start if args.start is not None else max(0, len(lines) // 2 - args.holes // 2)
+    start = args.start if args.start is not None else max(1, len(lines) // 2 - args.holes // 2)
+    start = max(1, start)
     end = min(len(lines), start + args.holes)
-    suffix = "".join(lines[end : end + args.n_suffix])
-    extra = [{"filename": "head", "text": "".join(lines[: args.n_extra])}] if args.n_extra else []
-    out = []
-    for i in range(start, end):
-        indent = indentation(lines[i])
-        out.append({
-            "id_slot": 0,
+    suffix = "\n" + "".join(lines[end : end + args.n_suffix])
+    extra = [{"filename": name, "text": "".join(lines[: args.n_extra])}] if args.n_extra else []
+    completions = []
+    for i in range(start - 1, end):
+        completions.append({
             "input_prefix": "".join(lines[max(0, i - args.n_prefix) : i]),
             "input_suffix": suffix,
             "input_extra": extra,
-            "prompt": indent,
+            "prompt": "",
             "n_predict": args.n,
-            "n_indent": len(indent),
+            "stop": [],
+            "n_indent": 0,
             "top_k": 40,
             "top_p": 0.90,
             "temperature": 0,
-            # llama.vim's chain with the temperature stage in it: greedy, so that every
-            # side writes the same text (llama.vim itself leaves it out and samples)
             "samplers": ["top_k", "top_p", "temperature", "infill"],
             "stream": False,
             "cache_prompt": True,
@@ -82,7 +106,8 @@ def session_requests(text: str, args) -> list[dict]:
             "t_max_predict_ms": args.t_max_predict_ms,
             "response_fields": RESPONSE_FIELDS,
         })  # fmt: skip
-    return out
+    opening = ([ring_warmup(extra)] if extra else []) + completions[:1]
+    return opening, completions[1:]
 
 
 def replay(server, requests: list[dict]) -> list[dict]:
@@ -98,6 +123,8 @@ def replay(server, requests: list[dict]) -> list[dict]:
             "latency_s": latency,
             "predicted_n": r.get("timings/predicted_n", 0),
             "cached": r.get("tokens_cached", 0),
+            "evaluated": r.get("timings/prompt_n", 0),
+            "prompt_ms": r.get("timings/prompt_ms", 0.0),
             "content": r.get("content", ""),
         })  # fmt: skip
     return out
@@ -115,9 +142,14 @@ def summary(name: str, done: list[dict]) -> dict:
         "p95_s": round(p95, 4),
         "tokens": tokens,
         "tokens_per_s": round(tokens / total, 2) if total else 0.0,
-        "mean_cached": round(statistics.mean(d["cached"] for d in done), 1),
+        "mean_evaluated": round(statistics.mean(d["evaluated"] for d in done), 1),
         "total_s": round(total, 3),
     }
+
+
+def same_texts(done: list[dict], off: list[dict]) -> int:
+    """How many completions wrote what speculation off wrote."""
+    return sum(a["content"] == b["content"] for a, b in zip(done, off, strict=True))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,15 +158,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="the source file the session types again")  # fmt: skip
     ap.add_argument("-m", "--model", help="target GGUF with FIM tokens (default: the pulled one)")
     ap.add_argument("-md", "--model-draft", help="draft GGUF (default: the pulled draft)")
-    ap.add_argument("-c", "--ctx", type=int, default=8192)
+    ap.add_argument("-c", "--ctx", type=int, help="context (default: the presets' -c 0)")
     ap.add_argument("-t", "--threads", type=int, default=os.cpu_count() or 1)
-    ap.add_argument("-n", type=int, default=64, help="n_predict of each completion")
+    ap.add_argument("-n", type=int, default=128, help="n_predict (llama.vim's default: 128)")
     ap.add_argument("--holes", type=int, default=24, help="lines typed (a completion each)")
     ap.add_argument("--start", type=int, help="first line typed (default: mid-file)")
     ap.add_argument("--n-prefix", type=int, default=256, help="lines above the cursor sent")
     ap.add_argument("--n-suffix", type=int, default=64, help="lines below sent")
     ap.add_argument("--n-extra", type=int, default=32, help="first lines sent as input_extra")
-    ap.add_argument("--t-max-predict-ms", type=int, default=1000)
+    ap.add_argument("--t-max-predict-ms", type=int, default=0,
+                    help="each completion's time stop (0: none; see above)")  # fmt: skip
     ap.add_argument("--llama-server", help="a llama-server binary to compare")
     ap.add_argument("--sides", default="default,off", help="specgguf sides: default,off")
     ap.add_argument("--json", help="write the summaries (and each completion) here")
@@ -147,36 +180,41 @@ def main(argv: list[str] | None = None) -> int:
 
         target, draft = (str(p) for p in require_default_pair())
     pair = ["-m", target, *(["-md", draft] if draft else [])]
-    common = [*pair, "-t", str(args.threads), "-c", str(args.ctx), *EDITOR_FLAGS]
-    requests = session_requests(Path(args.file).read_text(encoding="utf-8"), args)
+    ctx = ["-c", str(args.ctx)] if args.ctx is not None else []
+    common = [*pair, "-t", str(args.threads), *EDITOR_FLAGS, *ctx]
+    path = Path(args.file)
+    opening, requests = session_requests(path.read_text(encoding="utf-8"), args, path.name)
     sides: list[tuple[str, list[str], bool]] = []
     for side in args.sides.split(","):
         spec = {"default": [], "off": ["--spec-type", "none"]}[side]
         sides.append((side, [*common, *spec], False))
     if args.llama_server:
-        sides.append(("llama-server", [*common, *LLAMA_ONLY_FLAGS], True))
+        sides.append(("llama-server", [*common, *LLAMA_SERVER_REUSE], True))
 
     results = []
     print(f"{len(requests)} completions over {args.file}")
-    print("side          n   p50 s   p95 s  tokens   tok/s  cached   total s")
+    print("side          n   p50 s   p95 s  tokens   tok/s    eval   total s")
     for name, flags, is_llama in sides:
         server = (LlamaServer(args.llama_server, flags) if is_llama
                   else Server(flags, timeout=3600))  # fmt: skip
         try:
-            # warm up (one-time costs) on a request of the session's start, not its first
-            replay(server, [{**requests[0], "input_prefix": requests[0]["input_prefix"][:-1]}])
+            replay(server, opening)
             done = replay(server, requests)
         finally:
             server.stop()
         s = summary(name, done)
         results.append({**s, "completions_detail": done})
         print(f"{name:12s} {s['completions']:3d} {s['p50_s']:7.3f} {s['p95_s']:7.3f} "
-              f"{s['tokens']:7d} {s['tokens_per_s']:7.2f} {s['mean_cached']:7.1f} "
+              f"{s['tokens']:7d} {s['tokens_per_s']:7.2f} {s['mean_evaluated']:7.1f} "
               f"{s['total_s']:9.2f}")  # fmt: skip
     off = next((r for r in results if r["side"] == "off"), None)
-    if off and off["total_s"]:
-        for r in results:
-            print(f"{r['side']}: total time {r['total_s'] / off['total_s']:.3f} of off")
+    for r in results:
+        if off and off["total_s"]:
+            r["same_as_off"] = same_texts(r["completions_detail"], off["completions_detail"])
+            print(
+                f"{r['side']}: total time {r['total_s'] / off['total_s']:.3f} of off; "
+                f"{r['same_as_off']} of {r['completions']} texts as off's"
+            )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     return 0

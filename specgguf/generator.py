@@ -26,15 +26,18 @@ from typing import Any
 
 from specgguf.auto.policy import AdaptivePolicy
 from specgguf.auto.preload import without_draft_cost
+from specgguf.auto.profile import CostProfile
 from specgguf.binding.batched import SequenceView
 from specgguf.binding.grammar import GrammarError, compile_grammar, schema_to_gbnf
 from specgguf.binding.rendezvous import Rendezvous
 from specgguf.chat.dialects.base import Forced
+from specgguf.chat.dialects.framed import Framed
 from specgguf.chat.render import RenderOptions
 from specgguf.core.constraint import NoTokenAllowed
 from specgguf.core.draft import Drafter
 from specgguf.core.loop import SpeculativeDecoder
 from specgguf.core.rounds import Round
+from specgguf.core.sampler_vocab import SamplerVocab
 from specgguf.core.sampling import InfillStage, SamplerParams
 from specgguf.core.stats import RunStats
 from specgguf.draft_plan import DRAFT_MODEL_TYPE
@@ -77,20 +80,27 @@ class OutputGrammar:
         only: str | None = None,
         *,
         parallel: bool = True,
-        forced: Forced | None = None,
+        forced: Forced | Framed | None = None,
+        opened: bool = False,
         think: bool = True,
     ) -> OutputGrammar:
         """Tool calls in a family's forced form (`forced`; Hermes' <tool_call> tags when None)
         whose arguments match the tools' schemas: of any tool, or of `only`; one call, or with
-        `parallel` one or more; after the family's thinking where it thinks and `think`."""
+        `parallel` one or more; after the thinking the family writes first (`opened`: the
+        prompt opened it; `think` False: the request turned thinking off, for the forms that
+        read it)."""
         from specgguf.chat.dialects import FORCED_FALLBACK
 
         forced = forced or FORCED_FALLBACK.forced
         assert forced is not None
-        gbnf = forced.gbnf(
-            tools, only, parallel=parallel, think=think,
-            to_gbnf=lambda s: schema_to_gbnf(s, "'tools'"),
-        )  # fmt: skip
+        if isinstance(forced, Framed):
+            rules = schema_to_gbnf(forced.schema(tools, only), "'tools'")
+            gbnf = forced.grammar(rules, parallel=parallel, tools=tools, only=only, opened=opened)
+        else:
+            gbnf = forced.gbnf(
+                tools, only, parallel=parallel, think=think,
+                to_gbnf=lambda s: schema_to_gbnf(s, "'tools'"),
+            )  # fmt: skip
         return cls(gbnf, "'tools'")
 
 
@@ -126,6 +136,11 @@ class GenParams:
     n_indent: int = 0
     #: ... and at the first line break after this many ms of generating (0: never)
     t_max_predict_ms: int = 0
+    #: a chat answer's thinking budget (--reasoning-budget, reasoning_budget_tokens): the
+    #: thinking is closed after this many tokens (0: at once), as the template's family
+    #: closes it, after `reasoning_budget_message`; None (or -1): unlimited
+    reasoning_budget: int | None = None
+    reasoning_budget_message: str = ""
 
 
 @dataclass
@@ -367,6 +382,7 @@ class Generator:
         recheck_draft: bool = False,
         grammar: OutputGrammar | None = None,
         render_options: RenderOptions | None = None,
+        warmup: bool = False,
     ) -> None:
         self.session = session
         self.grammar = grammar  # every call's, unless GenParams.grammar gives its own
@@ -381,6 +397,9 @@ class Generator:
         self._template = None
         self._dialect = None
         self._shown: frozenset[int] | None = None  # see _format_tokens
+        self._sampler_vocab: SamplerVocab | None = None  # see sampler_ready
+        #: the reasoning budget's markers, by (start, end, message)
+        self._budget_markers: dict[tuple[str, str, str], Any] = {}
         #: what every chat prompt is rendered with unless a call gives its own
         self.render_options = render_options or RenderOptions()
         # --spec-draft-n-max auto: one cost model per slot for the generator's life; what it
@@ -395,6 +414,8 @@ class Generator:
             prior = load_profile(self.profile_file)
             if recheck_draft:  # (draft_load_plan's recheck: measure the draft's cost again)
                 prior = without_draft_cost(prior, DRAFT_MODEL_TYPE)
+        if warmup:  # (specgguf.warmup: under auto, it also times what the profile lacks)
+            prior = self._warm_up(prior)
         self._slots: list[_SlotState] = []
         for slot in session.slots:
             policy = None
@@ -402,6 +423,19 @@ class Generator:
                 policy = AdaptivePolicy(n_max_cap=session.spec.n_max)
                 policy.seed(prior)
             self._slots.append(_SlotState(slot, policy))
+
+    def _warm_up(self, prior: CostProfile | None) -> CostProfile | None:
+        """Run the warm-up passes; what they timed joins `prior` and the profile file."""
+        from specgguf.warmup import warm_up
+
+        measured = warm_up(self.session, auto=self.auto, prior=prior)
+        if measured is None:
+            return prior
+        if self.profile_file is not None:
+            from specgguf.auto.profile import save_profile
+
+            save_profile(self.profile_file, measured)
+        return measured if prior is None else prior.merged(measured)
 
     # -- slots -----------------------------------------------------------------------------
 
@@ -557,12 +591,18 @@ class Generator:
         return FimTokens(**model.fim, bos=model.bos if model.add_bos else None)
 
     def infill_tokens(
-        self, prefix: str, suffix: str, extra: Sequence[ExtraChunk] = (), prompt: str = ""
+        self,
+        prefix: str,
+        suffix: str,
+        extra: Sequence[ExtraChunk] = (),
+        prompt: str = "",
+        *,
+        spm: bool = False,
     ) -> list[int]:
         """A fill-in-the-middle prompt (specgguf.io.fim): `extra` files' chunks, the text
         before the hole and `prompt` (the hole's start), the text after it, in the target's
-        FIM tokens and within llama-server's budget (-b, -n, -c). PromptError when the
-        target has no FIM tokens."""
+        FIM tokens (suffix first with `spm`: --spm-infill) and within llama-server's budget
+        (-b, -n, -c). PromptError when the target has no FIM tokens."""
         fim = self.fim_tokens()
         missing = fim.missing()
         if missing:
@@ -582,6 +622,7 @@ class Generator:
             extra=extra,
             prompt=self.encode(prompt, add_special=False) if prompt else [],
             budget=Budget(self.n_batch, self.n_predict, self.n_ctx),
+            spm=spm,
         )
 
     def infill_stage(self) -> InfillStage:
@@ -590,6 +631,18 @@ class Generator:
         model = self.session.target_model
         eot = self.session.info.target.vocab.eot_id
         return InfillStage(model.piece, model.is_eog, eot if eot is not None else model.eos)
+
+    def sampler_ready(self, sampler: SamplerParams) -> SamplerParams:
+        """`sampler` with what names text resolved in the target's vocabulary: DRY's
+        sequence breakers, a logit bias given as text (core.sampler_vocab)."""
+        if self._sampler_vocab is None:
+            model = self.session.target_model
+
+            def plain(text: str) -> list[int]:
+                return model.tokenize(text, add_special=False, parse_special=False)
+
+            self._sampler_vocab = SamplerVocab(model.n_vocab, model.piece_special, plain)
+        return self._sampler_vocab.ready(sampler)
 
     @property
     def n_batch(self) -> int:
@@ -612,7 +665,7 @@ class Generator:
         """A Generation of `tokens` on `slot`; nothing is evaluated until the first next()."""
         p = params or GenParams()
         st = self._slots[slot]
-        sampler = p.sampler or self.sampler
+        sampler = self.sampler_ready(p.sampler or self.sampler)
         n_predict = self.n_predict if p.n_predict is None else p.n_predict
         seed = self.seed if p.seed is None else resolve_seed(p.seed)
         grammar = p.grammar if p.grammar is not None else self.grammar
@@ -630,6 +683,8 @@ class Generator:
         cap = CappedLengths(plan.cap) if capped and plan.cap is not None else None
         # compiled before anything else changes: a bad grammar is refused here
         constraint = self.constraint(grammar) if grammar is not None else None
+        if p.reasoning_budget is not None and p.reasoning_budget >= 0:
+            constraint = self.thinking_budget(p, tokens, constraint)
         if st.policy is not None:
             if policy is not st.policy:
                 st.policy.detach()  # a call without the slot's auto: not its drafters now
@@ -672,6 +727,25 @@ class Generator:
             on_prefilled=st.claim(p.namespace),
             edit_stops=EditStops(p.n_indent, p.t_max_predict_ms),
         )
+
+    def thinking_budget(self, p: GenParams, prompt: Sequence[int], inner):
+        """The reasoning budget's state (specgguf.core.reasoning_budget) over `inner` (the
+        grammar's state, or None), in the template family's thinking markers, primed with the
+        prompt's last tokens (a prompt that opened the thinking starts it counting)."""
+        from specgguf.core.reasoning_budget import BudgetMarkers, ReasoningBudget
+
+        start, end = self.dialect().thinking
+        key = (start, end, p.reasoning_budget_message)
+        markers = self._budget_markers.get(key)
+        if markers is None:
+            closing = self.encode(p.reasoning_budget_message + end, add_special=False)
+            markers = BudgetMarkers(start.encode(), end.encode(), tuple(closing))
+            self._budget_markers[key] = markers
+        assert p.reasoning_budget is not None
+        piece = self.session.target_model.piece_special
+        budget = ReasoningBudget(markers, p.reasoning_budget, piece, inner)
+        budget.prime(prompt[-16:])
+        return budget
 
     def constraint(self, grammar: OutputGrammar):
         """A fresh state of `grammar` over the target's vocabulary; GrammarError (one line,

@@ -223,3 +223,13 @@ def function_tool(
         parameters["additionalProperties"] = False
     function["parameters"] = parameters
     return {"type": "function", "function": function}
+
+
+def assert_streamed_as_whole(server: Server, body: dict, message: dict) -> None:
+    """The chat answer to `body` streamed adds up to `message` (the whole answer's): its
+    reasoning_content deltas to its reasoning, its content deltas to its content."""
+    conn, resp = server.stream("/v1/chat/completions", {**body, "stream": True})
+    deltas = [e["choices"][0]["delta"] for e in sse_events(resp) if e != "[DONE]" and e["choices"]]
+    conn.close()
+    assert "".join(d.get("reasoning_content", "") for d in deltas) == message["reasoning_content"]
+    assert "".join(d.get("content") or "" for d in deltas) == message["content"]

@@ -620,6 +620,46 @@ def test_a_draft_model_starts_only_where_the_rest_of_the_answer_repays_its_catch
     assert not policy._repays_catch_up(d.name, plan, 48)
 
 
+def test_a_probe_does_not_make_a_draft_model_read_a_prompt_it_cannot_repay():
+    """The first rounds' probes send nothing to a draft model whose catch-up even its
+    ceiling could not win back in the tokens left: a 900-token prompt read at 0.12 steps a
+    token costs ~108 steps, and a draft that brings at most x1.25 (a step of 0.55 on a CPU's
+    verify curve) saves at most ~40 of a 200-token answer. Where the draft step's cost is
+    unknown, the probe goes out (it is what measures it); an open-ended answer repays
+    anything."""
+    from specgguf.core.draft import Draft, Drafter
+
+    class Behind(Drafter):
+        name, asks_per_token, lag = "draft-simple", True, 901
+
+        @property
+        def behind(self) -> int:
+            return self.lag
+
+        def begin(self, prompt): ...
+
+        def observe(self, tokens): ...
+
+        def propose(self, budget, gate=None):
+            return Draft()
+
+    def first_probe(limit: int, draft_rel: float | None) -> int:
+        policy = AdaptivePolicy(n_max_cap=8)
+        policy.attach([Behind()])
+        policy.catch_up_cost = lambda name: 0.12
+        if draft_rel is not None:
+            for k, rel in enumerate(CPU_CURVE[:5]):
+                policy.cost.add_verify(k, 70.0 * rel)
+            policy.cost.add_draft("draft-simple", 0.0)  # (a drafter's first step is warm-up)
+            policy.cost.add_draft("draft-simple", 70.0 * draft_rel)
+            policy._cache.clear()
+        return policy._plan_probe(limit, 1)["draft-simple"].k  # a first rounds' probe
+
+    assert first_probe(200, draft_rel=0.55) == 0
+    assert first_probe(1 << 30, draft_rel=0.55) == 1
+    assert first_probe(200, draft_rel=None) == 1
+
+
 def test_a_free_draft_passes_the_round_to_a_drafter_in_line_that_plans_better(monkeypatch):
     """The first non-empty draft takes the round, so a weak n-gram guess must not take it from
     a draft model that plans a better one: trim sends nothing, and the next drafter drafts.

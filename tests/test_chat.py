@@ -158,6 +158,24 @@ def test_sandbox_refuses_python_internals():
     t = ChatTemplate.compile("{{ messages.append(1) }}", "evil")
     with pytest.raises(ChatTemplateError):
         t.render(USER_HI)
+    # a list the template made is its own to grow (Kimi K2 queues call ids so); the caller's
+    # lists, nested ones too, stay as they are
+    t = ChatTemplate.compile("{% set q = [] %}{{ q.append(1) or '' }}{{ q.pop(0) }}", "queue")
+    assert t.render(USER_HI) == "1"
+    for evil in ("{{ messages[0].content.append(1) }}", "{{ tools.pop() }}",
+                 "{{ tools[0].function.required.append('x') }}"):  # fmt: skip
+        with pytest.raises(ChatTemplateError):
+            ChatTemplate.compile(evil, "evil").render(
+                USER_HI, tools=[{"function": {"required": ["a"]}}]
+            )
+
+
+def test_a_missing_value_next_to_a_string_is_empty_as_llama_server_has_it():
+    # GPT-OSS' template writes "// " + tool.description for tools that have none
+    t = ChatTemplate.compile("{{ '// ' + tool.description + '|' + none_value }}", "t")
+    assert t.render(USER_HI, tool={}, none_value=None) == "// |"
+    with pytest.raises(ChatTemplateError):  # anything else with a missing value still fails
+        ChatTemplate.compile("{{ tool.size + 1 }}", "t").render(USER_HI, tool={})
 
 
 def test_template_runtime_errors_are_prompt_errors():

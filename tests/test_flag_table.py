@@ -8,13 +8,14 @@ load, with the LoadOptions the flags made."""
 from __future__ import annotations
 
 import functools
+import os
 import re
 from pathlib import Path
 
 import pytest
-import typer.main
 from specgguf_cli import options as o
-from specgguf_cli.app import _register, app, run_cli
+from specgguf_cli.app import command as cli_group
+from specgguf_cli.app import run_cli
 from specgguf_cli.table_flags import expand_presets, with_bare_values
 
 from specgguf.errors import SpecggufError
@@ -29,6 +30,7 @@ COMMANDS = ("run", "serve", "bench")
 SAMPLES = {
     "--threads-batch": ("3", "context.target", "n_threads_batch", 3),
     "--ubatch-size": ("64", "load", "n_ubatch", 64),
+    "--warmup": (None, "load", "warmup", True),
     "--swa-full": (None, "context.both", "swa_full", True),
     "--rope-scaling": ("yarn", "context.both", "rope_scaling_type", 2),
     "--rope-scale": ("4", "context.both", "rope_freq_scale", 0.25),
@@ -66,13 +68,46 @@ SAMPLES = {
     "--spec-draft-n-cpu-moe": ("1", "model.draft", "tensor_buft_overrides",
                                ((rf"blk\.0{v.FFN_EXPERTS}", "CPU"),)),
     "--slots": (None, "server", "slots", True),
+    "--cpu-mask": ("0x5", "process", "cpus", frozenset({0, 2})),
+    "--cpu-range": ("1-3", "process", "cpus", frozenset({1, 2, 3})),
+    "--cpu-strict": ("1", "process", "cpu_strict", True),
+    "--prio": ("-1", "process", "nice", 5),
+    "--poll": ("0", "process", "poll", 0),
+    "--cpu-mask-batch": ("0x2", "process", "cpus", frozenset({1})),
+    "--cpu-range-batch": ("-1", "process", "cpus", frozenset({0, 1})),
+    "--cpu-strict-batch": ("1", "process", "cpu_strict", True),
+    "--prio-batch": ("2", "process", "nice", -10),
+    "--poll-batch": ("100", "process", "poll", 100),
+    "--spec-draft-cpu-mask": ("0x1", "process", "cpus", frozenset({0})),
+    "--spec-draft-cpu-range": ("0-0", "process", "cpus", frozenset({0})),
+    "--spec-draft-cpu-strict": ("1", "process", "cpu_strict", True),
+    "--spec-draft-prio": ("1", "process", "nice", -5),
+    "--spec-draft-poll": ("20", "process", "poll", 20),
+    "--spec-draft-cpu-mask-batch": ("0x1", "process", "cpus", frozenset({0})),
+    "--spec-draft-cpu-strict-batch": ("1", "process", "cpu_strict", True),
+    "--spec-draft-prio-batch": ("3", "process", "nice", -20),
+    "--spec-draft-poll-batch": ("0", "process", "poll", 0),
+    "--numa": ("isolate", "process", "numa", 2),
+    "--embedding": (None, "embeddings", "on", True),
+    "--pooling": ("mean", "embeddings", "pooling", 1),
+    "--embd-normalize": ("-1", "embeddings", "normalize", -1),
+    "--cache-ram": ("64", "load", "cache_ram", 64),
+    "--ctx-checkpoints": ("8", "load", "ctx_checkpoints", 8),
+    "--checkpoint-min-step": ("256", "load", "checkpoint_min_step", 256),
+    "--log-disable": (None, "log", "disabled", True),
+    "--log-file": (os.devnull, "log", "file", Path(os.devnull)),
+    "--log-colors": ("enabled", "log", "colors", "on"),
+    "--verbosity": ("4", "log", "verbosity", 4),
+    "--log-prefix": (None, "log", "prefix", True),
+    "--log-timestamps": (None, "log", "timestamps", True),
 }
+#: SETTING rows whose value may be any text (a file name): no value is "nonsense" to them
+ANY_TEXT = {"--log-file"}
 
 
 @functools.cache
 def _options(command: str) -> set[str]:
-    _register()
-    group = typer.main.get_command(app)
+    group = cli_group()
     cmd = group.commands[command]
     helps = set(group.context_settings["help_option_names"])
     return helps | {name for p in cmd.params for name in (*p.opts, *p.secondary_opts)}
@@ -153,7 +188,7 @@ BASE = {"run": ["run", "-p", "x", "--spec-type", "none", "--spec-draft-n-max", "
 
 
 def _given(tuning, where: str, field: str):
-    if where in ("load", "server"):
+    if where in ("load", "server", "process", "embeddings", "log"):
         return dict(getattr(tuning, where))[field]
     scope, role = where.split(".")
     roles = ("target", "draft") if role == "both" else (role,)
@@ -176,8 +211,8 @@ def test_setting_reaches_the_load_options(row, command: str, loads, capsys) -> N
 
 @pytest.mark.parametrize(("row", "command"), _once(Status.SETTING))
 def test_setting_bad_value_is_one_line(row, command: str, loads, capsys) -> None:
-    if row.is_switch:
-        pytest.skip("a switch has no value")
+    if row.is_switch or row.key in ANY_TEXT:
+        pytest.skip("a switch has no value; a file name may be any text")
     assert run_cli([*BASE[command], row.flag.spellings[0], "nonsense"]) == 1
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "invalid value for" in err and not loads
@@ -260,6 +295,7 @@ def test_llama_enum_numbers_match_the_bindings() -> None:
     llama_cpp = pytest.importorskip("llama_cpp")
     for names, prefix in ((v.LOAD_MODES, "LLAMA_LOAD_MODE_"), (v.SPLIT_MODES, "LLAMA_SPLIT_MODE_"),
                           (v.LAZY_MODES, "LLAMA_LAZY_MODE_"),
+                          (v.POOLING, "LLAMA_POOLING_TYPE_"),
                           (v.ROPE_SCALING, "LLAMA_ROPE_SCALING_TYPE_")):  # fmt: skip
         for name, number in names.items():
             const = prefix + name.upper().replace("MMAP+MLOCK", "MMAP_MLOCK").replace(
@@ -355,3 +391,21 @@ def test_version_in_llama_cpps_shape(command: str, capsys) -> None:
     lines = capsys.readouterr().err.splitlines()
     assert re.fullmatch(r"version: \S+ \(build llama-cpp-python \S+, commit \S+\)", lines[0])
     assert lines[1].startswith("built with ") and " for " in lines[1]
+
+
+def test_cpu_placement_folds_the_batch_and_draft_forms(loads) -> None:
+    """One process, one placement: every CPU named, the highest priority, the most polling."""
+    argv = [*BASE["serve"], "-Cr", "0-1", "-Cb", "0x8", "--prio", "-1", "--prio-batch", "2",
+            "--poll", "10", "--spec-draft-poll", "30", "--cpu-strict", "0"]  # fmt: skip
+    assert run_cli(argv) == 99
+    got = dict(loads[-1].tuning.process)
+    assert got == {"cpus": frozenset({0, 1, 3}), "nice": -10, "poll": 30, "cpu_strict": False}
+
+
+def test_cpu_mask_and_range_read_as_llama_cpp_reads_them() -> None:
+    assert v.cpu_mask("0x11") == v.cpu_mask("11") == frozenset({0, 4})
+    assert v.cpu_range("2-") == frozenset(range(2, v.MAX_CPUS))
+    for parse, bad in ((v.cpu_mask, ""), (v.cpu_mask, "0xg"), (v.cpu_range, "3-1"),
+                       (v.cpu_range, "5"), (v.cpu_range, "a-b"), (v.cpu_range, "0-512")):
+        with pytest.raises(ValueError):
+            parse(bad)

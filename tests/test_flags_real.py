@@ -1,7 +1,7 @@
 """The llama.cpp flags that change how the real target loads or runs (`-m real`; needs
 `specgguf pull`): --no-mmap, -lm, --mlock and -ub reach llama.cpp (its own log, with -v, says
-so), -ot loads, and the greedy text stays the plain run's. --embeddings is refused in one
-line (embeddings are not served: tests/test_flag_table.py checks the refusal)."""
+so), -ot loads, and the greedy text stays the plain run's; --embeddings serves the target's
+vectors, in which related texts lie closer than unrelated ones."""
 
 from __future__ import annotations
 
@@ -57,3 +57,26 @@ def test_override_tensor_loads_and_keeps_the_text(plain) -> None:
     (open: whether a CPU override keeps tensors out of the repacked buffer here)."""
     got, _ = _run("-ot", r"blk\.=CPU")
     assert got["text"] == plain[0]["text"]
+
+
+def test_embeddings_of_the_target(tmp_path) -> None:
+    """`serve --embeddings --pooling mean` on the real pair: OpenAI's client reads the vectors
+    (the target's width, unit length), and two texts about one thing are closer than a text
+    about another."""
+    import numpy as np
+
+    from tests.serve_helpers import Server, openai_client
+
+    server = Server(["-c", "512", "--spec-type", "none", "--embeddings", "--pooling", "mean"],
+                    timeout=300)
+    try:
+        client = openai_client(server)
+        texts = ["def add(a, b): return a + b", "def sum_two(x, y):\n    return x + y",
+                 "The weather in Paris is mild in spring."]  # fmt: skip
+        got = client.embeddings.create(model="target", input=texts)
+        v = [np.array(d.embedding) for d in got.data]
+        assert all(x.shape == (1536,) for x in v)  # Qwen2.5-Coder 1.5B's width
+        assert all(abs(np.linalg.norm(x) - 1) < 1e-3 for x in v)
+        assert float(v[0] @ v[1]) > float(v[0] @ v[2])
+    finally:
+        server.stop_cleanly()

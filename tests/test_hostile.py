@@ -412,11 +412,12 @@ def test_another_sampler_chain_is_accepted(server, samplers):
     [
         ("samplers", ["x"], "unknown sampler 'x'"),
         ("samplers", ["infill", "top_k"], "the infill sampler (only last"),
-        ("samplers", ["adaptive_p"], "adaptive-p is not run"),
+        ("adaptive_target", 2, "'adaptive_target' must be a number <= 1"),
         ("repeat_penalty", 0, "'repeat_penalty' must be a number > 0"),
         ("mirostat", 3, "'mirostat' must be 0, 1 or 2"),
-        ("dry_multiplier", 0.8, "'dry_multiplier' must be 0"),
-        ("logit_bias", {"hello": 1}, "token strings are not supported"),
+        ("dry_base", 0.5, "'dry_base' must be a number >= 1"),
+        ("dry_sequence_breakers", "\n", "must be a non-empty list of strings"),
+        ("logit_bias", {"": 1}, "a token's text is empty"),
         ("logit_bias", [[1, "a"]], "must be a number or false"),
     ],
 )
@@ -427,19 +428,27 @@ def test_bad_sampler_settings_are_refused_by_name(server, field, value, says):
 
 
 def test_sampler_settings_take_effect(server):
-    """logit_bias in each of its forms bans the greedy text's first token; the penalties,
-    typical, XTC and mirostat fields are accepted."""
+    """logit_bias in each of its forms (an id, the token's text) bans the greedy text's first
+    token; the penalties, typical, XTC, DRY and mirostat fields are accepted."""
     body = {"prompt": "hi", "n_predict": 3, "temperature": 0, "return_tokens": True}
     status, _, plain = server.request("POST", "/completion", body)
     assert status == 200, plain
     first = plain["tokens"][0]
-    for bias in ({str(first): -100}, [[first, False]], [[first, -1e9]]):
+    _, _, piece = server.request("POST", "/detokenize", {"tokens": [first]})
+    _, _, again = server.request("POST", "/tokenize", {"content": piece["content"]})
+    assert first in again["tokens"], (piece, again)  # the text names the token
+    text = piece["content"]
+    for bias in ({str(first): -100}, [[first, False]], [[first, -1e9]], [[text, False]],
+                 {text: -100}):  # fmt: skip
         status, _, obj = server.request("POST", "/completion", {**body, "logit_bias": bias})
         assert status == 200 and obj["tokens"][0] != first, obj
     extra = {"repeat_penalty": 1.3, "presence_penalty": 1.5, "frequency_penalty": 0.5,
              "repeat_last_n": -1, "typical_p": 0.9, "xtc_probability": 0.5,
-             "top_n_sigma": 2.0, "dynatemp_range": 0.3, "min_keep": 1}  # fmt: skip
-    for more in (extra, {"mirostat": 2, "mirostat_tau": 4.0}, {"mirostat": 1}):
+             "top_n_sigma": 2.0, "dynatemp_range": 0.3, "min_keep": 1,
+             "dry_multiplier": 0.8, "dry_allowed_length": 1,
+             "dry_sequence_breakers": ["\n", "<|im_end|>"]}  # fmt: skip
+    adaptive = {"samplers": ["min_p", "adaptive_p"], "adaptive_target": 0.3}
+    for more in (extra, {"mirostat": 2, "mirostat_tau": 4.0}, {"mirostat": 1}, adaptive):
         status, _, obj = server.request(
             "POST", "/v1/completions", {"prompt": "hi", "max_tokens": 3, "seed": 1, **more}
         )

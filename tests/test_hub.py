@@ -117,6 +117,24 @@ def test_download_given_up_is_one_line_and_the_next_run_completes(hub) -> None:
     assert _fetch("u/m-GGUF:Q8_0").read_bytes() == Q8
 
 
+def test_a_download_given_up_resumes_in_the_next_run(hub, tmp_path) -> None:
+    """Across runs (a process killed, or one that gave up): the partial file is kept, and the
+    next run asks only for the rest."""
+    hub.cuts["m-Q8_0.gguf"] = [3000] + [0] * 6
+    with pytest.raises(PullError):
+        _fetch("u/m-GGUF:Q8_0")
+    partials = list((tmp_path / "cache").rglob("*.specgguf-partial"))
+    assert [p.stat().st_size for p in partials] == [3000]
+    hub.cuts.clear()
+    hub.requests.clear()
+    assert _fetch("u/m-GGUF:Q8_0").read_bytes() == Q8
+    assert _ranges(hub) == ["bytes=3000-"]
+    assert not list((tmp_path / "cache").rglob("*.specgguf-partial"))
+    hub.requests.clear()
+    assert _fetch("u/m-GGUF:Q8_0").read_bytes() == Q8  # now a cache hit
+    assert _ranges(hub) == []
+
+
 def _ranges(hub) -> list[str | None]:
     return [r[2] for r in hub.requests if r[0] == "GET" and "/resolve/" in r[1]]
 

@@ -95,6 +95,15 @@ def test_llama_vim_body_gets_the_fields_it_reads(server):
     assert r["timings/prompt_n"] + r["tokens_cached"] > 0
 
 
+def test_tokens_cached_is_what_the_cache_holds_after_the_answer(server):
+    # llama-server's count, which llama.vim shows as the context in use: the prompt and
+    # every generated token but the last (never evaluated)
+    body = {k: v for k, v in LLAMA_VIM.items() if k != "response_fields"}
+    r = server.post("/infill", {**body, "temperature": 0, "samplers": None})
+    assert r["timings"]["predicted_n"] > 1
+    assert r["tokens_cached"] == r["tokens_evaluated"] + r["timings"]["predicted_n"] - 1
+
+
 def test_llama_vim_warmup_answers_nothing(server):
     assert server.post("/infill", LLAMA_VIM_WARMUP) == {}
 
@@ -128,6 +137,21 @@ def test_prompt_is_laid_out_in_the_fim_tokens(server):
     same = server.post("/completion", {"prompt": expected, "n_predict": N, "temperature": 0,
                                        "speculative": False, "cache_prompt": False})  # fmt: skip
     assert r["content"] == same["content"] and len(r["content"]) > 0
+
+
+def test_spm_infill_lays_the_suffix_out_first(fim_target):
+    ids = fim_ids()
+    for s in serving(["-m", str(fim_target), *FAST, "-c", "2048", "-b", "512", "--spm-infill"]):
+        body = {"input_prefix": "ab", "input_suffix": "cd", "n_predict": 4, "temperature": 0}
+        expected = [
+            ids["rep"], *plain(s, "myproject\n"), ids["sep"], *plain(s, "filename\n"),
+            ids["suf"], *plain(s, "cd"), ids["pre"], *plain(s, "ab"), ids["mid"],
+        ]  # fmt: skip
+        r = s.post("/infill", {**body, "cache_prompt": False})
+        assert r["tokens_evaluated"] == len(expected)
+        same = s.post("/completion", {"prompt": expected, "n_predict": 4, "temperature": 0,
+                                      "cache_prompt": False})  # fmt: skip
+        assert r["content"] == same["content"]
 
 
 def test_openai_suffix_is_the_same_infill(server):

@@ -1577,3 +1577,15 @@ def test_a_line_of_thousands_of_commands_is_checked_in_bounded_time():
         new, _ = check_text(text, kind, comments)
         assert time.perf_counter() - t0 < 10.0
         assert "--draft 8" not in new
+
+
+def test_every_value_option_of_the_flag_table_takes_its_word() -> None:
+    """The migration reads which llama.cpp options take a value from the flag table: a word
+    after one is its value (llama.cpp reads it so), never an option to rewrite."""
+    from specgguf.flag_table.table import row_of
+
+    assert row_of("--tags").flag.values  # a value option no migration list names itself
+    res = migrate_argv(shlex.split("llama-server -m t.gguf --tags --draft-max -md d.gguf"))
+    assert "--draft-max" in res.argv and "--spec-draft-n-max" not in res.argv
+    assert set(row_of("--spec-draft-model").flag.spellings) <= lg.DRAFT_MODEL_FLAGS
+    assert lg.REMOVED_BY_NAME.keys() >= set(row_of("--draft").flag.spellings)

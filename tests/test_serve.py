@@ -543,3 +543,10 @@ def test_prefix_reuse_across_turns(server):
     assert warm["usage"]["prompt_tokens_details"]["cached_tokens"] == w["cache_n"]
     assert c["cache_n"] == 0 and c["prompt_n"] == total  # negative control
     assert warm["choices"][0]["message"]["content"] == cold["choices"][0]["message"]["content"]
+
+
+def test_embeddings_without_the_flag_are_501(server) -> None:
+    for path in ("/v1/embeddings", "/embedding"):
+        status, _, err = server.request("POST", path, {"input": "x"}, key=KEY)
+        assert status == 501 and "--embeddings" in err["error"]["message"]
+        assert err["error"]["type"] == "not_supported_error"

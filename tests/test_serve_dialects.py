@@ -14,7 +14,7 @@ import pytest
 from specgguf.chat.dialects import by_name
 from specgguf.chat.dialects.command_r7b import RESPONSE
 from specgguf.chat.tools import gbnf_literal
-from tests.serve_helpers import FAST, serving, sse_events
+from tests.serve_helpers import FAST, assert_streamed_as_whole, serving, sse_events
 from tests.test_serve_tools import TOOLS, USER
 
 TEMPLATES = Path(__file__).parent / "data" / "templates"
@@ -108,11 +108,7 @@ def test_reasoning_comes_apart_whole_and_streamed(family):
     opening = by_name(dialect).thinking[0]
     assert message["reasoning_content"] and opening not in message["content"]
     assert re.fullmatch(r"[a-z]{1,8}", message["content"])
-    conn, resp = server.stream("/v1/chat/completions", {**body, "stream": True})
-    deltas = [e["choices"][0]["delta"] for e in sse_events(resp) if e != "[DONE]" and e["choices"]]
-    conn.close()
-    assert "".join(d.get("reasoning_content", "") for d in deltas) == message["reasoning_content"]
-    assert "".join(d.get("content") or "" for d in deltas) == message["content"]
+    assert_streamed_as_whole(server, body, message)
     raw = server.post("/v1/chat/completions", {**body, "reasoning_format": "none"})
     text = raw["choices"][0]["message"]["content"]
     assert text.startswith(opening) and "reasoning_content" not in raw["choices"][0]["message"]

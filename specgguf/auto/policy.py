@@ -189,7 +189,8 @@ class AdaptivePolicy:
         #: the policy's own bookkeeping time: with the probes' net cost, auto's cost against
         #: plain decoding is measured, not guessed
         self.overhead_ms = 0.0
-        self.seeded = False
+        self.seeded = False  # from this machine's stored profile
+        self.warmed = False  # from the warm-up's timings only (specgguf.warmup)
         self._observed = 0
         self._seen_timing: dict[str, Any] = {}  # a model drafter's last DraftTiming, consumed
         self._hopeless_memo: dict[str, int] = {}  # name -> round of the last "cannot pay"
@@ -234,7 +235,9 @@ class AdaptivePolicy:
         probe widths the profile knows well are not probed again."""
         if profile is None:
             return
-        self.seeded = self.cost.seed(profile)
+        known = self.cost.seed(profile)
+        self.seeded = known and profile.stored
+        self.warmed = known and not profile.stored
         for name, mem in profile.acceptance.items():
             if mem.trials and mem.trials[0] > 0:
                 # a best of 0 with too few rounds to show anything says nothing
@@ -429,14 +432,31 @@ class AdaptivePolicy:
         k, _ = best_k(costs, acc, self.cap_of(name), margin=self.margin, p_empty=p_empty)
         return k > 0
 
-    def _worth_probing(self, name: str) -> bool:
+    def _worth_probing(self, name: str, limit: int) -> bool:
         """A re-probe burst for `name` after a run of plain steps: only if it is not hopeless
-        on this machine, its acceptance could plausibly make it pay, and the exploration budget
-        allows it. Cheap drafters are measured by shadow drafts instead, so they are probed
-        only while no verify width is known at all."""
+        on this machine, its acceptance could plausibly make it pay, what it must catch up on
+        first could be won back in the `limit` tokens left, and the exploration budget allows
+        it. Cheap drafters are measured by shadow drafts instead, so they are probed only while
+        no verify width is known at all."""
         if self._drafters[name].free and self.cost.known_widths():
             return False
-        return not self.hopeless(name) and self._could_pay(name) and self._may_explore(name)
+        return (
+            not self.hopeless(name)
+            and self._could_pay(name)
+            and self._catch_up_repaid_at_best(name, limit)
+            and self._may_explore(name)
+        )
+
+    def _catch_up_repaid_at_best(self, name: str, limit: int) -> bool:
+        """Whether a model drafter that has not read the text yet could win its catch-up
+        back in `limit` tokens even at its ceiling (every proposal accepted): a probe that
+        must first read a 1,000-token prompt on a draft model that can bring at most x1.1
+        costs more than the whole answer could save, so it is not sent (and its acceptance
+        stays unmeasured until an answer long enough to repay it). A draft step of unknown
+        cost gives no ceiling to judge by: such a drafter is probed, which measures it."""
+        if self._draft_rel(name) is None:
+            return True
+        return self._repays_catch_up(name, _Plan(1, self.ceiling(name), probe=True), limit)
 
     # -- plans -------------------------------------------------------------------------------
 
@@ -522,13 +542,18 @@ class AdaptivePolicy:
             self.schedule.probes += 1
 
     def _plan_probe(
-        self, k: int | None = None, names: Sequence[str] | None = None
+        self, limit: int, k: int | None = None, names: Sequence[str] | None = None
     ) -> dict[str, _Plan]:
         """Probe plans: width k for every drafter (or those `names`), or each drafter's least
-        bad k >= 1 under the current estimates."""
+        bad k >= 1 under the current estimates; none for a drafter whose catch-up the `limit`
+        tokens left could not repay."""
         plans = {}
         for name in self._drafters:
-            if (names is not None and name not in names) or self.hopeless(name):
+            if (
+                (names is not None and name not in names)
+                or self.hopeless(name)
+                or not self._catch_up_repaid_at_best(name, limit)
+            ):
                 plans[name] = _Plan(0, 1.0, probe=False)
                 continue
             kk = k
@@ -573,7 +598,7 @@ class AdaptivePolicy:
         )
         if ladder is not None:  # initial probes: measure the cost curve rather than assume it
             default = ladder
-            plans = self._plan_probe(default)
+            plans = self._plan_probe(limit, default)
             self.schedule.probes += default > 0
         else:
             plans = self._plan_model()
@@ -583,11 +608,11 @@ class AdaptivePolicy:
                     plans[name] = _Plan(0, 1.0, probe=False)
             if all(p.k == 0 for p in plans.values()):
                 names = self.schedule.idle_round(
-                    lambda: [n for n in self._drafters if self._worth_probing(n)],
+                    lambda: [n for n in self._drafters if self._worth_probing(n, limit)],
                     any_drafter=bool(self._drafters),
                 )
                 if names is not None:  # a burst of probes: one round is too little evidence
-                    plans = self._plan_probe(names=names)
+                    plans = self._plan_probe(limit, names=names)
                     self.schedule.probes += 1
                     # no drafter known yet (not attached, none has proposed): a short probe
                     default = 1 if not plans else 0
@@ -888,6 +913,7 @@ class AdaptivePolicy:
                 str(k): round(c, 4) for k, c in sorted(known.items()) if math.isfinite(c)
             },
             "profile_seeded": self.seeded,
+            "warm_up_seeded": self.warmed,
             "drafters": drafters,
         }
 
@@ -906,6 +932,7 @@ class AdaptivePolicy:
                 f"auto: target step {s['target_step_ms']:.1f} ms, verify cost by k "
                 + " ".join(f"{k}:{c:.2f}" for k, c in s["verify_cost_rel"].items())
                 + (" (with this machine's profile)" if s["profile_seeded"] else "")
+                + (" (with the warm-up's timings)" if s["warm_up_seeded"] else "")
             )
         for name, d in s["drafters"].items():
             cost = f"{d['draft_cost_rel']:.2f}" if d["draft_cost_rel"] is not None else "?"

@@ -184,6 +184,9 @@ class CostProfile:
     acceptance: dict[str, AcceptanceMemory] = field(default_factory=dict)
     skipped_loads: dict[str, int] = field(default_factory=dict)
     disturbed_runs: int = 0
+    #: False for what only this process's warm-up timed (specgguf.warmup), not yet a profile
+    #: read from the machine's file (the report says which one seeded auto)
+    stored: bool = True
 
     def disturbed_by(self, newer: CostProfile) -> bool:
         """Whether `newer` (one run's measurements) came from a run slower than this profile
@@ -206,6 +209,7 @@ class CostProfile:
         )
         if out.target_step_ms is None:
             out.target_step_ms = self.target_step_ms
+        out.stored = self.stored or newer.stored
         # a disturbed run's costs: a sample's weight at most, and no drift takeover
         cap = DISTURBED_WEIGHT if disturbed else None
         for table, new in ((out.verify, newer.verify), (out.draft, newer.draft)):

@@ -24,6 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -323,6 +324,8 @@ class SequenceView:
         #: this sequence's request began and no decode of it has returned logits yet: it
         #: waits for its first token (BatchedContext._newcomer_waits)
         self.awaits_first_token = False
+        #: --cache-ram: the slots' shared host-memory prompt cache (binding.prompt_cache)
+        self.prompt_cache = None
 
     def decode(
         self,
@@ -459,8 +462,19 @@ class SequenceView:
         request begins here, a newcomer until its first logits."""
         self.awaits_first_token = True
         n = engine.common_prefix_len(self.tokens, tokens)
+        if self.prompt_cache is not None:
+            n = self.prompt_cache.swap(self, tokens, n)
         self.truncate(n)
         return n
+
+    def state_handle(self) -> tuple[Any, int]:
+        """llama.cpp's context and this slot's sequence id (binding.prompt_cache)."""
+        return self.owner.ctx.ptr, self.seq
+
+    @property
+    def dirty(self) -> bool:
+        """A failed step may have left cells past n_past."""
+        return self._dirty
 
     def close(self) -> None:
         """Nothing of its own to free: the BatchedContext owns the cells."""

@@ -43,7 +43,7 @@ from specgguf.core.draft import Hear
 from specgguf.forwarding import Forwarded
 
 #: prompt-end checkpoints kept per context (the latest ones): the prefixes a next prompt
-#: can resume from without a fresh evaluation
+#: can resume from without a fresh evaluation (--ctx-checkpoints sets it; 0: none kept)
 PROMPT_CHECKPOINTS = 2
 
 
@@ -82,10 +82,15 @@ class CheckpointedContext:
     checkpoints to keep, the latest (a rollback never reaches further back than one round).
     """
 
-    def __init__(self, ctx: engine.Context, *, every_decode: bool, keep: int = 1) -> None:
+    def __init__(self, ctx: engine.Context, *, every_decode: bool, keep: int = 1,
+                 prompt_keep: int = PROMPT_CHECKPOINTS, min_step: int = 0) -> None:  # fmt: skip
+        """`prompt_keep` (--ctx-checkpoints): prompt-end checkpoints kept; `min_step`
+        (--checkpoint-min-step): the fewest positions between two of them (0: any)."""
         self.inner = ctx
         self.every_decode = every_decode
         self.keep = max(1, keep)
+        self.prompt_keep = max(0, prompt_keep)
+        self.min_step = max(0, min_step)
         self.stats = RollbackStats()
         self._checkpoints: list[_Checkpoint] = []  # by position, ascending
         self._spare: list[bytearray] = []  # buffers of dropped checkpoints, for reuse
@@ -129,7 +134,7 @@ class CheckpointedContext:
         if tokens and may_roll_back and (self.every_decode or len(tokens) > 1):
             self._save(prompt=False)
         logits = self.inner.decode(tokens, pos0, outputs=outputs, hear=hear)
-        if tokens and outputs == "none":
+        if tokens and outputs == "none" and self._prompt_checkpoint_due():
             self._save(prompt=True)
         return logits
 
@@ -173,6 +178,14 @@ class CheckpointedContext:
 
     # -- checkpoints ---------------------------------------------------------------------------
 
+    def _prompt_checkpoint_due(self) -> bool:
+        """Whether a prompt checkpoint is kept here: some are kept at all, and the latest is
+        at least min_step positions back."""
+        if not self.prompt_keep:
+            return False
+        last = next((c.pos for c in reversed(self._checkpoints) if c.prompt), None)
+        return last is None or self.n_past - last >= self.min_step
+
     def _save(self, *, prompt: bool) -> None:
         pos = self.n_past
         cps = self._checkpoints
@@ -187,10 +200,10 @@ class CheckpointedContext:
         self.stats.save_ms += (time.perf_counter() - t0) * 1e3
 
     def _evict(self) -> None:
-        """Keep the latest `keep` round checkpoints and PROMPT_CHECKPOINTS prompt ones."""
+        """Keep the latest `keep` round checkpoints and `prompt_keep` prompt ones."""
         rounds = [c for c in self._checkpoints if not c.prompt]
         prompts = [c for c in self._checkpoints if c.prompt]
-        for c in rounds[: -self.keep] + prompts[:-PROMPT_CHECKPOINTS]:
+        for c in rounds[: -self.keep] + prompts[: max(0, len(prompts) - self.prompt_keep)]:
             self._checkpoints.remove(c)
             self._spare.append(c.state)
 
@@ -215,12 +228,16 @@ class CheckpointedContext:
 ModelContext = engine.Context | CheckpointedContext
 
 
-def with_rollback(ctx: engine.Context, *, draft: bool, keep: int) -> tuple[ModelContext, str]:
+def with_rollback(ctx: engine.Context, *, draft: bool, keep: int,
+                  prompt_keep: int = PROMPT_CHECKPOINTS, min_step: int = 0,
+                  ) -> tuple[ModelContext, str]:  # fmt: skip
     """`ctx` probed (memory_caps.probe_removal) and, where its memory forgets only whole
     sequences, wrapped in a CheckpointedContext; with the probe's answer. `draft`: the context
     of a draft model (checkpoints before every decode with logits); `keep`: round checkpoints
-    kept (a draft rolls back at most its draft length)."""
+    kept (a draft rolls back at most its draft length); `prompt_keep`, `min_step`: the prompt
+    checkpoints (--ctx-checkpoints, --checkpoint-min-step)."""
     removal = memory_caps.probe_removal(ctx)
     if removal == memory_caps.FULL:
-        return CheckpointedContext(ctx, every_decode=draft, keep=keep), removal
+        return CheckpointedContext(ctx, every_decode=draft, keep=keep, prompt_keep=prompt_keep,
+                                   min_step=min_step), removal  # fmt: skip
     return ctx, removal

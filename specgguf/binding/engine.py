@@ -34,10 +34,11 @@ from specgguf.binding.offload import (
 )
 from specgguf.binding.outcome import Outcome
 from specgguf.core import tree
-from specgguf.core.cache_reuse import reuse_moves
+from specgguf.core.cache_reuse import plan_reuse
 from specgguf.core.context import Outputs, common_prefix_len
 from specgguf.core.draft import Hear, TargetPass
 from specgguf.errors import ExitCode, ModelFileError, SpecggufError
+from specgguf.io import log_sink
 from specgguf.modelfiles.ggml_types import FLASH_ATTN, KV_CACHE_TYPES
 
 try:  # imported lazily by tests that only need pure modules
@@ -84,14 +85,18 @@ ABORTABLE_BATCH = 64
 
 @interrupts.callback
 def _log(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
-    """llama.cpp's log sink: stderr with -v, else nothing. It must never raise: an exception
-    cannot cross C and ctypes would print it and drop it."""
+    """llama.cpp's log callback: to the command's log sink while one is set
+    (specgguf.io.log_sink: -lv, --log-file, --log-prefix ...), else stderr with -v. It must
+    never raise: an exception cannot cross C and ctypes would print it and drop it."""
     try:
         if log_listener is not None and text:
             log_listener(text)
-        if _verbose and text:
+        sink = log_sink.current
+        if sink is not None:
+            sink(level, text)
+        elif _verbose and text:
             os.write(2, text)
-    except OSError:
+    except (OSError, ValueError):  # a stream or log file closed meanwhile
         pass
     except KeyboardInterrupt:  # only without interrupts.handling() (library use)
         interrupts.note(signal.SIGINT)
@@ -143,6 +148,12 @@ def init_backend(verbose: bool = False) -> None:
     ll.llama_backend_init()
     _backend_ready = True
     interrupts.check()
+
+
+def numa_init(strategy: int) -> None:
+    """--numa: llama.cpp's NUMA placement (ggml_numa_strategy), once, before a model loads."""
+    init_backend(_verbose)
+    ll.llama_numa_init(strategy)
 
 
 def gpu_offload_supported() -> bool:
@@ -561,6 +572,12 @@ class Context:
         self._give_way: Callable[[], bool] | None = None
         #: --cache-reuse N: keep_prefix also moves cached chunks of >= N tokens (0: never)
         self.cache_reuse = 0
+        #: --cache-ram: keep_prefix swaps whole sequences with a host-memory prompt cache
+        #: (binding.prompt_cache.PromptCache; None: none)
+        self.prompt_cache = None
+        #: prompt tokens the last keep_prefix evaluated in the holes between moved chunks
+        #: (counted among its kept positions, though evaluated)
+        self.refilled = 0
         self._give_way_check = ll.ggml_abort_callback(self._gives_way)  # alive with self
 
     def capture(self, layers: Sequence[int]) -> None:
@@ -896,26 +913,61 @@ class Context:
         rest, and return its length: the positions a new sequence need not evaluate again.
         (Each cell's key and value depend only on the tokens before it, so a cell whose whole
         prefix matches is exactly what a fresh evaluation would compute.)"""
+        self.refilled = 0
         n = common_prefix_len(self.tokens, tokens)
+        if self.prompt_cache is not None:
+            n = self.prompt_cache.swap(self, tokens, n)
         if self.cache_reuse > 0 and n < self.n_past:
             n = self._move_chunks(tokens, n)
         self.truncate(n)
         return n
 
+    def state_handle(self) -> tuple[Any, int]:
+        """llama.cpp's context and this cache's sequence id (binding.prompt_cache)."""
+        return self.ptr, 0
+
     @interrupts.atomic
     def _move_chunks(self, tokens: Sequence[int], n: int) -> int:
         """--cache-reuse (specgguf.core.cache_reuse): shift the cached chunks `tokens`
-        repeats to their positions there; returns how much of its start is cached now. Not
-        where the memory cannot shift positions, nor while hidden states are captured (a
-        drafter that heard the chunks at their old places would not hear them again)."""
+        repeats to their positions there and evaluate the holes between them; returns how
+        much of its start is cached now. Not where the memory cannot shift positions, nor
+        while hidden states are captured (a drafter that heard the chunks at their old
+        places would not hear them again). Holes need a second sequence (llama.cpp decodes
+        a sequence's rows only right after its last cell): without one, the chunks after
+        the first hole are dropped."""
         if self._dirty or self.captured or not ll.llama_memory_can_shift(self.memory):
             return n
-        for m in reuse_moves(self.tokens, tokens, n, self.cache_reuse):
-            ll.llama_memory_seq_rm(self.memory, 0, m.dst, m.src)
+        plan = plan_reuse(self.tokens, tokens, n, self.cache_reuse, holes=self.n_seq > 1)
+        for p0, p1 in plan.dropped(len(self.tokens)):
+            ll.llama_memory_seq_rm(self.memory, 0, p0, p1)
+        for m in plan.shift_order():
             ll.llama_memory_seq_add(self.memory, 0, m.src, m.src + m.n, m.dst - m.src)
-            self.tokens[m.dst : m.dst + m.n] = self.tokens[m.src : m.src + m.n]
-            n = m.dst + m.n
-        return n
+        self.tokens[:] = tokens[: plan.end]
+        self.n_past = plan.end
+        for p0, p1 in plan.holes():
+            self._fill_hole(tokens[p0:p1], p0)
+        self.refilled = plan.n_holes
+        return plan.end
+
+    def _fill_hole(self, tokens: Sequence[int], pos0: int) -> None:
+        """Evaluate `tokens` at pos0.. of sequence 0, whose cells go on after them: in
+        sequence 1, which shares sequence 0's cells before pos0, then handed to sequence 0."""
+        ll.llama_memory_seq_rm(self.memory, 1, -1, -1)
+        ll.llama_memory_seq_cp(self.memory, 0, 1, 0, pos0)
+        try:
+            for start in range(0, len(tokens), self.n_batch):
+                part = tokens[start : start + self.n_batch]
+                pos = range(pos0 + start, pos0 + start + len(part))
+                self.decode_rows(part, pos, [1] * len(part), [False] * len(part))
+        except BaseException:
+            # the cells after the hole lack their past: only what precedes it stays true
+            self._dirty = True
+            self.n_past = pos0
+            del self.tokens[pos0:]
+            raise
+        finally:
+            ll.llama_memory_seq_cp(self.memory, 1, 0, pos0, pos0 + len(tokens))
+            ll.llama_memory_seq_rm(self.memory, 1, -1, -1)
 
     def close(self) -> None:
         if self.ptr:

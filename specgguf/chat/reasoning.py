@@ -27,16 +27,13 @@ REASONING, CONTENT = "reasoning", "content"
 _START, _THINK, _ANSWER = range(3)
 
 
-class ReasoningSplit:
-    """Feed the generated text; get (REASONING or CONTENT, text) pieces in order."""
+class Pieces:
+    """What every splitter shares: text fed in, (REASONING or CONTENT, text) pieces out, each
+    kind's text so far. A splitter's `_step(out, final)` releases what it can of `_buf`, and
+    `_rest(out)` what is left at the end."""
 
-    def __init__(self, *, opened: bool = False, markers: tuple[str, str] = THINK) -> None:
-        """`opened`: the prompt ended inside an opened <think>; `markers`: the family's."""
-        self._open, self._close = markers
-        self._state = _THINK if opened else _START
+    def __init__(self) -> None:
         self._buf = ""
-        self._after_close = False  # blanks right after </think> are not content
-        self._lead = opened  # newlines right after <think> are not thinking
         self.reasoning = ""  # all the thinking so far
         self.content = ""  # all the content so far
 
@@ -49,10 +46,43 @@ class ReasoningSplit:
     def close(self) -> list[tuple[str, str]]:
         out: list[tuple[str, str]] = []
         self._step(out, final=True)
+        self._rest(out)
+        return out
+
+    def _step(self, out: list[tuple[str, str]], final: bool) -> None:
+        raise NotImplementedError
+
+    def _rest(self, out: list[tuple[str, str]]) -> None:
+        raise NotImplementedError
+
+    def _emit(self, out: list[tuple[str, str]], kind: str, text: str) -> None:
+        if not text:
+            return
+        if kind == REASONING:
+            self.reasoning += text
+        else:
+            self.content += text
+        if out and out[-1][0] == kind:
+            out[-1] = (kind, out[-1][1] + text)
+        else:
+            out.append((kind, text))
+
+
+class ReasoningSplit(Pieces):
+    """Feed the generated text; get (REASONING or CONTENT, text) pieces in order."""
+
+    def __init__(self, *, opened: bool = False, markers: tuple[str, str] = THINK) -> None:
+        """`opened`: the prompt ended inside an opened <think>; `markers`: the family's."""
+        super().__init__()
+        self._open, self._close = markers
+        self._state = _THINK if opened else _START
+        self._after_close = False  # blanks right after </think> are not content
+        self._lead = opened  # newlines right after <think> are not thinking
+
+    def _rest(self, out: list[tuple[str, str]]) -> None:
         if self._buf:
             self._emit(out, REASONING if self._state == _THINK else CONTENT, self._buf)
             self._buf = ""
-        return out
 
     def _step(self, out: list[tuple[str, str]], final: bool) -> None:
         while self._buf:
@@ -89,19 +119,6 @@ class ReasoningSplit:
                     self._after_close = False
                 self._emit(out, CONTENT, s)
                 self._buf = ""
-
-    def _emit(self, out: list[tuple[str, str]], kind: str, text: str) -> None:
-        if not text:
-            return
-        if kind == REASONING:
-            self.reasoning += text
-        else:
-            self.content += text
-        if out and out[-1][0] == kind:
-            out[-1] = (kind, out[-1][1] + text)
-        else:
-            out.append((kind, text))
-
 
 def prompt_opens_thinking(prompt: str, open_: str = OPEN) -> bool:
     """Whether the rendered prompt ends inside an opened <think> (the template opened it)."""

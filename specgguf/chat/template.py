@@ -31,7 +31,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from specgguf.chat.template_bounds import TemplateBoundsError, TemplateLimits
+from specgguf.chat.template_bounds import TemplateBoundsError, TemplateLimits, given
 from specgguf.errors import ExitCode, PromptError, SpecggufError, read_user_text
 
 #: The largest template compiled. Compiling costs far more than rendering (measured here: a
@@ -199,11 +199,11 @@ class ChatTemplate:
             # generate(): the top-level output arrives piece by piece and is stopped as soon
             # as it passes the cap, instead of being joined first
             for chunk in self._compiled.generate(
-                messages=msgs,
+                messages=given(msgs),
                 add_generation_prompt=add_generation_prompt,
                 bos_token=self.bos_token,
                 eos_token=self.eos_token,
-                **extra,
+                **{k: given(v) for k, v in extra.items()},
             ):
                 size += len(chunk)
                 if size > limits.max_chars:

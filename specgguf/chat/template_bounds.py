@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from jinja2 import nodes
+from jinja2 import Undefined, nodes
 from jinja2.runtime import LoopContext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.visitor import NodeTransformer
@@ -219,6 +219,17 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         for name, f in list(self.filters.items()):
             self.filters[name] = self._bounded_filter(name, f)
 
+    #: the list methods a template may call on a list it made itself although they change
+    #: it: Kimi K2's templates queue call ids with them. Each call is a step, so a list grows
+    #: by at most max_steps values, each of them bounded. The lists the caller gives (the
+    #: messages, the tools) are GivenLists, which stay unchangeable
+    LIST_MUTATORS = frozenset(("append", "pop"))
+
+    def is_safe_attribute(self, obj: Any, attr: str, value: Any) -> bool:
+        if type(obj) is list and attr in self.LIST_MUTATORS:
+            return True
+        return super().is_safe_attribute(obj, attr, value)
+
     def add_filter(self, name: str, f: Callable[..., Any]) -> None:
         """Register a filter behind the same step and size checks as Jinja's own."""
         self.filters[name] = self._bounded_filter(name, f)
@@ -321,6 +332,11 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         self._step()
+        if operator == "+" and (isinstance(left, str) or isinstance(right, str)):
+            # a missing value (an undefined attribute, None) next to a string is "", as
+            # llama-server's template engine has it: GPT-OSS' writes "// " + tool.description
+            # for tools that have none
+            left, right = ("" if _missing(v) else v for v in (left, right))
         cap = self._cap
         limits = self._budget.limits if self._budget else self.limits
         ints = isinstance(left, int) and isinstance(right, int)
@@ -514,11 +530,30 @@ def _pre_count(key: str, i: int) -> Callable[..., Any]:
     return check
 
 
+class GivenList(list):
+    """A list the caller gave the template (see BoundedSandbox.LIST_MUTATORS)."""
+
+
+def given(value: Any) -> Any:
+    """`value` with every list in it a GivenList (dicts copied on the way)."""
+    if isinstance(value, list):
+        return GivenList(given(v) for v in value)
+    if isinstance(value, dict):
+        return {k: given(v) for k, v in value.items()}
+    return value
+
+
+def _missing(value: Any) -> bool:
+    return value is None or isinstance(value, Undefined)
+
+
 def _pre_tojson(env: BoundedSandbox, value: Any, rest: tuple, kwargs: dict) -> Any:
     indent = _arg(rest, kwargs, 1, "indent", None)  # tojson(x, ensure_ascii, indent, ...)
     size = len(indent) if isinstance(indent, str) else indent if isinstance(indent, int) else 0
     if size > 64:  # every nesting level repeats it on every line
         raise TemplateBoundsError(f"tojson indent of {size}, more than 64")
+    if isinstance(value, Iterator):  # `tools | map(...) | tojson`: the items, as a list
+        return env._bounded_list(value, "a tojson")
     return value
 
 

@@ -140,7 +140,7 @@ def call_schema(
             continue
         params = fn.get("parameters") or {"type": "object"}
         found: list[bool] = []
-        rebased = _rebased(params, f"#/$defs/{fn['name']}", found)
+        rebased = rebased_refs(params, f"#/$defs/{fn['name']}", found)
         if found:
             defs[fn["name"]] = rebased
             params = {"$ref": f"#/$defs/{fn['name']}"}
@@ -164,11 +164,11 @@ _NAMED_SCHEMAS = frozenset(
 )
 
 
-def _rebased(schema: Any, base: str, found: list[bool] | None = None) -> Any:
+def rebased_refs(schema: Any, base: str, found: list[bool] | None = None) -> Any:
     """A copy of `schema` whose references within itself ("#...") start at `base` instead;
     `found` gets a True for each one (the nesting is bounded by the request's JSON reader)."""
     if isinstance(schema, list):
-        return [_rebased(v, base, found) for v in schema]
+        return [rebased_refs(v, base, found) for v in schema]
     if not isinstance(schema, Mapping):
         return schema
     out: dict[str, Any] = {}
@@ -178,11 +178,11 @@ def _rebased(schema: Any, base: str, found: list[bool] | None = None) -> Any:
             if found is not None:
                 found.append(True)
         elif k in _NAMED_SCHEMAS and isinstance(v, Mapping):
-            out[k] = {name: _rebased(sub, base, found) for name, sub in v.items()}
+            out[k] = {name: rebased_refs(sub, base, found) for name, sub in v.items()}
         elif k in _DATA_KEYWORDS:
             out[k] = v
         else:
-            out[k] = _rebased(v, base, found)
+            out[k] = rebased_refs(v, base, found)
     return out
 
 

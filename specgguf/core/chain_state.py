@@ -1,19 +1,22 @@
 """What the sampler chain remembers along a sequence, and its state at each row of a verify pass.
 
-Three stages depend on more than a row's logits: the penalties count the tokens of the last N
-(the prompt's included, as llama-server feeds the prompt to its sampler), mirostat's mu moves
-after every emitted token, and XTC tosses a coin per position. A speculative round scores
-several positions in one pass; each row must be sampled with the state the chain would have
-after that row's own prefix, drafted tokens included, or speculation would not be exact (a
-penalty must see a token drafted earlier in the same pass). So:
+Five stages depend on more than a row's logits: the penalties count the tokens of the last N
+(the prompt's included, as llama-server feeds the prompt to its sampler), DRY looks for repeats
+in the last N, mirostat's mu moves after every emitted token, adaptive-p averages the chosen
+tokens' probabilities, and XTC tosses a coin per position. A speculative round scores several
+positions in one pass; each row must be sampled with the state the chain would have after that
+row's own prefix, drafted tokens included, or speculation would not be exact (a penalty must
+see a token drafted earlier in the same pass). So:
 
 - `ChainState` holds the sequence's state after everything emitted: the window of the last N
-  tokens and their counts (a dict, updated per emitted token: O(1) each), and mu;
+  tokens and their counts (a dict, updated per emitted token: O(1) each), DRY's live matches
+  (core.dry.DryTrack, updated per token), mu and adaptive-p's average;
 - `ChainState.round` gives a `RoundRows` for one pass: the state at a row is the sequence's
   state advanced over the drafted tokens on the path to that row (a few tokens: the counts'
-  change is computed on them alone, never on the history), mu advanced through the rows above
-  (each drafted token's surprise under its parent row's distribution), and the XTC uniform of
-  the row's position;
+  change is computed on them alone, never on the history), DRY's point stepped from the row
+  above by the one drafted token between them, mu and adaptive-p's average advanced through
+  the rows above (by each drafted token's probability under its parent row's distribution),
+  and the XTC uniform of the row's position;
 - `ChainState.advance` moves the sequence's state over what the round emitted.
 
 A chain with none of these stages on (`SamplerParams.stateful` false) has no state: rows get None.
@@ -23,11 +26,19 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from specgguf.core.sampling import CHAIN, PositionRandom, SamplerParams, SparseDist
+from specgguf.core.dry import NO_BREAKERS, DryPoint, DrySettings, DryTrack
+from specgguf.core.sampling import (
+    CHAIN,
+    PositionRandom,
+    SamplerParams,
+    SparseDist,
+    adaptive_after,
+    adaptive_start,
+)
 from specgguf.core.tree import ROOT, path_to
 
 _NO_IDS = np.empty(0, dtype=np.int64)
@@ -42,6 +53,25 @@ class RowState:
     pen_counts: np.ndarray  # float64, > 0
     mu: float
     xtc_u: float | None
+    dry_ids: np.ndarray = field(default_factory=lambda: _NO_IDS)  # int64, sorted, distinct
+    dry_amounts: np.ndarray = field(default_factory=lambda: _NO_COUNTS)  # float64
+    adaptive: tuple[float, float] = (0.0, 0.0)  # adaptive-p's (weighted sum, total weight)
+
+
+def dry_track(params: SamplerParams) -> DryTrack | None:
+    """DRY's tracker for `params` (None: DRY off). Its breakers must have been found in the
+    vocabulary (SamplerParams.dry_breakers) unless there are none."""
+    if not params.dries:
+        return None
+    breakers = params.dry_breakers
+    if breakers is None:
+        if params.dry_sequence_breakers:
+            raise ValueError("DRY's sequence breakers were not looked up in the vocabulary")
+        breakers = NO_BREAKERS
+    n = params.dry_penalty_last_n
+    settings = DrySettings(params.dry_multiplier, params.dry_base, params.dry_allowed_length,
+                           None if n < 0 else n, breakers)  # fmt: skip
+    return DryTrack(settings)
 
 
 class ChainState:
@@ -58,11 +88,17 @@ class ChainState:
         self.window: deque[int] = deque()
         self.counts: dict[int, int] = {}
         self.mu = 2.0 * params.mirostat_tau
+        self.adaptive = adaptive_start(params)
         self._base: tuple[np.ndarray, np.ndarray] | None = None
+        self.dry = dry_track(params)
+        self._dry_base: tuple[np.ndarray, np.ndarray] | None = None
         self.push(prompt)
 
     def push(self, tokens: Sequence[int]) -> None:
-        """Count `tokens` into the window (O(1) each)."""
+        """Count `tokens` into the window (O(1) each) and move DRY's tracker over them."""
+        if self.dry is not None:
+            self.dry.push(tokens)
+            self._dry_base = None
         if not self.counting:
             return
         counts, window, limit = self.counts, self.window, self.window_n
@@ -90,19 +126,30 @@ class ChainState:
                 self._base = (ids[order], cnt[order])
         return self._base
 
+    def dry_base(self) -> tuple[np.ndarray, np.ndarray]:
+        """DRY's penalties after the emitted sequence, once per round."""
+        if self._dry_base is None:
+            assert self.dry is not None
+            self._dry_base = self.dry.penalties(self.dry.point)
+        return self._dry_base
+
     def round(self, tokens: Sequence[int], parents: Sequence[int], pos0: int) -> RoundRows:
         """The rows of one pass: row 0 at position `pos0` (after the sequence), row i + 1
         after drafted node i (`parents`: a chain's or a tree's shape)."""
         return RoundRows(self, tokens, parents, pos0)
 
     def advance(self, rows: RoundRows, path: Sequence[int], token: int,
-                dist_of: Callable[[int], SparseDist]) -> None:
+                dist_of: Callable[[int], SparseDist]) -> None:  # fmt: skip
         """Move past a round that emitted the drafted nodes `path` and then `token` (sampled
         from the row after the path)."""
         emitted = [rows.tokens[i] for i in path] + [token]
         if self.params.mirostat:
             last = path[-1] + 1 if path else 0
             self.mu = _mu_after(rows.state(last, dist_of).mu, dist_of(last), token, self.params)
+        if self.params.adapts:
+            last = path[-1] + 1 if path else 0
+            before = rows.state(last, dist_of).adaptive
+            self.adaptive = adaptive_after(before, dist_of(last).pre_prob(token), self.params)
         self.push(emitted)
 
 
@@ -125,6 +172,7 @@ class RoundRows:
         self.parents = parents
         self.pos0 = pos0
         self._rows: dict[int, RowState] = {}
+        self._dry_points: dict[int, DryPoint] = {}
 
     def state(self, r: int, dist_of: Callable[[int], SparseDist]) -> RowState | None:
         """Row r's state (None: the chain has none); `dist_of(row)`: the distribution of a row
@@ -144,9 +192,34 @@ class RoundRows:
             above = self.parents[r - 1] + 1 if self.parents[r - 1] != ROOT else 0
             mu = _mu_after(self.state(above, dist_of).mu, dist_of(above),
                            self.tokens[r - 1], chain.params)  # fmt: skip
+        adaptive = chain.adaptive
+        if chain.params.adapts and prefix:
+            above = self.parents[r - 1] + 1 if self.parents[r - 1] != ROOT else 0
+            p = dist_of(above).pre_prob(self.tokens[r - 1])
+            adaptive = adaptive_after(self.state(above, dist_of).adaptive, p, chain.params)
         u = chain.random.uniform(self.pos0 + len(prefix), CHAIN) if chain.random else None
-        row = self._rows[r] = RowState(ids, counts, mu, u)
+        dry_ids, dry_amounts = _NO_IDS, _NO_COUNTS
+        if chain.dry is not None:
+            path = [self.tokens[i] for i in prefix]
+            point = self._dry_point(r, path)
+            dry_ids, dry_amounts = chain.dry.penalties(point, path) if r else chain.dry_base()
+        row = self._rows[r] = RowState(ids, counts, mu, u, dry_ids, dry_amounts, adaptive)
         return row
+
+    def _dry_point(self, r: int, path: list[int]) -> DryPoint:
+        """DRY's point at row r (after the drafted `path`): the point of the row above,
+        stepped by the path's last token."""
+        track = self.chain.dry
+        assert track is not None
+        got = self._dry_points.get(r)
+        if got is None:
+            if not path:
+                got = track.point
+            else:
+                above = self.parents[r - 1] + 1 if self.parents[r - 1] != ROOT else 0
+                got = track.after(self._dry_point(above, path[:-1]), path)
+            self._dry_points[r] = got
+        return got
 
     def _counts_after(
         self, drafted: list[int], ids: np.ndarray, counts: np.ndarray

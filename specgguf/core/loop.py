@@ -147,8 +147,10 @@ class SpeculativeDecoder:
         self.target.truncate(keep)
         logits = self._decode(tokens[keep:], keep, "last", prompt=True)
         assert logits is not None
-        self.stats.cache_n = keep
-        self.stats.prompt_n = len(prompt) - keep
+        # (--cache-reuse may have evaluated holes among the kept positions: not cached)
+        refilled = getattr(self.target, "refilled", 0)
+        self.stats.cache_n = keep - refilled
+        self.stats.prompt_n = len(prompt) - keep + refilled
         self.stats.prompt_ms = (time.perf_counter() - t0) * 1e3
         self._last = prompt[-1]
         # the sampler chain's memory (penalties' window, mirostat's mu) starts with the prompt

@@ -9,6 +9,8 @@ name means:
 - penalties: a token seen c > 0 times among the last N tokens of the sequence has its logit
   divided by the repeat penalty (multiplied where the logit is <= 0), then lowered by
   c * frequency penalty + presence penalty. Applied as a sparse change (`adjusted_values`).
+- dry: lowers the tokens that would continue a repeat of an earlier passage (specgguf.core.dry
+  says which and by how much, from the sequence's history); a sparse change too.
 - top_n_sigma: keeps logits >= max - n * std (std of the finite logits); n <= 0: off.
 - top_k: the k largest; k <= 0: off.
 - typical: locally typical sampling: orders by |surprise - entropy| and keeps the shortest
@@ -21,6 +23,8 @@ name means:
 - temperature: logits / temp; temp <= 0 keeps the top token alone (greedy); with a dynatemp
   range the temperature moves in [temp - range, temp + range] with the normalised entropy
   raised to the dynatemp exponent.
+- adaptive_p: not a stage in place: where listed, it reshapes the final distribution last
+  (`adaptive_p`), with the average probability of the tokens chosen so far.
 - mirostat (v1, v2): replaces the chain after logit bias and temperature: v2 keeps the tokens
   whose surprise -log2 p is at most mu; v1 estimates the Zipf exponent from the 100 most
   likely tokens and keeps the top k that exponent and mu give. After each emitted token x,
@@ -47,11 +51,14 @@ ALIASES: dict[str, str] = {
     "top-k": "top_k", "top-p": "top_p", "nucleus": "top_p", "typical-p": "typ_p",
     "typical": "typ_p", "typ-p": "typ_p", "typ": "typ_p", "min-p": "min_p", "temp": "temperature",
     "top-n-sigma": "top_n_sigma", "typical_p": "typ_p",
+    "adaptive-p": "adaptive_p", "adaptivep": "adaptive_p", "topk": "top_k", "topp": "top_p",
+    "minp": "min_p", "typp": "typ_p", "topnsigma": "top_n_sigma",
 }  # fmt: skip
+#: the stages that run at the end of the chain wherever they are listed (adaptive-p draws the
+#: token, as llama.cpp's does)
+FINAL: tuple[str, ...] = ("adaptive_p",)
 #: names llama.cpp knows that specgguf does not run: refused by name, never skipped
 NOT_IMPLEMENTED: dict[str, str] = {
-    "dry": "DRY",
-    "adaptive_p": "adaptive-p",
     # runs only last in a request's list (the server hands it the vocabulary): elsewhere, and
     # in --samplers, it is refused
     "infill": "the infill sampler (only last in a request's samplers list)",
@@ -77,8 +84,8 @@ def parse_order(value: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
             raise SamplerOrderError(f"sampler names must be strings, not {raw!r}")
         name = raw.strip().lower()
         name = ALIASES.get(name, name)
-        if name not in DEFAULT_ORDER and name not in NOT_IMPLEMENTED:
-            known = ", ".join(DEFAULT_ORDER)
+        if name not in DEFAULT_ORDER and name not in FINAL and name not in NOT_IMPLEMENTED:
+            known = ", ".join(DEFAULT_ORDER + FINAL)
             raise SamplerOrderError(f"unknown sampler {raw!r} (known: {known})")
         out.append(name)
     return tuple(out)
@@ -255,6 +262,27 @@ def mirostat_v1(c: Candidates, mu: float) -> None:
     with np.errstate(all="ignore"):
         k = ((eps * 2.0**mu) / (1 - float(n_vocab) ** -eps)) ** (1 / s_hat)
     top_k(c, max(int(k), 1) if np.isfinite(k) else n_vocab)
+
+
+#: adaptive-p's transform: width of the favoured band around the target, the logit at the
+#: target, how steeply logits fall away from it
+ADAPTIVE_WIDTH, ADAPTIVE_PEAK, ADAPTIVE_SHARPNESS = 0.3, 5.0, 10.0
+
+
+def adaptive_p(
+    probs: np.ndarray, target: float, weighted_sum: float, total_weight: float
+) -> np.ndarray:
+    """adaptive-p on the final probabilities: the target moves against the average of the
+    chosen tokens' probabilities so far (2 * target - average, within [0, 1]); each token
+    gets the logit PEAK - SHARPNESS * d^2 / (1 + d), d = |p - moved target| / WIDTH
+    (quadratic near the target, linear far from it), and the result is their softmax."""
+    aim = min(max(target, 0.0), 1.0)
+    if total_weight != 0.0:
+        aim = min(max(2.0 * aim - weighted_sum / total_weight, 0.0), 1.0)
+    d = np.abs(probs - aim) / ADAPTIVE_WIDTH
+    logits = ADAPTIVE_PEAK - ADAPTIVE_SHARPNESS * d * d / (1.0 + d)
+    e = np.exp(logits - logits.max())
+    return e / e.sum()
 
 
 #: the stages the chain runs by name (mirostat is not one: it replaces the chain); a stage is

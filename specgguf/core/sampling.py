@@ -25,6 +25,7 @@ from typing import Protocol
 import numpy as np
 
 from specgguf.core import samplers as st
+from specgguf.core.dry import DryBreakers
 
 #: the infill stage drops text tokens below this probability (after merging)
 INFILL_THRESHOLD = 0.2
@@ -99,10 +100,22 @@ class SamplerParams:
     mirostat_tau: float = 5.0
     mirostat_eta: float = 0.1
     min_keep: int = 0
+    dry_multiplier: float = 0.0  # 0: off
+    dry_base: float = 1.75
+    dry_allowed_length: int = 2
+    dry_penalty_last_n: int = 64  # 0: off, -1: the whole context
+    dry_sequence_breakers: tuple[str, ...] = ("\n", ":", '"', "*")
+    #: the breakers as token ids (core.dry), found in the target's vocabulary before a
+    #: sequence starts (Generator.sampler_for); None: not yet
+    dry_breakers: DryBreakers | None = None
+    #: adaptive-p (runs last, and only where "adaptive_p" is in `samplers`; < 0: off)
+    adaptive_target: float = -1.0
+    adaptive_decay: float = 0.9
     #: the stages in order (specgguf.core.samplers.DEFAULT_ORDER's names)
     samplers: tuple[str, ...] = st.DEFAULT_ORDER
-    #: (token id, bias) pairs added to the row first; -inf bans the token
-    logit_bias: tuple[tuple[int, float], ...] = field(default=())
+    #: (token id, bias) pairs added to the row first; -inf bans the token. A request's text
+    #: (a str instead of an id) is tokenized before a sequence starts (core.sampler_vocab)
+    logit_bias: tuple[tuple[int | str, float], ...] = field(default=())
     #: llama.cpp's infill stage after the chain (an editor's request asks for it; sampling
     #: only: a greedy row is the chain's top token)
     infill: InfillStage | None = None
@@ -123,9 +136,21 @@ class SamplerParams:
         )
 
     @cached_property
+    def dries(self) -> bool:
+        """Whether the DRY stage changes anything (it reads the sequence's history)."""
+        on = self.dry_multiplier != 0.0 and self.dry_base >= 1.0 and self.dry_penalty_last_n != 0
+        return on and self.mirostat == 0 and "dry" in self.samplers
+
+    @cached_property
+    def adapts(self) -> bool:
+        """Whether adaptive-p reshapes the final distribution (it reads the sequence's
+        history): listed in `samplers` (wherever: it always runs last), a target >= 0."""
+        return self.mirostat == 0 and "adaptive_p" in self.samplers and self.adaptive_target >= 0
+
+    @cached_property
     def stateful(self) -> bool:
         """Whether a row's distribution depends on more than its logits (its RowState)."""
-        return self.penalizes or self.mirostat != 0 or self._xtc_on
+        return self.penalizes or self.dries or self.adapts or self.mirostat != 0 or self._xtc_on
 
     @property
     def _xtc_on(self) -> bool:
@@ -140,25 +165,44 @@ class SamplerParams:
         for every row: computed once per params)."""
         off = {
             "penalties": not self.penalizes,
-            "dry": True,  # refused where asked for (specgguf.io.sampler_table)
+            "dry": not self.dries,
             "top_n_sigma": self.top_n_sigma <= 0.0,
             "top_k": self.top_k <= 0,
             "typ_p": self.typ_p >= 1.0,
             "top_p": self.top_p >= 1.0,
             "min_p": self.min_p <= 0.0,
             "xtc": not self._xtc_on,
+            "adaptive_p": True,  # not a stage in place: the last step of _finish
         }
         return tuple(s for s in self.samplers if not off.get(s, False))
+
+    @cached_property
+    def sparse_lead(self) -> tuple[str, ...]:
+        """The first active stages that change a few tokens of the whole row (penalties, DRY):
+        applied as sparse changes before anything reads the row."""
+        stages = self.active_stages if self.mirostat == 0 else ()
+        n = 0
+        while n < len(stages) and stages[n] in _SPARSE:
+            n += 1
+        return stages[:n]
+
+
+#: stages that change a few named tokens of a row (their RowState says which, and how)
+_SPARSE = frozenset({"penalties", "dry"})
 
 
 class RowState(Protocol):
     """What a row's distribution depends on besides its logits (core.chain_state makes it):
-    the penalised tokens and their counts, mirostat's mu, XTC's uniform for the position."""
+    the penalised tokens and their counts, mirostat's mu, XTC's uniform for the position,
+    the tokens DRY lowers and by how much."""
 
     pen_ids: np.ndarray  # int64, distinct
     pen_counts: np.ndarray  # float64, > 0
     mu: float
     xtc_u: float | None
+    dry_ids: np.ndarray  # int64, sorted, distinct
+    dry_amounts: np.ndarray  # float64
+    adaptive: tuple[float, float]  # adaptive-p's (weighted sum, total weight)
 
 
 @dataclass(frozen=True)
@@ -167,10 +211,20 @@ class SparseDist:
 
     ids: np.ndarray  # int64, distinct
     probs: np.ndarray  # float64, sums to 1
+    #: the probabilities before adaptive-p reshaped them (None: `probs`), which its history
+    #: averages
+    pre: np.ndarray | None = None
 
     def prob(self, token: int) -> float:
         hit = np.flatnonzero(self.ids == token)
         return float(self.probs[hit[0]]) if hit.size else 0.0
+
+    def pre_prob(self, token: int) -> float:
+        """`token`'s probability before adaptive-p."""
+        if self.pre is None:
+            return self.prob(token)
+        hit = np.flatnonzero(self.ids == token)
+        return float(self.pre[hit[0]]) if hit.size else 0.0
 
     def top(self) -> tuple[int, float]:
         i = int(np.argmax(self.probs))
@@ -305,33 +359,56 @@ def _bias(params: SamplerParams) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _sparse_changes(
-    logits: np.ndarray, params: SamplerParams, row: RowState | None, penalties: bool
+    logits: np.ndarray, params: SamplerParams, row: RowState | None, lead: tuple[str, ...]
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The tokens whose logits the logit bias (and, with `penalties`, the penalties) change,
-    and their new values: a few numbers instead of a changed copy of the row."""
-    empty = np.empty(0, dtype=np.int64)
-    ids, vals = empty, np.empty(0)
+    """The tokens whose logits the logit bias and the `lead` stages (penalties, DRY, in
+    order) change, sorted, and their new values: a few numbers instead of a changed copy of
+    the row."""
+    ids, vals = np.empty(0, dtype=np.int64), np.empty(0)
     n = logits.shape[0]
     if params.logit_bias:
         ids, bias = _bias(params)
         inside = ids < n
         ids, bias = ids[inside], bias[inside]
         vals = logits[ids].astype(np.float64) + bias
-    if penalties and row is not None and row.pen_ids.size:
-        pen = row.pen_ids[row.pen_ids < n]
-        counts = row.pen_counts[row.pen_ids < n]
-        base = logits[pen].astype(np.float64)
-        if ids.size:  # penalise the biased value where a token has both
-            where = np.searchsorted(ids, pen)
-            hit = (where < ids.size) & (ids[np.minimum(where, ids.size - 1)] == pen)
-            base[hit] = vals[where[hit]]
-        new = st.adjusted_values(
-            base, counts, params.penalty_repeat, params.penalty_freq, params.penalty_present
-        )
-        ids, vals = np.concatenate([pen, ids]), np.concatenate([new, vals])
-        ids, first = np.unique(ids, return_index=True)  # a penalised value wins
-        vals = vals[first]
+    if row is None:
+        return ids, vals
+    for stage in lead:
+        if stage == "penalties":
+            tok, inside = row.pen_ids, row.pen_ids < n
+            tok, counts = tok[inside], row.pen_counts[inside]
+            if tok.size:
+                new = st.adjusted_values(
+                    _current(logits, ids, vals, tok), counts, params.penalty_repeat,
+                    params.penalty_freq, params.penalty_present,
+                )  # fmt: skip
+                ids, vals = _merged(ids, vals, tok, new)
+        else:  # dry
+            inside = row.dry_ids < n
+            tok = row.dry_ids[inside]
+            if tok.size:
+                new = _current(logits, ids, vals, tok) - row.dry_amounts[inside]
+                ids, vals = _merged(ids, vals, tok, new)
     return ids, vals
+
+
+def _current(logits: np.ndarray, ids: np.ndarray, vals: np.ndarray, tok: np.ndarray) -> np.ndarray:
+    """The logits of `tok` with the changes so far (`ids` sorted, their values `vals`)."""
+    out = logits[tok].astype(np.float64)
+    if ids.size:
+        where = np.searchsorted(ids, tok)
+        hit = (where < ids.size) & (ids[np.minimum(where, ids.size - 1)] == tok)
+        out[hit] = vals[where[hit]]
+    return out
+
+
+def _merged(
+    ids: np.ndarray, vals: np.ndarray, tok: np.ndarray, new: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The changes `ids`/`vals` with `tok` set to `new` (a later change wins), sorted by id."""
+    all_ids = np.concatenate([tok, ids])
+    all_ids, first = np.unique(all_ids, return_index=True)
+    return all_ids, np.concatenate([new, vals])[first]
 
 
 def _top_k_changed(
@@ -370,9 +447,9 @@ def distribution(
     """
     n = logits.shape[0]
     stages = params.active_stages if params.mirostat == 0 else ()
-    lead = 1 if stages and stages[0] == "penalties" else 0
-    ids, vals = _sparse_changes(logits, params, row, penalties=lead == 1)
-    rest = stages[lead:]
+    lead = params.sparse_lead
+    ids, vals = _sparse_changes(logits, params, row, lead)
+    rest = stages[len(lead) :]
     if params.greedy and params.mirostat == 0:
         before = rest[: rest.index("temperature")] if "temperature" in rest else rest
         if set(before) <= _KEEPS_TOP:
@@ -401,6 +478,8 @@ def _finish(
     for name in stages:
         if name == "penalties":  # after another stage: on what it left
             _penalise(c, params, row)
+        elif name == "dry":
+            _dry(c, row)
         else:
             st.STAGES[name](c, params, row)
     if params.mirostat:
@@ -418,8 +497,27 @@ def _finish(
         c.keep(finite)
     dist = SparseDist(c.ids.astype(np.int64, copy=False), _softmax_sorted(c.vals))
     if params.infill is not None and not params.greedy:
-        return params.infill.apply(dist.ids, dist.probs)
+        dist = params.infill.apply(dist.ids, dist.probs)
+    if params.adapts:
+        history = row.adaptive if row is not None else adaptive_start(params)
+        new = st.adaptive_p(dist.probs, params.adaptive_target, *history)
+        dist = SparseDist(dist.ids, new, pre=dist.probs)
     return dist
+
+
+def adaptive_start(params: SamplerParams) -> tuple[float, float]:
+    """adaptive-p's history before any token: as if every earlier token had had the target
+    probability (decay taken in [0, 0.99])."""
+    decay = min(max(params.adaptive_decay, 0.0), 0.99)
+    return params.adaptive_target / (1.0 - decay), 1.0 / (1.0 - decay)
+
+
+def adaptive_after(
+    history: tuple[float, float], p: float, params: SamplerParams
+) -> tuple[float, float]:
+    """adaptive-p's history after a token whose probability before its transform was p."""
+    decay = min(max(params.adaptive_decay, 0.0), 0.99)
+    return p + decay * history[0], 1.0 + decay * history[1]
 
 
 def _penalise(c: st.Candidates, params: SamplerParams, row: RowState | None) -> None:
@@ -436,12 +534,21 @@ def _penalise(c: st.Candidates, params: SamplerParams, row: RowState | None) -> 
         c.sorted = False
 
 
+def _dry(c: st.Candidates, row: RowState | None) -> None:
+    if row is None or not row.dry_ids.size:
+        return
+    hit = np.isin(c.ids, row.dry_ids)
+    if hit.any():
+        c.vals = c.vals.copy()
+        c.vals[hit] -= row.dry_amounts[np.searchsorted(row.dry_ids, c.ids[hit])]
+        c.sorted = False
+
+
 def adjusted_row(logits: np.ndarray, params: SamplerParams, row: RowState | None) -> np.ndarray:
-    """The row with the logit bias and the penalties applied: `logits` itself where neither
-    changes anything, else a copy (for a constrained row, whose allowed top-k is searched on
-    the changed logits)."""
-    penalties = params.mirostat == 0 and params.active_stages[:1] == ("penalties",)
-    ids, vals = _sparse_changes(logits, params, row, penalties)
+    """The row with the logit bias and the leading penalties and DRY applied: `logits`
+    itself where none changes anything, else a copy (for a constrained row, whose allowed
+    top-k is searched on the changed logits)."""
+    ids, vals = _sparse_changes(logits, params, row, params.sparse_lead)
     if not ids.size:
         return logits
     out = logits.astype(np.float64)
@@ -452,11 +559,12 @@ def adjusted_row(logits: np.ndarray, params: SamplerParams, row: RowState | None
 def chain_on_sorted(
     ids: np.ndarray, vals: np.ndarray, params: SamplerParams, row: RowState | None = None
 ) -> SparseDist:
-    """The chain after the logit bias, the penalties and top-k, on the survivors of top-k
-    given by decreasing value (sorted_top_k's order). A constrained row
-    (specgguf.core.constraint) enters here with its allowed top-k of `adjusted_row`."""
-    stages = params.active_stages if params.mirostat == 0 else ()
-    stages = tuple(s for s in stages if s not in ("penalties", "top_k"))
+    """The chain after the logit bias, the leading penalties and DRY (`sparse_lead`) and
+    top-k, on the survivors of top-k given by decreasing value (sorted_top_k's order). A
+    constrained row (specgguf.core.constraint) enters here with its allowed top-k of
+    `adjusted_row`."""
+    stages = params.active_stages[len(params.sparse_lead) :] if params.mirostat == 0 else ()
+    stages = tuple(s for s in stages if s != "top_k")
     c = st.Candidates(ids, vals.astype(np.float64, copy=False), sorted=True)
     return _finish(c, stages, params, row)
 

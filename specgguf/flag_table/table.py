@@ -12,8 +12,8 @@ its status here:
 * REMOVED: llama.cpp removed it; refused with llama.cpp's message and the corrected command
   (specgguf.migrate.removed_flags);
 * PRESET: stands for other flags (PRESETS), put in its place before the command line is read;
-* DELEGATED: belongs to another family of flags (the sampler chain, the model dialects, the
-  editors' infill), declared by that family's own table.
+* DELEGATED: belongs to another family of flags (the sampler chain, the model dialects),
+  declared by that family's own table.
 
 Nothing is silently ignored: a flag a command does not list is an unknown option there."""
 
@@ -41,8 +41,10 @@ class Status(str, Enum):
 
 
 #: where a SETTING goes: a LoadOptions field, a llama.cpp parameter of the model or of the
-#: context (for the target, the draft, or both), or a serve endpoint switched on or off
-SCOPES = ("load", "model", "context", "server")
+#: context (for the target, the draft, or both), a serve endpoint switched on or off, the
+#: process's CPU placement (specgguf.loading.cpu_placement), serve's embeddings context, or
+#: where the logs go (specgguf.io.log_sink)
+SCOPES = ("load", "model", "context", "server", "process", "embeddings", "log")
 ROLES = ("target", "draft", "both")
 
 
@@ -132,14 +134,39 @@ def _commands(names: str | None) -> frozenset[str] | None:
 _MULTIMODAL = "specgguf generates from text only (no multimodal projector, images, audio or video): run llama-server for media input"  # noqa: E501
 _ADAPTERS = "LoRA adapters and control vectors are not applied here: merge the adapter into a GGUF (llama.cpp's llama-export-lora) and pass it with -m"  # noqa: E501
 _ROUTER = "specgguf serve serves one model pair per process (no model router): start one serve per model"  # noqa: E501
-_AFFINITY = "CPU affinity, priority and polling of llama.cpp's thread pools are not set here: pin the process with taskset (CPUs) and nice/chrt (priority) instead"  # noqa: E501
+# llama-cpp-python exposes no llama.cpp thread pool (llama_attach_threadpool is not bound), so
+# CPU placement is process-wide: every thread of the process, and the OpenMP team this build
+# of llama.cpp computes with (which inherits the process's CPUs and reads its environment)
+_PROCESS = "process-wide (no thread pool is bound): "
+_CPUS = _PROCESS + "the process and llama.cpp's threads run on these CPUs; with the batch and draft forms, on all the CPUs named"  # noqa: E501
+_STRICT = _PROCESS + "llama.cpp's OpenMP threads are each bound to one CPU in turn (OMP_PROC_BIND=close over the CPUs given)"  # noqa: E501
+_PRIO = _PROCESS + "the process's nice value as llama.cpp sets it (-1: 5, 0: 0, 1: -5, 2: -10, 3: -20); the highest priority given wins; raising it needs the privilege (else a warning)"  # noqa: E501
+_POLL = _PROCESS + "how long llama.cpp's OpenMP threads spin before they sleep (0: OMP_WAIT_POLICY=passive; N: GOMP_SPINCOUNT=6000*N, so 50 is libgomp's default); the most polling given wins"  # noqa: E501
+_CPU_MASK = setting("process", "cpus", v.cpu_mask, _CPUS)
+_CPU_RANGE = setting("process", "cpus", v.cpu_range, _CPUS)
+_CPU_STRICT = setting("process", "cpu_strict", v.zero_or_one, _STRICT)
+_PRIO_MAIN = setting("process", "nice", v.priority(-1), _PRIO)
+_PRIO_BATCH = setting("process", "nice", v.priority(0), _PRIO)  # batch forms: 0..3
+_POLL_LEVEL = setting("process", "poll", v.integer(0, 100), _POLL)
 _SERVER_FEATURE = "is not built into specgguf serve: put a reverse proxy in front for it"
 _TOOLS = "specgguf serve runs no tools or MCP servers of its own: clients call tools (the OpenAI tools API is supported)"  # noqa: E501
-_INTERACTIVE = "llama-completion's interactive mode is not built: use `specgguf run -cnv` for a chat"  # noqa: E501
-_LOGS = "llama.cpp's own log formatting is not configurable here: -v shows llama.cpp's log, -q hides specgguf's"  # noqa: E501
-_EMBEDDINGS = "embeddings are not served yet: run llama-server --embeddings for them"
+_JSONL = "llama.cpp's log is not written as JSON lines here: --log-file FNAME keeps it (with specgguf's own lines) as text"  # noqa: E501
 
-SAMPLERS, DIALECTS, INFILL = "samplers", "dialects", "infill"
+SAMPLERS, DIALECTS = "samplers", "dialects"
+
+#: what llama-server's code-completion presets (--fim-qwen-*) set, in flags: its port (the
+#: plugins' default endpoint), batch and micro-batch and the model's whole context; and
+#: --cache-reuse 64 where llama-server sets 256: the text after the cursor, a quarter batch
+#: less the prompt and two tokens (254 tokens at most with -b 1024), is then kept as the
+#: lines above it change (specgguf.core.cache_reuse), where 256 never keeps it
+EDITOR_SETTINGS = ("--port", "8012", "-b", "1024", "-ub", "1024", "-c", "0",
+                   "--cache-reuse", "64")  # fmt: skip
+
+
+def _editor_preset(model: str) -> Entry:
+    return Entry(Status.PRESET, f"llama-server's code-completion preset ({model}): "
+                 + " ".join(EDITOR_SETTINGS), commands=frozenset({"serve"}))  # fmt: skip
+
 
 #: what specgguf does with each vendored flag, by its key (VendoredFlag.key)
 ENTRIES: dict[str, Entry] = {
@@ -153,16 +180,16 @@ ENTRIES: dict[str, Entry] = {
     "--color": declared("colour the tokens that came from accepted drafts (bare: on)"),
     "--threads": declared(),
     "--threads-batch": setting("context", "n_threads_batch", v.integer(1, 512), "threads for prompt processing (batches); default: as -t", "target"),  # noqa: E501
-    "--cpu-mask": refused(_AFFINITY),
-    "--cpu-range": refused(_AFFINITY),
-    "--cpu-strict": refused(_AFFINITY),
-    "--prio": refused(_AFFINITY),
-    "--poll": refused(_AFFINITY),
-    "--cpu-mask-batch": refused(_AFFINITY),
-    "--cpu-range-batch": refused(_AFFINITY),
-    "--cpu-strict-batch": refused(_AFFINITY),
-    "--prio-batch": refused(_AFFINITY),
-    "--poll-batch": refused(_AFFINITY),
+    "--cpu-mask": _CPU_MASK,
+    "--cpu-range": _CPU_RANGE,
+    "--cpu-strict": _CPU_STRICT,
+    "--prio": _PRIO_MAIN,
+    "--poll": _POLL_LEVEL,
+    "--cpu-mask-batch": _CPU_MASK,
+    "--cpu-range-batch": _CPU_RANGE,
+    "--cpu-strict-batch": _CPU_STRICT,
+    "--prio-batch": _PRIO_BATCH,
+    "--poll-batch": _POLL_LEVEL,
     "--lookup-cache-static": declared("n-gram cache drafting (--spec-type ngram-cache)", "run serve bench"),  # noqa: E501
     "--lookup-cache-dynamic": declared("n-gram cache drafting (--spec-type ngram-cache)", "run serve bench"),  # noqa: E501
     "--ctx-size": declared(),
@@ -172,11 +199,11 @@ ENTRIES: dict[str, Entry] = {
     "--ubatch-size": setting("load", "n_ubatch", v.integer(1, 65536), "physical batch size (rows per pass; capped at -b)"),  # noqa: E501
     "--keep": deprecated("--keep has no effect: specgguf never shifts the context (a full context ends the generation)"),  # noqa: E501
     "--swa-full": setting("context", "swa_full", v.switch, "full-size KV cache for sliding-window attention"),  # noqa: E501
-    "--ctx-checkpoints": refused("context checkpoints for prompt reuse are not kept here (recurrent and hybrid models roll back by their own checkpoints)"),  # noqa: E501
-    "--checkpoint-min-step": refused("context checkpoints for prompt reuse are not kept here"),
-    "--cache-ram": refused("there is no host-memory prompt cache here: each slot reuses the prefix its own KV cache holds"),  # noqa: E501
+    "--ctx-checkpoints": setting("load", "ctx_checkpoints", v.integer(0, 1024), "prompt checkpoints a recurrent or hybrid model keeps per context for the next prompt to resume from (default here: 2; 0: none)"),  # noqa: E501
+    "--checkpoint-min-step": setting("load", "checkpoint_min_step", v.integer(0, 1 << 24), "the fewest tokens between two prompt checkpoints (default here: 0, any)"),  # noqa: E501
+    "--cache-ram": setting("load", "cache_ram", v.integer(-1, 1 << 24), "a host-memory prompt cache of the target's sequences across requests and slots, bounded by N MiB (-1: no bound; 0, the default here: none)"),  # noqa: E501
     "--kv-unified": always(True, "slots share one KV cache (it is unified whenever -np > 1): --no-kv-unified cannot be honoured"),  # noqa: E501
-    "--cache-idle-slots": refused("there is no host-memory prompt cache here"),
+    "--cache-idle-slots": refused("idle slots are not saved ahead: with --cache-ram a slot's sequence is saved when a new prompt replaces it"),  # noqa: E501
     "--context-shift": always(False, "specgguf never shifts the context (a full context ends the generation, as --no-context-shift): --context-shift cannot be honoured"),  # noqa: E501
     "--flash-attn": declared("flash attention: on, off or auto (bare -fa: on)"),
     "--prompt": declared(),
@@ -195,14 +222,14 @@ ENTRIES: dict[str, Entry] = {
     "--special": refused("special tokens are not printed: their text is left out of the output"),  # noqa: E501
     "--conversation": declared("interactive chat"),
     "--single-turn": declared("-cnv answers one turn, then exits", "run"),
-    "--interactive": refused(_INTERACTIVE),
-    "--interactive-first": refused(_INTERACTIVE),
-    "--multiline-input": refused("end a -cnv line with \\ to continue it on the next"),
-    "--in-prefix-bos": refused(_INTERACTIVE),
-    "--in-prefix": refused(_INTERACTIVE),
-    "--in-suffix": refused(_INTERACTIVE),
-    "--warmup": always(False, "no warm-up pass is run: the first answer pays the first pass's set-up (--warmup cannot be honoured)"),  # noqa: E501
-    "--spm-infill": delegated(INFILL),
+    "--interactive": declared("llama-completion's interactive mode on plain text (speculation as in every run)", "run"),  # noqa: E501
+    "--interactive-first": declared("-i, waiting for input first", "run"),
+    "--multiline-input": declared("with -i or -cnv: Enter goes on to another line", "run"),
+    "--in-prefix-bos": declared("with -i: a BOS token before each input", "run"),
+    "--in-prefix": declared("with -i: text before each input", "run"),
+    "--in-suffix": declared("with -i: text after each input", "run"),
+    "--warmup": setting("load", "warmup", v.switch, "one pass of each model at load, so the first request does not pay their set-up; under auto it also times what the machine profile lacks (specgguf.warmup); bench's own --warmup runs each configuration once first", commands="run serve"),  # noqa: E501
+    "--spm-infill": declared("fill-in-the-middle prompts in suffix/prefix/middle order (for the models trained so)", "serve"),  # noqa: E501
     "--seed": declared(),
     "--ignore-eos": declared(),
     "--temp": declared(),
@@ -213,7 +240,7 @@ ENTRIES: dict[str, Entry] = {
     "--grammar-file": declared(),
     "--json-schema": declared(),
     "--json-schema-file": declared(),
-    "--pooling": refused(_EMBEDDINGS),
+    "--pooling": setting("embeddings", "pooling", v.choice(v.POOLING), "the embeddings' pooling: none (a vector per token: /embedding only), mean, cls or last; default: the model's own", commands="serve"),  # noqa: E501
     "--rope-scaling": setting("context", "rope_scaling_type", v.choice(v.ROPE_SCALING), "RoPE frequency scaling: none, linear or yarn"),  # noqa: E501
     "--rope-scale": setting("context", "rope_freq_scale", v.reciprocal(1e-3, 1e3), "RoPE context scaling factor (the context is stretched N times)"),  # noqa: E501
     "--rope-freq-base": setting("context", "rope_freq_base", v.real(0.0, 1e12), "RoPE base frequency"),  # noqa: E501
@@ -248,7 +275,7 @@ ENTRIES: dict[str, Entry] = {
     "--rpc": declared(),
     "--load-mode": setting("model", "load_mode", v.choice(v.LOAD_MODES), "how the weights are read: auto, none, mmap, mlock, mmap+mlock or dio"),  # noqa: E501
     "--lazy-mode": setting("model", "lazy_mode", v.choice(v.LAZY_MODES), "on-demand reading of large per-layer tensors: off, auto or on"),  # noqa: E501
-    "--numa": refused("NUMA placement is not exposed here: start the process under numactl"),
+    "--numa": setting("process", "numa", v.choice(v.NUMA), "NUMA placement, by llama_numa_init before loading: distribute, isolate or numactl (process-wide)"),  # noqa: E501
     "--device": declared(),
     "--list-devices": declared(),
     "--override-tensor": setting("model", "tensor_buft_overrides", v.tensor_overrides, "put the tensors matching each pattern in a buffer type (e.g. exps=CPU)", "target"),  # noqa: E501
@@ -279,7 +306,7 @@ ENTRIES: dict[str, Entry] = {
     "--hf-file": declared("models by name (Hugging Face Hub)", "run serve bench"),
     "--hf-token": declared("models by name (Hugging Face Hub)", "run serve bench"),
     "--output": refused("the output goes to stdout: redirect it (> FILE)"),
-    "--embd-normalize": refused(_EMBEDDINGS),
+    "--embd-normalize": setting("embeddings", "normalize", v.integer(-1, 64), "how pooled embeddings are normalized: -1 none, 0 max absolute (int16 range), 1 taxicab, 2 euclidean (the default), p > 2 p-norm; a request's embd_normalize wins", commands="serve"),  # noqa: E501
     "--host": declared(),
     "--port": declared(),
     "--reuse-port": refused("SO_REUSEPORT " + _SERVER_FEATURE),
@@ -298,7 +325,7 @@ ENTRIES: dict[str, Entry] = {
     "--mcp-servers-json": refused(_TOOLS),
     "--agent": refused(_TOOLS),
     "--ui": setting("server", "page", v.switch, "the chat page at / (--no-webui: not served)", commands="serve"),  # noqa: E501
-    "--embedding": refused(_EMBEDDINGS),
+    "--embedding": setting("embeddings", "on", v.switch, "serve /v1/embeddings and /embedding from the target, in a context of their own beside the generation's (its KV cache holds one input: min(-c per slot, -b) tokens)", commands="serve"),  # noqa: E501
     "--rerank": refused("reranking is not served: run llama-server --reranking for it"),
     "--api-key": declared(),
     "--api-key-file": refused("pass the keys with --api-key or LLAMA_API_KEY (a comma list)"),
@@ -308,7 +335,7 @@ ENTRIES: dict[str, Entry] = {
     "--sse-ping-interval": refused("no SSE keep-alive pings are sent"),
     "--threads-http": refused("the HTTP server runs on one event loop: there is no HTTP thread pool to size"),  # noqa: E501
     "--cache-prompt": always(True, "each slot always reuses the prefix its KV cache holds: --no-cache-prompt cannot be honoured"),  # noqa: E501
-    "--cache-reuse": delegated(INFILL),
+    "--cache-reuse": declared("keep cached chunks of at least N tokens that a new prompt repeats further along, shifted (0: the common prefix only; one slot)", "serve"),  # noqa: E501
     "--metrics": always(True, "/metrics is always served"),
     "--props": always(True, "/props is always served (read only)"),
     "--slots": setting("server", "slots", v.switch, "the /slots endpoint (on by default here; --no-slots: not served)", commands="serve"),  # noqa: E501
@@ -322,8 +349,8 @@ ENTRIES: dict[str, Entry] = {
     "--reasoning-format": delegated(DIALECTS),
     "--reasoning": delegated(DIALECTS),
     "--reasoning-effort": delegated(DIALECTS),
-    "--reasoning-budget": delegated(DIALECTS),
-    "--reasoning-budget-message": delegated(DIALECTS),
+    "--reasoning-budget": declared("a chat answer's thinking closed after N tokens"),
+    "--reasoning-budget-message": declared("text forced before the closing of the thinking"),
     "--reasoning-preserve": delegated(DIALECTS),
     "--chat-template": delegated(DIALECTS),
     "--chat-template-kwargs": delegated(DIALECTS),
@@ -334,28 +361,28 @@ ENTRIES: dict[str, Entry] = {
     "--lora-init-without-apply": refused(_ADAPTERS),
     "--sleep-idle-seconds": refused("the models stay loaded while the server runs"),
     "--simple-io": always(True, "input and output are plain streams (no console tricks)"),
-    "--log-disable": refused(_LOGS),
-    "--log-file": refused(_LOGS),
-    "--log-jsonl": refused(_LOGS),
-    "--log-prompts-dir": refused(_LOGS),
-    "--log-colors": refused(_LOGS),
+    "--log-disable": setting("log", "disabled", v.switch, "llama.cpp's log goes nowhere, even with -v or --log-file (specgguf's own lines stay: -q hides its report)"),  # noqa: E501
+    "--log-file": setting("log", "file", v.path, "append llama.cpp's log (at -lv, else info) and everything specgguf writes to stderr to this file, without colours"),  # noqa: E501
+    "--log-jsonl": refused(_JSONL),  # noqa: E501
+    "--log-prompts-dir": refused("prompts are not written to a directory: --trace FILE writes every round's tokens"),  # noqa: E501
+    "--log-colors": setting("log", "colors", v.choice(v.COLOUR_WORDS), "colour llama.cpp's log lines on stderr by level: on, off or auto (a terminal)"),  # noqa: E501
     "--verbose": declared("show llama.cpp's own log"),
     "--offline": declared("models by name (Hugging Face Hub)", "run serve bench"),
-    "--verbosity": refused(_LOGS),
-    "--log-prefix": refused(_LOGS),
-    "--log-timestamps": refused(_LOGS),
+    "--verbosity": setting("log", "verbosity", v.integer(0, 1 << 30), "llama.cpp's log on stderr: its lines count as verbosity 3, its debug lines 5 (-v: all; unset: none)"),  # noqa: E501
+    "--log-prefix": setting("log", "prefix", v.switch, "start each llama.cpp log line with its level letter (I, W, E, D)"),  # noqa: E501
+    "--log-timestamps": setting("log", "timestamps", v.switch, "with --log-prefix, the time since start (minutes.seconds.ms.us) before the letter"),  # noqa: E501
     "--spec-draft-hf": declared("models by name (Hugging Face Hub)", "run serve bench"),
     "--spec-draft-threads": declared(),
     "--spec-draft-threads-batch": setting("context", "n_threads_batch", v.integer(1, 512), "the draft's threads for batches; default: as -td", "draft"),  # noqa: E501
-    "--spec-draft-cpu-mask": refused(_AFFINITY),
-    "--spec-draft-cpu-range": refused(_AFFINITY),
-    "--spec-draft-cpu-strict": refused(_AFFINITY),
-    "--spec-draft-prio": refused(_AFFINITY),
-    "--spec-draft-poll": refused(_AFFINITY),
-    "--spec-draft-cpu-mask-batch": refused(_AFFINITY),
-    "--spec-draft-cpu-strict-batch": refused(_AFFINITY),
-    "--spec-draft-prio-batch": refused(_AFFINITY),
-    "--spec-draft-poll-batch": refused(_AFFINITY),
+    "--spec-draft-cpu-mask": _CPU_MASK,
+    "--spec-draft-cpu-range": _CPU_RANGE,
+    "--spec-draft-cpu-strict": _CPU_STRICT,
+    "--spec-draft-prio": _PRIO_MAIN,
+    "--spec-draft-poll": _POLL_LEVEL,
+    "--spec-draft-cpu-mask-batch": _CPU_MASK,
+    "--spec-draft-cpu-strict-batch": _CPU_STRICT,
+    "--spec-draft-prio-batch": _PRIO_BATCH,
+    "--spec-draft-poll-batch": _POLL_LEVEL,
     "--spec-draft-type-k": declared(commands="run serve bench"),
     "--spec-draft-type-v": declared(commands="run serve bench"),
     "--spec-draft-override-tensor": setting("model", "tensor_buft_overrides", v.tensor_overrides, "the draft's -ot", "draft"),  # noqa: E501
@@ -383,13 +410,13 @@ ENTRIES: dict[str, Entry] = {
     "--spec-ngram-size-n": REMOVED,
     "--spec-ngram-size-m": REMOVED,
     "--spec-ngram-min-hits": REMOVED,
-    "--embd-gemma-default": refused(_EMBEDDINGS),
-    "--fim-qwen-1.5b-default": delegated(INFILL),
-    "--fim-qwen-3b-default": delegated(INFILL),
-    "--fim-qwen-7b-default": delegated(INFILL),
-    "--fim-qwen-7b-spec": delegated(INFILL),
-    "--fim-qwen-14b-spec": delegated(INFILL),
-    "--fim-qwen-30b-default": delegated(INFILL),
+    "--embd-gemma-default": refused("this preset downloads EmbeddingGemma, which specgguf does not pull: pass an embedding GGUF with -m and --embeddings"),  # noqa: E501
+    "--fim-qwen-1.5b-default": _editor_preset("Qwen2.5-Coder 1.5B: the pulled pair"),
+    "--fim-qwen-3b-default": _editor_preset("Qwen2.5-Coder 3B, given with -m"),
+    "--fim-qwen-7b-default": _editor_preset("Qwen2.5-Coder 7B, given with -m"),
+    "--fim-qwen-7b-spec": _editor_preset("Qwen2.5-Coder 7B with the 0.5B draft, given with -m and -md"),  # noqa: E501
+    "--fim-qwen-14b-spec": _editor_preset("Qwen2.5-Coder 14B with the 0.5B draft, given with -m and -md"),  # noqa: E501
+    "--fim-qwen-30b-default": _editor_preset("Qwen3-Coder 30B-A3B, given with -m"),
     "--gpt-oss-20b-default": refused("this preset downloads gpt-oss-20b, which specgguf does not pull: pass the GGUF with -m"),  # noqa: E501
     "--gpt-oss-120b-default": refused("this preset downloads gpt-oss-120b, which specgguf does not pull: pass the GGUF with -m"),  # noqa: E501
     "--vision-gemma-4b-default": refused(_MULTIMODAL),

@@ -6,6 +6,7 @@ the table stays free of llama.cpp."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 Parser = Callable[[str], Any]
@@ -18,6 +19,12 @@ LAZY_MODES = {"off": 0, "auto": 1, "on": 2}
 SPLIT_MODES = {"none": 0, "layer": 1, "row": 2, "tensor": 3}
 #: llama.h's llama_rope_scaling_type (--rope-scaling)
 ROPE_SCALING = {"none": 0, "linear": 1, "yarn": 2}
+#: --log-colors' words, as llama.cpp reads them
+COLOUR_WORDS = {"on": "on", "enabled": "on", "true": "on", "1": "on", "yes": "on",
+                "off": "off", "disabled": "off", "false": "off", "0": "off", "no": "off",
+                "auto": "auto", "-1": "auto"}  # fmt: skip
+#: llama.h's llama_pooling_type (--pooling; rank, for reranking, is not served here)
+POOLING = {"none": 0, "mean": 1, "cls": 2, "last": 3}
 
 
 def choice(names: Mapping[str, Any]) -> Parser:
@@ -99,3 +106,56 @@ def first_layers_on_cpu(ffn: str) -> Parser:
 def all_on_cpu(ffn: str) -> Parser:
     """-cmoe: every layer's expert weights on the CPU (a switch)."""
     return lambda _on: ((ffn, "CPU"),)
+
+
+#: ggml's GGML_MAX_N_THREADS: the CPUs a mask or range can name
+MAX_CPUS = 512
+#: --prio's levels (ggml_sched_priority) as the nice value llama.cpp gives the process
+PRIORITY_NICE = {-1: 5, 0: 0, 1: -5, 2: -10, 3: -20}
+#: ggml_numa_strategy (--numa)
+NUMA = {"distribute": 1, "isolate": 2, "numactl": 3}
+
+
+def cpu_mask(text: str) -> frozenset[int]:
+    """-C/--cpu-mask M: a hexadecimal mask of any length (0x optional), bit i for CPU i."""
+    digits = text.strip().lower().removeprefix("0x")
+    if not digits or len(digits) > MAX_CPUS // 4:
+        raise ValueError(f"a hexadecimal mask of 1 to {MAX_CPUS // 4} digits, e.g. 0xf")
+    try:
+        bits = int(digits, 16)
+    except ValueError:
+        raise ValueError("a hexadecimal mask, e.g. 0xf") from None
+    return frozenset(i for i in range(bits.bit_length()) if bits >> i & 1)
+
+
+def cpu_range(text: str) -> frozenset[int]:
+    """-Cr/--cpu-range lo-hi: CPUs lo..hi (an end left out: the first or the last CPU)."""
+    lo, dash, hi = text.strip().partition("-")
+    try:
+        first = int(lo) if lo else 0
+        last = int(hi) if hi else MAX_CPUS - 1
+    except ValueError:
+        first = last = -1
+    if not dash or not 0 <= first <= last < MAX_CPUS:
+        raise ValueError(f"lo-hi with 0 <= lo <= hi < {MAX_CPUS}, e.g. 0-3")
+    return frozenset(range(first, last + 1))
+
+
+def zero_or_one(text: str) -> bool:
+    """--cpu-strict <0|1>."""
+    if text.strip() not in ("0", "1"):
+        raise ValueError("0 or 1")
+    return text.strip() == "1"
+
+
+def priority(lowest: int) -> Parser:
+    """--prio N (-1..3; the batch forms 0..3): the nice value llama.cpp gives that level."""
+    level = integer(lowest, 3)
+    return lambda text: PRIORITY_NICE[level(text)]
+
+
+def path(text: str) -> Path:
+    """A file name (not checked here: the command opens it and says why it cannot)."""
+    if not text.strip():
+        raise ValueError("a file name")
+    return Path(text)

@@ -4,8 +4,7 @@ the request fields llama-server and OpenAI clients send, the default, the values
 The command line's flags (specgguf_cli.sampler_flags), the request fields of `serve` and of a
 `--jsonl` line (`from_request`), their validation and the docs' table (`markdown_table`,
 docs/sampling.md) are all read from SETTINGS. The defaults are SamplerParams' own
-(specgguf.core.sampling); a row whose stage specgguf does not run (DRY, adaptive-p) accepts
-only the value that leaves it off and refuses any other by name.
+(specgguf.core.sampling).
 """
 
 from __future__ import annotations
@@ -15,8 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from specgguf.core.dry import MAX_BREAKER_BYTES
 from specgguf.core.samplers import NOT_IMPLEMENTED, SamplerOrderError, parse_order
 from specgguf.core.sampling import SamplerParams
+from specgguf.io.escapes import unescape
 from specgguf.io.sampling_fields import N_PREDICT_LIMIT, is_int, is_number
 
 #: the most logit-bias entries and sampler names one request or command line may give
@@ -62,6 +63,7 @@ class Setting:
     env: str | None = None
     default: Any = None  # only for rows without a param (the value that leaves them off)
     off: Callable[[Any], bool] | None = None  # rows without a param: the values accepted
+    shown: str | None = None  # the docs' spelling of the default, where str() would not do
 
     @property
     def name(self) -> str:
@@ -70,24 +72,6 @@ class Setting:
     @property
     def value_default(self) -> Any:
         return _DEFAULTS[self.param] if self.param is not None else self.default
-
-
-def _strings(v: Any) -> bool:
-    return isinstance(v, list) and len(v) <= MAX_ORDER and all(isinstance(x, str) for x in v)
-
-
-def _unimplemented(key: str, flag: str, kind: type, default: Any, what: str, stage: str,
-                   off: Callable[[Any], bool] | None = None) -> Setting:  # fmt: skip
-    """A setting of a stage specgguf does not run: the one that turns it on (`off` given)
-    is accepted at its off value only; the others do nothing while it is off, as in
-    llama.cpp, and are accepted."""
-    ok = _strings if kind is list else is_number
-    meaning = (
-        f"{stage}: not run by specgguf; only {default} (off) is accepted."
-        if off is not None
-        else f"{stage}: accepted; does nothing while {stage} is off."
-    )
-    return Setting(None, (flag,), (key,), kind, ok, what, meaning, default=default, off=off)
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -135,16 +119,28 @@ SETTINGS: tuple[Setting, ...] = (
             "one letter per stage", "Stages in order as letters: edskypmxt (the default)."),
     Setting("logit_bias", ("-l", "--logit-bias"), ("logit_bias",), list, lambda v: True,
             "TOKEN_ID(+|-)BIAS", "Add BIAS to TOKEN_ID's logit (repeatable; -inf: never)."),
-    _unimplemented("dry_multiplier", "--dry-multiplier", float, 0.0, "0 (DRY is not run)",
-                   "DRY", lambda v: v == 0),
-    _unimplemented("dry_base", "--dry-base", float, 1.75, "a number", "DRY"),
-    _unimplemented("dry_allowed_length", "--dry-allowed-length", int, 2, "an integer", "DRY"),
-    _unimplemented("dry_penalty_last_n", "--dry-penalty-last-n", int, 64, "an integer", "DRY"),
-    _unimplemented("dry_sequence_breakers", "--dry-sequence-breaker", list, None,
-                   "a list of strings", "DRY"),
-    _unimplemented("adaptive_target", "--adaptive-target", float, -1.0,
-                   "a negative number (adaptive-p is not run)", "adaptive-p", lambda v: v < 0),
-    _unimplemented("adaptive_decay", "--adaptive-decay", float, 0.9, "a number", "adaptive-p"),
+    Setting("dry_multiplier", ("--dry-multiplier",), ("dry_multiplier",), float, _finite,
+            "a number", "DRY: penalty for continuing a repeat (0.0: off)."),
+    Setting("dry_base", ("--dry-base",), ("dry_base",), float, _at_least(1), "a number >= 1",
+            "DRY: the penalty is multiplier x base ^ (repeat length - allowed length)."),
+    Setting("dry_allowed_length", ("--dry-allowed-length",), ("dry_allowed_length",), int,
+            _int_within(1, N_PREDICT_LIMIT), "an integer >= 1",
+            "DRY: a token that continues a repeat this long or longer is penalised."),
+    Setting("dry_penalty_last_n", ("--dry-penalty-last-n",), ("dry_penalty_last_n",), int,
+            _int_within(-1, N_PREDICT_LIMIT), f"an integer in -1..{N_PREDICT_LIMIT}",
+            "DRY reads the last N tokens, the prompt's included (0: off, -1: all)."),
+    Setting("dry_sequence_breakers", ("--dry-sequence-breaker",), ("dry_sequence_breakers",),
+            list, lambda v: True,
+            f"a string of 1..{MAX_BREAKER_BYTES} bytes (repeatable; 'none': no breakers)",
+            "DRY: a repeat starts over after these strings; the flag replaces the defaults.",
+            shown="\\n : \" *"),
+    Setting("adaptive_target", ("--adaptive-target",), ("adaptive_target",), float,
+            lambda v: is_number(v) and v <= 1, "a number <= 1 (negative: off)",
+            "adaptive-p: favour tokens of about this probability; runs last, and only with "
+            "adaptive_p in the samplers."),
+    Setting("adaptive_decay", ("--adaptive-decay",), ("adaptive_decay",), float,
+            _within(0, 0.99), "a number in [0, 0.99]",
+            "adaptive-p: its average of chosen tokens' probabilities spans ~1/(1 - decay)."),
 )  # fmt: skip
 
 #: request field -> its row
@@ -170,33 +166,61 @@ def parse_bias_flag(item: str) -> tuple[int, float]:
     raise SettingError(f"-l/--logit-bias: {item!r} (must be TOKEN_ID(+|-)BIAS, e.g. 15043+1)")
 
 
-def parse_bias_field(value: Any) -> tuple[tuple[int, float], ...]:
+def _object_key_id(key: str) -> int | None:
+    """An object key that spells an integer ("15043", " 7", "+2") as that integer; None: the
+    key is text."""
+    text = key.lstrip()
+    body = text[1:] if text[:1] in "+-" else text
+    return int(text) if body.isascii() and body.isdigit() else None
+
+
+def parse_bias_field(value: Any) -> tuple[tuple[int | str, float], ...]:
     """A request's `logit_bias`: OpenAI's object {"15043": -100}, llama-server's list of pairs
-    [[15043, -1.5]] where `false` means never. Token strings are refused (they would need the
-    model's tokenizer here): give token ids."""
+    [[15043, -1.5]] where `false` means never. A token may be given as text (a list pair's
+    string, an object key that is not an integer): every token of its tokenization is biased
+    (specgguf.core.sampler_vocab resolves it once the vocabulary is known)."""
     if value is None or value == [] or value == {}:
         return ()
     if isinstance(value, dict):
-        pairs = list(value.items())
+        pairs = [(k if (i := _object_key_id(k)) is None else i, b) for k, b in value.items()]
     elif isinstance(value, list) and all(isinstance(p, list) and len(p) == 2 for p in value):
         pairs = [(p[0], p[1]) for p in value]
     else:
-        raise SettingError("'logit_bias' must be an object {token id: bias} or [[id, bias], ...]")
+        raise SettingError("'logit_bias' must be an object {token: bias} or [[token, bias], ...]")
     if len(pairs) > MAX_BIAS:
         raise SettingError(f"'logit_bias' has {len(pairs)} entries (at most {MAX_BIAS})")
-    out = []
+    out: list[tuple[int | str, float]] = []
     for tok, bias in pairs:
-        if isinstance(tok, str) and tok.strip().isdigit():
-            tok = int(tok)
-        if not is_int(tok) or not 0 <= tok < 1 << 31:
-            raise SettingError(f"'logit_bias': {tok!r} is not a token id (token strings are "
-                               "not supported: give ids)")  # fmt: skip
+        if isinstance(tok, str):
+            if not tok:
+                raise SettingError("'logit_bias': a token's text is empty")
+        elif not is_int(tok) or not 0 <= tok < 1 << 31:
+            raise SettingError(f"'logit_bias': {tok!r} is not a token id or a text")
         if bias is False:  # never
             out.append((tok, -math.inf))
             continue
         if not is_number(bias):
-            raise SettingError(f"'logit_bias': the bias of {tok} must be a number or false")
+            raise SettingError(f"'logit_bias': the bias of {tok!r} must be a number or false")
         out.append((tok, float(bias)))
+    return tuple(out)
+
+
+def parse_breakers(values: Any, where: str, *, flag: bool) -> tuple[str, ...]:
+    """DRY's sequence breakers: a request's non-empty list of strings, or the values of the
+    repeatable flag (escapes such as \\n processed; 'none' clears what came before it)."""
+    if flag:
+        out: list[str] = []
+        for v in values:
+            out = [] if v == "none" else [*out, unescape(v)]
+    elif isinstance(values, list) and values and all(isinstance(v, str) for v in values):
+        out = list(values)
+    else:
+        raise SettingError(f"{where} must be a non-empty list of strings")
+    if len(out) > MAX_ORDER:
+        raise SettingError(f"{where}: {len(out)} breakers (at most {MAX_ORDER})")
+    for b in out:
+        if not 1 <= len(b.encode("utf-8", "surrogatepass")) <= MAX_BREAKER_BYTES:
+            raise SettingError(f"{where}: {b!r} (a breaker is 1..{MAX_BREAKER_BYTES} bytes)")
     return tuple(out)
 
 
@@ -211,7 +235,7 @@ def _order(value: Any, where: str) -> tuple[str, ...]:
         order = parse_order(value)
     except SamplerOrderError as e:
         raise SettingError(f"{where}: {e}") from None
-    bad = [NOT_IMPLEMENTED[s] for s in order if s in NOT_IMPLEMENTED and s != "dry"]
+    bad = [NOT_IMPLEMENTED[s] for s in order if s in NOT_IMPLEMENTED]
     if bad:
         raise SettingError(f"{where}: {bad[0]} is not run here")
     return order
@@ -223,6 +247,8 @@ def check(row: Setting, value: Any, where: str) -> Any:
         return _order(value, where)
     if row.param == "logit_bias":
         return parse_bias_field(value)
+    if row.param == "dry_sequence_breakers":
+        return parse_breakers(value, where, flag=False)
     if row.kind is float and is_int(value):
         if not is_number(value):  # an integer past what a float holds (JSON has no limit)
             raise SettingError(f"{where}: {value!r} (must be {row.what})")
@@ -246,7 +272,7 @@ def from_request(body: dict) -> dict[str, Any]:
         try:
             value = check(row, v, key)
         except SettingError:
-            if row.param == "logit_bias":
+            if row.kind is list:  # its own message says what is wrong
                 raise
             raise SettingError(f"'{key}' must be {row.what}") from None
         if row.param is not None:
@@ -265,6 +291,9 @@ def from_flags(values: dict[str, Any]) -> dict[str, Any]:
         v = values.get(flag_param(row))
         if row.param == "logit_bias":
             out["logit_bias"] = tuple(parse_bias_flag(x) for x in (v or ()))[:MAX_BIAS]
+        elif row.param == "dry_sequence_breakers":
+            if v:
+                out[row.param] = parse_breakers(v, where, flag=True)
         elif row.param == "samplers":
             if v is not None:
                 out["samplers"] = _order(v, where)
@@ -272,6 +301,10 @@ def from_flags(values: dict[str, Any]) -> dict[str, Any]:
             value = check(row, v, where)
             if row.param is not None:
                 out[row.param] = value
+    order = out.get("samplers", _DEFAULTS["samplers"])
+    if out.get("adaptive_target", -1.0) >= 0 and "adaptive_p" not in order:
+        raise SettingError("--adaptive-target: adaptive-p runs only where adaptive_p is in "
+                           "--samplers (or 'a' in --sampling-seq)")  # fmt: skip
     return out
 
 
@@ -301,6 +334,6 @@ def markdown_table() -> str:
         env = f"`{row.env}`" if row.env else "-"
         d = row.value_default
         default = ";".join(d) if isinstance(d, tuple) and d and isinstance(d[0], str) else d
-        default = "-" if default in (None, ()) else f"`{default}`"
+        default = "-" if default in (None, ()) else f"`{row.shown or default}`"
         lines.append(f"| {flags} | {req} | {env} | {default} | {row.what} | {row.help} |")
     return "\n".join(lines) + "\n"

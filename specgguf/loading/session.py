@@ -15,9 +15,10 @@ from typing import Any, NamedTuple
 
 from specgguf.binding import devices, engine, memory_caps
 from specgguf.binding.batched import BatchedContext, SequenceView
-from specgguf.binding.checkpoints import ModelContext, with_rollback
+from specgguf.binding.checkpoints import PROMPT_CHECKPOINTS, ModelContext, with_rollback
 from specgguf.binding.grammar import draft_source
 from specgguf.binding.llama_ext import require_ext
+from specgguf.binding.prompt_cache import PromptCache
 from specgguf.binding.rendezvous import Rendezvous
 from specgguf.core.constraint import Constraint
 from specgguf.core.draft import Drafter
@@ -74,6 +75,15 @@ class LoadOptions:
     #: serve --cache-reuse N: a prompt also keeps cached chunks of >= N tokens it repeats
     #: further along (specgguf.core.cache_reuse; one slot); 0: its common prefix only
     cache_reuse: int = 0
+    #: --cache-ram MiB: the target's host-memory prompt cache across requests and slots
+    #: (binding.prompt_cache); 0: none, -1: unbounded
+    cache_ram: int = 0
+    #: --ctx-checkpoints, --checkpoint-min-step: the prompt checkpoints a recurrent or hybrid
+    #: model keeps per context for the next prompt's reuse (binding.checkpoints)
+    ctx_checkpoints: int = PROMPT_CHECKPOINTS
+    checkpoint_min_step: int = 0
+    #: --warmup (default) / --no-warmup: a first pass of each model at load (specgguf.warmup)
+    warmup: bool = True
 
 
 
@@ -247,6 +257,7 @@ class Session:
         self.mtp: HeadState | None = None
         if parallel == 1:
             self.target, self.draft_ctx = self._contexts(n_ctx)
+            self._check_prompt_cache()
             self.mtp = self._mtp_head(self.target)
             return
         n_ctx = (n_ctx or self.target_model.n_ctx_train) // parallel
@@ -254,6 +265,7 @@ class Session:
             # a recurrent or hybrid model, or MTP heads (a head hears its own slot's target
             # passes): each slot its own contexts, decoded one slot at a time (no shared passes)
             self.target, self.draft_ctx = self._contexts(n_ctx)
+            self._check_prompt_cache()
             self.mtp = self._mtp_head(self.target)
             try:
                 for i in range(1, parallel):
@@ -298,6 +310,20 @@ class Session:
             raise
         self.target, self.draft_ctx = target.views[0], drafts[0]
         self.extra_slots = [Slot(i, target.views[i], drafts[i]) for i in range(1, parallel)]
+        cache = self.prompt_cache()
+        for view in target.views:  # one cache across the slots: a prompt may move between them
+            view.prompt_cache = cache
+
+    def _check_prompt_cache(self) -> None:
+        """--cache-ram where the target rolls back by checkpoints (its memory cannot drop
+        positions: a recurrent or hybrid model): the prompt cache is not consulted, say so."""
+        if self.load.cache_ram and not isinstance(self.target, engine.Context):
+            self.warnings.append("--cache-ram: this target's memory cannot drop positions (a "
+                                 "recurrent or hybrid model), so no prompt is cached")  # fmt: skip
+
+    def prompt_cache(self) -> PromptCache | None:
+        """--cache-ram's host-memory prompt cache for the target's slots (None: 0, off)."""
+        return PromptCache(self.load.cache_ram) if self.load.cache_ram else None
 
     def _params(self, n_ctx: int, *, draft: bool) -> engine.ContextParams:
         """The context parameters of the target or of the draft model (its own threads and KV
@@ -327,8 +353,10 @@ class Session:
         return max(1, min(shape.topk if draft else leaves, NODES_MAX))
 
     def _branching(self, params: engine.ContextParams, *, draft: bool) -> engine.ContextParams:
-        """`params` with the sequences a slot's own context needs for tree rounds."""
-        n_seq = self._tree_sequences(draft=draft)
+        """`params` with the sequences a slot's own context needs for tree rounds, and a
+        second one for --cache-reuse (the holes between moved chunks are evaluated there:
+        engine.Context.keep_prefix)."""
+        n_seq = max(self._tree_sequences(draft=draft), 2 if self.load.cache_reuse > 0 else 1)
         return params if n_seq == 1 else replace(params, n_seq_max=n_seq)
 
     def _batched_tree(self, *, draft: bool) -> dict[str, int]:
@@ -379,7 +407,10 @@ class Session:
         keep = self.spec.n_max + 1 if draft else 1
         # (the probe decodes: on a thread of its own, so that no second team of llama.cpp's
         # CPU workers outlives it: engine.on_passing_thread)
-        out, removal = engine.on_passing_thread(lambda: with_rollback(ctx, draft=draft, keep=keep))
+        load = self.load
+        out, removal = engine.on_passing_thread(lambda: with_rollback(
+            ctx, draft=draft, keep=keep, prompt_keep=load.ctx_checkpoints,
+            min_step=load.checkpoint_min_step))  # fmt: skip
         self.memory.setdefault(role, removal)
         if removal == memory_caps.NONE and self.spec.types:
             raise SpecggufError(
@@ -415,6 +446,7 @@ class Session:
             self.target_model, self._branching(self._params(n_ctx, draft=False), draft=False)
         )
         target.cache_reuse = self.load.cache_reuse
+        target.prompt_cache = self.prompt_cache()
         draft_ctx = None
         if self.draft_model is not None:
             try:

@@ -26,11 +26,19 @@ class LlamaTuning:
     draft_context: Overrides = ()
     #: serve's switches: ENDPOINTS handler -> on or off (--no-webui: ("page", False))
     server: Overrides = ()
+    #: the process's CPU placement (specgguf.loading.cpu_placement): cpus, nice, cpu_strict,
+    #: poll, numa; the target's, the draft's and the batch forms fold into one value each
+    process: Overrides = ()
+    #: serve --embeddings, --pooling, --embd-normalize: on, pooling, normalize
+    embeddings: Overrides = ()
+    #: -lv, --log-file, --log-disable, --log-colors, --log-prefix, --log-timestamps
+    #: (specgguf.io.log_sink.LogSettings)
+    log: Overrides = ()
 
     def with_setting(self, scope: str, field: str, value: Any, role: str) -> LlamaTuning:
         """This tuning with `field` set to `value` in `scope` (load, model or context) for
         `role` (target, draft or both); a later value of the same field wins."""
-        if scope in ("load", "server"):
+        if scope in ("load", "server", "process", "embeddings", "log"):
             return replace(self, **{scope: _set(getattr(self, scope), field, value)})
         changes = {}
         for who in ("target", "draft"):
@@ -40,12 +48,21 @@ class LlamaTuning:
         return replace(self, **changes)
 
 
-#: the fields whose values add up, in the order given, instead of the last one winning
-#: (-ot, -cmoe, -ncmoe each add tensor placements, as llama.cpp appends them)
-ACCUMULATING = frozenset({"tensor_buft_overrides"})
+#: the fields whose values fold together instead of the last one winning: -ot, -cmoe, -ncmoe
+#: each add tensor placements (as llama.cpp appends them); the process-wide CPU placement
+#: takes every CPU named (-C, -Cr and their batch and draft forms), the highest priority
+#: (the lowest nice), strict placement if any asks for it, and the most polling
+FOLDS = {
+    "tensor_buft_overrides": lambda old, new: old + new,
+    "cpus": lambda old, new: old | new,
+    "nice": min,
+    "cpu_strict": lambda old, new: old or new,
+    "poll": max,
+}
 
 
 def _set(pairs: Overrides, field: str, value: Any) -> Overrides:
-    if field in ACCUMULATING:
-        value = dict(pairs).get(field, ()) + value
+    old = dict(pairs)
+    if field in FOLDS and field in old:
+        value = FOLDS[field](old[field], value)
     return tuple((k, v) for k, v in pairs if k != field) + ((field, value),)

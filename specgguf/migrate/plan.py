@@ -74,6 +74,7 @@ class Flag:
 # How many words follow each option we must step over or read. Free-text values (-p ...) are
 # here so that a prompt mentioning "--draft-max" is never taken for the flag.
 _ARITY: dict[str, int] = {
+    **lg.value_flags(),  # every llama.cpp option with a value: the flag table's
     **{name: 1 for name in lg.REMOVED_BY_NAME},
     **{name: 1 for name in lg.DRAFT_MODEL_FLAGS},
     **{name: 1 for name in lg.CTX_FLAGS},

@@ -67,6 +67,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from specgguf.flag_table.table import flag_table, row_of
+
 # Tools whose command lines the migration understands. The names are the binaries' basenames.
 LLAMA_SERVER = "llama-server"
 LLAMA_CLI = "llama-cli"
@@ -76,6 +78,25 @@ LLAMA_LOOKUP = "llama-lookup"
 SPECGGUF = "specgguf"
 VLLM = "vllm"
 GENERIC = "llama"  # flags seen without a recognisable tool: rename only, add nothing
+
+def _row(key: str):  # noqa: ANN202 - specgguf.flag_table.table.Flag
+    row = row_of(key)
+    if row is None:
+        raise KeyError(f"{key} is not in the flag table")
+    return row
+
+
+def spellings(key: str) -> tuple[str, ...]:
+    """Every spelling llama.cpp's --help gives the option `key` (the flag table's row)."""
+    return _row(key).flag.spellings
+
+
+def value_flags() -> dict[str, int]:
+    """Every spelling of every llama.cpp option that takes a value (one word; an optional
+    value, `[on|off]`, cannot be told from the next option, so those take none here)."""
+    return {name: 1 for row in flag_table() if row.flag.values
+            and not row.flag.values[0].startswith("[") for name in row.flag.spellings}  # fmt: skip
+
 
 LLAMA_TOOLS = frozenset(
     {LLAMA_SERVER, LLAMA_CLI, LLAMA_SPECULATIVE, LLAMA_SPECULATIVE_SIMPLE, LLAMA_LOOKUP}
@@ -120,24 +141,21 @@ REMOVED_FLAGS: tuple[RemovedFlag, ...] = (
     *(
         RemovedFlag(
             kind=f"n_{bound}",
-            names=names,
+            names=spellings(key),
             hint=f"use --spec-draft-n-{bound} or --spec-ngram-mod-n-{bound}",
-            env=f"LLAMA_ARG_DRAFT_{bound.upper()}",
+            env=_row(key).flag.env,
             new_env=f"LLAMA_ARG_SPEC_DRAFT_N_{bound.upper()}",
             draft_flag=f"--spec-draft-n-{bound}",
             ngram_flags={"ngram-mod": f"--spec-ngram-mod-n-{bound}"},
         )
-        for bound, names in (
-            ("max", ("--draft", "--draft-n", "--draft-max")),
-            ("min", ("--draft-min", "--draft-n-min")),
-        )
+        for bound, key in (("max", "--draft"), ("min", "--draft-min"))
     ),
     # --spec-ngram-size-n, -size-m, -min-hits: each ngram type has its own now (ngram-mod
     # only a match length, ngram-cache none)
     *(
         RemovedFlag(
             kind=f"ngram_{option.replace('-', '_')}",
-            names=(f"--spec-ngram-{option}",),
+            names=spellings(f"--spec-ngram-{option}"),
             hint=f"use the respective --spec-ngram-*-{option}",
             ngram_flags=_per_ngram_type(option, mod),
         )
@@ -173,11 +191,8 @@ DEAD_ENV: dict[str, str] = {
 }
 
 #: spellings that name a draft model (old aliases still accepted upstream included)
-DRAFT_MODEL_FLAGS = frozenset(
-    {"-md", "--model-draft", "--spec-draft-model", "-hfd", "-hfrd", "--hf-repo-draft",
-     "--spec-draft-hf"}
-)
-CTX_FLAGS = frozenset({"-c", "--ctx-size"})
+DRAFT_MODEL_FLAGS = frozenset({*spellings("--spec-draft-model"), *spellings("--spec-draft-hf")})
+CTX_FLAGS = frozenset(spellings("--ctx-size"))
 SPEC_TYPE_FLAG = "--spec-type"
 SPEC_TYPE_ENV = "LLAMA_ARG_SPEC_TYPE"
 #: prefixes only the new surface has: a command using them was written for new llama.cpp
@@ -278,13 +293,15 @@ SGLANG_FLAGS: dict[str, SglangFlag] = {
         meaning="tree nodes verified per round"),
 }
 
+#: the llama.cpp options whose value is free text or a path (their spellings: the flag table's)
+_FREE_TEXT = ("--model", "--prompt", "--file", "--system-prompt", "--reverse-prompt",
+              "--in-prefix", "--in-suffix", "--grammar", "--json-schema", "--chat-template",
+              "--api-key", "--alias", "--chat-template-kwargs")  # fmt: skip
 #: options whose value is free text or a path, with how many words they take: what follows
 #: them is never an option, even when it reads "--draft-max" (llama.cpp consumes it as the value)
 TEXT_VALUE_FLAGS: dict[str, int] = {
-    "-m": 1, "--model": 1, "-p": 1, "--prompt": 1, "-f": 1, "--file": 1, "-sys": 1,
-    "--system-prompt": 1, "-r": 1, "--reverse-prompt": 1, "--in-prefix": 1, "--in-suffix": 1,
-    "--grammar": 1, "-j": 1, "--json-schema": 1, "--chat-template": 1, "--api-key": 1,
-    "-a": 1, "--alias": 1, "--chat-template-kwargs": 1, "--spec-replace": 2,
+    **{name: 1 for key in _FREE_TEXT for name in spellings(key)},
+    "--spec-replace": 2,  # an older llama.cpp's two-word option, absent from the pinned --help
     **{name: 1 for name in DRAFT_MODEL_FLAGS},
 }
 

@@ -10,9 +10,12 @@ loaded from the first.
 Files land in huggingface_hub's cache, which is llama.cpp's too (LLAMA_CACHE, when set, is
 used for both); a file an older llama.cpp already downloaded into its flat cache
 (~/.cache/llama.cpp/user_model_FILE) is used where it is. A dropped connection resumes from
-the bytes already received (huggingface_hub asks for the rest with a ranged request; a process
-that is killed starts the file again: huggingface_hub >= 2 keeps no partial file between
-processes). A new file is checked against the repository's SHA-256 before use. --offline (or
+the bytes already received, within a run and across runs: a file the repository lists a SHA-256
+for is downloaded into a partial file of specgguf's own beside the cache's blobs (named by that
+hash, kept when the download fails or the process is killed), the rest asked for with a ranged
+request; once whole it is checked against the SHA-256 and becomes the cache's blob and
+snapshot entry, as huggingface_hub lays them out. (A file listed without one goes through
+huggingface_hub, which keeps no partial file between processes.) --offline (or
 HF_HUB_OFFLINE) uses the cache only. Every failure is one PullError line (exit 6)."""
 
 from __future__ import annotations
@@ -159,14 +162,60 @@ class Hub:
                     continue
                 cached = try_to_load_from_cache(model.repo, name, cache_dir=cache_dir(),
                                                 revision=info.sha)  # fmt: skip
+                if isinstance(cached, str):
+                    paths.append(Path(cached))
+                    continue
+                sha = _listed_sha256(siblings[name])
+                if sha is not None:  # resumable across runs: our partial file, then the cache
+                    paths.append(self._resumable(model, name, info.sha, sha, siblings[name],
+                                                 token, endpoint))  # fmt: skip
+                    continue
                 path = Path(hf_hub_download(
                     model.repo, name, revision=info.sha, cache_dir=cache_dir(), token=token,
                     endpoint=endpoint, tqdm_class=None if self.progress else _Silent,
                 ))  # fmt: skip
-                if not isinstance(cached, str):  # new here: check it before it is used
-                    _verify(model, name, path, siblings[name])
                 paths.append(path)
         return paths[0]
+
+    def _resumable(self, model: HubModel, name: str, revision: str, sha: str, sibling: object,
+                   token: str | None, endpoint: str | None) -> Path:  # fmt: skip
+        """Download `name` into a partial file of its own (named by its SHA-256, kept when
+        the download fails or the process is killed), resuming from its length with a ranged
+        request; once whole and checked, it becomes the cache's blob and snapshot entry, as
+        huggingface_hub lays them out."""
+        from huggingface_hub import constants, hf_hub_url
+        from huggingface_hub.file_download import http_get
+        from huggingface_hub.utils import build_hf_headers
+
+        repo_dir = (cache_dir() or Path(constants.HF_HUB_CACHE)) / (
+            "models--" + model.repo.replace("/", "--"))
+        blob = repo_dir / "blobs" / sha
+        partial = blob.with_name(f"{sha}.specgguf-partial")
+        partial.parent.mkdir(parents=True, exist_ok=True)
+        url = hf_hub_url(model.repo, name, revision=revision, endpoint=endpoint)
+        size = getattr(sibling, "size", None)
+        if isinstance(size, int) and partial.exists() and partial.stat().st_size > size:
+            partial.unlink()  # longer than the file: not a part of it, start again
+        with open(partial, "ab") as out:
+            http_get(url, out, resume_size=out.tell(), headers=build_hf_headers(token=token),
+                     expected_size=size, displayed_filename=name,
+                     tqdm_class=None if self.progress else _Silent)  # fmt: skip
+        got = sha256_of(partial)
+        if got != sha:
+            partial.unlink(missing_ok=True)
+            raise PullError(f"{model.flag} {model.repo}: {name} failed its checksum (sha256 "
+                            f"{got[:12]}..., expected {sha[:12]}...): removed; run again")
+        os.replace(partial, blob)
+        link = repo_dir / "snapshots" / revision / name
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.unlink(missing_ok=True)
+        try:
+            link.symlink_to(os.path.relpath(blob, link.parent))
+        except OSError:  # no symlinks here (huggingface_hub then copies too)
+            import shutil
+
+            shutil.copyfile(blob, link)
+        return link
 
     def _from_cache(self, model: HubModel) -> Path:
         """--offline: the newest cached snapshot of the repository (or llama.cpp's flat
@@ -218,20 +267,11 @@ def _env_offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def _verify(model: HubModel, name: str, path: Path, sibling: object) -> None:
-    """A downloaded file against the repository's SHA-256 (its LFS pointer); a mismatch
-    removes it from the cache, so the next try downloads it again."""
+def _listed_sha256(sibling: object) -> str | None:
+    """The repository's SHA-256 of a file (its LFS pointer), None when it lists none."""
     lfs = getattr(sibling, "lfs", None)
-    expected = getattr(lfs, "sha256", None) if lfs is not None else None
-    if not expected:
-        return
-    got = sha256_of(path)
-    if got != expected:
-        real = path.resolve()
-        path.unlink(missing_ok=True)
-        real.unlink(missing_ok=True)
-        raise PullError(f"{model.flag} {model.repo}: {name} failed its checksum (sha256 "
-                        f"{got[:12]}..., expected {expected[:12]}...): removed; run again")
+    sha = getattr(lfs, "sha256", None) if lfs is not None else None
+    return sha if isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{64}", sha) else None
 
 
 def _first_line(err: BaseException) -> str:

@@ -28,13 +28,15 @@ from starlette.requests import Request as HttpRequest
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.routing import Route
 
-from specgguf.chat.reasoning import CONTENT, REASONING, ReasoningSplit, prompt_opens_thinking
+from specgguf.binding.embedder import InputTooLong
+from specgguf.chat.reasoning import CONTENT, REASONING, prompt_opens_thinking
 from specgguf.chat.render import RenderOptions
 from specgguf.chat.tools import CallDelta
 from specgguf.core.sampling import INFILL_MAX_CANDIDATES, SamplerParams
 from specgguf.errors import SpecggufError
 from specgguf.generator import Generator, GenParams
 from specgguf.io import json_input
+from specgguf.server import embeddings as emb
 from specgguf.server import protocol as p
 from specgguf.server.protocol import ApiError
 from specgguf.server.scheduler import Event, Job, Scheduler
@@ -73,6 +75,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("POST", "/infill", "infill"),
     Endpoint("POST", "/tokenize", "tokenize"),
     Endpoint("POST", "/detokenize", "detokenize"),
+    Endpoint("POST", "/v1/embeddings", "embeddings"),
+    Endpoint("POST", "/embedding", "embedding", ("/embeddings",)),
     Endpoint("POST", "/apply-template", "apply_template"),
     Endpoint("GET", "/health", "health", ("/v1/health",), public=True),
     Endpoint("GET", "/props", "props"),
@@ -114,8 +118,18 @@ class ServerConfig:
     seed: int = -1  # -s: a request without a seed gets this one (-1: a fresh random seed)
     #: --reasoning-format: how a chat answer's thinking is returned (a request may ask another)
     reasoning_format: str = "auto"
+    #: --reasoning-budget and --reasoning-budget-message: a chat answer's thinking budget
+    #: (-1: unlimited) and the text forced before its closing (a request may ask another)
+    reasoning_budget: int = -1
+    reasoning_budget_message: str = ""
     #: the handlers of ENDPOINTS switched off (--no-webui: "page", --no-slots: "slots")
     disabled: frozenset[str] = frozenset()
+    #: --embeddings: the target's embeddings context (binding.embedder.Embedder; None: the
+    #: embeddings endpoints answer 501) and --embd-normalize, a request's default
+    embedder: Any = None
+    embd_normalize: int = 2
+    #: --spm-infill: fill-in-the-middle prompts suffix first (specgguf.io.fim)
+    spm_infill: bool = False
 
 
 def served(cfg: ServerConfig) -> tuple[Endpoint, ...]:
@@ -246,11 +260,13 @@ class App:
         try:
             if req.infill is not None:
                 i = req.infill
-                tokens = gen.infill_tokens(i.prefix, i.suffix, i.extra, i.prompt)
+                tokens = gen.infill_tokens(
+                    i.prefix, i.suffix, i.extra, i.prompt, spm=self.cfg.spm_infill
+                )
             elif req.kind == "chat":
                 assert req.messages is not None
                 prompt = gen.chat_prompt(req.messages, req.tools, self.render_options(req))
-                req.thinking_opened = prompt_opens_thinking(prompt, req.thinking[0])
+                req.prompt_rendered(prompt_opens_thinking(prompt, req.thinking[0]))
                 tokens = gen.encode(prompt)
             elif req.prompt is not None:
                 tokens = gen.encode(req.prompt)
@@ -395,9 +411,12 @@ class App:
 
     def parse_chat(self, body: Any) -> p.Request:
         """A chat request, its calls read in the template's dialect, its reasoning split in
-        the server's --reasoning-format unless it asks for another."""
+        the server's --reasoning-format and budgeted by its --reasoning-budget unless it asks
+        for others; a forced call lets the model think first unless the request or the server
+        turns thinking off."""
+        budget = (self.cfg.reasoning_budget, self.cfg.reasoning_budget_message)
         return p.parse_chat(
-            body, self.gen.dialect(), self.cfg.reasoning_format, self.gen.render_options
+            body, self.gen.dialect(), self.cfg.reasoning_format, budget, self.gen.render_options
         )
 
     def render_options(self, req: p.Request) -> RenderOptions:
@@ -432,7 +451,10 @@ class App:
             "truncated": g.stop_reason == "context",
             "stop_type": p.STOP_TYPE.get(g.stop_reason, "limit"),
             "stopping_word": g.stopping_word,
-            "tokens_cached": job.cache_n,
+            # what the slot's cache holds after the answer: the prompt and every token but
+            # the last one (not evaluated), as llama-server counts it; a client such as
+            # llama.vim shows it as the context in use
+            "tokens_cached": len(job.tokens) + max(0, s.predicted_n - 1),
             "timings": self.timings(job),
         }
 
@@ -490,11 +512,7 @@ class App:
         )
 
         # and a thinking model's reasoning apart: reasoning_content deltas, never content
-        split = (
-            ReasoningSplit(opened=req.thinking_opened, markers=req.thinking)
-            if req.splits_reasoning()
-            else None
-        )
+        split = req.splitter()
 
         def call_chunks(events: list[str | CallDelta]) -> list[bytes]:
             return [data(obj) for obj in fmt.calls(a, events)]
@@ -596,6 +614,35 @@ class App:
             return self.gen.detokenize(tokens)
 
         return JSONResponse({"content": await self.sched.call(work)})
+
+    async def embeddings(self, request: HttpRequest):
+        """/v1/embeddings: OpenAI's shape (llama-server's when the body says `content`)."""
+        return await self._embed(request, oai=True)
+
+    async def embedding(self, request: HttpRequest):
+        """/embedding: llama-server's shape, one vector per token where nothing pools."""
+        return await self._embed(request, oai=False)
+
+    async def _embed(self, request: HttpRequest, oai: bool):
+        embedder = self.cfg.embedder
+        if embedder is None:
+            raise emb.not_enabled()
+        req = await self.body(request, lambda b: emb.parse(b, self.cfg.embd_normalize,
+                                                           embedder.n_embd))  # fmt: skip
+        oai = oai and req.oai
+        if oai and not embedder.pooled:
+            raise p.bad(emb.NOT_OAI)
+
+        def work():
+            try:
+                return emb.embed_all(req, self.gen.encode, self.gen.check_ids, embedder)
+            except (SpecggufError, InputTooLong) as e:
+                raise p.bad(str(e), "invalid_prompt") from None
+
+        results = await self.sched.call(work)
+        answer = emb.oai_answer(req, self.cfg.model_id, results) if oai else emb.native_answer(
+            results)
+        return await self.prepare(lambda: JSONResponse(answer))
 
     async def apply_template(self, request: HttpRequest):
         req = await self.body(request, self.parse_chat)

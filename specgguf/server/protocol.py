@@ -16,10 +16,11 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from specgguf.chat.dialects import FALLBACK, FORCED_FALLBACK, Dialect
+from specgguf.chat.dialects.base import Splitter
 from specgguf.chat.reasoning import REASONING_FORMATS, THINK
 from specgguf.chat.render import REASONING_EFFORTS, RenderOptions
 from specgguf.core.sampling import SamplerParams
@@ -49,6 +50,7 @@ class ApiError(Exception):
         408: "invalid_request_error",
         413: "invalid_request_error",
         500: "server_error",
+        501: "not_supported_error",
         503: "unavailable_error",
     }
 
@@ -146,9 +148,33 @@ class Request:
     reasoning_format: str = "none"
     #: the rendered prompt ended inside an opened <think> (set when it is rendered)
     thinking_opened: bool = False
+    #: the server's dialect, whose family's splitter reads every chat answer (GPT-OSS'
+    #: channels carry its reasoning whether or not tools are given)
+    family: Dialect | None = None
+    #: a forced call's tools, the one function named (or None) and parallel_tool_calls: its
+    #: grammar is made again once the prompt is rendered if that prompt opened the thinking
+    forced: tuple[list[dict], str | None, bool] | None = None
 
-    def splits_reasoning(self) -> bool:
-        return self.kind == "chat" and self.reasoning_format != "none"
+    def splitter(self) -> Splitter | None:
+        """What splits this chat answer into reasoning and content (None: nothing to)."""
+        if self.kind != "chat":
+            return None
+        return (self.family or FALLBACK).splitter(
+            opened=self.thinking_opened,
+            extract=self.reasoning_format != "none",
+            calls=bool(self.tools),
+        )
+
+    def prompt_rendered(self, opened: bool) -> None:
+        """The prompt is rendered and `opened` says whether it opened the thinking: a forced
+        call's grammar then starts inside the thinking, which it must close first."""
+        self.thinking_opened = opened
+        if opened and self.forced is not None and self.dialect is not None:
+            tools, only, parallel = self.forced
+            grammar = OutputGrammar.for_tools(
+                tools, only, parallel=parallel, forced=self.dialect.forced, opened=True
+            )
+            self.params = replace(self.params, grammar=grammar)
     #: fill-in-the-middle (/infill, or /v1/completions with a suffix): the text around the
     #: hole, laid out in the model's FIM tokens when the request starts
     infill: InfillInput | None = None
@@ -383,13 +409,16 @@ def parse_chat(
     body: Any,
     dialect: Dialect | None = None,
     reasoning_format: str = "auto",
+    budget: tuple[int, str] = (-1, ""),
     options: RenderOptions | None = None,
 ) -> Request:
     """/v1/chat/completions (and /apply-template): `dialect` is the server's (FALLBACK when
     not given), in which the answer's calls are read and a forced call is written;
     `reasoning_format` the server's, which the request's `reasoning_format` overrides;
-    `options` the server's rendering defaults (whether the model thinks: a forced call's
-    grammar lets a thinking family think first only then)."""
+    `budget` the server's --reasoning-budget and its message, which the request's
+    `reasoning_budget_tokens` and `reasoning_budget_message` override; `options` the
+    server's rendering defaults (whether the model thinks: a forced call's grammar lets a
+    thinking family think first only then)."""
     from specgguf.chat.template import validate_messages
 
     body = _object(body)
@@ -403,7 +432,10 @@ def parse_chat(
     params, sampler = _params(
         body, n_predict_keys=("max_completion_tokens", "max_tokens", "n_predict")
     )
-    dialect = dialect or FALLBACK
+    params = _thinking_budget(body, params, *budget)
+    family = dialect = dialect or FALLBACK
+    if family.split is not None:  # its splitter reads the control tokens of every answer
+        params = replace(params, format_tokens=True)
     thinking = dialect.thinking
     # a family whose thinking markers are control tokens: the splitter must see them
     shows_thinking = any(m in dialect.control_tokens for m in thinking)
@@ -423,17 +455,47 @@ def parse_chat(
         body, "reasoning_format", lambda v: v in REASONING_FORMATS,
         "one of " + ", ".join(REASONING_FORMATS), reasoning_format,
     )  # fmt: skip
-    if shows_thinking and reasoning != "none":
-        from dataclasses import replace
-
+    reads_markers = shows_thinking and reasoning != "none"
+    if reads_markers:
         params = replace(params, format_tokens=True)
     return Request(
         "chat", stream, params, sampler, messages=messages, include_usage=include_usage,
-        tools=tools, dialect=dialect if tools or params.format_tokens else None,
+        tools=tools, dialect=dialect if tools or reads_markers else None,
         template_kwargs=kwargs,
         reasoning_effort=effort, reasoning_format=reasoning, parallel_calls=parallel,
-        thinking=thinking,
+        thinking=thinking, family=family, forced=_forced(body, tools, params),
     )  # fmt: skip
+
+
+#: the longest reasoning_budget_message a request may give
+MAX_BUDGET_MESSAGE = 1024
+
+
+def _thinking_budget(body: dict, params: GenParams, budget: int, message: str) -> GenParams:
+    """The request's `reasoning_budget_tokens` (llama-server also reads it as
+    `thinking_budget_tokens`; -1: the server's --reasoning-budget) and
+    `reasoning_budget_message` over the server's."""
+    key = "thinking_budget_tokens" if "reasoning_budget_tokens" not in body else (
+        "reasoning_budget_tokens"
+    )
+    asked = _get(body, key, lambda v: is_int(v) and -1 <= v <= 2**31 - 1,
+                 "an integer >= -1 (-1: the server's --reasoning-budget)", -1)  # fmt: skip
+    message = _get(body, "reasoning_budget_message",
+                   lambda v: isinstance(v, str) and len(v) <= MAX_BUDGET_MESSAGE,
+                   f"a string of at most {MAX_BUDGET_MESSAGE} characters", message)  # fmt: skip
+    tokens = budget if asked == -1 else asked
+    if tokens < 0:
+        return params
+    return replace(params, reasoning_budget=tokens, reasoning_budget_message=message)
+
+
+def _forced(body: dict, tools: list[dict] | None, params: GenParams):
+    """(tools, the function named or None, parallel_tool_calls) of a forced call, else None."""
+    if tools is None or params.grammar is None or params.grammar.origin != "'tools'":
+        return None
+    choice = body.get("tool_choice")
+    only = choice["function"]["name"] if isinstance(choice, dict) else None
+    return tools, only, _bool(body, "parallel_tool_calls", True)
 
 
 def _tools(

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from specgguf.chat.dialects.base import CallStream, parse_answer
-from specgguf.chat.reasoning import split_reasoning
 from specgguf.chat.tools import CallDelta, ParsedAnswer
 from specgguf.server import protocol as p
 
@@ -136,10 +135,11 @@ class Chat(_OpenAI):
     def final(self, a: Answer, text: str, tokens: list[int]) -> dict[str, Any]:
         finish = p.finish_reason(a.stop_reason())
         reasoning = ""
-        if a.req.splits_reasoning():
-            reasoning, text = split_reasoning(
-                text, opened=a.req.thinking_opened, markers=a.req.thinking
-            )
+        split = a.req.splitter()
+        if split is not None:
+            split.feed(text)
+            split.close()
+            reasoning, text = split.reasoning.rstrip(), split.content
         message: dict[str, Any] = {"role": "assistant", "content": text}
         if a.req.dialect is not None:
             parsed = parse_answer(

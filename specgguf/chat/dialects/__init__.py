@@ -15,13 +15,17 @@ from __future__ import annotations
 
 from specgguf.chat.dialects import (
     command_r7b,
+    deepseek,
     firefunction,
     functionary,
     functionary_v32,
     gemma4,
     generic,
+    glm,
     granite,
+    harmony,
     hermes,
+    kimi,
     llama3,
     mistral,
     qwen3_coder,
@@ -29,6 +33,11 @@ from specgguf.chat.dialects import (
 from specgguf.chat.dialects.base import Dialect
 
 DIALECTS: tuple[Dialect, ...] = (
+    harmony.DIALECT,
+    deepseek.R1,
+    deepseek.V31,
+    kimi.DIALECT,
+    glm.DIALECT,
     mistral.DEVSTRAL,
     mistral.SMALL_32,
     mistral.NEMO,

@@ -25,8 +25,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from specgguf.chat.dialects.framed import Framed
 from specgguf.chat.markers import partial_marker
-from specgguf.chat.reasoning import THINK
+from specgguf.chat.reasoning import THINK, ReasoningSplit
 from specgguf.chat.tools import (
     CallDelta,
     ParsedAnswer,
@@ -42,6 +43,17 @@ from specgguf.io import json_input
 Tools = Sequence[Mapping[str, Any]]
 #: a JSON schema -> the GBNF of its values (root rule `root`): the caller's converter
 ToGbnf = Callable[[Any], str]
+
+
+class Splitter(Protocol):
+    """Splits generated text into (REASONING or CONTENT, text) pieces as it arrives."""
+
+    reasoning: str
+    content: str
+
+    def feed(self, text: str) -> list[tuple[str, str]]: ...
+
+    def close(self) -> list[tuple[str, str]]: ...
 
 
 class CallStream(Protocol):
@@ -91,8 +103,9 @@ class Forced:
         """The JSON schema of one call's object in this family's keys."""
         return call_schema(tools, only, self.args_key)
 
-    def grammar(self, call_gbnf: str, *, parallel: bool) -> str:
-        """The GBNF of the forced answer, around the grammar of one call's object."""
+    def grammar(self, call_gbnf: str, *, parallel: bool, **_: Any) -> str:
+        """The GBNF of the forced answer, around the grammar of one call's object (the
+        tools and the prompt's opened thinking, which Framed forms read, change nothing)."""
         return wrap_call_grammar(
             call_gbnf, parallel=parallel, before=self.before, after=self.after,
             between=self.between, open_all=self.open_all, close_all=self.close_all,
@@ -213,10 +226,37 @@ class Dialect:
     excluded: tuple[str, ...] = ()  # none occurs in it
     new_id: Callable[[], str] = openai_call_id
     control_tokens: tuple[str, ...] = ()  # markers that are special tokens of the vocabulary
-    forced: Forced | None = None
+    forced: Forced | Framed | None = None
     example: str = ""  # one call as the family writes it, for the docs table
-    #: the markers around its thinking (reasoning_content)
+    #: the family's own reader of the answer's structure (GPT-OSS' channels): (the prompt
+    #: opened the thinking, reasoning is extracted, calls are read) -> a splitter like
+    #: ReasoningSplit whose content holds the calls in the text `stream` reads; None: the
+    #: <think> splitter. A family with one sees its control tokens in every chat answer
+    split: Callable[[bool, bool, bool], Splitter] | None = None
+    #: how the family's thinking opens and closes (reasoning_content; a reasoning budget
+    #: closes it so)
     thinking: tuple[str, str] = THINK
+    #: template variables the family's template reads for what llama-server calls
+    #: enable_thinking (DeepSeek V3.1: `thinking`)
+    thinking_vars: tuple[str, ...] = ()
+    #: the key the family's template reads an earlier assistant turn's reasoning from (GPT-OSS:
+    #: `thinking`, and a turn with calls then has empty content beside it); "": none
+    past_reasoning: str = ""
+
+    def past_turns(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Earlier turns as the family's template reads them (see `past_reasoning`)."""
+        if not self.past_reasoning:
+            return messages
+        out = []
+        for m in messages:
+            thought = m.get("reasoning_content")
+            if m.get("role") == "assistant" and isinstance(thought, str) and thought:
+                m = {k: v for k, v in m.items() if k != "reasoning_content"}
+                m[self.past_reasoning] = thought
+                if m.get("tool_calls"):
+                    m["content"] = ""
+            out.append(m)
+        return out
     #: the system message that describes the tools where the template does not render them
     describe: Callable[[Tools], str] = tools_system_prompt
     #: variables its template reads besides llama-server's usual ones (FireFunction's
@@ -235,6 +275,12 @@ class Dialect:
         if not parallel:
             s.single = True  # type: ignore[attr-defined]
         return s
+
+    def splitter(self, *, opened: bool, extract: bool, calls: bool) -> Splitter | None:
+        """What splits a chat answer into reasoning and content (None: nothing to split)."""
+        if self.split is not None:
+            return self.split(opened, extract, calls)
+        return ReasoningSplit(opened=opened, markers=self.thinking) if extract else None
 
     def forcing(self, fallback: Dialect) -> Dialect:
         """The dialect a forced call is written (and read) in: this one where the family has
@@ -274,6 +320,16 @@ def loads_or_none(text: str) -> Any:
         return json_input.loads(text)
     except ValueError:
         return None
+
+
+def section_parts(block: str, begin: str, end: str, call_begin: str) -> list[str] | None:
+    """The text of each call in a section `begin` ... `end` (the end may be missing: the answer
+    stopped there) where every call opens with `call_begin`; None when the section holds
+    anything before its first call, or no call."""
+    parts = block[len(begin) :].removesuffix(end).split(call_begin)
+    if parts[0].strip() or len(parts) < 2:
+        return None
+    return parts[1:]
 
 
 #: a block parser: the block's text (opening marker included) -> its calls as (name,
