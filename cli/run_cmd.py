@@ -84,6 +84,15 @@ SingleTurn = typer.Option(
     False, "-st", "--single-turn", help="With -cnv: answer the first turn (-p/-f, else the "
     "first stdin line) and exit.",
 )  # fmt: skip
+ReasoningFormat = typer.Option(
+    "auto", "--reasoning-format", envvar="LLAMA_ARG_THINK",
+    help="With -cnv, a thinking model's thinking: none prints it as the model writes it; "
+    "deepseek or auto (default) print it apart (dimmed in colour, else between [thinking] "
+    "lines) and keep it out of the answer the next turn sees.",
+)  # fmt: skip
+HideReasoning = typer.Option(
+    False, "--hide-reasoning", help="With -cnv: print the answer without the thinking before it.",
+)  # fmt: skip
 Interactive = typer.Option(
     False, "-i", "--interactive",
     help="llama-completion's interactive mode on plain text: generate from -p/-f, then at a "
@@ -163,6 +172,8 @@ def run(
     system_prompt_file: Path | None = SystemPromptFile,
     reverse_prompt: list[str] | None = ReversePrompt,
     single_turn: bool = SingleTurn,
+    reasoning_format: str = ReasoningFormat,
+    hide_reasoning: bool = HideReasoning,
     interactive: bool = Interactive,
     interactive_first: bool = InteractiveFirst,
     in_prefix: str | None = InPrefix,
@@ -194,6 +205,7 @@ def run(
         if system_prompt is not None:
             raise UsageError("-sys and -sysf both give the system message: give one")
         system_prompt = o.read_prompt(None, system_prompt_file, "-sysf").removesuffix("\n")
+    reasoning = _reasoning_view(reasoning_format, hide_reasoning, conversation)
     if single_turn and not conversation:
         raise UsageError("-st/--single-turn ends a -cnv conversation after one turn: add -cnv")
     interactive = interactive or interactive_first
@@ -336,7 +348,8 @@ def run(
 
                 print(LEGEND, file=sys.stderr)
             if conversation:
-                return _run_conversation(ctx, text, color=colored, turns=1 if single_turn else 0,
+                return _run_conversation(ctx, text, color=colored, reasoning=reasoning,
+                                         turns=1 if single_turn else 0,
                                          multiline=multiline_input)  # fmt: skip
             if interactive:
                 assert text is not None
@@ -657,10 +670,32 @@ def _read_turn(interactive: bool) -> str | None:
         return "\n".join(parts)
 
 
-def _run_conversation(run: _Run, first: str | None, *, color: bool, turns: int = 0,
-                      multiline: bool = False) -> int:  # fmt: skip
+def _reasoning_view(reasoning_format: str, hide: bool, conversation: bool) -> str:
+    """How -cnv prints a thinking model's thinking: "raw" (as written), "apart" or "hidden";
+    one UsageError line for a bad value, or for these flags without -cnv."""
+    from specgguf.chat.reasoning import REASONING_FORMATS
+    from specgguf.errors import UsageError
+
+    if reasoning_format not in REASONING_FORMATS:
+        raise UsageError(
+            f"--reasoning-format must be one of {', '.join(REASONING_FORMATS)}, "
+            f"not {reasoning_format!r}"
+        )
+    if not conversation and (hide or reasoning_format != "auto"):
+        raise UsageError("--reasoning-format and --hide-reasoning apply to -cnv: add -cnv")
+    if hide and reasoning_format == "none":
+        raise UsageError("--hide-reasoning needs the thinking found: drop --reasoning-format none")
+    return "hidden" if hide else "raw" if reasoning_format == "none" else "apart"
+
+
+def _run_conversation(
+    run: _Run, first: str | None, *, color: bool, reasoning: str = "apart", turns: int = 0,
+    multiline: bool = False,
+) -> int:  # fmt: skip
     """-cnv: one user turn per stdin line until EOF, /exit or `turns` answers (0: no limit,
-    -st: 1; --multiline-input: turns read as -i reads its input); the whole conversation is
+    -st: 1; --multiline-input: turns read as -i reads its input), a thinking model's thinking
+    printed as `reasoning` says (_reasoning_view) and
+    kept out of the answer the next turns see; the whole conversation is
     re-rendered every turn, and only what the KV cache does not hold yet is evaluated (the
     new turn, plus the assistant's last tokens). Ctrl-C stops the current answer (kept, as
     said so far); Ctrl-C at the prompt ends the conversation with exit status 130."""
@@ -692,10 +727,22 @@ def _run_conversation(run: _Run, first: str | None, *, color: bool, turns: int =
         generation = run.generate(tokens, chat=True)
         if run.tracer is not None:
             run.tracer.begin(turn=turn)
-        result = stream_generation(generation, json_out=False, color=color, trace=run.tracer)
-        if not result.text.endswith("\n"):
+        split = None
+        if reasoning != "raw":
+            from specgguf.chat.reasoning import ReasoningSplit, prompt_opens_thinking
+
+            markers = gen.dialect().thinking
+            split = ReasoningView(
+                ReasoningSplit(opened=prompt_opens_thinking(text, markers[0]), markers=markers),
+                show=reasoning == "apart", color=color,
+            )  # fmt: skip
+        result = stream_generation(
+            generation, json_out=False, color=color, trace=run.tracer, reasoning=split
+        )
+        answer = result.text if split is None else split.content
+        if not (split.shown if split is not None else result.text).endswith("\n"):
             write_stdout("\n")
-        messages.append({"role": "assistant", "content": result.text})
+        messages.append({"role": "assistant", "content": answer})
         if not run.quiet:
             print(turn_summary(generation.stats, result.stop_reason), file=sys.stderr)
         if result.stop_reason == "interrupted":
@@ -732,9 +779,60 @@ def _probs_request(n_probs: int, json_out: bool):
     return ProbsRequest(n_probs) if n_probs else None
 
 
-def stream_generation(generation, *, json_out: bool, color: bool = False, trace=None):
+class ReasoningView:
+    """A -cnv answer's text split into thinking and answer as it streams: the thinking
+    written dimmed (in colour; else between [thinking] lines), or not at all (`show` False);
+    the answer through the TextStream (draft colours kept)."""
+
+    DIM = "\x1b[2m"
+
+    def __init__(self, split, *, show: bool, color: bool) -> None:
+        self.split, self.show, self.color = split, show, color
+        self.shown = ""  # what was written, for the line end after the answer
+        self._open = False  # a thinking block is being written
+
+    @property
+    def content(self) -> str:
+        return self.split.content
+
+    def write(self, stream, pieces: list[tuple[str, bool]], final: bool = False) -> None:
+        from specgguf.chat.reasoning import REASONING
+        from specgguf.io.output import RESET
+
+        for text, drafted in pieces:
+            for kind, part in self.split.feed(text):
+                self._part(stream, kind == REASONING, part, drafted, RESET)
+        if final:
+            for kind, part in self.split.close():
+                self._part(stream, kind == REASONING, part, False, RESET)
+            self._end_thinking(stream, RESET)
+
+    def _part(self, stream, thinking: bool, text: str, drafted: bool, reset: str) -> None:
+        if thinking:
+            if not self.show:
+                return
+            head = "" if self._open or self.color else "[thinking]\n"
+            self._open = True
+            out = f"{self.DIM}{text}{reset}" if self.color else head + text
+            write_stdout(out)
+            self.shown += out
+            return
+        self._end_thinking(stream, reset)
+        stream.write_fragments([(text, drafted)])
+        self.shown += text
+
+    def _end_thinking(self, stream, reset: str) -> None:
+        if self._open:
+            write_stdout("\n" if self.color else "\n[end of thinking]\n")
+            self._open = False
+
+
+def stream_generation(
+    generation, *, json_out: bool, color: bool = False, trace=None, reasoning=None
+):
     """Step the Generation, writing each round's text as soon as it is accepted (and each round
-    to `trace`, a specgguf.io.trace.TraceWriter, when given).
+    to `trace`, a specgguf.io.trace.TraceWriter, when given); `reasoning` (a ReasoningView)
+    writes a thinking model's thinking apart.
 
     Ctrl-C stops generation, keeps what was already written, and reports "interrupted".
     """
@@ -742,17 +840,26 @@ def stream_generation(generation, *, json_out: bool, color: bool = False, trace=
 
     stream = TextStream(None if json_out else sys.stdout, color=color)
     probs: list = []
+
+    def write(pieces, final: bool = False) -> None:
+        if reasoning is None:
+            stream.write_fragments(pieces)
+        else:
+            reasoning.write(stream, pieces, final)
+
     try:
         for chunk in generation:
             if trace is not None and chunk.round is not None:
                 trace.write(chunk.round)
-            stream.write_fragments(chunk.pieces)
+            write(chunk.pieces)
             probs += chunk.probs
     except KeyboardInterrupt:
         tail = generation.finish("interrupted")
-        stream.write_fragments(tail.pieces)
+        write(tail.pieces)
         probs += tail.probs
     finally:
+        if reasoning is not None:
+            write([], final=True)
         stream.finish()
     shown = None
     if generation.probs_asked:

@@ -83,17 +83,25 @@ class OutputGrammar:
         parallel: bool = True,
         forced: Forced | Framed | None = None,
         opened: bool = False,
+        think: bool = True,
     ) -> OutputGrammar:
         """Tool calls in a family's forced form (`forced`; Hermes' <tool_call> tags when None)
         whose arguments match the tools' schemas: of any tool, or of `only`; one call, or with
         `parallel` one or more; after the thinking the family writes first (`opened`: the
-        prompt opened it)."""
-        from specgguf.chat.dialects import FALLBACK
+        prompt opened it; `think` False: the request turned thinking off, for the forms that
+        read it)."""
+        from specgguf.chat.dialects import FORCED_FALLBACK
 
-        forced = forced or FALLBACK.forced
+        forced = forced or FORCED_FALLBACK.forced
         assert forced is not None
-        rules = schema_to_gbnf(forced.schema(tools, only), "'tools'")
-        gbnf = forced.grammar(rules, parallel=parallel, tools=tools, only=only, opened=opened)
+        if isinstance(forced, Framed):
+            rules = schema_to_gbnf(forced.schema(tools, only), "'tools'")
+            gbnf = forced.grammar(rules, parallel=parallel, tools=tools, only=only, opened=opened)
+        else:
+            gbnf = forced.gbnf(
+                tools, only, parallel=parallel, think=think,
+                to_gbnf=lambda s: schema_to_gbnf(s, "'tools'"),
+            )  # fmt: skip
         return cls(gbnf, "'tools'")
 
 
@@ -575,7 +583,11 @@ class Generator:
         from specgguf.chat.template import conversation
 
         msgs = conversation(self.system_prompt, messages)
-        return render_conversation(self.template(), msgs, tools, options or self.render_options)
+        dialect = self.dialect()
+        return render_conversation(
+            self.template(), msgs, tools, options or self.render_options,
+            describe=dialect.describe, variables=dialect.variables(tools or []),
+        )  # fmt: skip
 
     def dialect(self):
         """The tool-call dialect of the template's family (specgguf.chat.dialects)."""

@@ -42,12 +42,19 @@ def template(name: str) -> ChatTemplate:
     )
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in TEMPLATES.glob("*.jinja")))
+#: the real templates, and our stand-ins with the markers of those not shipped (standins/)
+ALL = sorted(str(p.relative_to(TEMPLATES)) for p in TEMPLATES.rglob("*.jinja"))
+
+
+@pytest.mark.parametrize("name", ALL)
 def test_every_family_renders_tools_and_its_own_call_history(name):
     t = template(name)
     dialect = detect(t.source)
     call_id = dialect.new_id()  # what the server hands out for this family
-    text = render_conversation(t, history(call_id), [WEATHER])
+    text = render_conversation(
+        t, history(call_id), [WEATHER],
+        describe=dialect.describe, variables=dialect.variables([WEATHER]),
+    )  # fmt: skip
     assert "get_weather" in text and "Paris" in text and "sunny" in text
     assert "And tomorrow?" in text and "You are terse." in text
 
@@ -101,7 +108,9 @@ def test_tools_reach_a_template_that_reads_them_and_are_described_where_it_does_
     assert render_conversation(reads, [{"role": "user", "content": "x"}], [WEATHER]) == "1 x"
     blind = ChatTemplate.compile("{% for m in messages %}{{ m.content }}|{% endfor %}", "t")
     text = render_conversation(blind, [{"role": "user", "content": "x"}], [WEATHER])
-    assert "<tools>" in text and text.endswith("|x|")
+    # a template of no family: the generic dialect's description and JSON
+    assert '"name": "get_weather"' in text and '{"tool_calls": [' in text
+    assert text.endswith("|x|")
 
 
 def test_serve_flags_for_rendering_are_checked_in_one_line():
@@ -118,3 +127,28 @@ def test_serve_flags_for_rendering_are_checked_in_one_line():
                         ((None, "auto", "r1"), "--reasoning-format")):  # fmt: skip
         with pytest.raises(UsageError, match=words):
             template_kwargs_option(*args)
+
+
+def test_a_template_that_adds_arguments_to_strings_gets_openais_strings():
+    # Functionary v3.2's template writes '>>>' + name + '\n' + arguments
+    t = template("standins/functionary-v3.2.jinja")
+    text = render_conversation(t, history("call_1"), [WEATHER])
+    assert '>>>get_weather\n{"city": "Paris"}' in text
+
+
+def test_the_generic_fallback_describes_the_tools_and_its_json_to_the_model():
+    t = template("standins/plain.jinja")
+    dialect = detect(t.source)
+    assert dialect.name == "generic"
+    text = render_conversation(t, history("call_1"), [WEATHER], describe=dialect.describe)
+    assert '"name": "get_weather"' in text and '{"tool_calls": [' in text
+    assert '{"response": ' in text
+
+
+def test_firefunction_templates_read_the_tools_as_functions():
+    from specgguf.chat.dialects import by_name
+
+    t = ChatTemplate.compile("{{ functions }}|{{ messages[0].content }}", "t")
+    variables = by_name("firefunction-v2").variables([WEATHER])
+    assert '"name": "get_weather"' in render_conversation(t, history("c"), variables=variables)
+    assert render_conversation(t, history("c"), variables=by_name("firefunction-v2").variables([]))

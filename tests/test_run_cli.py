@@ -398,3 +398,25 @@ def test_sampler_flags_take_effect_and_speculation_keeps_them(run):
     # one-hot drafts: token for token plain decoding's with the same seed
     one_hot = ["--spec-draft-n-max", "4", "--spec-draft-sampling", "greedy"]
     assert as_json(run(*base, *pen, *seeded, *one_hot))["text"] == alone
+
+
+#: an answer that thinks first, held to that shape by a grammar (the tiny model never would)
+THINKS = 'root ::= "<think>" [a-z ]{1,12} "</think>" [a-z]{1,8}'
+
+
+def test_conversation_prints_thinking_apart_or_hides_it(run, monkeypatch):
+    def turn(*flags):
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"hi\n")))
+        code, out, _ = run("-cnv", "-n", "40", "--temp", "0", "--grammar", THINKS, *flags)
+        assert code == 0
+        return out
+
+    raw = turn("--reasoning-format", "none")
+    m = re.fullmatch(r"<think>([a-z ]{1,12})</think>([a-z]{1,8})\n", raw)
+    assert m, raw
+    thinking, answer = m.group(1).strip(), m.group(2)
+    apart = turn()
+    assert apart == f"[thinking]\n{thinking}\n[end of thinking]\n{answer}\n", apart
+    assert turn("--hide-reasoning") == f"{answer}\n"
+    code, _, err = run("-p", "hi", "--hide-reasoning")
+    assert code == ExitCode.USAGE and "add -cnv" in err

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from specgguf.chat.render import RenderOptions
 from specgguf.io import json_input
 from specgguf.server import protocol as p
 from specgguf.server.app import PREPARE_THREADS, App, ServerConfig
@@ -93,7 +94,10 @@ class Gate:
 
 class _NoModel:
     """What preparing a request asks of the Generator before a model is needed: the
-    template's tool-call dialect (a template without markers: the fallback's)."""
+    template's tool-call dialect (a template without markers: the fallback's) and the
+    rendering defaults (whether the model thinks)."""
+
+    render_options = RenderOptions()
 
     def dialect(self):
         from specgguf.chat.dialects import detect

@@ -135,11 +135,13 @@ def test_text_response_format_is_free_text(server):
 
 
 def test_a_template_without_tools_gets_them_as_a_system_message(server):
-    # the tiny model's template never reads `tools`: their description is a system turn
+    # the tiny model's template never reads `tools` (no family: the generic dialect): their
+    # description, and the JSON to answer in, is a system turn
     tools = [{"type": "function", "function": {"name": "get_time"}}]
     prompt = server.post("/apply-template", {"messages": USER, "tools": tools})["prompt"]
-    assert prompt.startswith("<|im_start|>system\nYou may call one or more functions")
-    assert '<tools>\n{"type": "function", "function": {"name": "get_time"}}\n</tools>' in prompt
+    assert prompt.startswith("<|im_start|>system\nYou can call these tools")
+    assert '\n{"type": "function", "function": {"name": "get_time"}}\n' in prompt
+    assert '{"tool_calls": [' in prompt and '{"response": ' in prompt
     assert prompt.endswith("<|im_start|>user\ngive me a record<|im_end|>\n<|im_start|>assistant\n")
 
 

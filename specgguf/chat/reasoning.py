@@ -1,7 +1,10 @@
 """Reasoning apart from the answer: a thinking model's `<think>...</think>` (DeepSeek R1, QwQ,
 Qwen3, Qwen3.5) goes to `reasoning_content`, the rest to `content`, whole or as it streams.
 
-Thinking is recognised where the answer begins: the answer opens with `<think>`, or the
+Most families mark it `<think>...</think>`; a family with other markers (Gemma 4's
+`<|channel>thought ... <channel|>`, Command R7B's `<|START_THINKING|> ... <|END_THINKING|>`)
+gives them as `markers`. Thinking is recognised where the answer begins: the answer opens with
+`<think>`, or the
 prompt already opened it (R1's and Qwen3.5's templates end the prompt with `<think>\\n`), so
 everything up to `</think>` is thinking. A `<think>` later in the answer is content, and
 anything inside the thinking is thinking: a tool call written there is no call (the caller
@@ -16,6 +19,7 @@ from __future__ import annotations
 from specgguf.chat.markers import partial_marker
 
 OPEN, CLOSE = "<think>", "</think>"
+THINK = (OPEN, CLOSE)  # most families' markers
 REASONING_FORMATS = ("none", "deepseek", "auto")
 REASONING, CONTENT = "reasoning", "content"
 
@@ -67,9 +71,10 @@ class Pieces:
 class ReasoningSplit(Pieces):
     """Feed the generated text; get (REASONING or CONTENT, text) pieces in order."""
 
-    def __init__(self, *, opened: bool = False) -> None:
-        """`opened`: the prompt ended inside an opened <think>."""
+    def __init__(self, *, opened: bool = False, markers: tuple[str, str] = THINK) -> None:
+        """`opened`: the prompt ended inside an opened <think>; `markers`: the family's."""
         super().__init__()
+        self._open, self._close = markers
         self._state = _THINK if opened else _START
         self._after_close = False  # blanks right after </think> are not content
         self._lead = opened  # newlines right after <think> are not thinking
@@ -84,9 +89,9 @@ class ReasoningSplit(Pieces):
             s = self._buf
             if self._state == _START:
                 head = s.lstrip()
-                if head.startswith(OPEN):
-                    self._buf, self._state, self._lead = head[len(OPEN) :], _THINK, True
-                elif not final and (not head or OPEN.startswith(head)):
+                if head.startswith(self._open):
+                    self._buf, self._state, self._lead = head[len(self._open) :], _THINK, True
+                elif not final and (not head or self._open.startswith(head)):
                     return  # the answer may still open with <think>
                 else:
                     self._state = _ANSWER
@@ -97,14 +102,14 @@ class ReasoningSplit(Pieces):
                         self._buf = ""
                         return
                     self._buf, self._lead = s, False
-                i = s.find(CLOSE)
+                i = s.find(self._close)
                 if i < 0:
-                    keep = 0 if final else partial_marker(s, CLOSE)
+                    keep = 0 if final else partial_marker(s, self._close)
                     self._emit(out, REASONING, s[: len(s) - keep])
                     self._buf = s[len(s) - keep :]
                     return
                 self._emit(out, REASONING, s[:i])
-                self._buf, self._state, self._after_close = s[i + len(CLOSE) :], _ANSWER, True
+                self._buf, self._state, self._after_close = s[i + len(self._close) :], _ANSWER, True
             else:
                 if self._after_close:
                     s = s.lstrip()
@@ -115,15 +120,17 @@ class ReasoningSplit(Pieces):
                 self._emit(out, CONTENT, s)
                 self._buf = ""
 
-def prompt_opens_thinking(prompt: str) -> bool:
+def prompt_opens_thinking(prompt: str, open_: str = OPEN) -> bool:
     """Whether the rendered prompt ends inside an opened <think> (the template opened it)."""
     tail = prompt.rstrip()
-    return tail.endswith(OPEN)
+    return tail.endswith(open_)
 
 
-def split_reasoning(text: str, *, opened: bool = False) -> tuple[str, str]:
+def split_reasoning(
+    text: str, *, opened: bool = False, markers: tuple[str, str] = THINK
+) -> tuple[str, str]:
     """A whole answer -> (reasoning, content)."""
-    s = ReasoningSplit(opened=opened)
+    s = ReasoningSplit(opened=opened, markers=markers)
     s.feed(text)
     s.close()
     return s.reasoning.rstrip(), s.content

@@ -7,22 +7,23 @@ today's date as `date_string` ("03 Dec 2026") and `datetime` ("Dec 03 2026"), be
 `strftime_now` every template has; `reasoning_effort` when asked; and the chat template kwargs
 (`serve --chat-template-kwargs`, then the request's `chat_template_kwargs` on top), which may
 set any of these. Workarounds: an earlier call's `arguments` (a JSON string in OpenAI's API)
-reach the template as an object; and a template that refuses a system message (it raises)
-gets it merged into the first user turn instead. A family whose template reads the thinking
-switch under another name (DeepSeek V3.1: `thinking`) gets it under that name too, and one
-whose template reads an earlier turn's reasoning under its own key (GPT-OSS: `thinking`) gets
-the turn's `reasoning_content` there.
+reach the template as an object, unless the template fails on objects (Functionary v3.2 adds
+them to strings): it then gets the strings; and a template that refuses a system message (it
+raises) gets it merged into the first user turn instead. A family whose template reads the
+thinking switch under another name (DeepSeek V3.1: `thinking`) gets it under that name too,
+and one whose template reads an earlier turn's reasoning under its own key (GPT-OSS:
+`thinking`) gets the turn's `reasoning_content` there.
 
 Pure: no model, no llama_cpp."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from specgguf.chat.tools import template_messages, tools_system_prompt
+from specgguf.chat.tools import template_messages
 
 if TYPE_CHECKING:  # jinja2 is imported only when a template is
     from specgguf.chat.template import ChatTemplate
@@ -82,32 +83,43 @@ def render_conversation(
     options: RenderOptions | None = None,
     *,
     now: datetime | None = None,
+    describe: Callable[[Sequence[Mapping[str, Any]]], str] | None = None,
+    variables: Mapping[str, Any] | None = None,
 ) -> str:
-    """The prompt for `messages` (and `tools`), with the context and workarounds above."""
+    """The prompt for `messages` (and `tools`), with the context and workarounds above;
+    `describe` writes the tools' system message for a template that does not render them,
+    and `variables` are what the family's template reads besides (None, both: the family's
+    own, specgguf.chat.dialects); the chat template kwargs go over them."""
     from specgguf.chat.dialects import detect
     from specgguf.chat.template import ChatTemplateError, validate_messages
 
     options = options or RenderOptions()
-    extra = render_context(options, now)
     family = detect(template.source)
+    describe = describe or family.describe
+    if variables is None:
+        variables = family.variables(tools or [])
+    extra = {**variables, **render_context(options, now)}
     for name in family.thinking_vars:  # the family's own name for the switch
         extra.setdefault(name, extra["enable_thinking"])
-    msgs = family.past_turns(template_messages(validate_messages(messages)))
+    given = validate_messages(messages)
     if tools:
         extra["tools"] = list(tools)
         if "tools" not in template.source:
-            msgs = _with_system(msgs, tools_system_prompt(tools))
-    try:
-        return template.render(msgs, add_generation_prompt=True, **extra)
-    except ChatTemplateError:
-        merged = _system_into_first_user(msgs)
-        if merged is None:
-            raise
-        try:
-            return template.render(merged, add_generation_prompt=True, **extra)
-        except ChatTemplateError:
-            pass
-        raise
+            given = _with_system(given, describe(tools))
+    tries = [family.past_turns(template_messages(given))]
+    if any(m.get("tool_calls") for m in given):
+        tries.append(family.past_turns(given))  # the arguments as OpenAI's strings
+    first: ChatTemplateError | None = None
+    for msgs in tries:
+        for attempt in (msgs, _system_into_first_user(msgs)):
+            if attempt is None:
+                continue
+            try:
+                return template.render(attempt, add_generation_prompt=True, **extra)
+            except ChatTemplateError as e:
+                first = first or e
+    assert first is not None
+    raise first
 
 
 def _with_system(msgs: list[dict[str, Any]], about: str) -> list[dict[str, Any]]:

@@ -373,6 +373,8 @@ class ToolCallStream:
         self._scan = _Scan()
         self._blank = ""  # blanks held back: content only if more content follows
         self._started = False  # some content was released
+        #: one call at most (parallel_tool_calls false): the text after the first is content
+        self.single = False
 
     # -- the caller's side ---------------------------------------------------------------------
 
@@ -437,6 +439,10 @@ class ToolCallStream:
 
     def _text(self, out: list[str | CallDelta]) -> bool:
         s = self._buf
+        if self.single and self.calls:
+            self._content(out, s)
+            self._buf = ""
+            return False
         if not self._started and not self.calls:
             head = s.lstrip()
             if not head:
@@ -584,6 +590,9 @@ class ToolCallStream:
             if closer.startswith(r) or OPEN.startswith(r) and CLOSE not in self._closers:
                 self._buf = s  # the blanks stay: content, should no closer follow
                 return False
+            if self.single:
+                self._buf, self._closers, self._state = s, [], _TEXT
+                return True  # a second call, or text, where one call at most is read
             if r.startswith("{") or r.startswith(OPEN) and CLOSE not in self._closers:
                 self._open(r, self._closers)
                 return True

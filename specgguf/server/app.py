@@ -267,7 +267,7 @@ class App:
             elif req.kind == "chat":
                 assert req.messages is not None
                 prompt = gen.chat_prompt(req.messages, req.tools, self.render_options(req))
-                req.prompt_rendered(prompt_opens_thinking(prompt))
+                req.prompt_rendered(prompt_opens_thinking(prompt, req.thinking[0]))
                 tokens = gen.encode(prompt)
             elif req.prompt is not None:
                 tokens = gen.encode(req.prompt)
@@ -434,9 +434,12 @@ class App:
     def parse_chat(self, body: Any) -> p.Request:
         """A chat request, its calls read in the template's dialect, its reasoning split in
         the server's --reasoning-format and budgeted by its --reasoning-budget unless it asks
-        for others."""
+        for others; a forced call lets the model think first unless the request or the server
+        turns thinking off."""
         budget = (self.cfg.reasoning_budget, self.cfg.reasoning_budget_message)
-        return p.parse_chat(body, self.gen.dialect(), self.cfg.reasoning_format, budget)
+        return p.parse_chat(
+            body, self.gen.dialect(), self.cfg.reasoning_format, budget, self.gen.render_options
+        )
 
     def render_options(self, req: p.Request) -> RenderOptions:
         """The server's rendering options with the request's kwargs and effort on top."""
@@ -559,7 +562,11 @@ class App:
             yield data(obj)
         # with tools, the text goes through the call parser: content as it comes, a call's
         # id and name once its head is read, then its arguments as they are decoded
-        calls = req.dialect.parser(req.tools) if req.tools and req.dialect else None
+        calls = (
+            req.dialect.parser(req.tools or [], parallel=req.parallel_calls)
+            if req.dialect is not None
+            else None
+        )
 
         # and a thinking model's reasoning apart: reasoning_content deltas, never content
         split = req.splitter()

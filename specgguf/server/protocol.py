@@ -19,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from specgguf.chat.dialects import FALLBACK, Dialect
+from specgguf.chat.dialects import FALLBACK, FORCED_FALLBACK, Dialect
 from specgguf.chat.dialects.base import Splitter
-from specgguf.chat.reasoning import REASONING_FORMATS
-from specgguf.chat.render import REASONING_EFFORTS
+from specgguf.chat.reasoning import REASONING_FORMATS, THINK
+from specgguf.chat.render import REASONING_EFFORTS, RenderOptions
 from specgguf.core.sampling import SamplerParams
 from specgguf.core.token_probs import ProbsRequest
 from specgguf.drafters.draft_lengths import DRAFT_SAMPLING_MODES, N_MAX_LIMIT, in_range
@@ -136,8 +136,15 @@ class Request:
     #: prompt, and the answer's <tool_call> blocks returned as tool_calls
     tools: list[dict] | None = None
     #: the dialect the answer's calls are read in (the server's, or the fallback's where a
-    #: forced call is written in it); None: not a chat request with tools
+    #: forced call is written in it); None: not a chat request with tools, or whose format
+    #: tokens are shown (a family whose thinking markers are control tokens: its parser keeps
+    #: its other markers out of the content)
     dialect: Dialect | None = None
+    #: `parallel_tool_calls`: several calls in one answer (False: one at most, the grammar of
+    #: a forced call writes one and the parser reads one)
+    parallel_calls: bool = True
+    #: the markers of the model's thinking (its family's: specgguf.chat.dialects)
+    thinking: tuple[str, str] = THINK
     #: the request's `chat_template_kwargs` and `reasoning_effort` (over the server's)
     template_kwargs: dict[str, Any] = field(default_factory=dict)
     reasoning_effort: str | None = None
@@ -455,14 +462,19 @@ MAX_TEMPLATE_KWARGS = 64
 
 
 def parse_chat(
-    body: Any, dialect: Dialect | None = None, reasoning_format: str = "auto",
+    body: Any,
+    dialect: Dialect | None = None,
+    reasoning_format: str = "auto",
     budget: tuple[int, str] = (-1, ""),
-) -> Request:  # fmt: skip
+    options: RenderOptions | None = None,
+) -> Request:
     """/v1/chat/completions (and /apply-template): `dialect` is the server's (FALLBACK when
     not given), in which the answer's calls are read and a forced call is written;
     `reasoning_format` the server's, which the request's `reasoning_format` overrides;
     `budget` the server's --reasoning-budget and its message, which the request's
-    `reasoning_budget_tokens` and `reasoning_budget_message` override."""
+    `reasoning_budget_tokens` and `reasoning_budget_message` override; `options` the
+    server's rendering defaults (whether the model thinks: a forced call's grammar lets a
+    thinking family think first only then)."""
     from specgguf.chat.template import validate_messages
 
     body = _object(body)
@@ -483,7 +495,9 @@ def parse_chat(
     if params.probs is not None and stream and body.get("tools"):
         raise bad("'logprobs' with 'tools' cannot be streamed (the text is parsed for calls)",
                   "unsupported")  # fmt: skip
-    tools, params, dialect = _tools(body, params, dialect)
+    thinking = dialect.thinking
+    # a family whose thinking markers are control tokens: the splitter must see them
+    shows_thinking = any(m in dialect.control_tokens for m in thinking)
     kwargs = _get(body, "chat_template_kwargs", lambda v: isinstance(v, dict), "an object", {})
     if len(kwargs) > MAX_TEMPLATE_KWARGS:
         raise bad(f"'chat_template_kwargs' has more than {MAX_TEMPLATE_KWARGS} keys")
@@ -493,15 +507,23 @@ def parse_chat(
         body, "reasoning_effort", lambda v: v in REASONING_EFFORTS,
         "one of " + ", ".join(REASONING_EFFORTS),
     )  # fmt: skip
+    thinks = (options or RenderOptions()).merged(kwargs, effort).thinking()
+    parallel = _bool(body, "parallel_tool_calls", True)
+    tools, params, dialect = _tools(body, params, dialect, parallel, thinks)
     reasoning = _get(
         body, "reasoning_format", lambda v: v in REASONING_FORMATS,
         "one of " + ", ".join(REASONING_FORMATS), reasoning_format,
     )  # fmt: skip
+    reads_markers = shows_thinking and reasoning != "none"
+    if reads_markers:
+        params = replace(params, format_tokens=True)
     return Request(
         "chat", stream, params, sampler, messages=messages, include_usage=include_usage,
-        tools=tools, dialect=dialect if tools else None, template_kwargs=kwargs,
-        reasoning_effort=effort, reasoning_format=reasoning, family=family,
-        forced=_forced(body, tools, params), n=_choices(body, "chat"),
+        tools=tools, dialect=dialect if tools or reads_markers else None,
+        template_kwargs=kwargs,
+        reasoning_effort=effort, reasoning_format=reasoning, parallel_calls=parallel,
+        thinking=thinking, family=family, forced=_forced(body, tools, params),
+        n=_choices(body, "chat"),
     )  # fmt: skip
 
 
@@ -537,7 +559,7 @@ def _forced(body: dict, tools: list[dict] | None, params: GenParams):
 
 
 def _tools(
-    body: dict, params: GenParams, dialect: Dialect
+    body: dict, params: GenParams, dialect: Dialect, parallel: bool, thinks: bool
 ) -> tuple[list[dict] | None, GenParams, Dialect]:
     """`tools`, `tool_choice` and `parallel_tool_calls`: the tools to render (None for none
     or tool_choice "none"), the params, with the grammar of a call in the family's forced form
@@ -564,10 +586,11 @@ def _tools(
     if params.grammar is not None:
         raise bad(f"'tool_choice' {choice!r} and {params.grammar.origin} cannot be combined")
     only = choice.removeprefix("function:") if choice.startswith("function:") else None
-    parallel = _bool(body, "parallel_tool_calls", True)
-    dialect = dialect.forcing(FALLBACK)
+    dialect = dialect.forcing(FORCED_FALLBACK)
     try:
-        grammar = OutputGrammar.for_tools(tools, only, parallel=parallel, forced=dialect.forced)
+        grammar = OutputGrammar.for_tools(
+            tools, only, parallel=parallel, forced=dialect.forced, think=thinks
+        )
     except SpecggufError as e:
         raise bad(str(e), "invalid_schema") from None
     return tools, replace(params, grammar=grammar), dialect

@@ -168,8 +168,11 @@ class Chat(_OpenAI):
             split.close()
             reasoning, text = split.reasoning.rstrip(), split.content
         message: dict[str, Any] = {"role": "assistant", "content": text}
-        if a.req.tools and a.req.dialect is not None:
-            parsed = parse_answer(text, a.req.tools, a.req.dialect)
+        if a.req.dialect is not None:
+            parsed = parse_answer(
+                text, a.req.tools or [], a.req.dialect, parallel=a.req.parallel_calls
+            )
+            message["content"] = parsed.content  # the family's markers out, as streamed
             if parsed.calls:
                 message = {
                     "role": "assistant",

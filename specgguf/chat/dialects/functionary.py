@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import re
 
-from specgguf.chat.dialects.base import BlockCallStream, Dialect, Tools, known_call
+from specgguf.chat.dialects.base import (
+    BlockCallStream,
+    Dialect,
+    PerToolForced,
+    Tools,
+    known_call,
+    named,
+)
 
 OPEN, CLOSE = "<function=", "</function>"
 _CALL = re.compile(r"<function=([A-Za-z0-9_.-]{1,64})>(.*)</function>", re.DOTALL)
@@ -24,5 +31,6 @@ DIALECT = Dialect(
     family="Functionary v3.1",
     markers=("<|start_header_id|>", "<function="),
     stream=lambda tools, new_id: BlockCallStream(tools, new_id, start=OPEN, end=CLOSE, parse=parse),
+    forced=PerToolForced(before="", after=CLOSE, between="", head=named(OPEN + "{name}>")),
     example="<function=f>{...}</function>",
 )

@@ -15,11 +15,14 @@ from specgguf.chat.dialects.base import (
     BlockCallStream,
     Dialect,
     Forced,
+    PerToolForced,
     Tools,
     alnum9_call_id,
+    json_list_parser,
     known_call,
-    loads_or_none,
+    named,
 )
+from specgguf.chat.tools import gbnf_literal
 
 TOOL_CALLS, CALL_ID, ARGS = "[TOOL_CALLS]", "[CALL_ID]", "[ARGS]"
 _ID = re.compile(r"[A-Za-z0-9]{9}")
@@ -33,20 +36,8 @@ def _id(value: object) -> str | None:
     return value if isinstance(value, str) and _ID.fullmatch(value) else None
 
 
-def parse_list(block: str, tools: Tools) -> list[tuple[str, str, str | None]] | None:
-    """Nemo: the JSON list after [TOOL_CALLS]."""
-    items = loads_or_none(block[len(TOOL_CALLS) :].strip())
-    if not isinstance(items, list) or not items:
-        return None
-    out = []
-    for item in items:
-        if not isinstance(item, dict):
-            return None
-        call = known_call(item.get("name"), item.get("arguments", {}), tools)
-        if call is None:
-            return None
-        out.append((*call, _id(item.get("id"))))
-    return out
+#: Nemo: the JSON list after [TOOL_CALLS], each call with its id
+parse_list = json_list_parser(TOOL_CALLS, id_of=lambda item: _id(item.get("id")))
 
 
 def parse_tagged(block: str, tools: Tools) -> list[tuple[str, str, str | None]] | None:
@@ -78,6 +69,10 @@ SMALL_32 = Dialect(
     stream=_stream(parse_tagged),
     new_id=alnum9_call_id,
     control_tokens=(TOOL_CALLS, CALL_ID, ARGS),
+    forced=PerToolForced(
+        before="", between="",
+        head=lambda name: f'{gbnf_literal(TOOL_CALLS + name + CALL_ID)} [A-Za-z0-9]{{9}} "{ARGS}"',
+    ),  # fmt: skip
     example="[TOOL_CALLS]f[CALL_ID]a1b2c3d4e[ARGS]{...}",
 )
 DEVSTRAL = Dialect(
@@ -88,6 +83,7 @@ DEVSTRAL = Dialect(
     stream=_stream(parse_tagged),
     new_id=alnum9_call_id,
     control_tokens=(TOOL_CALLS, ARGS),
+    forced=PerToolForced(before="", between="", head=named(TOOL_CALLS + "{name}" + ARGS)),
     example="[TOOL_CALLS]f[ARGS]{...}",
 )
 NEMO = Dialect(

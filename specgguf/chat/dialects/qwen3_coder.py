@@ -18,9 +18,21 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from specgguf.chat.dialects.base import BlockCallStream, Dialect, Tools, loads_or_none
+from specgguf.chat.dialects.base import (
+    BlockCallStream,
+    Dialect,
+    PerToolForced,
+    ToGbnf,
+    Tools,
+    loads_or_none,
+    named,
+    not_containing,
+    prefixed_rules,
+)
+from specgguf.chat.tools import gbnf_literal
 
 OPEN, CLOSE = "<tool_call>", "</tool_call>"
+PARAM_CLOSE = "</parameter>"
 _FUNCTION = re.compile(r"\s*<function=([A-Za-z0-9_.-]{1,64})>(.*?)</function>\s*", re.DOTALL)
 _PARAMETER = re.compile(r"\s*<parameter=([^>\n]{1,128})>\n?(.*?)\n?</parameter>\s*", re.DOTALL)
 
@@ -64,6 +76,29 @@ def parse(block: str, tools: Tools) -> list[tuple[str, str, str | None]] | None:
     return [(name, json.dumps(args, ensure_ascii=False), None)]
 
 
+class XmlForced(PerToolForced):
+    """Each parameter in its element, in the schema's order (the required ones always, the
+    others optional): a string's text as it is (up to the closing tag), any other value as
+    the JSON its schema allows."""
+
+    def args_gbnf(self, params: Mapping[str, Any], prefix: str, to_gbnf: ToGbnf) -> str:
+        required = set(params.get("required") or ())
+        rules, seq = [], []
+        for i, (key, sub) in enumerate((params.get("properties") or {}).items()):
+            head = gbnf_literal(f"<parameter={key}>\n")
+            tail = gbnf_literal(f"\n{PARAM_CLOSE}\n")
+            if _is_string(sub):
+                value = not_containing(f"\n{PARAM_CLOSE}")
+            else:
+                body, root = prefixed_rules(to_gbnf(sub if sub else {}), f"{prefix}-p{i}")
+                rules.append(body)
+                value = root
+            item = f"{head} {value} {tail}"
+            seq.append(item if key in required else f"({item})?")
+        rules.insert(0, f"{prefix}-root ::= {' '.join(seq) or '[ ]?'}")
+        return "\n".join(rules)
+
+
 DIALECT = Dialect(
     name="qwen3-coder",
     family="Qwen3-Coder, Qwen3.5, Nemotron Nano 3",
@@ -72,6 +107,10 @@ DIALECT = Dialect(
     excluded=("'<tool_call><function=' ~ tool_call.name ~ '>'",),
     stream=lambda tools, new_id: BlockCallStream(
         tools, new_id, start=OPEN, end=CLOSE, parse=parse
+    ),
+    forced=XmlForced(
+        before="", after=f"</function>\n{CLOSE}", between="\n",
+        head=named(f"{OPEN}\n<function={{name}}>\n"),
     ),
     example="<tool_call>\\n<function=f>\\n<parameter=k>\\nv\\n</parameter>\\n</function>\\n</tool_call>",
 )
