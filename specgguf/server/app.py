@@ -131,6 +131,8 @@ class ServerConfig:
     embd_normalize: int = 2
     #: --spm-infill: fill-in-the-middle prompts suffix first (specgguf.io.fim)
     spm_infill: bool = False
+    #: --skip-chat-parsing: chat answers are returned as content, no reasoning or tool calls
+    skip_chat_parsing: bool = False
 
 
 def served(cfg: ServerConfig) -> tuple[Endpoint, ...]:
@@ -436,7 +438,8 @@ class App:
         the server's --reasoning-format and budgeted by its --reasoning-budget unless it asks
         for others."""
         budget = (self.cfg.reasoning_budget, self.cfg.reasoning_budget_message)
-        return p.parse_chat(body, self.gen.dialect(), self.cfg.reasoning_format, budget)
+        return p.parse_chat(body, self.gen.dialect(), self.cfg.reasoning_format, budget,
+                            self.cfg.skip_chat_parsing)  # fmt: skip
 
     def render_options(self, req: p.Request) -> RenderOptions:
         """The server's rendering options with the request's kwargs and effort on top."""
@@ -559,7 +562,8 @@ class App:
             yield data(obj)
         # with tools, the text goes through the call parser: content as it comes, a call's
         # id and name once its head is read, then its arguments as they are decoded
-        calls = req.dialect.parser(req.tools) if req.tools and req.dialect else None
+        dialect = req.call_dialect()
+        calls = dialect.parser(req.tools) if dialect is not None else None
 
         # and a thinking model's reasoning apart: reasoning_content deltas, never content
         split = req.splitter()

@@ -151,10 +151,16 @@ class Request:
     #: a forced call's tools, the one function named (or None) and parallel_tool_calls: its
     #: grammar is made again once the prompt is rendered if that prompt opened the thinking
     forced: tuple[list[dict], str | None, bool] | None = None
+    #: serve --skip-chat-parsing: the answer is all content (no reasoning or tool calls read)
+    pure_content: bool = False
+
+    def call_dialect(self) -> Dialect | None:
+        """The dialect the answer's tool calls are read in (None: no calls are read)."""
+        return self.dialect if self.tools and not self.pure_content else None
 
     def splitter(self) -> Splitter | None:
         """What splits this chat answer into reasoning and content (None: nothing to)."""
-        if self.kind != "chat":
+        if self.kind != "chat" or self.pure_content:
             return None
         return (self.family or FALLBACK).splitter(
             opened=self.thinking_opened,
@@ -456,10 +462,11 @@ MAX_TEMPLATE_KWARGS = 64
 
 def parse_chat(
     body: Any, dialect: Dialect | None = None, reasoning_format: str = "auto",
-    budget: tuple[int, str] = (-1, ""),
+    budget: tuple[int, str] = (-1, ""), pure_content: bool = False,
 ) -> Request:  # fmt: skip
     """/v1/chat/completions (and /apply-template): `dialect` is the server's (FALLBACK when
-    not given), in which the answer's calls are read and a forced call is written;
+    not given), in which the answer's calls are read and a forced call is written (with
+    `pure_content`, serve --skip-chat-parsing, nothing is read: the answer is content);
     `reasoning_format` the server's, which the request's `reasoning_format` overrides;
     `budget` the server's --reasoning-budget and its message, which the request's
     `reasoning_budget_tokens` and `reasoning_budget_message` override."""
@@ -478,8 +485,8 @@ def parse_chat(
     )
     params = _thinking_budget(body, params, *budget)
     family = dialect = dialect or FALLBACK
-    if family.split is not None:  # its splitter reads the control tokens of every answer
-        params = replace(params, format_tokens=True)
+    if family.split is not None and not pure_content:  # its splitter reads the control
+        params = replace(params, format_tokens=True)  # tokens of every answer
     if params.probs is not None and stream and body.get("tools"):
         raise bad("'logprobs' with 'tools' cannot be streamed (the text is parsed for calls)",
                   "unsupported")  # fmt: skip
@@ -502,6 +509,7 @@ def parse_chat(
         tools=tools, dialect=dialect if tools else None, template_kwargs=kwargs,
         reasoning_effort=effort, reasoning_format=reasoning, family=family,
         forced=_forced(body, tools, params), n=_choices(body, "chat"),
+        pure_content=pure_content,
     )  # fmt: skip
 
 

@@ -168,8 +168,9 @@ class Chat(_OpenAI):
             split.close()
             reasoning, text = split.reasoning.rstrip(), split.content
         message: dict[str, Any] = {"role": "assistant", "content": text}
-        if a.req.tools and a.req.dialect is not None:
-            parsed = parse_answer(text, a.req.tools, a.req.dialect)
+        dialect = a.req.call_dialect()
+        if dialect is not None:
+            parsed = parse_answer(text, a.req.tools, dialect)
             if parsed.calls:
                 message = {
                     "role": "assistant",
