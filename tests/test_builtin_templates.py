@@ -69,5 +69,5 @@ def test_a_named_template_takes_the_chat_path() -> None:
     continued (the prefill), the system prompt kept."""
     template = ChatTemplate.compile(BUILTIN_TEMPLATES["llama3"], "llama3")
     msgs = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Sure,"}]
-    text = render_conversation(template, msgs, options=RenderOptions())
+    text = render_conversation(template, msgs, options=RenderOptions(prefill_assistant=True))
     assert text.endswith("<|start_header_id|>assistant<|end_header_id|>\n\nSure,")

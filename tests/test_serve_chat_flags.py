@@ -52,9 +52,10 @@ def test_parse_chat_reads_nothing_of_a_pure_content_answer() -> None:
     assert pure.splitter() is None and pure.call_dialect() is None
 
 
-def test_a_last_assistant_message_is_continued_by_default() -> None:
+def test_a_last_assistant_message_is_continued_with_prefill() -> None:
     template = ChatTemplate.compile(SHOWS, "t")
-    text = render_conversation(template, USER_THEN_ASSISTANT, options=RenderOptions())
+    prefill = RenderOptions(prefill_assistant=True)
+    text = render_conversation(template, USER_THEN_ASSISTANT, options=prefill)
     assert text == "[user:Hi][assistant:effort= preserve=Sure,"
     whole = RenderOptions(prefill_assistant=False)
     assert render_conversation(template, USER_THEN_ASSISTANT, options=whole).startswith(
@@ -64,7 +65,7 @@ def test_a_last_assistant_message_is_continued_by_default() -> None:
                     {"id": "1", "type": "function",
                      "function": {"name": "f", "arguments": "{}"}}]}]):  # fmt: skip
         with pytest.raises(ChatTemplateError, match="continued"):
-            render_conversation(template, bad, options=RenderOptions())
+            render_conversation(template, bad, options=prefill)
 
 
 def test_effort_and_preservation_variables() -> None:
@@ -83,6 +84,7 @@ def test_serve_chat_defaults_are_checked_and_set() -> None:
     opts = template_kwargs_option('{"preserve_reasoning": false}', "auto", "auto",
                                   ChatDefaults("low", None, False))  # fmt: skip
     assert opts.reasoning_effort == "low" and not opts.prefill_assistant
+    assert template_kwargs_option(None).prefill_assistant  # serve's default: on
     assert opts.kwargs["preserve_reasoning"] is False  # the kwargs' own, the flag not given
     flag = template_kwargs_option('{"preserve_reasoning": false}', chat=ChatDefaults(
         reasoning_preserve=True))

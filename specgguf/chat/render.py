@@ -48,8 +48,9 @@ class RenderOptions:
     #: chat template kwargs: the server's default and the request's, merged (the request wins)
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     #: a last assistant message is the start of the answer, continued (serve
-    #: --prefill-assistant, the default); False: a whole message, and a new answer follows
-    prefill_assistant: bool = True
+    #: --prefill-assistant, on there by default); False: a whole message, and a new answer
+    #: follows (what `run`'s conversations, which end with a user turn, never meet)
+    prefill_assistant: bool = False
 
     def merged(
         self, request_kwargs: Mapping[str, Any] | None, reasoning_effort: str | None = None
