@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from specgguf_cli import chat_flags
 from specgguf_cli import options as o
 from specgguf_cli.interactive import InteractiveOptions, read_input, run_interactive, turn_summary
 from specgguf_cli.table_flags import with_table_flags
@@ -63,11 +64,6 @@ Conversation = typer.Option(
 )
 SystemPrompt = typer.Option(
     None, "-sys", "--system-prompt", help="System message for --chat, -cnv and --jsonl prompts."
-)
-ChatTemplateFile = typer.Option(
-    None,
-    "--chat-template-file",
-    help="Jinja chat template to use instead of the target GGUF's tokenizer.chat_template.",
 )
 SystemPromptFile = typer.Option(
     None, "-sysf", "--system-prompt-file",
@@ -180,7 +176,8 @@ def run(
     in_suffix: str | None = InSuffix,
     in_prefix_bos: bool = InPrefixBos,
     multiline_input: bool = MultilineInput,
-    chat_template_file: Path | None = ChatTemplateFile,
+    chat_template: str | None = chat_flags.ChatTemplate,
+    chat_template_file: Path | None = chat_flags.ChatTemplateFile,
     color: str = Color,
     trace: Path | None = Trace,
     escape: bool = Escape,
@@ -273,11 +270,9 @@ def run(
                 text = o.read_prompt(prompt, file) if prompt or file else ""
             elif not conversation or prompt is not None or file is not None:
                 text = o.read_prompt(prompt, file)
-            template_src = None
-            if chat_template_file is not None:
-                from specgguf.chat.template import read_template_file
-
-                template_src = read_template_file(chat_template_file)
+            template_src, template_origin = chat_flags.template_source(
+                chat_template, chat_template_file
+            )
             if trace is not None:
                 from specgguf.io.trace import TraceWriter
 
@@ -325,7 +320,7 @@ def run(
                 warmup=session.load.warmup,
                     system_prompt=system_prompt,
                     template_src=template_src,
-                    template_origin=f"--chat-template-file {chat_template_file}",
+                    template_origin=template_origin,
                     warn=None if quiet else _warn,
                     recheck_draft=recheck_draft,
                     grammar=output_grammar,

@@ -8,14 +8,16 @@ weight is read; then the models load once and the server listens until SIGTERM/S
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import typer
+from specgguf_cli import chat_flags
 from specgguf_cli import options as o
 from specgguf_cli.table_flags import with_table_flags
 
 from specgguf.chat.reasoning import REASONING_FORMATS
-from specgguf.chat.render import RenderOptions
+from specgguf.chat.render import REASONING_EFFORT_LEVELS, RenderOptions
 from specgguf.errors import UsageError
 from specgguf.flag_table.values import POOLING
 from specgguf.io import json_input
@@ -70,12 +72,6 @@ MaxConnections = typer.Option(
     f"-np + --max-queue + {cn.CONNECTION_HEADROOM}; at least -np + --max-queue).",
     show_default=False,
 )
-ChatTemplateFile = typer.Option(
-    None,
-    "--chat-template-file",
-    envvar="LLAMA_ARG_CHAT_TEMPLATE_FILE",
-    help="Jinja chat template to use instead of the target GGUF's tokenizer.chat_template.",
-)
 ChatTemplateKwargs = typer.Option(
     None,
     "--chat-template-kwargs",
@@ -100,12 +96,38 @@ Reasoning = typer.Option(
     help="Whether thinking models are asked to think (the template's enable_thinking): on, "
     "off or auto (the template's default: on).",
 )
-Jinja = typer.Option(
+ReasoningEffort = typer.Option(
+    "default",
+    "--reasoning-effort",
+    metavar="LEVEL",
+    envvar="LLAMA_ARG_REASONING_EFFORT",
+    help="The reasoning_effort the chat template is given: default (the template's own), or "
+    f"one of {', '.join(REASONING_EFFORT_LEVELS[1:])} (none: no thinking); a request's "
+    "reasoning_effort overrides it.",
+)
+ReasoningPreserve = typer.Option(
+    None,
+    "--reasoning-preserve/--no-reasoning-preserve",
+    envvar="LLAMA_ARG_REASONING_PRESERVE",
+    help="Earlier assistant turns keep their reasoning in the prompt, for the templates that "
+    "can (they read preserve_thinking, clear_thinking...): the template kwarg "
+    "preserve_reasoning (default: on, unless --chat-template-kwargs sets it).",
+    show_default=False,
+)
+SkipChatParsing = typer.Option(
+    False,
+    "--skip-chat-parsing/--no-skip-chat-parsing",
+    envvar="LLAMA_ARG_SKIP_CHAT_PARSING",
+    help="Return a chat answer as it was generated, all in message.content: no reasoning or "
+    "tool calls are read out of it.",
+)
+PrefillAssistant = typer.Option(
     True,
-    "--jinja/--no-jinja",
-    envvar="LLAMA_ARG_JINJA",
-    help="Accepted for llama-server compatibility: templates are always rendered with Jinja "
-    "(in a sandbox).",
+    "--prefill-assistant/--no-prefill-assistant",
+    envvar="LLAMA_ARG_PREFILL_ASSISTANT",
+    help="A chat request whose last message is the assistant's continues it (the answer "
+    "starts with its text); --no-prefill-assistant: it is a whole message, a new answer "
+    "follows.",
 )
 Alias = typer.Option(
     None, "-a", "--alias", envvar="LLAMA_ARG_ALIAS", help="Model name in /v1/models and answers."
@@ -137,11 +159,15 @@ def serve(
     spm_infill: bool = SpmInfill,
     max_queue: int = MaxQueue,
     max_connections: int | None = MaxConnections,
-    chat_template_file: Path | None = ChatTemplateFile,
+    chat_template: str | None = chat_flags.ChatTemplate,
+    chat_template_file: Path | None = chat_flags.ChatTemplateFile,
     chat_template_kwargs: str | None = ChatTemplateKwargs,
     reasoning_format: str = ReasoningFormat,
     reasoning: str = Reasoning,
-    jinja: bool = Jinja,
+    reasoning_effort: str = ReasoningEffort,
+    reasoning_preserve: bool | None = ReasoningPreserve,
+    skip_chat_parsing: bool = SkipChatParsing,
+    prefill_assistant: bool = PrefillAssistant,
     alias: str | None = Alias,
     timeout: int = Timeout,
     system_prompt: str | None = SystemPrompt,
@@ -197,12 +223,12 @@ def serve(
             ExitCode.SERVER,
         ) from None
 
+    render_options = template_kwargs_option(
+        chat_template_kwargs, reasoning, reasoning_format,
+        ChatDefaults(reasoning_effort, reasoning_preserve, prefill_assistant),
+    )
     model, model_draft, types = flags.resolve(gen_flags.spec_type, n_max)
-    template_src = None
-    if chat_template_file is not None:
-        from specgguf.chat.template import read_template_file
-
-        template_src = read_template_file(chat_template_file)
+    template_src, template_origin = chat_flags.template_source(chat_template, chat_template_file)
     from specgguf.server.runner import bind
 
     # the default constraint of every request that brings none (llama-server's meaning)
@@ -240,12 +266,10 @@ def serve(
             warmup=session.load.warmup,
             system_prompt=system_prompt,
             template_src=template_src,
-            template_origin=f"--chat-template-file {chat_template_file}",
+            template_origin=template_origin,
             warn=None if quiet else (lambda m: say(f"warning: {m}")),
             grammar=output_grammar,
-            render_options=template_kwargs_option(
-                chat_template_kwargs, reasoning, reasoning_format
-            ),
+            render_options=render_options,
         )
         gen.template()  # a template that does not compile fails now, with its line
         dialect = gen.dialect()
@@ -275,6 +299,7 @@ def serve(
             embedder=embedder,
             embd_normalize=embeddings.get("normalize", 2),
             spm_infill=spm_infill,
+            skip_chat_parsing=skip_chat_parsing,
         )
         return run_server(
             gen,
@@ -310,11 +335,22 @@ def embeddings_context(session, n_ctx_slot: int, pooling: int | None):
                     pooling=pooling)  # fmt: skip
 
 
+@dataclass(frozen=True)
+class ChatDefaults:
+    """The chat flags that set every request's rendering defaults besides the kwargs."""
+
+    reasoning_effort: str = "default"  # --reasoning-effort
+    reasoning_preserve: bool | None = None  # --reasoning-preserve (None: not given)
+    prefill_assistant: bool = True  # --prefill-assistant
+
+
 def template_kwargs_option(
-    text: str | None, reasoning: str = "auto", reasoning_format: str = "auto"
-) -> RenderOptions:
+    text: str | None, reasoning: str = "auto", reasoning_format: str = "auto",
+    chat: ChatDefaults = ChatDefaults(),
+) -> RenderOptions:  # fmt: skip
     """--chat-template-kwargs (a JSON object, bounded like a request body), -rea (on, off,
-    auto) and --reasoning-format checked, else one UsageError line."""
+    auto), --reasoning-format and --reasoning-effort checked, else one UsageError line; the
+    kwarg preserve_reasoning is on unless the kwargs or --[no-]reasoning-preserve say."""
     if reasoning_format not in REASONING_FORMATS:
         raise UsageError(
             f"--reasoning-format must be one of {', '.join(REASONING_FORMATS)}, "
@@ -322,9 +358,20 @@ def template_kwargs_option(
         )
     if reasoning not in ("on", "off", "auto"):
         raise UsageError(f"-rea/--reasoning must be on, off or auto, not {reasoning!r}")
+    if chat.reasoning_effort not in REASONING_EFFORT_LEVELS:
+        raise UsageError(f"--reasoning-effort must be one of "
+                         f"{', '.join(REASONING_EFFORT_LEVELS)}, not {chat.reasoning_effort!r}")
     thinking = reasoning != "off"
-    if text is None:
-        return RenderOptions(enable_thinking=thinking)
+    kwargs = {} if text is None else _template_kwargs(text)
+    if chat.reasoning_preserve is not None:
+        kwargs["preserve_reasoning"] = chat.reasoning_preserve
+    kwargs.setdefault("preserve_reasoning", True)
+    effort = None if chat.reasoning_effort == "default" else chat.reasoning_effort
+    return RenderOptions(enable_thinking=thinking, reasoning_effort=effort, kwargs=kwargs,
+                         prefill_assistant=chat.prefill_assistant)  # fmt: skip
+
+
+def _template_kwargs(text: str) -> dict:
     try:
         kwargs = json_input.loads(text)
     except ValueError as e:
@@ -333,4 +380,4 @@ def template_kwargs_option(
         raise UsageError("--chat-template-kwargs must be a JSON object")
     if "enable_thinking" in kwargs and not isinstance(kwargs["enable_thinking"], bool):
         raise UsageError("--chat-template-kwargs: enable_thinking must be true or false")
-    return RenderOptions(enable_thinking=thinking, kwargs=kwargs)
+    return kwargs

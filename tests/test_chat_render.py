@@ -119,7 +119,8 @@ def test_serve_flags_for_rendering_are_checked_in_one_line():
     from specgguf.errors import UsageError
 
     opts = template_kwargs_option('{"enable_thinking": false, "x": 1}', "on")
-    assert opts.kwargs == {"enable_thinking": False, "x": 1} and not opts.thinking()
+    assert opts.kwargs == {"enable_thinking": False, "x": 1, "preserve_reasoning": True}
+    assert not opts.thinking()
     assert not template_kwargs_option(None, "off").thinking()
     for args, words in ((("[1]",), "must be a JSON object"), (("{",), "not JSON"),
                         (('{"enable_thinking": "no"}',), "true or false"),

@@ -26,10 +26,18 @@ from typing import TYPE_CHECKING, Any
 from specgguf.chat.tools import template_messages
 
 if TYPE_CHECKING:  # jinja2 is imported only when a template is
+    from specgguf.chat.dialects.base import Dialect
     from specgguf.chat.template import ChatTemplate
 
 #: reasoning_effort values OpenAI's API takes; "none" turns thinking off, as llama-server does
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high")
+#: serve --reasoning-effort: "default" (the template's own) or a level; llama.cpp's help also
+#: names xhigh and max, which some templates know
+REASONING_EFFORT_LEVELS = ("default", *REASONING_EFFORTS, "xhigh", "max")
+#: the variables the reasoning-preserving templates read, each true when earlier turns keep
+#: their reasoning (the template kwarg `preserve_reasoning`, serve --reasoning-preserve)
+_PRESERVE_VARS = {"preserve_thinking": True, "clear_thinking": False,
+                  "truncate_history_thinking": False, "drop_thinking": False}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -40,6 +48,10 @@ class RenderOptions:
     reasoning_effort: str | None = None
     #: chat template kwargs: the server's default and the request's, merged (the request wins)
     kwargs: Mapping[str, Any] = field(default_factory=dict)
+    #: a last assistant message is the start of the answer, continued (serve
+    #: --prefill-assistant, on there by default); False: a whole message, and a new answer
+    #: follows (what `run`'s conversations, which end with a user turn, never meet)
+    prefill_assistant: bool = False
 
     def merged(
         self, request_kwargs: Mapping[str, Any] | None, reasoning_effort: str | None = None
@@ -50,6 +62,7 @@ class RenderOptions:
             self.enable_thinking,
             reasoning_effort or self.reasoning_effort,
             {**self.kwargs, **(request_kwargs or {})},
+            self.prefill_assistant,
         )
 
     def thinking(self) -> bool:
@@ -70,8 +83,12 @@ def render_context(options: RenderOptions, now: datetime | None = None) -> dict[
         "datetime": now.strftime("%b %d %Y"),
     }
     if options.reasoning_effort not in (None, "none"):
-        ctx["reasoning_effort"] = options.reasoning_effort
+        # the name most templates read, and the one some others do
+        ctx["reasoning_effort"] = ctx["reasoning_strength"] = options.reasoning_effort
     ctx.update(options.kwargs)
+    preserve = options.kwargs.get("preserve_reasoning")
+    if isinstance(preserve, bool):
+        ctx.update({name: on == preserve for name, on in _PRESERVE_VARS.items()})
     ctx["enable_thinking"] = options.thinking()
     return ctx
 
@@ -89,9 +106,11 @@ def render_conversation(
     """The prompt for `messages` (and `tools`), with the context and workarounds above;
     `describe` writes the tools' system message for a template that does not render them,
     and `variables` are what the family's template reads besides (None, both: the family's
-    own, specgguf.chat.dialects); the chat template kwargs go over them."""
+    own, specgguf.chat.dialects); the chat template kwargs go over them. With
+    `options.prefill_assistant`, a last assistant message is the answer's beginning: the
+    messages before it are rendered for a new answer, and its content follows."""
     from specgguf.chat.dialects import detect
-    from specgguf.chat.template import ChatTemplateError, validate_messages
+    from specgguf.chat.template import validate_messages
 
     options = options or RenderOptions()
     family = detect(template.source)
@@ -102,6 +121,43 @@ def render_conversation(
     for name in family.thinking_vars:  # the family's own name for the switch
         extra.setdefault(name, extra["enable_thinking"])
     given = validate_messages(messages)
+    prefill = ""
+    if options.prefill_assistant and given and given[-1].get("role") == "assistant":
+        prefill, given = _prefilled(given), given[:-1]
+    return _render(template, family, given, tools, extra, describe) + prefill
+
+
+def _prefilled(messages: Sequence[Mapping[str, Any]]) -> str:
+    """The text the last (assistant) message starts the answer with; two assistant messages
+    at the end, or a last one with tool calls, cannot be continued: one PROMPT error line."""
+    from specgguf.chat.template import ChatTemplateError
+    from specgguf.errors import ExitCode
+
+    if len(messages) > 1 and messages[-2].get("role") == "assistant":
+        raise ChatTemplateError("two assistant messages end the conversation: the last one "
+                                "is continued (--prefill-assistant), so it must follow another "
+                                "role's", ExitCode.PROMPT)  # fmt: skip
+    if messages[-1].get("tool_calls"):
+        raise ChatTemplateError("a last assistant message with tool_calls cannot be continued "
+                                "(--prefill-assistant): add the tool results after it",
+                                ExitCode.PROMPT)  # fmt: skip
+    content = messages[-1].get("content") or ""
+    return content if isinstance(content, str) else ""
+
+
+def _render(
+    template: ChatTemplate,
+    family: Dialect,
+    given: list[dict[str, Any]],
+    tools: Sequence[Mapping[str, Any]] | None,
+    extra: dict[str, Any],
+    describe: Callable[[Sequence[Mapping[str, Any]]], str],
+) -> str:
+    """The template over `given`; past calls' arguments as objects, then (where the template
+    fails on those) as OpenAI's strings; each with the system text merged into the first
+    user turn where the template refuses a system role."""
+    from specgguf.chat.template import ChatTemplateError
+
     if tools:
         extra["tools"] = list(tools)
         if "tools" not in template.source:

@@ -12,8 +12,8 @@ its status here:
 * REMOVED: llama.cpp removed it; refused with llama.cpp's message and the corrected command
   (specgguf.migrate.removed_flags);
 * PRESET: stands for other flags (PRESETS), put in its place before the command line is read;
-* DELEGATED: belongs to another family of flags (the sampler chain, the model dialects),
-  declared by that family's own table.
+* DELEGATED: belongs to another family of flags (the sampler chain), declared by that
+  family's own table.
 
 Nothing is silently ignored: a flag a command does not list is an unknown option there."""
 
@@ -152,7 +152,7 @@ _SERVER_FEATURE = "is not built into specgguf serve: put a reverse proxy in fron
 _TOOLS = "specgguf serve runs no tools or MCP servers of its own: clients call tools (the OpenAI tools API is supported)"  # noqa: E501
 _JSONL = "llama.cpp's log is not written as JSON lines here: --log-file FNAME keeps it (with specgguf's own lines) as text"  # noqa: E501
 
-SAMPLERS, DIALECTS = "samplers", "dialects"
+SAMPLERS = "samplers"
 
 #: what llama-server's code-completion presets (--fim-qwen-*) set, in flags: its port (the
 #: plugins' default endpoint), batch and micro-batch and the model's whole context; and
@@ -345,18 +345,18 @@ ENTRIES: dict[str, Entry] = {
     "--models-preset": refused(_ROUTER),
     "--models-max": refused(_ROUTER),
     "--models-autoload": refused(_ROUTER),
-    "--jinja": delegated(DIALECTS),
-    "--reasoning-format": delegated(DIALECTS),
-    "--reasoning": delegated(DIALECTS),
-    "--reasoning-effort": delegated(DIALECTS),
+    "--jinja": always(True, "chat templates are always rendered with Jinja, in a sandbox (a built-in template's name is a bundled Jinja template): --no-jinja, llama.cpp's older C++ formatters, cannot be honoured"),  # noqa: E501
+    "--reasoning-format": declared("how a chat answer's thinking is returned: none, deepseek or auto", "serve"),  # noqa: E501
+    "--reasoning": declared("whether thinking models think (the template's enable_thinking): on, off or auto", "serve"),  # noqa: E501
+    "--reasoning-effort": declared("the reasoning_effort the chat template is given (default: the template's own)", "serve"),  # noqa: E501
     "--reasoning-budget": declared("a chat answer's thinking closed after N tokens"),
     "--reasoning-budget-message": declared("text forced before the closing of the thinking"),
-    "--reasoning-preserve": delegated(DIALECTS),
-    "--chat-template": delegated(DIALECTS),
-    "--chat-template-kwargs": delegated(DIALECTS),
+    "--reasoning-preserve": declared("earlier turns keep their reasoning, for the templates that can (the template kwarg preserve_reasoning)", "serve"),  # noqa: E501
+    "--chat-template": declared("a Jinja chat template, or a built-in template's name (chatml, llama3, mistral-v7, ...)", "run serve"),  # noqa: E501
+    "--chat-template-kwargs": declared("extra variables for the chat template, a JSON object", "serve"),  # noqa: E501
     "--chat-template-file": declared(commands="run serve"),
-    "--skip-chat-parsing": delegated(DIALECTS),
-    "--prefill-assistant": delegated(DIALECTS),
+    "--skip-chat-parsing": declared("a chat answer is all content: no reasoning or tool calls read out of it", "serve"),  # noqa: E501
+    "--prefill-assistant": declared("a last assistant message is continued (--no-prefill-assistant: a whole message)", "serve"),  # noqa: E501
     "--slot-prompt-similarity": refused("a request goes to the first free slot; slots are not matched by prompt similarity"),  # noqa: E501
     "--lora-init-without-apply": refused(_ADAPTERS),
     "--sleep-idle-seconds": refused("the models stay loaded while the server runs"),

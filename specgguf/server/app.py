@@ -131,6 +131,8 @@ class ServerConfig:
     embd_normalize: int = 2
     #: --spm-infill: fill-in-the-middle prompts suffix first (specgguf.io.fim)
     spm_infill: bool = False
+    #: --skip-chat-parsing: chat answers are returned as content, no reasoning or tool calls
+    skip_chat_parsing: bool = False
 
 
 def served(cfg: ServerConfig) -> tuple[Endpoint, ...]:
@@ -438,7 +440,8 @@ class App:
         turns thinking off."""
         budget = (self.cfg.reasoning_budget, self.cfg.reasoning_budget_message)
         return p.parse_chat(
-            body, self.gen.dialect(), self.cfg.reasoning_format, budget, self.gen.render_options
+            body, self.gen.dialect(), self.cfg.reasoning_format, budget, self.gen.render_options,
+            pure_content=self.cfg.skip_chat_parsing,
         )
 
     def render_options(self, req: p.Request) -> RenderOptions:
@@ -562,9 +565,10 @@ class App:
             yield data(obj)
         # with tools, the text goes through the call parser: content as it comes, a call's
         # id and name once its head is read, then its arguments as they are decoded
+        dialect = req.call_dialect()
         calls = (
-            req.dialect.parser(req.tools or [], parallel=req.parallel_calls)
-            if req.dialect is not None
+            dialect.parser(req.tools or [], parallel=req.parallel_calls)
+            if dialect is not None
             else None
         )
 

@@ -158,10 +158,17 @@ class Request:
     #: a forced call's tools, the one function named (or None) and parallel_tool_calls: its
     #: grammar is made again once the prompt is rendered if that prompt opened the thinking
     forced: tuple[list[dict], str | None, bool] | None = None
+    #: serve --skip-chat-parsing: the answer is all content (no reasoning or tool calls read)
+    pure_content: bool = False
+
+    def call_dialect(self) -> Dialect | None:
+        """The dialect the answer is read in: its tool calls, and the family's markers taken
+        out of the content (None: the answer is content as written)."""
+        return None if self.pure_content else self.dialect
 
     def splitter(self) -> Splitter | None:
         """What splits this chat answer into reasoning and content (None: nothing to)."""
-        if self.kind != "chat":
+        if self.kind != "chat" or self.pure_content:
             return None
         return (self.family or FALLBACK).splitter(
             opened=self.thinking_opened,
@@ -467,9 +474,11 @@ def parse_chat(
     reasoning_format: str = "auto",
     budget: tuple[int, str] = (-1, ""),
     options: RenderOptions | None = None,
+    pure_content: bool = False,
 ) -> Request:
     """/v1/chat/completions (and /apply-template): `dialect` is the server's (FALLBACK when
-    not given), in which the answer's calls are read and a forced call is written;
+    not given), in which the answer's calls are read and a forced call is written (with
+    `pure_content`, serve --skip-chat-parsing, nothing is read: the answer is content);
     `reasoning_format` the server's, which the request's `reasoning_format` overrides;
     `budget` the server's --reasoning-budget and its message, which the request's
     `reasoning_budget_tokens` and `reasoning_budget_message` override; `options` the
@@ -490,8 +499,8 @@ def parse_chat(
     )
     params = _thinking_budget(body, params, *budget)
     family = dialect = dialect or FALLBACK
-    if family.split is not None:  # its splitter reads the control tokens of every answer
-        params = replace(params, format_tokens=True)
+    if family.split is not None and not pure_content:  # its splitter reads the control
+        params = replace(params, format_tokens=True)  # tokens of every answer
     if params.probs is not None and stream and body.get("tools"):
         raise bad("'logprobs' with 'tools' cannot be streamed (the text is parsed for calls)",
                   "unsupported")  # fmt: skip
@@ -523,7 +532,7 @@ def parse_chat(
         template_kwargs=kwargs,
         reasoning_effort=effort, reasoning_format=reasoning, parallel_calls=parallel,
         thinking=thinking, family=family, forced=_forced(body, tools, params),
-        n=_choices(body, "chat"),
+        n=_choices(body, "chat"), pure_content=pure_content,
     )  # fmt: skip
 
 

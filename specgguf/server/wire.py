@@ -168,10 +168,9 @@ class Chat(_OpenAI):
             split.close()
             reasoning, text = split.reasoning.rstrip(), split.content
         message: dict[str, Any] = {"role": "assistant", "content": text}
-        if a.req.dialect is not None:
-            parsed = parse_answer(
-                text, a.req.tools or [], a.req.dialect, parallel=a.req.parallel_calls
-            )
+        dialect = a.req.call_dialect()
+        if dialect is not None:
+            parsed = parse_answer(text, a.req.tools or [], dialect, parallel=a.req.parallel_calls)
             message["content"] = parsed.content  # the family's markers out, as streamed
             if parsed.calls:
                 message = {
