@@ -16,6 +16,7 @@ from specgguf.auto.cost_model import (
     worth_continuing,
 )
 from specgguf.auto.policy import AdaptivePolicy
+from specgguf.core.draft import Draft, Drafter
 
 # the 1.5B target's k-token pass relative to 1 token, measured on a 2-core CPU
 CPU_CURVE = (1.0, 1.5, 1.8, 1.6, 2.0, 2.15, 2.3, 2.55, 2.8)
@@ -584,28 +585,33 @@ def test_slots_in_one_pass_share_one_exploration_budget():
     assert sched.may_explore() and not sched.may_explore(liability=0.5)
 
 
+class Behind(Drafter):
+    """A draft model `lag` tokens behind the text (a prompt it has not read yet)."""
+
+    name, asks_per_token = "draft-simple", True
+
+    def __init__(self, lag: int) -> None:
+        self.lag = lag
+
+    @property
+    def behind(self) -> int:
+        return self.lag
+
+    def begin(self, prompt): ...
+
+    def observe(self, tokens): ...
+
+    def propose(self, budget, gate=None):
+        return Draft()
+
+
 def test_a_draft_model_starts_only_where_the_rest_of_the_answer_repays_its_catch_up():
     """Starting a draft model that is behind (a prompt it has not read, tokens emitted while
     it sat out) costs its catch-up first: at the plan's speedup the rest of the sequence
     must win that back, which a short answer behind a long prompt does not."""
     from specgguf.auto.policy import AdaptivePolicy, _Plan
-    from specgguf.core.draft import Draft, Drafter
 
-    class Behind(Drafter):
-        name, asks_per_token, lag = "draft-simple", True, 1
-
-        @property
-        def behind(self) -> int:
-            return self.lag
-
-        def begin(self, prompt): ...
-
-        def observe(self, tokens): ...
-
-        def propose(self, budget, gate=None):
-            return Draft()
-
-    d = Behind()
+    d = Behind(lag=1)
     policy = AdaptivePolicy(n_max_cap=8)
     policy.attach([d])
     policy.catch_up_cost = lambda name: 0.05  # target steps per token read
@@ -627,25 +633,9 @@ def test_a_probe_does_not_make_a_draft_model_read_a_prompt_it_cannot_repay():
     verify curve) saves at most ~40 of a 200-token answer. Where the draft step's cost is
     unknown, the probe goes out (it is what measures it); an open-ended answer repays
     anything."""
-    from specgguf.core.draft import Draft, Drafter
-
-    class Behind(Drafter):
-        name, asks_per_token, lag = "draft-simple", True, 901
-
-        @property
-        def behind(self) -> int:
-            return self.lag
-
-        def begin(self, prompt): ...
-
-        def observe(self, tokens): ...
-
-        def propose(self, budget, gate=None):
-            return Draft()
-
     def first_probe(limit: int, draft_rel: float | None) -> int:
         policy = AdaptivePolicy(n_max_cap=8)
-        policy.attach([Behind()])
+        policy.attach([Behind(lag=901)])
         policy.catch_up_cost = lambda name: 0.12
         if draft_rel is not None:
             for k, rel in enumerate(CPU_CURVE[:5]):
