@@ -18,7 +18,6 @@ from specgguf.core import loop
 from specgguf.core.sampling import SamplerParams, SparseDist
 from specgguf.core.token_probs import ProbsRequest, TokenProbs, after_chain, before_chain
 from specgguf.generator import Generator, GenParams
-from tests.test_speculative_tiny import make_session
 
 GREEDY = SamplerParams(temp=0.0)
 HOT = SamplerParams(temp=1.0, top_k=40, top_p=0.95, min_p=0.0)
@@ -33,16 +32,10 @@ TOL_TOP = 2e-3
 
 @pytest.fixture(scope="module")
 def sessions(tiny_target, tiny_draft):
-    made = {
-        "plain": make_session(tiny_target, None, []),
-        # one-hot drafts: seeded sampling is then token for token plain sampling
-        "draft": make_session(tiny_target, tiny_draft, ["draft-simple"], n_max=4,
-                              draft_sampling="greedy"),  # fmt: skip
-        "ngram": make_session(tiny_target, None, ["ngram-simple"]),
-    }
-    yield made
-    for s in made.values():
-        s.close()
+    from tests.test_speculative_tiny import plain_and_speculative
+
+    with plain_and_speculative(tiny_target, tiny_draft) as made:
+        yield made
 
 
 def figures(session, prompt, sampler, seed, probs, n=48, stop=()):

@@ -123,17 +123,10 @@ def test_an_inner_constraint_holds_too_and_clones_are_independent():
 
 @pytest.fixture(scope="module")
 def sessions(tiny_target, tiny_draft):
-    from tests.test_speculative_tiny import make_session
+    from tests.test_speculative_tiny import plain_and_speculative
 
-    made = {
-        "plain": make_session(tiny_target, None, []),
-        "draft": make_session(tiny_target, tiny_draft, ["draft-simple"], n_max=4,
-                              draft_sampling="greedy"),  # fmt: skip
-        "ngram": make_session(tiny_target, None, ["ngram-simple"]),
-    }
-    yield made
-    for s in made.values():
-        s.close()
+    with plain_and_speculative(tiny_target, tiny_draft) as made:
+        yield made
 
 
 #: the prompt opened the thinking; the grammar holds the answer to thinking, then a word

@@ -3,6 +3,8 @@ when sampling. These run llama.cpp for real (models built by tests/tiny_models.p
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,22 @@ GREEDY = SamplerParams(temp=0.0)
 def make_session(target: Path, draft: Path | None, types: list[str], n_max: int = 3, **spec):
     load = LoadOptions(model=target, model_draft=draft, n_ctx=512, threads=1, flash_attn="off")
     return Session(load, SpecOptions(types=types, n_max=n_max, **spec))
+
+
+@contextmanager
+def plain_and_speculative(target: Path, draft: Path) -> Iterator[dict[str, Session]]:
+    """Plain decoding, the draft model with one-hot (greedy) drafts, and ngram-simple, on one
+    pair: seeded sampling under one-hot drafts is token for token plain sampling."""
+    made = {
+        "plain": make_session(target, None, []),
+        "draft": make_session(target, draft, ["draft-simple"], n_max=4, draft_sampling="greedy"),
+        "ngram": make_session(target, None, ["ngram-simple"]),
+    }
+    try:
+        yield made
+    finally:
+        for s in made.values():
+            s.close()
 
 
 def generate(session: Session, prompt: str, n: int, sampler=GREEDY, seed: int = 0):
