@@ -39,6 +39,7 @@ from specgguf.generator import Generator, GenParams
 from specgguf.io import json_input
 from specgguf.server import embeddings as emb
 from specgguf.server import protocol as p
+from specgguf.server.http_settings import HttpSettings
 from specgguf.server.protocol import ApiError, choice_seed
 from specgguf.server.scheduler import Event, Job, Scheduler
 from specgguf.server.wire import FORMATS, Answer, merged_choices, tools_finish
@@ -133,6 +134,8 @@ class ServerConfig:
     spm_infill: bool = False
     #: --skip-chat-parsing: chat answers are returned as content, no reasoning or tool calls
     skip_chat_parsing: bool = False
+    #: --threads-http, --ssl-key-file, --ssl-cert-file (the runner's part of the server)
+    http: HttpSettings = HttpSettings()
 
 
 def served(cfg: ServerConfig) -> tuple[Endpoint, ...]:
