@@ -211,6 +211,7 @@ def serve(
     http = HttpSettings.of(flags.tuning.http if flags.tuning is not None else ())
     keys = api_keys(api_key, http.api_key_file)
     http.check()
+    http.check_paths()
     cache_ram = dict(flags.tuning.load).get("cache_ram") if flags.tuning is not None else None
     if cache_ram and len(keys) > 1:  # its sequences carry no key: one key's text would leak
         raise UsageError("-cram/--cache-ram keeps one prompt cache for every request, which "

@@ -107,9 +107,16 @@ SAMPLES = {
     "--api-key-file": (str(KEY_FILE), "http", "api_key_file", KEY_FILE),
     "--ssl-key-file": ("key.pem", "http", "ssl_key_file", Path("key.pem")),
     "--ssl-cert-file": ("cert.pem", "http", "ssl_cert_file", Path("cert.pem")),
+    "--cors-origins": ("localhost", "http", "cors_origins", "localhost"),
+    "--cors-methods": ("GET, POST", "http", "cors_methods", "GET, POST"),
+    "--cors-headers": ("*", "http", "cors_headers", "*"),
+    "--cors-credentials": (None, "http", "cors_credentials", True),
+    "--api-prefix": ("/llm", "http", "api_prefix", "/llm"),
+    "--path": (str(ROOT / "docs"), "http", "static_path", ROOT / "docs"),
 }
 #: SETTING rows whose value may be any text (a file name): no value is "nonsense" to them
-ANY_TEXT = {"--log-file", "--api-key-file", "--ssl-key-file", "--ssl-cert-file"}
+ANY_TEXT = {"--log-file", "--api-key-file", "--ssl-key-file", "--ssl-cert-file", "--path",
+            "--cors-origins", "--cors-methods", "--cors-headers"}
 
 
 @functools.cache

@@ -146,3 +146,112 @@ def test_threads_http_sizes_the_loops_thread_pool() -> None:
         server = _Recording()
         asyncio.run(runner.serving(server, None, threads))  # type: ignore[arg-type]
         assert server.tokens == expected
+
+
+# -- CORS, --api-prefix and --path: in-process, over ASGI (no model: /health and files only) --
+
+
+def _ask(http: HttpSettings, method: str, path: str, headers: dict[str, str] | None = None,
+         keys: tuple[str, ...] = ()) -> tuple[int, dict[str, str], bytes]:  # fmt: skip
+    """One request through the ASGI stack the runner serves: (status, headers, body)."""
+    from specgguf.server.app import App, ServerConfig
+
+    app = App(None, None, ServerConfig(model_id="m", model_path="m.gguf", api_keys=keys,  # type: ignore[arg-type]
+                                       http=http))  # fmt: skip
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
+        "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"",
+        "root_path": "", "server": ("127.0.0.1", 8080), "client": ("127.0.0.1", 50000),
+        "headers": [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()],
+    }  # fmt: skip
+    out: dict = {"body": b"", "headers": {}}
+
+    sent = False
+
+    async def receive() -> dict:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": b"", "more_body": False}
+        await asyncio.Event().wait()  # the client stays
+        raise AssertionError("unreachable")
+
+    async def send(message: dict) -> None:
+        if message["type"] == "http.response.start":
+            out["status"] = message["status"]
+            out["headers"] = {k.decode().lower(): v.decode() for k, v in message["headers"]}
+        elif message["type"] == "http.response.body":
+            out["body"] += message.get("body", b"")
+
+    try:
+        asyncio.run(http.with_cors(app)(scope, receive, send))
+    finally:
+        app.close()
+    return out["status"], out["headers"], out["body"]
+
+
+WEB = "http://example.org"
+
+
+def test_no_cors_answer_without_a_cors_flag() -> None:
+    _, headers, _ = _ask(HttpSettings(), "GET", "/health", {"Origin": WEB})
+    assert "access-control-allow-origin" not in headers
+
+
+def test_cors_defaults_are_llama_servers() -> None:
+    http = HttpSettings(cors_credentials=True)
+    _, headers, _ = _ask(http, "GET", "/health", {"Origin": WEB})
+    assert headers["access-control-allow-origin"] == WEB  # origins * with credentials: echoed
+    assert headers["access-control-allow-credentials"] == "true"
+    # a preflight carries no key: answered before the key check
+    status, headers, _ = _ask(http, "OPTIONS", "/v1/chat/completions", {
+        "Origin": WEB, "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization"}, keys=("k",))  # fmt: skip
+    assert status == 200 and headers["access-control-allow-origin"] == WEB
+    assert headers["access-control-allow-methods"] == "GET, POST, DELETE, OPTIONS"
+
+
+def test_cors_localhost_and_lists() -> None:
+    http = HttpSettings(cors_origins="localhost")
+    _, headers, _ = _ask(http, "GET", "/health", {"Origin": "http://localhost:5173"})
+    assert headers["access-control-allow-origin"] == "http://localhost:5173"
+    _, headers, _ = _ask(http, "GET", "/health", {"Origin": WEB})
+    assert "access-control-allow-origin" not in headers
+    http = HttpSettings(cors_origins="https://a.example, https://b.example", cors_methods="POST",
+                        cors_credentials=False)  # fmt: skip
+    status, headers, _ = _ask(http, "OPTIONS", "/completion", {
+        "Origin": "https://b.example", "Access-Control-Request-Method": "POST"})  # fmt: skip
+    assert status == 200 and headers["access-control-allow-origin"] == "https://b.example"
+    assert headers["access-control-allow-methods"] == "POST"
+    assert "access-control-allow-credentials" not in headers
+    status, _, _ = _ask(http, "OPTIONS", "/completion", {
+        "Origin": WEB, "Access-Control-Request-Method": "POST"})  # fmt: skip
+    assert status == 400  # an origin not listed
+
+
+def test_api_prefix_serves_everything_under_it_only() -> None:
+    http = HttpSettings(api_prefix="/llm")
+    status, _, body = _ask(http, "GET", "/llm/health")
+    assert status == 200 and b"ok" in body
+    for outside in ("/health", "/llmhealth", "/other/health"):
+        status, _, _ = _ask(http, "GET", outside)
+        assert status == 404, outside
+    status, _, body = _ask(http, "GET", "/llm/")  # the page under the prefix
+    assert status == 200 and b"<html" in body.lower()
+    # the key check sees the path under the prefix: /health stays public
+    assert _ask(http, "GET", "/llm/health", keys=("k",))[0] == 200
+    assert _ask(http, "POST", "/llm/tokenize", keys=("k",))[0] == 401
+
+
+def test_path_serves_static_files_in_the_pages_place(tmp_path: Path) -> None:
+    (tmp_path / "index.html").write_text("<html>mine</html>")
+    (tmp_path / "app.js").write_text("let x = 1;")
+    http = HttpSettings(static_path=tmp_path)
+    status, _, body = _ask(http, "GET", "/")
+    assert status == 200 and body == b"<html>mine</html>"
+    status, _, body = _ask(http, "GET", "/app.js")
+    assert status == 200 and body == b"let x = 1;"
+    assert _ask(http, "GET", "/health")[0] == 200  # the endpoints come first
+    assert _ask(http, "GET", "/missing.js")[0] == 404
+    with pytest.raises(UsageError, match="no such directory"):
+        HttpSettings(static_path=tmp_path / "app.js").check_paths()

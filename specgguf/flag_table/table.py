@@ -310,12 +310,12 @@ ENTRIES: dict[str, Entry] = {
     "--host": declared(),
     "--port": declared(),
     "--reuse-port": refused("SO_REUSEPORT " + _SERVER_FEATURE),
-    "--path": refused("serving static files " + _SERVER_FEATURE),
-    "--cors-origins": refused("CORS " + _SERVER_FEATURE),
-    "--cors-methods": refused("CORS " + _SERVER_FEATURE),
-    "--cors-headers": refused("CORS " + _SERVER_FEATURE),
-    "--cors-credentials": refused("CORS " + _SERVER_FEATURE),
-    "--api-prefix": refused("an API path prefix " + _SERVER_FEATURE),
+    "--path": setting("http", "static_path", v.path, "serve the files of this directory at / (its index.html in place of the chat page; the endpoints first; not with --no-webui)", commands="serve"),  # noqa: E501
+    "--cors-origins": setting("http", "cors_origins", v.text, "CORS: the origins allowed, a comma list; * (the default once a --cors-* flag is given) or localhost (a loopback Origin only); without any --cors-* flag no CORS answer is sent", commands="serve"),  # noqa: E501
+    "--cors-methods": setting("http", "cors_methods", v.text, "CORS: the methods allowed, a comma list (default: GET, POST, DELETE, OPTIONS)", commands="serve"),  # noqa: E501
+    "--cors-headers": setting("http", "cors_headers", v.text, "CORS: the request headers allowed, a comma list (default: *)", commands="serve"),  # noqa: E501
+    "--cors-credentials": setting("http", "cors_credentials", v.switch, "CORS: credentials allowed (the default; with origins *, the request's Origin is echoed)", commands="serve"),  # noqa: E501
+    "--api-prefix": setting("http", "api_prefix", v.path_prefix, "serve every endpoint and the page under this path (e.g. /llm: /llm/v1/chat/completions); other paths are 404", commands="serve"),  # noqa: E501
     "--ui-config": refused("the chat page at / has no configuration"),
     "--ui-config-file": refused("the chat page at / has no configuration"),
     "--ui-mcp-proxy": refused(_TOOLS),

@@ -1,5 +1,5 @@
 """serve's HTTP server settings from the flag table's `http` rows (--threads-http,
---api-key-file, --ssl-*):
+--api-key-file, --ssl-*, --cors-*, --api-prefix, --path):
 the one value that carries them from the command line to the runner, and their checks.
 
 Each is checked before the models load, so a bad file costs one line, not a minute's load
@@ -26,6 +26,16 @@ class HttpSettings:
     #: --ssl-key-file, --ssl-cert-file: PEM files; with both, serve speaks HTTPS only
     ssl_key_file: Path | None = None
     ssl_cert_file: Path | None = None
+    #: --cors-origins, --cors-methods, --cors-headers, --cors-credentials: CORS answers are
+    #: sent once any of them is given, the others then at llama-server's defaults
+    cors_origins: str | None = None
+    cors_methods: str | None = None
+    cors_headers: str | None = None
+    cors_credentials: bool | None = None
+    #: --api-prefix: every endpoint (and the page) under this path, e.g. /llm
+    api_prefix: str = ""
+    #: --path: a directory of static files served at / in place of the chat page
+    static_path: Path | None = None
 
     @classmethod
     def of(cls, pairs: Iterable[tuple[str, Any]]) -> HttpSettings:
@@ -64,8 +74,48 @@ class HttpSettings:
                 f"not a PEM certificate and its key ({e.strerror or e})"
             ) from None
 
+    def check_paths(self) -> None:
+        """One UsageError line for a --path that is not a directory."""
+        if self.static_path is not None and not self.static_path.is_dir():
+            raise UsageError(f"--path {self.static_path}: no such directory")
+
+    @property
+    def cors(self) -> bool:
+        return any(v is not None for v in (self.cors_origins, self.cors_methods,
+                                           self.cors_headers, self.cors_credentials))  # fmt: skip
+
+    def with_cors(self, app: Any) -> Any:
+        """`app` behind Starlette's CORS middleware where --cors-* asks for it (outside the API
+        key check: a browser's preflight carries no key). llama-server's defaults: origins *,
+        methods GET, POST, DELETE, OPTIONS, headers *, credentials allowed (with origins *, a
+        request's Origin is echoed); origins `localhost` answers only a loopback Origin."""
+        if not self.cors:
+            return app
+        from starlette.middleware.cors import CORSMiddleware
+
+        origins = _words(self.cors_origins or "*")
+        regex = None
+        if origins == ["localhost"]:
+            origins, regex = [], LOOPBACK_ORIGIN
+        return CORSMiddleware(
+            app, allow_origins=origins, allow_origin_regex=regex,
+            allow_methods=_words(self.cors_methods or CORS_METHODS),
+            allow_headers=_words(self.cors_headers or "*"),
+            allow_credentials=self.cors_credentials is not False,
+        )  # fmt: skip
+
     def uvicorn_options(self) -> dict[str, Any]:
         """uvicorn.Config's TLS options (none without TLS)."""
         if not self.tls:
             return {}
         return {"ssl_certfile": str(self.ssl_cert_file), "ssl_keyfile": str(self.ssl_key_file)}
+
+
+#: llama-server's default --cors-methods
+CORS_METHODS = "GET, POST, DELETE, OPTIONS"
+#: the Origins that --cors-origins localhost answers
+LOOPBACK_ORIGIN = r"https?://(localhost|127\.0\.0\.1|\[::1\])(:\d+)?"
+
+
+def _words(text: str) -> list[str]:
+    return [w.strip() for w in text.split(",") if w.strip()]

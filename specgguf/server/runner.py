@@ -89,7 +89,7 @@ def serve(
     sched = Scheduler(gen, max_queue=max_queue)
     app = App(gen, sched, cfg)
     config = uvicorn.Config(
-        app,
+        cfg.http.with_cors(app),
         http=_bounded_protocol(cfg.read_timeout, max_connections),
         log_level="info" if verbose else "warning",
         access_log=verbose,
