@@ -22,6 +22,8 @@ from specgguf.errors import UsageError
 from specgguf.flag_table.values import POOLING
 from specgguf.io import json_input
 from specgguf.server import connections as cn
+from specgguf.server.api_keys import api_keys
+from specgguf.server.http_settings import HttpSettings
 
 Host = typer.Option("127.0.0.1", "--host", envvar="LLAMA_ARG_HOST", help="Address to listen on.")
 Port = typer.Option(
@@ -206,9 +208,10 @@ def serve(
             f"invalid value for --max-connections: {max_connections} (must be "
             f"{needed}..{cn.MAX_CONNECTIONS}: -np + --max-queue requests each hold one)"
         )
-    keys = tuple(k.strip() for k in (api_key or "").split(",") if k.strip())
-    if api_key is not None and not keys:
-        raise UsageError("--api-key is empty")
+    http = HttpSettings.of(flags.tuning.http if flags.tuning is not None else ())
+    keys = api_keys(api_key, http.api_key_file)
+    http.check()
+    http.check_paths()
     cache_ram = dict(flags.tuning.load).get("cache_ram") if flags.tuning is not None else None
     if cache_ram and len(keys) > 1:  # its sequences carry no key: one key's text would leak
         raise UsageError("-cram/--cache-ram keeps one prompt cache for every request, which "
@@ -300,6 +303,7 @@ def serve(
             embd_normalize=embeddings.get("normalize", 2),
             spm_infill=spm_infill,
             skip_chat_parsing=skip_chat_parsing,
+            http=http,
         )
         return run_server(
             gen,

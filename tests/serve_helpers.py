@@ -9,6 +9,7 @@ import os
 import re
 import selectors
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -28,9 +29,13 @@ class Server:
     """A `specgguf serve` process on a free port; `stop()` sends SIGTERM and returns the exit
     status (and stderr)."""
 
-    def __init__(self, args: list[str], *, timeout: float = 60, cwd: Path = ROOT) -> None:
-        """`cwd`: the source tree whose specgguf runs (scripts/bench_default.py's base)."""
+    def __init__(self, args: list[str], *, timeout: float = 60, cwd: Path = ROOT,
+                 tls: ssl.SSLContext | None = None) -> None:  # fmt: skip
+        """`cwd`: the source tree whose specgguf runs (scripts/bench_default.py's base);
+        `tls`: the client context of a server started with --ssl-* (its requests go over
+        HTTPS)."""
         self.timeout = timeout  # seconds a request may take (a busy CPU is slow)
+        self.tls = tls
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "specgguf_cli.app", "serve", "--port", "0", *args],
             stdin=subprocess.DEVNULL,
@@ -48,7 +53,7 @@ class Server:
         with selectors.DefaultSelector() as sel:
             sel.register(fd, selectors.EVENT_READ)
             while True:
-                m = re.search(rb"listening on http://[^:]+:(\d+)", self.err)
+                m = re.search(rb"listening on https?://[^:]+:(\d+)", self.err)
                 if m:
                     return int(m.group(1))
                 left = deadline - time.monotonic()
@@ -66,6 +71,10 @@ class Server:
         return f"http://127.0.0.1:{self.port}"
 
     def conn(self) -> http.client.HTTPConnection:
+        if self.tls is not None:
+            return http.client.HTTPSConnection(
+                "127.0.0.1", self.port, timeout=self.timeout, context=self.tls
+            )
         return http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
 
     def request(
@@ -176,10 +185,10 @@ def sse_events(resp) -> Any:
             buf += line[6:]
 
 
-def serving(args: list[str], *, timeout: float = 60):
+def serving(args: list[str], *, timeout: float = 60, tls: ssl.SSLContext | None = None):
     """A module fixture's server: yielded, then stopped, which must end cleanly (exit 0, no
-    traceback on stderr). `timeout`: seconds a request may take."""
-    s = Server(args, timeout=timeout)
+    traceback on stderr). `timeout`: seconds a request may take; `tls`: as Server's."""
+    s = Server(args, timeout=timeout, tls=tls)
     yield s
     code, err = s.stop()
     assert code == 0, err

@@ -22,9 +22,12 @@ from specgguf.errors import SpecggufError
 from specgguf.flag_table import values as v
 from specgguf.flag_table.table import Status, entry_of, flag_table
 from specgguf.flag_table.vendored import vendored_flags
+from specgguf.loading.tuning import FLAT_SCOPES
+from specgguf.server.http_settings import HttpSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = ("run", "serve", "bench")
+KEY_FILE = ROOT / "tests" / "data" / "api-keys.txt"
 
 #: a value for each SETTING row and where it must arrive: (scope.role, field, value)
 SAMPLES = {
@@ -100,9 +103,20 @@ SAMPLES = {
     "--verbosity": ("4", "log", "verbosity", 4),
     "--log-prefix": (None, "log", "prefix", True),
     "--log-timestamps": (None, "log", "timestamps", True),
+    "--threads-http": ("3", "http", "threads_http", 3),
+    "--api-key-file": (str(KEY_FILE), "http", "api_key_file", KEY_FILE),
+    "--ssl-key-file": ("key.pem", "http", "ssl_key_file", Path("key.pem")),
+    "--ssl-cert-file": ("cert.pem", "http", "ssl_cert_file", Path("cert.pem")),
+    "--cors-origins": ("localhost", "http", "cors_origins", "localhost"),
+    "--cors-methods": ("GET, POST", "http", "cors_methods", "GET, POST"),
+    "--cors-headers": ("*", "http", "cors_headers", "*"),
+    "--cors-credentials": (None, "http", "cors_credentials", True),
+    "--api-prefix": ("/llm", "http", "api_prefix", "/llm"),
+    "--path": (str(ROOT / "docs"), "http", "static_path", ROOT / "docs"),
 }
 #: SETTING rows whose value may be any text (a file name): no value is "nonsense" to them
-ANY_TEXT = {"--log-file"}
+ANY_TEXT = {"--log-file", "--api-key-file", "--ssl-key-file", "--ssl-cert-file", "--path",
+            "--cors-origins", "--cors-methods", "--cors-headers"}
 
 
 @functools.cache
@@ -188,7 +202,7 @@ BASE = {"run": ["run", "-p", "x", "--spec-type", "none", "--spec-draft-n-max", "
 
 
 def _given(tuning, where: str, field: str):
-    if where in ("load", "server", "process", "embeddings", "log"):
+    if where in FLAT_SCOPES:
         return dict(getattr(tuning, where))[field]
     scope, role = where.split(".")
     roles = ("target", "draft") if role == "both" else (role,)
@@ -198,9 +212,11 @@ def _given(tuning, where: str, field: str):
 
 
 @pytest.mark.parametrize(("row", "command"), _once(Status.SETTING))
-def test_setting_reaches_the_load_options(row, command: str, loads, capsys) -> None:
+def test_setting_reaches_the_load_options(row, command: str, loads, capsys, monkeypatch) -> None:
     assert row.key in SAMPLES, f"{row.key}: give it a sample in SAMPLES"
     value, where, field, expected = SAMPLES[row.key]
+    # the TLS files are checked as a pair, read as PEM (tests/test_serve_http.py): not here
+    monkeypatch.setattr(HttpSettings, "check", lambda self: None)
     argv = [*BASE[command], row.flag.spellings[0], *([value] if value is not None else [])]
     assert run_cli(argv) == 99, capsys.readouterr().err
     got = _given(loads[-1].tuning, where, field)

@@ -42,9 +42,9 @@ class Status(str, Enum):
 
 #: where a SETTING goes: a LoadOptions field, a llama.cpp parameter of the model or of the
 #: context (for the target, the draft, or both), a serve endpoint switched on or off, the
-#: process's CPU placement (specgguf.loading.cpu_placement), serve's embeddings context, or
-#: where the logs go (specgguf.io.log_sink)
-SCOPES = ("load", "model", "context", "server", "process", "embeddings", "log")
+#: process's CPU placement (specgguf.loading.cpu_placement), serve's embeddings context,
+#: where the logs go (specgguf.io.log_sink), or serve's HTTP server (specgguf.server.http_settings)
+SCOPES = ("load", "model", "context", "server", "process", "embeddings", "log", "http")
 ROLES = ("target", "draft", "both")
 
 
@@ -310,12 +310,12 @@ ENTRIES: dict[str, Entry] = {
     "--host": declared(),
     "--port": declared(),
     "--reuse-port": refused("SO_REUSEPORT " + _SERVER_FEATURE),
-    "--path": refused("serving static files " + _SERVER_FEATURE),
-    "--cors-origins": refused("CORS " + _SERVER_FEATURE),
-    "--cors-methods": refused("CORS " + _SERVER_FEATURE),
-    "--cors-headers": refused("CORS " + _SERVER_FEATURE),
-    "--cors-credentials": refused("CORS " + _SERVER_FEATURE),
-    "--api-prefix": refused("an API path prefix " + _SERVER_FEATURE),
+    "--path": setting("http", "static_path", v.path, "serve the files of this directory at / (its index.html in place of the chat page; the endpoints first; not with --no-webui)", commands="serve"),  # noqa: E501
+    "--cors-origins": setting("http", "cors_origins", v.text, "CORS: the origins allowed, a comma list; * (the default once a --cors-* flag is given) or localhost (a loopback Origin only); without any --cors-* flag no CORS answer is sent", commands="serve"),  # noqa: E501
+    "--cors-methods": setting("http", "cors_methods", v.text, "CORS: the methods allowed, a comma list (default: GET, POST, DELETE, OPTIONS)", commands="serve"),  # noqa: E501
+    "--cors-headers": setting("http", "cors_headers", v.text, "CORS: the request headers allowed, a comma list (default: *)", commands="serve"),  # noqa: E501
+    "--cors-credentials": setting("http", "cors_credentials", v.switch, "CORS: credentials allowed (the default; with origins *, the request's Origin is echoed)", commands="serve"),  # noqa: E501
+    "--api-prefix": setting("http", "api_prefix", v.path_prefix, "serve every endpoint and the page under this path (e.g. /llm: /llm/v1/chat/completions); other paths are 404", commands="serve"),  # noqa: E501
     "--ui-config": refused("the chat page at / has no configuration"),
     "--ui-config-file": refused("the chat page at / has no configuration"),
     "--ui-mcp-proxy": refused(_TOOLS),
@@ -328,12 +328,12 @@ ENTRIES: dict[str, Entry] = {
     "--embedding": setting("embeddings", "on", v.switch, "serve /v1/embeddings and /embedding from the target, in a context of their own beside the generation's (its KV cache holds one input: min(-c per slot, -b) tokens)", commands="serve"),  # noqa: E501
     "--rerank": refused("reranking is not served: run llama-server --reranking for it"),
     "--api-key": declared(),
-    "--api-key-file": refused("pass the keys with --api-key or LLAMA_API_KEY (a comma list)"),
-    "--ssl-key-file": refused("TLS " + _SERVER_FEATURE),
-    "--ssl-cert-file": refused("TLS " + _SERVER_FEATURE),
+    "--api-key-file": setting("http", "api_key_file", v.path, "more API keys, one a line (lines starting with # and empty ones skipped; up to 1 MiB), with --api-key's", commands="serve"),  # noqa: E501
+    "--ssl-key-file": setting("http", "ssl_key_file", v.path, "the PEM private key of --ssl-cert-file: with both, serve speaks HTTPS only", commands="serve"),  # noqa: E501
+    "--ssl-cert-file": setting("http", "ssl_cert_file", v.path, "the PEM certificate (chain) served over HTTPS, with --ssl-key-file", commands="serve"),  # noqa: E501
     "--timeout": declared(),
     "--sse-ping-interval": refused("no SSE keep-alive pings are sent"),
-    "--threads-http": refused("the HTTP server runs on one event loop: there is no HTTP thread pool to size"),  # noqa: E501
+    "--threads-http": setting("http", "threads_http", v.integer(-1, 1024), "threads for the HTTP server's blocking work (the event loop's thread pool: static files, synchronous handlers); below 1: the pool's default, 40 (generation runs on a thread of its own either way)", commands="serve"),  # noqa: E501
     "--cache-prompt": always(True, "each slot always reuses the prefix its KV cache holds: --no-cache-prompt cannot be honoured"),  # noqa: E501
     "--cache-reuse": declared("keep cached chunks of at least N tokens that a new prompt repeats further along, shifted (0: the common prefix only; one slot)", "serve"),  # noqa: E501
     "--metrics": always(True, "/metrics is always served"),

@@ -159,3 +159,20 @@ def path(text: str) -> Path:
     if not text.strip():
         raise ValueError("a file name")
     return Path(text)
+
+
+def text(value: str) -> str:
+    """A word or list as given (a comma list of CORS origins, a path prefix): not empty, at
+    most 4096 characters."""
+    value = value.strip()
+    if not value or len(value) > 4096:
+        raise ValueError("1 to 4096 characters")
+    return value
+
+
+def path_prefix(value: str) -> str:
+    """--api-prefix: a URL path such as /llm (a leading slash, no trailing one)."""
+    value = text(value)
+    if not value.startswith("/") or value.endswith("/") or any(c in value for c in "?# "):
+        raise ValueError("a path such as /llm (a leading slash, no trailing one)")
+    return value

@@ -1,7 +1,7 @@
 """LlamaTuning: the llama.cpp parameters a command line sets beyond specgguf's own options
 (-ub, -tb, -lm, RoPE/YaRN, -sm, -ts, -mg ...), per model and context of the target and the
 draft, as (field, value) pairs that the engine writes over llama.cpp's defaults; and serve's
-endpoint switches (--no-webui, --no-slots).
+endpoint switches (--no-webui, --no-slots) and HTTP settings (--threads-http, --ssl-*...).
 
 Where each flag goes is declared once, in specgguf.flag_table's rows; this is only the carrier,
 so that the loading layer needs no knowledge of the command line."""
@@ -12,6 +12,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 Overrides = tuple[tuple[str, Any], ...]
+
+
+#: the scopes that hold one value per field (the others are per model or context, per role)
+FLAT_SCOPES = ("load", "server", "http", "process", "embeddings", "log")
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,8 @@ class LlamaTuning:
     draft_context: Overrides = ()
     #: serve's switches: ENDPOINTS handler -> on or off (--no-webui: ("page", False))
     server: Overrides = ()
+    #: serve's HTTP server settings (specgguf.server.http_settings.HttpSettings' fields)
+    http: Overrides = ()
     #: the process's CPU placement (specgguf.loading.cpu_placement): cpus, nice, cpu_strict,
     #: poll, numa; the target's, the draft's and the batch forms fold into one value each
     process: Overrides = ()
@@ -38,7 +44,7 @@ class LlamaTuning:
     def with_setting(self, scope: str, field: str, value: Any, role: str) -> LlamaTuning:
         """This tuning with `field` set to `value` in `scope` (load, model or context) for
         `role` (target, draft or both); a later value of the same field wins."""
-        if scope in ("load", "server", "process", "embeddings", "log"):
+        if scope in FLAT_SCOPES:
             return replace(self, **{scope: _set(getattr(self, scope), field, value)})
         changes = {}
         for who in ("target", "draft"):

@@ -39,6 +39,7 @@ from specgguf.generator import Generator, GenParams
 from specgguf.io import json_input
 from specgguf.server import embeddings as emb
 from specgguf.server import protocol as p
+from specgguf.server.http_settings import HttpSettings
 from specgguf.server.protocol import ApiError, choice_seed
 from specgguf.server.scheduler import Event, Job, Scheduler
 from specgguf.server.wire import FORMATS, Answer, merged_choices, tools_finish
@@ -133,6 +134,8 @@ class ServerConfig:
     spm_infill: bool = False
     #: --skip-chat-parsing: chat answers are returned as content, no reasoning or tool calls
     skip_chat_parsing: bool = False
+    #: --threads-http, --ssl-key-file, --ssl-cert-file (the runner's part of the server)
+    http: HttpSettings = HttpSettings()
 
 
 def served(cfg: ServerConfig) -> tuple[Endpoint, ...]:
@@ -152,11 +155,17 @@ class App:
         #: set on the event loop by the first SIGTERM/SIGINT (see begin_shutdown)
         self.closing = asyncio.Event()
         self.preparing = ThreadPoolExecutor(PREPARE_THREADS, thread_name_prefix="specgguf-prep")
-        routes = [
+        static = cfg.http.static_path if "page" not in cfg.disabled else None
+        routes: list[Any] = [
             Route(path, getattr(self, e.handler), methods=[e.method])
-            for e in served(cfg)
+            for e in served(cfg) if not (static and e.handler == "page")
             for path in e.paths
-        ]
+        ]  # fmt: skip
+        if static is not None:  # --path: its files at /, index.html in the page's place
+            from starlette.routing import Mount
+            from starlette.staticfiles import StaticFiles
+
+            routes.append(Mount("/", StaticFiles(directory=static, html=True)))
         self.asgi = Starlette(
             routes=routes,
             exception_handlers={
@@ -167,6 +176,14 @@ class App:
         )
 
     async def __call__(self, scope, receive, send) -> None:
+        prefix = self.cfg.http.api_prefix
+        if prefix and scope["type"] == "http":  # --api-prefix: nothing is served outside it
+            path = scope["path"]
+            if path != prefix and not path.startswith(prefix + "/"):
+                err = ApiError(404, f"no such endpoint: {path}", "not_found")
+                await _api_error(None, err)(scope, receive, send)
+                return
+            scope = {**scope, "path": path[len(prefix):] or "/"}
         if scope["type"] == "http" and self.cfg.api_keys and scope["path"] not in PUBLIC:
             headers = dict(scope.get("headers") or [])
             auth = headers.get(b"authorization", b"").decode("latin-1")

@@ -89,29 +89,42 @@ def serve(
     sched = Scheduler(gen, max_queue=max_queue)
     app = App(gen, sched, cfg)
     config = uvicorn.Config(
-        app,
+        cfg.http.with_cors(app),
         http=_bounded_protocol(cfg.read_timeout, max_connections),
         log_level="info" if verbose else "warning",
         access_log=verbose,
         lifespan="off",
         timeout_graceful_shutdown=GRACEFUL_S,
+        **cfg.http.uvicorn_options(),
     )
     server = _Server(config, sched, app)
     sched.start()
     if announce is not None:
         shown = f"[{host}]" if ":" in host else host
         announce(
-            f"specgguf serve: listening on http://{shown}:{real_port} ({gen.n_slots} slot"
+            f"specgguf serve: listening on {cfg.http.scheme}://{shown}:{real_port} "
+            f"({gen.n_slots} slot"
             f"{'s' if gen.n_slots > 1 else ''} of {gen.n_ctx} tokens, model {cfg.model_id})"
         )
     try:
-        asyncio.run(server.serve(sockets=[sock]))
+        asyncio.run(serving(server, sock, cfg.http.threads_http))
     finally:
         app.close()
         sched.shutdown()
         sched.join(timeout=60)
         sock.close()
     return 0
+
+
+async def serving(server, sock: socket.socket, threads_http: int) -> None:
+    """Run `server` on `sock`, with --threads-http threads for its blocking work: the thread
+    limiter is the event loop's own (anyio keeps one per loop), so it is sized here, in the
+    loop, before the first request."""
+    if threads_http >= 1:
+        import anyio.to_thread
+
+        anyio.to_thread.current_default_thread_limiter().total_tokens = threads_http
+    await server.serve(sockets=[sock])
 
 
 def closing_response(err: ApiError) -> bytes:
