@@ -459,6 +459,8 @@ class Generator:
         # learned on one prompt (costs, acceptance) carries over to the next
         self.auto = auto and bool(session.spec.types)
         self.profile_file: Path | None = None
+        #: the warm-up's timings, merged into the profile file with the run's own at the end
+        self._warm_measured: CostProfile | None = None
         prior = None
         if self.auto and profile:
             from specgguf.auto.profile import load_profile, profile_path
@@ -478,16 +480,14 @@ class Generator:
             self._slots.append(_SlotState(slot, policy))
 
     def _warm_up(self, prior: CostProfile | None) -> CostProfile | None:
-        """Run the warm-up passes; what they timed joins `prior` and the profile file."""
+        """Run the warm-up passes; what they timed joins `prior` now, and the profile file
+        with the rest of what this process measured (save_profile: at the end only)."""
         from specgguf.warmup import warm_up
 
         measured = warm_up(self.session, auto=self.auto, prior=prior)
         if measured is None:
             return prior
-        if self.profile_file is not None:
-            from specgguf.auto.profile import save_profile
-
-            save_profile(self.profile_file, measured)
+        self._warm_measured = measured
         return measured if prior is None else prior.merged(measured)
 
     # -- slots -----------------------------------------------------------------------------
@@ -866,6 +866,12 @@ class Generator:
             return
         from specgguf.auto.profile import save_profile
 
+        if self._warm_measured is not None:  # (merged once, however often this is called)
+            warm, self._warm_measured = self._warm_measured, None
+            try:
+                save_profile(self.profile_file, warm)
+            except Exception:  # as below
+                pass
         for st in self._slots:
             if st.policy is None:
                 continue

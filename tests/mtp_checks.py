@@ -151,4 +151,4 @@ def check_server_two_slots(argv: list[str], plain: Session) -> None:
     for i, p in enumerate(prompts):
         want = b"".join(piece(t) for t in reference(plain, p, n=24)).decode()
         assert answers[i]["content"] == want
-    assert again["content"] == answers[0]["content"] and again["tokens_cached"] > 0
+    assert again["content"] == answers[0]["content"] and again["timings"]["cache_n"] > 0

@@ -136,10 +136,14 @@ def on_passing_thread(fn: Callable[[], T]) -> T:
 
 
 def init_backend(verbose: bool = False) -> None:
-    """Initialise llama.cpp once, routing its logs to stderr only when asked (`-v`)."""
+    """Initialise llama.cpp once, routing its logs to stderr only when asked (`-v`). The log
+    callback is set again on every call: other code in the process (llama-cpp-python's own
+    classes, a library user) may have set its own since, and a command's --log-file and -v
+    must see llama.cpp's lines."""
     global _backend_ready, _log_callback, _progress_callback, _abort_callback, _verbose
     _verbose = verbose
     if _backend_ready:
+        ll.llama_log_set(_log_callback, ctypes.c_void_p(0))
         return
     _log_callback = ll.llama_log_callback(_log)
     _progress_callback = ll.llama_progress_callback(_keep_going)
