@@ -866,17 +866,12 @@ class Generator:
             return
         from specgguf.auto.profile import save_profile
 
-        if self._warm_measured is not None:  # (merged once, however often this is called)
-            warm, self._warm_measured = self._warm_measured, None
-            try:
-                save_profile(self.profile_file, warm)
-            except Exception:  # as below
-                pass
-        for st in self._slots:
-            if st.policy is None:
+        warm, self._warm_measured = self._warm_measured, None  # (merged once)
+        for st in [None, *self._slots]:  # None: the warm-up's timings, then each slot's
+            if st is not None and st.policy is None:
                 continue
             try:
-                measured = st.policy.export_profile()
+                measured = warm if st is None else st.policy.export_profile()
                 if measured is not None:
                     save_profile(self.profile_file, measured)
             except Exception:  # a lost profile costs the next run its probes; never mask
