@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from specgguf.auto.acceptance_estimator import AcceptanceSettings
 from specgguf.auto.cost_model import (
     Costs,
     best_k,
@@ -16,6 +17,7 @@ from specgguf.auto.cost_model import (
     worth_continuing,
 )
 from specgguf.auto.policy import AdaptivePolicy
+from specgguf.auto.probes import ProbeScheduler, ProbeSettings
 from specgguf.core.draft import Draft, Drafter
 
 # the 1.5B target's k-token pass relative to 1 token, measured on a 2-core CPU
@@ -213,16 +215,15 @@ def test_policy_drafts_long_with_cheap_drafts_and_high_acceptance():
 
 
 def test_policy_probes_after_runs_of_plain_steps_at_growing_intervals():
-    policy = AdaptivePolicy(
-        n_max_cap=4, probe_gap=4, probe_gap_max=32, probe_rounds=2, explore_budget=1.0, optimism=1.0
-    )
+    probes = ProbeSettings(gap=4, gap_max=32, burst_rounds=2, budget=1.0)
+    policy = AdaptivePolicy(n_max_cap=4, probes=probes, optimism=1.0)
     Sim(FLAT_CURVE, 0.3, 0.0).run(policy, 400)  # nothing is ever accepted
     chosen = policy.chosen[6:]  # after the initial probes
     starts = [i for i in range(1, len(chosen)) if chosen[i] > 0 and chosen[i - 1] == 0]
     gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
     assert len(starts) >= 6  # it keeps checking
     assert gaps == sorted(gaps)  # ... less and less often
-    assert gaps[-1] <= 32 + 2 + 1  # ... but at least every probe_gap_max rounds
+    assert gaps[-1] <= 32 + 2 + 1  # ... but at least every gap_max rounds
     assert all(chosen[i + 1] > 0 for i in starts)  # a probe is a short burst, not one round
 
 
@@ -274,11 +275,11 @@ def test_per_position_acceptance_decays_to_recent_rounds():
     # a long run of plain steps: every count decays, the estimate goes back to the prior
     for _ in range(300):
         policy.observe(FakeRound(None, [], 0, [7], 0.0, 10.0))
-    assert policy.acceptance("d")[0] == pytest.approx(policy.accept.prior, abs=0.05)
+    assert policy.acceptance("d")[0] == pytest.approx(policy.accept.settings.prior, abs=0.05)
 
 
 def test_confidence_is_calibrated_online():
-    policy = AdaptivePolicy(n_max_cap=2, decay=1.0)
+    policy = AdaptivePolicy(n_max_cap=2, acceptance=AcceptanceSettings(decay=1.0))
     assert policy.calibrated("d", 0.35) == pytest.approx(0.35)  # no data: trust the confidence
     d = FakeDrafter("d", max_draft=2)
     policy.attach([d])
@@ -573,9 +574,8 @@ def test_draft_cost_comes_from_the_drafters_own_timing():
 def test_slots_in_one_pass_share_one_exploration_budget():
     """A probe of one slot holds every slot of the shared pass: with four slots, each may
     spend a quarter of what a sequence alone may."""
-    from specgguf.auto.probes import ProbeScheduler
 
-    sched = ProbeScheduler(8, budget=0.05, allowance=2.0)
+    sched = ProbeScheduler(8, ProbeSettings(budget=0.05, allowance=2.0))
     sched.elapsed = 100  # 0.05 * 100 + 2 = 7 target steps for a sequence alone
     sched.explore_spent = 3.0
     assert sched.may_explore()

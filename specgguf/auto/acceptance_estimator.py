@@ -78,6 +78,16 @@ class _Shadow:
     hits: int = 0
 
 
+@dataclass(frozen=True)
+class AcceptanceSettings:
+    """How acceptance is learned (AdaptivePolicy's `acceptance`)."""
+
+    decay: float = 0.97  # per round: old evidence fades
+    prior: float = 0.5  # the acceptance assumed before any evidence
+    prior_weight: float = 1.0  # ... worth this many trials
+    bins: int = 10  # the draft's confidence, binned for calibration
+
+
 class AcceptanceEstimator:
     """Per-drafter, per-position acceptance with a prior, shadow drafts and calibration."""
 
@@ -88,20 +98,9 @@ class AcceptanceEstimator:
     SEED_ROUNDS = 6.0
     SEED_DECAY = 0.8  # per round: after ~5 rounds this run's own counts outweigh the seed
 
-    def __init__(
-        self,
-        width: int,
-        *,
-        decay: float = 0.97,
-        prior: float = 0.5,
-        prior_weight: float = 1.0,
-        bins: int = 10,
-    ) -> None:
+    def __init__(self, width: int, settings: AcceptanceSettings = AcceptanceSettings()) -> None:
         self.width = width
-        self.decay = decay
-        self.prior = prior
-        self.prior_weight = prior_weight
-        self.bins = bins
+        self.settings = settings
         self.records: dict[str, DrafterRecord] = {}
         self._shadows: list[_Shadow] = []
         self.shadow_samples = 0
@@ -110,7 +109,7 @@ class AcceptanceEstimator:
     def record(self, name: str) -> DrafterRecord:
         r = self.records.get(name)
         if r is None:
-            r = self.records[name] = DrafterRecord(self.width, self.bins)
+            r = self.records[name] = DrafterRecord(self.width, self.settings.bins)
         return r
 
     # -- learning ---------------------------------------------------------------------------
@@ -132,7 +131,7 @@ class AcceptanceEstimator:
     def next_round(self) -> None:
         """A round finished: old evidence fades by one step."""
         for r in self.records.values():
-            r.decay(self.decay, self.SEED_DECAY)
+            r.decay(self.settings.decay, self.SEED_DECAY)
         self._cache.clear()
 
     def add_round(
@@ -152,10 +151,11 @@ class AcceptanceEstimator:
             r.hits[i] += hit
             r.run_trials[i] += 1.0
             r.run_hits[i] += hit
+        bins = self.settings.bins
         for i, c in enumerate(confidences[:k]):
             if i > n_accepted:
                 break
-            b = min(self.bins - 1, int(min(1.0, max(0.0, c)) * self.bins))
+            b = min(bins - 1, int(min(1.0, max(0.0, c)) * bins))
             r.cal_trials[b] += 1.0
             r.cal_hits[b] += 1.0 if i < n_accepted else 0.0
         self._cache.pop(name, None)
@@ -232,8 +232,8 @@ class AcceptanceEstimator:
     def _compute(self, name: str) -> list[float]:
         r = self.records.get(name)
         out: list[float] = []
-        prior = self.prior
-        w = self.prior_weight
+        prior = self.settings.prior
+        w = self.settings.prior_weight
         for i in range(self.width):
             t, h = 0.0, 0.0
             if r is not None:
@@ -250,8 +250,9 @@ class AcceptanceEstimator:
         r = self.records.get(name)
         if r is None:
             return c
-        b = min(self.bins - 1, int(c * self.bins))
-        return (r.cal_hits[b] + self.prior_weight * c) / (r.cal_trials[b] + self.prior_weight)
+        bins, w = self.settings.bins, self.settings.prior_weight
+        b = min(bins - 1, int(c * bins))
+        return (r.cal_hits[b] + w * c) / (r.cal_trials[b] + w)
 
     def best_calibrated(self, name: str) -> float:
         """The acceptance of the most confident bin with data (0 if none): how far a model
@@ -259,11 +260,11 @@ class AcceptanceEstimator:
         r = self.records.get(name)
         if r is None:
             return 0.0
-        w = self.prior_weight
+        bins, w = self.settings.bins, self.settings.prior_weight
         return max(
             (
-                (r.cal_hits[b] + w * (b + 0.5) / self.bins) / (r.cal_trials[b] + w)
-                for b in range(self.bins)
+                (r.cal_hits[b] + w * (b + 0.5) / bins) / (r.cal_trials[b] + w)
+                for b in range(bins)
                 if r.cal_trials[b] >= 1.0
             ),
             default=0.0,

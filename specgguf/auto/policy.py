@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Protocol
 
-from specgguf.auto.acceptance_estimator import AcceptanceEstimator
+from specgguf.auto.acceptance_estimator import AcceptanceEstimator, AcceptanceSettings
 from specgguf.auto.cost_estimator import CostEstimator
 from specgguf.auto.cost_model import (
     Costs,
@@ -49,7 +49,7 @@ from specgguf.auto.cost_model import (
     tree_ceiling,
     worth_continuing,
 )
-from specgguf.auto.probes import ProbeScheduler
+from specgguf.auto.probes import ProbeScheduler, ProbeSettings
 from specgguf.auto.profile import AcceptanceMemory, CostProfile
 from specgguf.auto.tree_choice import TreeChoice
 from specgguf.core.draft import Drafter, DraftGate
@@ -141,17 +141,10 @@ class AdaptivePolicy:
         n_max_cap: int = AUTO_N_MAX_CAP,  # the longest draft a draft MODEL may make
         *,
         width_cap: int = MAX_WIDTH,
-        decay: float = 0.97,
         cost_decay: float = 0.9,
-        prior_acceptance: float = 0.5,
-        prior_weight: float = 1.0,
-        confidence_bins: int = 10,
+        acceptance: AcceptanceSettings = AcceptanceSettings(),
+        probes: ProbeSettings = ProbeSettings(),
         margin: float = 0.05,
-        probe_gap: int = 8,
-        probe_gap_max: int = 64,
-        probe_rounds: int = 3,
-        explore_budget: float = 0.05,
-        explore_allowance: float = 2.0,
         optimism: float = 0.15,
     ) -> None:
         if n_max_cap < 1:
@@ -162,21 +155,8 @@ class AdaptivePolicy:
         self.margin = margin
         self.optimism = optimism  # acceptance bonus under which a re-probe must look useful
         self.cost = CostEstimator(self.width, decay=cost_decay)
-        self.accept = AcceptanceEstimator(
-            self.width,
-            decay=decay,
-            prior=prior_acceptance,
-            prior_weight=prior_weight,
-            bins=confidence_bins,
-        )
-        self.schedule = ProbeScheduler(
-            n_max_cap,
-            gap=probe_gap,
-            gap_max=probe_gap_max,
-            burst_rounds=probe_rounds,
-            budget=explore_budget,
-            allowance=explore_allowance,
-        )
+        self.accept = AcceptanceEstimator(self.width, acceptance)
+        self.schedule = ProbeScheduler(n_max_cap, probes)
         self._drafters: dict[str, _Drafter] = {}
         self._plans: dict[str, _Plan] = {}
         self._asked: set[str] = set()  # the drafters the loop has asked this round, in order

@@ -23,6 +23,7 @@ not charged to it; every probe's net cost is still counted (`probe_cost`) for th
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 #: the widths the initial probes and the widening tries walk through
 PROBE_LADDER = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
@@ -31,28 +32,26 @@ EXPAND_EVERY = 8  # rounds between tries of the next wider pass while the widest
 REFRESH_EVERY = 32  # rounds between plain steps that re-measure the unit while drafting
 
 
+@dataclass(frozen=True)
+class ProbeSettings:
+    """How often probes come back and what they may cost (AdaptivePolicy's `probes`)."""
+
+    gap: int = 8  # plain rounds before the first re-probe burst; doubles after each burst
+    gap_max: int = 64  # ... up to this many
+    burst_rounds: int = 3  # probe rounds in a burst
+    budget: float = 0.05  # what charged probes may cost, a share of the elapsed plain time
+    allowance: float = 2.0  # ... plus these target steps once per generation
+
+
 class ProbeScheduler:
-    def __init__(
-        self,
-        n_max_cap: int,
-        *,
-        gap: int = 8,
-        gap_max: int = 64,
-        burst_rounds: int = 3,
-        budget: float = 0.05,
-        allowance: float = 2.0,
-    ) -> None:
+    def __init__(self, n_max_cap: int, settings: ProbeSettings = ProbeSettings()) -> None:
         widths = [k for k in PROBE_LADDER if k < n_max_cap] + [n_max_cap]
         # (two plain steps: the first round after the prompt is slower than the others and
         # is not taken as a sample)
         self._ladder = [0] + [k for k in widths if k <= INITIAL_PROBE_MAX]
         self._wider = [k for k in widths if k > INITIAL_PROBE_MAX]
-        self.gap0 = gap
-        self.gap_max = gap_max
-        self.burst_rounds = burst_rounds
-        self.budget = budget
-        self.allowance = allowance
-        self._gap = gap
+        self.settings = settings
+        self._gap = settings.gap
         self._zero_run = 0
         self._fresh = True  # no idle round yet in this sequence: a burst may start at once
         self._burst = 0
@@ -112,9 +111,9 @@ class ProbeScheduler:
         if fresh or self._zero_run >= self._gap:  # time to check whether it pays now
             names = list(candidates())
             if names or (not any_drafter and self.may_explore()):
-                self._burst, self._burst_names = self.burst_rounds, names
+                self._burst, self._burst_names = self.settings.burst_rounds, names
                 self._zero_run = 0
-                self._gap = min(self._gap * 2, self.gap_max)
+                self._gap = min(self._gap * 2, self.settings.gap_max)
         if self._burst > 0:
             self._burst -= 1
             return self._burst_names
@@ -125,7 +124,7 @@ class ProbeScheduler:
         due instead."""
         self._zero_run = 0
         self._burst = 0
-        self._gap = self.gap0
+        self._gap = self.settings.gap
         return self.since_plain >= REFRESH_EVERY
 
     def new_sequence(self) -> None:
@@ -139,7 +138,8 @@ class ProbeScheduler:
     def may_explore(self, liability: float = 0.0) -> bool:
         """A probe now, with `liability` target steps of catch-up it would need, stays within
         the exploration budget (this sequence's `share` of it)."""
-        allowed = (self.budget * self.elapsed + self.allowance) / max(1, self.share)
+        s = self.settings
+        allowed = (s.budget * self.elapsed + s.allowance) / max(1, self.share)
         return self.explore_spent + liability <= allowed
 
     def start_round(self, *, probe: bool, charged: bool) -> None:

@@ -15,7 +15,7 @@ Pure: rounds' numbers in, a yes or no out; no backend, no clock.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 
 
 @dataclass
@@ -32,24 +32,18 @@ class _Rates:
         return x if old is None else old + w * (x - old)
 
 
+@dataclass(eq=False)
 class TreeChoice:
-    """Whether a drafter whose shape branches grows a tree this round."""
+    """Whether a drafter whose shape branches grows a tree this round: its settings, and the
+    rates measured so far per drafter."""
 
-    def __init__(
-        self,
-        *,
-        explore_every: int = 8,
-        recheck_every: int = 64,
-        margin: float = 0.03,
-        weight: float = 0.15,
-        samples: int = 6,
-    ) -> None:
-        self.explore_every = explore_every  # while the tree is unmeasured or close behind
-        self.recheck_every = recheck_every  # once it has lost clearly
-        self.margin = margin
-        self.weight = weight
-        self.samples = samples  # tree rounds before its rate is trusted
-        self._rates: dict[str, _Rates] = {}
+    _: KW_ONLY
+    explore_every: int = 8  # rounds between tree rounds while it is unmeasured or close behind
+    recheck_every: int = 64  # ... once it has lost clearly
+    margin: float = 0.03  # the relative lead that counts as ahead (and the gap as close behind)
+    weight: float = 0.15  # of a new round in the moving averages
+    samples: int = 6  # tree rounds before its rate is trusted
+    _rates: dict[str, _Rates] = field(default_factory=dict, init=False, repr=False)
 
     def wants_tree(self, name: str, *, can_pay: bool) -> bool:
         """Asked before the drafter drafts; `can_pay`: the cost model's veto lifted."""
