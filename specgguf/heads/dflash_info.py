@@ -27,10 +27,12 @@ from specgguf.binding.llama_ext import require_layer_inputs
 from specgguf.errors import IncompatibleModelsError, ModelFileError
 from specgguf.heads.head_checks import (
     HeardHead,
+    attention_widths,
     check_d2t_targets,
     check_heard_layers,
     check_vocab_size,
     d2t_meta,
+    expect_output,
     expect_tensor,
 )
 from specgguf.modelfiles.gguf_info import GGUFInfo
@@ -156,13 +158,7 @@ def read_dflash_head(info: GGUFInfo) -> DflashHead:
             f"{path}: {what}'s width {n_embd} is not a whole number of its {n_head} heads "
             f"over {n_layer} layers"
         )
-    head_k = info.key_length or n_embd // n_head
-    head_v = info.value_length or n_embd // n_head
-    if head_k != head_v:
-        raise ModelFileError(
-            f"{path}: {what}'s key and value head sizes differ ({head_k}, {head_v})"
-        )
-    n_kv = (info.head_count_kv if info.head_count_kv is not None else n_head) * head_k
+    head_k, n_kv = attention_widths(info, what)
     n_ff = _int(info, f"{DFLASH_ARCH}.feed_forward_length")
     d2t = d2t_meta(info, what)
     n_draft_vocab = d2t.shape[0] if d2t is not None and d2t.shape else n_vocab
@@ -196,12 +192,7 @@ def read_dflash_head(info: GGUFInfo) -> DflashHead:
     conf = dspark and "conf_proj.weight" in info.tensors
     if conf:
         expect_tensor(info, "conf_proj.weight", (n_embd + rank, 1), what)
-    output = expect_tensor(info, "output.weight", None, what)
-    if output is not None and output.shape != (n_embd, n_draft_vocab):
-        raise ModelFileError(
-            f"{path}: {what}'s tensor 'output.weight' has shape {list(output.shape)}, "
-            f"expected {[n_embd, n_draft_vocab]}"
-        )
+    output = expect_output(info, what, n_embd, n_draft_vocab)
     tok = expect_tensor(info, "token_embd.weight", None, what)
     if tok is not None and tok.shape != (n_embd, n_vocab):
         raise ModelFileError(

@@ -22,10 +22,12 @@ from specgguf.heads.dflash_info import DFLASH_ARCH, dflash_type_of, is_dflash
 from specgguf.heads.dflash_info import KINDS as DFLASH_KINDS
 from specgguf.heads.head_checks import (
     HeardHead,
+    attention_widths,
     check_d2t_targets,
     check_heard_layers,
     check_vocab_size,
     d2t_meta,
+    expect_output,
     expect_tensor,
 )
 from specgguf.heads.mtp_info import MTP_DRAFTERS
@@ -180,13 +182,7 @@ def read_eagle3_head(info: GGUFInfo) -> Eagle3Head:
         raise ModelFileError(
             f"{path}: the EAGLE-3 head's width {n_embd} is not a whole number of its {n_head} heads"
         )
-    head_k = info.key_length or n_embd // n_head
-    head_v = info.value_length or n_embd // n_head
-    if head_k != head_v:
-        raise ModelFileError(
-            f"{path}: the EAGLE-3 head's key and value head sizes differ ({head_k}, {head_v})"
-        )
-    n_kv = (info.head_count_kv if info.head_count_kv is not None else n_head) * head_k
+    head_k, n_kv = attention_widths(info, WHAT)
     d2t = d2t_meta(info, WHAT)
     n_draft_vocab = d2t.shape[0] if d2t is not None and d2t.shape else info.vocab.n_vocab
     enc = N_TARGET_LAYERS * hidden
@@ -209,12 +205,7 @@ def read_eagle3_head(info: GGUFInfo) -> Eagle3Head:
         expected = {**expected, "enc.output_norm.weight": (enc,)}
     for name, shape in expected.items():
         _expect(info, name, shape)
-    output = _expect(info, "output.weight", None)
-    if output is not None and output.shape != (n_embd, n_draft_vocab):
-        raise ModelFileError(
-            f"{path}: the EAGLE-3 head's tensor 'output.weight' has shape {list(output.shape)}, "
-            f"expected {[n_embd, n_draft_vocab]}"
-        )
+    output = expect_output(info, WHAT, n_embd, n_draft_vocab)
     tok = _expect(info, "token_embd.weight", None)
     if tok is not None and (len(tok.shape) != 2 or tok.shape[0] != n_embd):
         raise ModelFileError(

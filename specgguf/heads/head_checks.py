@@ -57,6 +57,34 @@ def expect_tensor(
     return t
 
 
+def attention_widths(info: GGUFInfo, what: str) -> tuple[int, int]:
+    """(the head size, the width of a K or V row): key and value heads must be of one size
+    (exit 3), each taken from its key where the file has one, else the width over the heads.
+    The width and head count are checked first by the caller."""
+    n_embd, n_head = info.embedding_length, info.head_count
+    head_k = info.key_length or n_embd // n_head
+    head_v = info.value_length or n_embd // n_head
+    if head_k != head_v:
+        raise ModelFileError(
+            f"{info.path}: {what}'s key and value head sizes differ ({head_k}, {head_v})"
+        )
+    n_head_kv = info.head_count_kv if info.head_count_kv is not None else n_head
+    return head_k, n_head_kv * head_k
+
+
+def expect_output(
+    info: GGUFInfo, what: str, n_embd: int, n_draft_vocab: int
+) -> TensorMeta | None:
+    """The head's own lm_head, if it has one, scoring its draft vocabulary (exit 3)."""
+    output = expect_tensor(info, "output.weight", None, what)
+    if output is not None and output.shape != (n_embd, n_draft_vocab):
+        raise ModelFileError(
+            f"{info.path}: {what}'s tensor 'output.weight' has shape {list(output.shape)}, "
+            f"expected {[n_embd, n_draft_vocab]}"
+        )
+    return output
+
+
 def d2t_meta(info: GGUFInfo, what: str) -> TensorMeta | None:
     """The head's `d2t` tensor, checked to be one row of I64 target ids (None: no map)."""
     d2t = info.tensors.get("d2t")
