@@ -198,6 +198,10 @@ def _read_class(p: str, i: int) -> tuple[str, int]:
     return _class(ranges, negated), i
 
 
+#: the characters the translation keeps as they are, and whether a quantifier may follow each
+_KEPT = {".": True, "|": False, ")": True}
+
+
 def for_converter(pattern: str) -> str:
     """`pattern` (a JSON schema's regex) as the translation's dialect, anchored ^...$."""
     p = pattern
@@ -246,17 +250,14 @@ def for_converter(pattern: str) -> str:
             out.append("(")
             depth += 1
             quantifiable = False
-        elif c == ")":
-            if depth == 0:
-                raise PatternRefused("a ')' has no '('")
-            depth -= 1
-            out.append(")")
+        elif c in _KEPT:
+            if c == ")":
+                if depth == 0:
+                    raise PatternRefused("a ')' has no '('")
+                depth -= 1
+            out.append(c)
             i += 1
-            quantifiable = True
-        elif c == "|":
-            out.append("|")
-            i += 1
-            quantifiable = False
+            quantifiable = _KEPT[c]
         elif c in "*+?" or (c == "{" and _QUANT.match(p, i)):
             if not quantifiable:
                 raise PatternRefused(f"the quantifier at {i} follows nothing")
@@ -266,10 +267,6 @@ def for_converter(pattern: str) -> str:
             if i < len(p) and p[i] in "?+":  # lazy or possessive: the same strings as a whole
                 i += 1
             quantifiable = False
-        elif c == ".":
-            out.append(".")
-            i += 1
-            quantifiable = True
         elif c in "^$":
             raise PatternRefused(f"'{c}' inside the pattern is not supported (only at its ends)")
         else:
