@@ -32,7 +32,8 @@ request's grammar) may sit inside: a token must pass both.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -50,22 +51,22 @@ class BudgetMarkers:
     forced: tuple[int, ...]
 
 
+@dataclass(eq=False)
 class ReasoningBudget:
-    """The budget's state (a Constraint: allowed / accept / clone), over `inner` if given.
-    `piece` gives a token's bytes, control tokens spelled out."""
+    """The budget's state (a Constraint: allowed / accept / clone), over `inner` if given."""
 
-    def __init__(
-        self, markers: BudgetMarkers, budget: int, piece: Callable[[int], bytes], inner=None
-    ) -> None:
-        self.markers = markers
-        self.budget = budget
-        self.inner = inner
-        self._piece = piece
-        self.state = IDLE
-        self.remaining = budget
-        self.force_pos = 0
-        self._recent = b""  # the last bytes emitted, as long as the longest marker
-        self._keep = max(len(markers.start), len(markers.end), 4)
+    markers: BudgetMarkers
+    budget: int
+    piece: Callable[[int], bytes]  # a token's bytes, control tokens spelled out
+    inner: Any = None  # the constraint inside (the request's grammar), or None
+    state: str = field(default=IDLE, init=False)
+    remaining: int = field(init=False)  # of the budget, while counting
+    force_pos: int = field(default=0, init=False)  # the next forced token, while forcing
+    _recent: bytes = field(default=b"", init=False, repr=False)  # the last bytes, a marker long
+
+    def __post_init__(self) -> None:
+        self.remaining = self.budget
+        self._keep = max(len(self.markers.start), len(self.markers.end), 4)
 
     # -- Constraint -------------------------------------------------------------------------
 
@@ -96,7 +97,7 @@ class ReasoningBudget:
             self._step(t)
 
     def _step(self, token: int) -> None:
-        piece = self._piece(token)
+        piece = self.piece(token)
         seen = self._recent + piece
         self._recent = seen[-self._keep :]
         if self.state in (IDLE, DONE):
