@@ -27,7 +27,7 @@ import typer
 from specgguf_cli import chat_flags
 from specgguf_cli import options as o
 from specgguf_cli.interactive import InteractiveOptions, read_input, run_interactive, turn_summary
-from specgguf_cli.table_flags import with_table_flags
+from specgguf_cli.table_flags import own_option, with_table_flags
 
 from specgguf import interrupts
 from specgguf.io.escapes import unescape  # -e on the prompt (tests import it from here)
@@ -89,29 +89,13 @@ ReasoningFormat = typer.Option(
 HideReasoning = typer.Option(
     False, "--hide-reasoning", help="With -cnv: print the answer without the thinking before it.",
 )  # fmt: skip
-Interactive = typer.Option(
-    False, "-i", "--interactive",
-    help="llama-completion's interactive mode on plain text: generate from -p/-f, then at a "
-    "reverse prompt (-r), the end of text or -n tokens read what comes next from stdin, and "
-    "go on (Ctrl-D ends).",
-)  # fmt: skip
-InteractiveFirst = typer.Option(
-    False, "-if", "--interactive-first", help="As -i, waiting for input before generating.",
-)  # fmt: skip
-InPrefix = typer.Option(
-    None, "--in-prefix", metavar="STRING", help="With -i: text put (and shown) before each input.",
-)  # fmt: skip
-InSuffix = typer.Option(
-    None, "--in-suffix", metavar="STRING", help="With -i: text put (and shown) after each input.",
-)  # fmt: skip
-InPrefixBos = typer.Option(
-    False, "--in-prefix-bos", help="With -i: a BOS token before each input (and its prefix).",
-)  # fmt: skip
-MultilineInput = typer.Option(
-    False, "-mli", "--multiline-input",
-    help="With -i or -cnv: Enter goes on to another line; a line ending in \\ (or /) hands "
-    "control back.",
-)  # fmt: skip
+# llama-completion's interactive mode: the options are made from their flag-table rows
+Interactive = own_option("--interactive")
+InteractiveFirst = own_option("--interactive-first")
+InPrefix = own_option("--in-prefix")
+InSuffix = own_option("--in-suffix")
+InPrefixBos = own_option("--in-prefix-bos")
+MultilineInput = own_option("--multiline-input")
 Escape = typer.Option(
     False,
     "-e/--no-escape",

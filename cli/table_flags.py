@@ -22,6 +22,7 @@ from specgguf.flag_table.table import (
     Flag,
     Status,
     flag_table,
+    row_of,
     rows_for,
 )
 from specgguf.io.log_sink import LogSettings, logging_to
@@ -71,6 +72,18 @@ def _option(row: Flag) -> inspect.Parameter:
     return inspect.Parameter(
         row.param, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation
     )
+
+
+def own_option(spelling: str) -> Any:
+    """The Typer option of a DECLARED row that a command declares as its own parameter,
+    made from the row: its spellings, variable, value form and help (the row's `help`).
+    A switch defaults to off, a value to none."""
+    row = row_of(spelling)
+    assert row is not None and row.status is Status.DECLARED and row.entry.help, spelling
+    return typer.Option(
+        False if row.is_switch else None, *_declarations(row), envvar=row.flag.env,
+        help=row.entry.help, metavar=None if row.is_switch else " ".join(row.flag.values),
+    )  # fmt: skip
 
 
 def parameters(command: str) -> list[inspect.Parameter]:

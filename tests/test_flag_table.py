@@ -168,6 +168,24 @@ def test_command_declares_every_spelling(row, command: str) -> None:
     assert not missing, f"specgguf {command} lacks {missing} ({row.status.value})"
 
 
+@pytest.mark.parametrize(
+    ("row", "command"),
+    [c for c in _cases(Status.DECLARED) if c.values[0].entry.help is not None],
+)
+def test_an_option_made_from_its_row_is_the_row(row, command: str) -> None:
+    """A DECLARED row with its own `help` is the command's option (table_flags.own_option):
+    one parameter with the row's spellings, variable, value form and help, no other."""
+    params = [p for p in cli_group().commands[command].params
+              if set(p.opts) & set(row.flag.spellings)]  # fmt: skip
+    assert len(params) == 1, f"{row.key}: {len(params)} options in {command}"
+    p = params[0]
+    assert (p.opts, p.secondary_opts) == (list(row.flag.spellings), list(row.flag.negative))
+    assert p.envvar == row.flag.env
+    assert p.help == row.entry.help
+    assert p.metavar == (" ".join(row.flag.values) or None)
+    assert p.default == (False if row.is_switch else None)
+
+
 @pytest.mark.parametrize(("row", "command"), _cases(Status.DELEGATED))
 def test_delegated_flags_once_merged(row, command: str) -> None:
     """A flag of another family is checked once that family's branch declares it."""

@@ -66,6 +66,9 @@ class Entry:
     always: Any = None  # ALWAYS: the value accepted
     commands: frozenset[str] | None = None  # None: as llama.cpp's programs map (PROGRAM_COMMANDS)
     bare: str | None = None  # the value a bare spelling means (-fa alone: "on")
+    #: DECLARED rows whose command makes its option from the row (cli.table_flags.own_option):
+    #: the option's --help text (the note stays the docs table's summary)
+    help: str | None = None
 
 
 @dataclass(frozen=True)
@@ -97,8 +100,8 @@ class Flag:
         return "llama_" + self.key.lstrip("-").replace("-", "_").replace(".", "_").replace("+", "")
 
 
-def declared(note: str = "", commands: str | None = None) -> Entry:
-    return Entry(Status.DECLARED, note, commands=_commands(commands))
+def declared(note: str = "", commands: str | None = None, help: str | None = None) -> Entry:
+    return Entry(Status.DECLARED, note, commands=_commands(commands), help=help)
 
 
 def setting(scope: str, name: str, parse: v.Parser, note: str, role: str = "both",
@@ -222,12 +225,12 @@ ENTRIES: dict[str, Entry] = {
     "--special": refused("special tokens are not printed: their text is left out of the output"),  # noqa: E501
     "--conversation": declared("interactive chat"),
     "--single-turn": declared("-cnv answers one turn, then exits", "run"),
-    "--interactive": declared("llama-completion's interactive mode on plain text (speculation as in every run)", "run"),  # noqa: E501
-    "--interactive-first": declared("-i, waiting for input first", "run"),
-    "--multiline-input": declared("with -i or -cnv: Enter goes on to another line", "run"),
-    "--in-prefix-bos": declared("with -i: a BOS token before each input", "run"),
-    "--in-prefix": declared("with -i: text before each input", "run"),
-    "--in-suffix": declared("with -i: text after each input", "run"),
+    "--interactive": declared("llama-completion's interactive mode on plain text (speculation as in every run)", "run", help="llama-completion's interactive mode on plain text: generate from -p/-f, then at a reverse prompt (-r), the end of text or -n tokens read what comes next from stdin, and go on (Ctrl-D ends)."),  # noqa: E501
+    "--interactive-first": declared("-i, waiting for input first", "run", help="As -i, waiting for input before generating."),  # noqa: E501
+    "--multiline-input": declared("with -i or -cnv: Enter goes on to another line", "run", help="With -i or -cnv: Enter goes on to another line; a line ending in \\ (or /) hands control back."),  # noqa: E501
+    "--in-prefix-bos": declared("with -i: a BOS token before each input", "run", help="With -i: a BOS token before each input (and its prefix)."),  # noqa: E501
+    "--in-prefix": declared("with -i: text before each input", "run", help="With -i: text put (and shown) before each input."),  # noqa: E501
+    "--in-suffix": declared("with -i: text after each input", "run", help="With -i: text put (and shown) after each input."),  # noqa: E501
     "--warmup": setting("load", "warmup", v.switch, "one pass of each model at load, so the first request does not pay their set-up; under auto it also times what the machine profile lacks (specgguf.warmup); bench's own --warmup runs each configuration once first", commands="run serve"),  # noqa: E501
     "--spm-infill": declared("fill-in-the-middle prompts in suffix/prefix/middle order (for the models trained so)", "serve"),  # noqa: E501
     "--seed": declared(),
