@@ -55,13 +55,7 @@ Chat = typer.Option(
     'Default: on with the pulled default (instruct) pair, off with -m; --jsonl "prompt" '
     'lines are plain text unless --chat is given ("messages" lines always use the template).',
 )
-Conversation = typer.Option(
-    False,
-    "-cnv/-no-cnv",
-    "--conversation/--no-conversation",
-    help="Interactive chat: read user turns from stdin (one per line; end a line with \\ to "
-    "continue it), keep the conversation across turns. -p/-f give the first turn.",
-)
+Conversation = own_option("--conversation")
 SystemPrompt = typer.Option(
     None, "-sys", "--system-prompt", help="System message for --chat, -cnv and --jsonl prompts."
 )
@@ -76,10 +70,7 @@ ReversePrompt = typer.Option(
     help="Stop an answer where its text would contain PROMPT (repeatable); with -cnv the "
     "next turn follows. PROMPT itself is not printed.",
 )
-SingleTurn = typer.Option(
-    False, "-st", "--single-turn", help="With -cnv: answer the first turn (-p/-f, else the "
-    "first stdin line) and exit.",
-)  # fmt: skip
+SingleTurn = own_option("--single-turn")
 ReasoningFormat = typer.Option(
     "auto", "--reasoning-format", envvar="LLAMA_ARG_THINK",
     help="With -cnv, a thinking model's thinking: none prints it as the model writes it; "
@@ -89,19 +80,14 @@ ReasoningFormat = typer.Option(
 HideReasoning = typer.Option(
     False, "--hide-reasoning", help="With -cnv: print the answer without the thinking before it.",
 )  # fmt: skip
-# llama-completion's interactive mode: the options are made from their flag-table rows
+# llama-completion's interactive mode (the options made from their flag-table rows)
 Interactive = own_option("--interactive")
 InteractiveFirst = own_option("--interactive-first")
 InPrefix = own_option("--in-prefix")
 InSuffix = own_option("--in-suffix")
 InPrefixBos = own_option("--in-prefix-bos")
 MultilineInput = own_option("--multiline-input")
-Escape = typer.Option(
-    False,
-    "-e/--no-escape",
-    "--escape",
-    help="Process escape sequences (\\n, \\t, \\', \\\", \\\\) in -p before it is used.",
-)
+Escape = own_option("--escape")
 FimSuffix = typer.Option(
     None,
     "--fim-suffix",

@@ -216,15 +216,15 @@ ENTRIES: dict[str, Entry] = {
     "--file": declared(),
     "--system-prompt-file": declared("the system message from a file", "run"),
     "--binary-file": refused("the prompt is UTF-8 text: use -f"),
-    "--escape": declared("process escape sequences (\\n, \\t, \\\", \\\\) in -p", "run"),
+    "--escape": declared("process escape sequences (\\n, \\t, \\\", \\\\) in -p", "run", help="Process escape sequences (\\n, \\t, \\', \\\", \\\\) in -p before it is used."),  # noqa: E501
     "--print-token-count": refused("no periodic token count is printed: the report counts tokens"),  # noqa: E501
     "--prompt-cache": refused("no prompt cache file: -cnv keeps the conversation in the KV cache"),  # noqa: E501
     "--prompt-cache-all": refused("no prompt cache file"),
     "--prompt-cache-ro": refused("no prompt cache file"),
     "--reverse-prompt": declared("stop an answer at this text (with -cnv: the next turn follows)", "run"),  # noqa: E501
     "--special": refused("special tokens are not printed: their text is left out of the output"),  # noqa: E501
-    "--conversation": declared("interactive chat"),
-    "--single-turn": declared("-cnv answers one turn, then exits", "run"),
+    "--conversation": declared("interactive chat", help="Interactive chat: read user turns from stdin (one per line; end a line with \\ to continue it), keep the conversation across turns. -p/-f give the first turn."),  # noqa: E501
+    "--single-turn": declared("-cnv answers one turn, then exits", "run", help="With -cnv: answer the first turn (-p/-f, else the first stdin line) and exit."),  # noqa: E501
     "--interactive": declared("llama-completion's interactive mode on plain text (speculation as in every run)", "run", help="llama-completion's interactive mode on plain text: generate from -p/-f, then at a reverse prompt (-r), the end of text or -n tokens read what comes next from stdin, and go on (Ctrl-D ends)."),  # noqa: E501
     "--interactive-first": declared("-i, waiting for input first", "run", help="As -i, waiting for input before generating."),  # noqa: E501
     "--multiline-input": declared("with -i or -cnv: Enter goes on to another line", "run", help="With -i or -cnv: Enter goes on to another line; a line ending in \\ (or /) hands control back."),  # noqa: E501
