@@ -34,13 +34,7 @@ from specgguf.binding import engine
 from specgguf.binding.engine import ll
 from specgguf.drafters.grammar_draft import GrammarDraftSource
 from specgguf.errors import SpecggufError
-from specgguf.grammars.grammar_bounds import (
-    COUNT_KEYWORDS,
-    MAX_GRAMMAR_PARTS,
-    MAX_SCHEMA_REPEATS,
-    grammar_parts,
-    schema_repeats,
-)
+from specgguf.grammars.grammar_bounds import grammar_too_large, schema_too_large
 from specgguf.io import json_input
 
 #: compiled grammars kept per model for a server that sees the same schema again
@@ -111,12 +105,9 @@ def compile_grammar(model: engine.Model, gbnf: str, what: str = "--grammar") -> 
     if proto is None:
         if not gbnf.strip():
             raise GrammarError(f"{what}: the grammar is empty")
-        parts = grammar_parts(gbnf)
-        if parts > MAX_GRAMMAR_PARTS:
-            raise GrammarError(
-                f"{what}: the grammar has {parts} parts (rules, groups, alternatives and "
-                f"repeated items; at most {MAX_GRAMMAR_PARTS})"
-            )
+        too_large = grammar_too_large(gbnf)
+        if too_large:
+            raise GrammarError(f"{what}: {too_large}")
         ptr, reason = _init(model, gbnf)
         if not ptr:
             raise GrammarError(f"{what}: {reason}")
@@ -178,12 +169,9 @@ def schema_to_gbnf(schema: object, what: str = "--json-schema") -> str:
             raise GrammarError(f"{what}: not valid JSON: {e}") from None
     if not isinstance(schema, (dict, bool)):
         raise GrammarError(f"{what}: a JSON schema is an object, not {type(schema).__name__}")
-    repeats = schema_repeats(schema)
-    if repeats > MAX_SCHEMA_REPEATS:
-        raise GrammarError(
-            f"{what}: the schema asks for more than {MAX_SCHEMA_REPEATS} repetitions in all "
-            f"({', '.join(COUNT_KEYWORDS)} and pattern counts), each written out in the grammar"
-        )
+    too_large = schema_too_large(schema)
+    if too_large:
+        raise GrammarError(f"{what}: {too_large}")
     try:
         gbnf = convert(schema)
     except RecursionError:

@@ -47,6 +47,28 @@ _GBNF_TOKEN = re.compile(
 )
 
 
+def schema_too_large(schema: Any) -> str | None:
+    """Why the converter must not write `schema` out (its counts past MAX_SCHEMA_REPEATS),
+    or None."""
+    if schema_repeats(schema) <= MAX_SCHEMA_REPEATS:
+        return None
+    return (
+        f"the schema asks for more than {MAX_SCHEMA_REPEATS} repetitions in all "
+        f"({', '.join(COUNT_KEYWORDS)} and pattern counts), each written out in the grammar"
+    )
+
+
+def grammar_too_large(gbnf: str) -> str | None:
+    """Why llama.cpp must not parse `gbnf` (its parts past MAX_GRAMMAR_PARTS), or None."""
+    parts = grammar_parts(gbnf)
+    if parts <= MAX_GRAMMAR_PARTS:
+        return None
+    return (
+        f"the grammar has {parts} parts (rules, groups, alternatives and repeated items; "
+        f"at most {MAX_GRAMMAR_PARTS})"
+    )
+
+
 def schema_repeats(schema: Any) -> int:
     """The repetitions `schema` asks for, added up over every count keyword and pattern
     quantifier anywhere in it (a value in `enum` or `const` that looks like one is counted
