@@ -42,6 +42,18 @@ def template(name: str) -> ChatTemplate:
     )
 
 
+#: one user turn: what the thinking switch is rendered on
+HI = [{"role": "user", "content": "hi"}]
+
+
+def thinking_on_and_off(t: ChatTemplate) -> tuple[str, str]:
+    """The prompt `t` renders for HI as it stands (thinking on, the templates' default) and
+    with enable_thinking off."""
+    return render_conversation(t, HI), render_conversation(
+        t, HI, options=RenderOptions(enable_thinking=False)
+    )
+
+
 #: the real templates, and our stand-ins with the markers of those not shipped (standins/)
 ALL = sorted(str(p.relative_to(TEMPLATES)) for p in TEMPLATES.rglob("*.jinja"))
 
@@ -69,9 +81,9 @@ def test_mistral_refuses_other_ids_and_renders_its_own():
 
 def test_thinking_switch_and_kwargs_reach_the_template():
     t = template("Qwen-Qwen3-0.6B.jinja")
-    msgs = [{"role": "user", "content": "hi"}]
-    assert render_conversation(t, msgs).endswith("<|im_start|>assistant\n")
-    off = render_conversation(t, msgs, options=RenderOptions(enable_thinking=False))
+    msgs = HI
+    on, off = thinking_on_and_off(t)
+    assert on.endswith("<|im_start|>assistant\n")
     assert off.endswith("<think>\n\n</think>\n\n")
     # a request's kwargs over the server's; reasoning_effort "none" turns thinking off too
     server = RenderOptions(kwargs={"enable_thinking": False})

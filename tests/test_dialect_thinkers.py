@@ -19,7 +19,7 @@ from specgguf.chat.reasoning import CONTENT, REASONING
 from specgguf.chat.render import RenderOptions, render_conversation
 from specgguf.chat.tools import CallDelta
 from specgguf.generator import OutputGrammar
-from tests.test_chat_render import WEATHER, history, template
+from tests.test_chat_render import WEATHER, history, template, thinking_on_and_off
 from tests.test_dialects import ONE, TOOLS, TWO
 
 TEMPLATES = Path(__file__).parent / "data" / "templates"
@@ -241,10 +241,8 @@ def test_a_prompt_that_opened_the_thinking_must_close_it_before_the_call(model):
 
 
 def test_v31_reads_the_thinking_switch_under_its_own_name():
-    t = template("deepseek-ai-DeepSeek-V3.1.jinja")
-    msgs = [{"role": "user", "content": "hi"}]
-    assert render_conversation(t, msgs).endswith("<｜Assistant｜><think>")
-    off = render_conversation(t, msgs, options=RenderOptions(enable_thinking=False))
+    on, off = thinking_on_and_off(template("deepseek-ai-DeepSeek-V3.1.jinja"))
+    assert on.endswith("<｜Assistant｜><think>")
     assert off.endswith("<｜Assistant｜><think></think>")
 
 
