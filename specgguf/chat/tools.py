@@ -402,40 +402,10 @@ class ToolCallStream:
     # -- the parser ----------------------------------------------------------------------------
 
     def _step(self, out: list[str | CallDelta]) -> None:
-        while True:
-            state = self._state
-            if state == _TEXT:
-                if not self._text(out):
-                    return
-            elif state == _PRELUDE:
-                if not self._prelude(out):
-                    return
-            elif state == _HEAD:
-                if not self._head(out):
-                    return
-            elif state == _WHOLE:
-                if not self._whole(out):
-                    return
-            elif state == _ARGS:
-                end = self._scan.run(self._buf, 0)
-                piece = self._buf if end is None else self._buf[:end]
-                if piece:
-                    self._args(out, piece)
-                if end is None:
-                    self._buf = ""
-                    return
-                self._buf = self._buf[end:]
-                self._scan, self._state = _Scan(depth=1), _REST
-                if not arguments_object(self.calls[-1].arguments):
-                    self.invalid = True
-            elif state == _REST:  # keys after the arguments: read past, not content
-                end = self._scan.run(self._buf, 0)
-                if end is None:
-                    self._buf = ""
-                    return
-                self._buf, self._state = self._buf[end:], _CLOSERS
-            elif not self._after_call():
-                return
+        """Run the state machine over the buffer: each state's handler (_BY_STATE) says
+        whether to go on or to wait for more text."""
+        while self._BY_STATE[self._state](self, out):
+            pass
 
     def _text(self, out: list[str | CallDelta]) -> bool:
         s = self._buf
@@ -576,8 +546,33 @@ class ToolCallStream:
         self._buf, self._state = self._buf[end:], _CLOSERS
         return True
 
-    def _after_call(self) -> bool:
-        """After a call's object: its closing tag and fence, or the next call inside them."""
+    def _arguments(self, out: list[str | CallDelta]) -> bool:
+        """In a call's arguments: streamed as they come, up to the object's end."""
+        end = self._scan.run(self._buf, 0)
+        piece = self._buf if end is None else self._buf[:end]
+        if piece:
+            self._args(out, piece)
+        if end is None:
+            self._buf = ""
+            return False
+        self._buf = self._buf[end:]
+        self._scan, self._state = _Scan(depth=1), _REST
+        if not arguments_object(self.calls[-1].arguments):
+            self.invalid = True
+        return True
+
+    def _rest(self, out: list[str | CallDelta]) -> bool:
+        """Keys after the arguments: read past, not content."""
+        end = self._scan.run(self._buf, 0)
+        if end is None:
+            self._buf = ""
+            return False
+        self._buf, self._state = self._buf[end:], _CLOSERS
+        return True
+
+    def _after_call(self, out: list[str | CallDelta]) -> bool:
+        """After a call's object: its closing tag and fence, or the next call inside them
+        (nothing is emitted here: `out` is every handler's argument)."""
         s = self._buf
         while self._closers:
             j = _ws(s, 0)
@@ -631,6 +626,10 @@ class ToolCallStream:
             last.arguments += piece
         else:
             out.append(CallDelta(len(self.calls) - 1, piece))
+
+    #: each state's handler, by the state's number: True to go on, False to wait for text
+    _BY_STATE = (_text, _prelude, _head, _arguments, _rest, _whole, _after_call)
+    assert len(_BY_STATE) == _CLOSERS + 1
 
 
 @dataclass
