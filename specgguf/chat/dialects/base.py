@@ -322,14 +322,27 @@ def loads_or_none(text: str) -> Any:
         return None
 
 
-def section_parts(block: str, begin: str, end: str, call_begin: str) -> list[str] | None:
-    """The text of each call in a section `begin` ... `end` (the end may be missing: the answer
-    stopped there) where every call opens with `call_begin`; None when the section holds
-    anything before its first call, or no call."""
+#: one call's text in a section, whether it is the section's last (which may stop unclosed),
+#: and the tools -> the call as (name, arguments text, id or None), or None: not a call of them
+CallReader = Callable[[str, bool, Tools], "tuple[str, str, str | None] | None"]
+
+
+def section_calls(
+    block: str, tools: Tools, begin: str, end: str, call_begin: str, read: CallReader
+) -> list[tuple[str, str, str | None]] | None:
+    """The calls of a section `begin` ... `end` (the end may be missing: the answer stopped
+    there) where every call opens with `call_begin`, each read by `read`; None when the
+    section holds anything before its first call, no call, or a part that is not a call."""
     parts = block[len(begin) :].removesuffix(end).split(call_begin)
     if parts[0].strip() or len(parts) < 2:
         return None
-    return parts[1:]
+    out = []
+    for i in range(1, len(parts)):
+        call = read(parts[i], i == len(parts) - 1, tools)
+        if call is None:
+            return None
+        out.append(call)
+    return out
 
 
 #: a block parser: the block's text (opening marker included) -> its calls as (name,

@@ -19,7 +19,7 @@ from specgguf.chat.dialects.base import (
     Dialect,
     Tools,
     known_call,
-    section_parts,
+    section_calls,
 )
 from specgguf.chat.dialects.framed import Frame, Framed, think_first
 from specgguf.chat.tools import gbnf_literal
@@ -34,23 +34,18 @@ _V31_CALL = re.compile(r"\s*" + _NAME + SEP + r"(.*)", re.S)
 def _calls(pattern: re.Pattern[str]):
     """A block parser for the section whose every call matches `pattern` (name, arguments)."""
 
-    def parse(block: str, tools: Tools) -> list[tuple[str, str, str | None]] | None:
-        parts = section_parts(block, CALLS_BEGIN, CALLS_END, CALL_BEGIN)
-        if parts is None:
+    def read(part: str, last: bool, tools: Tools) -> tuple[str, str, str | None] | None:
+        inner = part.rstrip()
+        if inner.endswith(CALL_END):
+            inner = inner[: -len(CALL_END)]
+        elif not last:
             return None
-        out = []
-        for part in parts:
-            inner = part.rstrip()
-            if inner.endswith(CALL_END):
-                inner = inner[: -len(CALL_END)]
-            elif part is not parts[-1]:
-                return None
-            m = pattern.fullmatch(inner)
-            call = None if m is None else known_call(m.group(1), m.group(2).strip(), tools)
-            if call is None:
-                return None
-            out.append((*call, None))
-        return out
+        m = pattern.fullmatch(inner)
+        call = None if m is None else known_call(m.group(1), m.group(2).strip(), tools)
+        return None if call is None else (*call, None)
+
+    def parse(block: str, tools: Tools) -> list[tuple[str, str, str | None]] | None:
+        return section_calls(block, tools, CALLS_BEGIN, CALLS_END, CALL_BEGIN, read)
 
     return parse
 

@@ -15,7 +15,7 @@ from specgguf.chat.dialects.base import (
     Dialect,
     Tools,
     known_call,
-    section_parts,
+    section_calls,
 )
 from specgguf.chat.dialects.framed import Frame, Framed, think_first
 from specgguf.chat.tools import gbnf_literal
@@ -29,19 +29,18 @@ _CALL = re.compile(
 )  # fmt: skip
 
 
+def _read(part: str, last: bool, tools: Tools) -> tuple[str, str, str | None] | None:
+    """One call with its own id (each is closed, the last too: the pattern asks for it)."""
+    m = _CALL.fullmatch(part)
+    if m is None:
+        return None
+    call = known_call(m.group(2), m.group(3), tools)
+    return None if call is None else (*call, m.group(1))
+
+
 def parse(block: str, tools: Tools) -> list[tuple[str, str, str | None]] | None:
     """The section's calls, each with its own id (None: not calls of the tools)."""
-    parts = section_parts(block, SECTION_BEGIN, SECTION_END, CALL_BEGIN)
-    if parts is None:
-        return None
-    out = []
-    for part in parts:
-        m = _CALL.fullmatch(part)
-        call = None if m is None else known_call(m.group(2), m.group(3), tools)
-        if call is None:
-            return None
-        out.append((*call, m.group(1)))
-    return out
+    return section_calls(block, tools, SECTION_BEGIN, SECTION_END, CALL_BEGIN, _read)
 
 
 def _forced_call(frame: Frame) -> str:
