@@ -40,7 +40,7 @@ from specgguf.chat.dialects.framed import Framed
 from specgguf.chat.render import RenderOptions
 from specgguf.core.constraint import NoTokenAllowed
 from specgguf.core.draft import Drafter
-from specgguf.core.lazy_grammar import LazyGrammar, LazyRules, Trigger
+from specgguf.core.lazy_grammar import LazyGrammar, LazyRules, Trigger, TriggerVocab
 from specgguf.core.loop import SpeculativeDecoder
 from specgguf.core.rounds import Round
 from specgguf.core.sampler_vocab import SamplerVocab
@@ -483,6 +483,8 @@ class Generator:
         self._sampler_vocab: SamplerVocab | None = None  # see sampler_ready
         #: the reasoning budget's markers, by (start, end, message)
         self._budget_markers: dict[tuple[str, str, str], Any] = {}
+        #: a lazy grammar's rules -> what its states share over the target's vocabulary
+        self._trigger_vocabs: dict[LazyRules, TriggerVocab] = {}
         #: what every chat prompt is rendered with unless a call gives its own
         self.render_options = render_options or RenderOptions()
         # --spec-draft-n-max auto: one cost model per slot for the generator's life; what it
@@ -837,8 +839,12 @@ class Generator:
         """The lazy grammar's state (specgguf.core.lazy_grammar) over `grammar`'s fresh state,
         primed with the prompt's last tokens (a prompt that opened the thinking starts in
         it, where nothing is a trigger)."""
-        model = self.session.target_model
-        lazy = LazyGrammar(rules, grammar, model.piece_special, byte_speller(model), model.n_vocab)
+        vocab = self._trigger_vocabs.get(rules)
+        if vocab is None:
+            model = self.session.target_model
+            vocab = TriggerVocab(rules, model.piece_special, byte_speller(model), model.n_vocab)
+            self._trigger_vocabs[rules] = vocab
+        lazy = LazyGrammar(vocab, grammar)
         lazy.prime(prompt[-16:])
         return lazy
 

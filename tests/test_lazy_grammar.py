@@ -13,7 +13,7 @@ import json
 import numpy as np
 import pytest
 
-from specgguf.core.lazy_grammar import LazyGrammar, LazyRules, Trigger
+from specgguf.core.lazy_grammar import LazyGrammar, LazyRules, Trigger, TriggerVocab
 
 #: a toy vocabulary: token id -> bytes; ids 100+b: the single byte b
 PIECES = {1: b"hi ", 2: b"<call>", 3: b"<ca", 4: b"ll>", 5: b"ll>x", 6: b"ll>{", 7: b"{",
@@ -49,7 +49,7 @@ def spell(text: bytes):
 
 def lazy(*triggers: Trigger, grammar=b"<call>{}", thinking=(b"<think>", b"</think>")):
     rules = LazyRules(triggers or (Trigger(b"<call>"),), thinking)
-    return LazyGrammar(rules, Literal(grammar), piece, spell, max(PIECES) + 1)
+    return LazyGrammar(TriggerVocab(rules, piece, spell, max(PIECES) + 1), Literal(grammar))
 
 
 def allowed(g) -> set[int]:
@@ -271,7 +271,8 @@ def walk(model, dialect, text: str) -> LazyGrammar | None:
 
     grammar = OutputGrammar.lazy_for_tools(FAMILY_TOOLS, by_name(dialect))
     inner = compile_grammar(model, grammar.gbnf, "test")
-    g = LazyGrammar(grammar.lazy, inner, model.piece_special, byte_speller(model), model.n_vocab)
+    vocab = TriggerVocab(grammar.lazy, model.piece_special, byte_speller(model), model.n_vocab)
+    g = LazyGrammar(vocab, inner)
     for ch in text:
         for tok in model.tokenize(ch, add_special=False, parse_special=False):
             if not g.allowed(np.array([tok]))[0]:
@@ -309,3 +310,39 @@ def test_each_familys_calls_start_its_lazy_grammar_and_are_taken_whole(vocab, di
     if d.triggers_at_start:
         g = walk(vocab, dialect, "Words first. " + text)
         assert g is not None and not g.active
+
+
+def test_the_docs_table_names_each_familys_triggers():
+    import re
+    from pathlib import Path
+
+    from specgguf.chat.dialects import DIALECTS
+
+    doc = (Path(__file__).parent.parent / "docs" / "structured-output.md").read_text()
+    for d in DIALECTS:
+        row = re.search(r"^\| `" + re.escape(d.name) + r"` \| .*\| ([^|]*(?:\\\|[^|]*)*) \|$",
+                        doc, re.M)  # fmt: skip
+        assert row is not None, d.name
+        last = row.group(1).replace("\\|", "|")
+        if not d.triggers:
+            assert last.startswith("none"), d.name
+        for t in d.triggers:
+            assert f"`{t}`" in last, (d.name, t, last)
+        assert ("first text" in last) == d.triggers_at_start, d.name
+
+
+def test_the_server_adds_the_lazy_grammar_under_auto_only():
+    from specgguf.chat.dialects import by_name
+    from specgguf.server.protocol import parse_chat
+
+    body = {"messages": [{"role": "user", "content": "hi"}], "tools": TOOLS}
+    hermes, generic = by_name("hermes"), by_name("generic")
+    auto = parse_chat(body, hermes)
+    assert auto.params.grammar.lazy.triggers[0].text == b"<tool_call>" and auto.forced is None
+    assert parse_chat({**body, "tool_choice": "auto"}, hermes).params.grammar.lazy is not None
+    required = parse_chat({**body, "tool_choice": "required"}, hermes).params.grammar
+    assert required.lazy is None
+    assert parse_chat(body, generic).params.grammar is None  # no trigger: free
+    own = parse_chat({**body, "grammar": 'root ::= "x"'}, hermes).params.grammar
+    assert own.lazy is None and own.gbnf == 'root ::= "x"'  # the request's grammar is kept
+    assert parse_chat({**body, "tool_choice": "none"}, hermes).params.grammar is None

@@ -71,9 +71,10 @@ class LazyRules:
         return max(marks) - 1
 
 
-class _Vocab:
-    """What every state of one generation shares: the pieces of tokens, the spelling of bytes
-    as tokens, and (made when first needed) which tokens may complete a trigger."""
+class TriggerVocab:
+    """What every state of a lazy grammar shares, over one vocabulary: the pieces of tokens,
+    the spelling of bytes as tokens, and (made when first needed, then kept: a caller keeps
+    one per model and rules) which tokens may complete a trigger."""
 
     def __init__(
         self,
@@ -82,6 +83,8 @@ class _Vocab:
         spell: Callable[[bytes], Sequence[int] | None],
         n_vocab: int,
     ) -> None:
+        """`piece` gives a token's bytes, control tokens spelled out; `spell` the single-byte
+        tokens of some bytes (None when the vocabulary has none for one of them)."""
         self.rules, self.piece, self.spell, self.n_vocab = rules, piece, spell, n_vocab
         self._mask: np.ndarray | None = None
 
@@ -110,27 +113,18 @@ class _Scan:
 
 class LazyGrammar:
     """The lazy grammar's state (a Constraint: allowed / accept / clone) over `grammar` (a
-    fresh state of the grammar that starts at a trigger). `piece` gives a token's bytes,
-    control tokens spelled out; `spell` the single-byte tokens of some bytes (None when the
-    vocabulary has none for one of them)."""
+    fresh state of the grammar that starts at a trigger), with `vocab`'s rules."""
 
-    def __init__(
-        self,
-        rules: LazyRules,
-        grammar: Constraint,
-        piece: Callable[[int], bytes],
-        spell: Callable[[bytes], Sequence[int] | None],
-        n_vocab: int,
-    ) -> None:
-        self.rules = rules
+    def __init__(self, vocab: TriggerVocab, grammar: Constraint) -> None:
+        self.rules = vocab.rules
         self.grammar = grammar
         self.active = False
         self.thinking = False
-        self._vocab = _Vocab(rules, piece, spell, n_vocab)
+        self._vocab = vocab
         self._tail = b""  # the last `rules.keep` bytes of the text outside the thinking
         #: the answer's text so far without its leading blanks, while an at_start trigger may
         #: still begin it (None: none can)
-        self._head: bytes | None = b"" if any(t.at_start for t in rules.triggers) else None
+        self._head: bytes | None = b"" if any(t.at_start for t in vocab.rules.triggers) else None
 
     # -- Constraint -------------------------------------------------------------------------
 
