@@ -150,6 +150,7 @@ class LazyGrammar:
         scan = self._scan(self._vocab.piece(token))
         self._tail, self.thinking, self._head = scan.tail, scan.thinking, scan.head
         if scan.fired is not None:
+            self.grammar = self.grammar.clone()  # shared with the clones until now
             fed = self._feed(self.grammar, scan.fired)
             assert fed, "a token that completes a trigger the grammar refuses was accepted"
             self.active = True
@@ -157,7 +158,8 @@ class LazyGrammar:
     def clone(self) -> LazyGrammar:
         c = LazyGrammar.__new__(LazyGrammar)
         c.__dict__.update(self.__dict__)
-        c.grammar = self.grammar.clone()
+        if self.active:  # waiting, the grammar's fresh state is only read: shared
+            c.grammar = self.grammar.clone()
         return c
 
     def prime(self, prompt_tail: Sequence[int]) -> None:
