@@ -28,13 +28,19 @@ from specgguf.auto.policy import AdaptivePolicy
 from specgguf.auto.preload import without_draft_cost
 from specgguf.auto.profile import CostProfile
 from specgguf.binding.batched import SequenceView
-from specgguf.binding.grammar import GrammarError, compile_grammar, schema_to_gbnf
+from specgguf.binding.grammar import (
+    GrammarError,
+    byte_speller,
+    compile_grammar,
+    schema_to_gbnf,
+)
 from specgguf.binding.rendezvous import Rendezvous
-from specgguf.chat.dialects.base import Forced
+from specgguf.chat.dialects.base import Dialect, Forced
 from specgguf.chat.dialects.framed import Framed
 from specgguf.chat.render import RenderOptions
 from specgguf.core.constraint import NoTokenAllowed
 from specgguf.core.draft import Drafter
+from specgguf.core.lazy_grammar import LazyGrammar, LazyRules, Trigger, TriggerVocab
 from specgguf.core.loop import SpeculativeDecoder
 from specgguf.core.rounds import Round
 from specgguf.core.sampler_vocab import SamplerVocab
@@ -67,6 +73,9 @@ class OutputGrammar:
 
     gbnf: str
     origin: str = "--grammar"
+    #: a lazy grammar (tool_choice auto): free text until one of these triggers, `gbnf` from
+    #: the trigger on (specgguf.core.lazy_grammar); None: `gbnf` holds from the first token
+    lazy: LazyRules | None = None
 
     @classmethod
     def from_schema(cls, schema: Any, origin: str = "--json-schema") -> OutputGrammar:
@@ -103,6 +112,27 @@ class OutputGrammar:
                 to_gbnf=lambda s: schema_to_gbnf(s, "'tools'"),
             )  # fmt: skip
         return cls(gbnf, "'tools'")
+
+    @classmethod
+    def lazy_for_tools(
+        cls, tools: Sequence[Mapping[str, Any]], dialect: Dialect, *, parallel: bool = True
+    ) -> OutputGrammar | None:
+        """tool_choice auto: the answer is free until one of the family's triggers (outside
+        its thinking), then held to its calls in its forced form (without the thinking,
+        which comes before any trigger); None where the family declares no trigger or has no
+        forced form of its own (the answer is then not constrained)."""
+        forced = dialect.forced
+        if forced is None or not dialect.triggers:
+            return None
+        if isinstance(forced, Framed):
+            forced = replace(forced, think="", think_opened="")
+        grammar = cls.for_tools(tools, parallel=parallel, forced=forced, think=False)
+        at_start = dialect.triggers_at_start
+        rules = LazyRules(
+            tuple(Trigger(t.encode(), at_start) for t in dialect.triggers),
+            (dialect.thinking[0].encode(), dialect.thinking[1].encode()),
+        )
+        return replace(grammar, lazy=rules)
 
 
 @dataclass(frozen=True)
@@ -453,6 +483,8 @@ class Generator:
         self._sampler_vocab: SamplerVocab | None = None  # see sampler_ready
         #: the reasoning budget's markers, by (start, end, message)
         self._budget_markers: dict[tuple[str, str, str], Any] = {}
+        #: a lazy grammar's rules -> what its states share over the target's vocabulary
+        self._trigger_vocabs: dict[LazyRules, TriggerVocab] = {}
         #: what every chat prompt is rendered with unless a call gives its own
         self.render_options = render_options or RenderOptions()
         # --spec-draft-n-max auto: one cost model per slot for the generator's life; what it
@@ -736,6 +768,8 @@ class Generator:
         cap = CappedLengths(plan.cap) if capped and plan.cap is not None else None
         # compiled before anything else changes: a bad grammar is refused here
         constraint = self.constraint(grammar) if grammar is not None else None
+        if grammar is not None and grammar.lazy is not None:
+            constraint = self.lazy_grammar(grammar.lazy, constraint, tokens)
         if p.reasoning_budget is not None and p.reasoning_budget >= 0:
             constraint = self.thinking_budget(p, tokens, constraint)
         if st.policy is not None:
@@ -800,6 +834,19 @@ class Generator:
         budget = ReasoningBudget(markers, p.reasoning_budget, piece, inner)
         budget.prime(prompt[-16:])
         return budget
+
+    def lazy_grammar(self, rules: LazyRules, grammar, prompt: Sequence[int]) -> LazyGrammar:
+        """The lazy grammar's state (specgguf.core.lazy_grammar) over `grammar`'s fresh state,
+        primed with the prompt's last tokens (a prompt that opened the thinking starts in
+        it, where nothing is a trigger)."""
+        vocab = self._trigger_vocabs.get(rules)
+        if vocab is None:
+            model = self.session.target_model
+            vocab = TriggerVocab(rules, model.piece_special, byte_speller(model), model.n_vocab)
+            self._trigger_vocabs[rules] = vocab
+        lazy = LazyGrammar(vocab, grammar)
+        lazy.prime(prompt[-16:])
+        return lazy
 
     def constraint(self, grammar: OutputGrammar):
         """A fresh state of `grammar` over the target's vocabulary; GrammarError (one line,

@@ -27,6 +27,7 @@ import re
 import tempfile
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 
 import numpy as np
 
@@ -187,6 +188,31 @@ def schema_to_gbnf(schema: object, what: str = "--json-schema") -> str:
 
 _LOOSE_CHAR = r'char ::= [^"\\] |'
 _JSON_CHAR = r'char ::= [^"\\\x7F\x00-\x1F] |'
+
+
+def byte_speller(model: engine.Model) -> Callable[[bytes], list[int] | None]:
+    """Bytes -> the model's single-byte tokens that spell them (None when it has no token for
+    one of them): how a lazy grammar (specgguf.core.lazy_grammar) is fed the text from its
+    trigger on, byte by byte, whatever tokens the model wrote it in. The table is found once
+    per model, in id order (byte tokens come first in the usual vocabularies)."""
+    table: dict[int, int] | None = getattr(model, "_specgguf_byte_tokens", None)
+    if table is None:
+        table = {}
+        for t in range(model.n_vocab):
+            p = model.piece_special(t)
+            if len(p) == 1 and p[0] not in table:
+                table[p[0]] = t
+                if len(table) == 256:
+                    break
+        model._specgguf_byte_tokens = table  # type: ignore[attr-defined]
+
+    def spell(text: bytes) -> list[int] | None:
+        try:
+            return [table[b] for b in text]
+        except KeyError:
+            return None
+
+    return spell
 
 
 #: the characters the grammar drafter tests one by one: printable ASCII, newline and tab

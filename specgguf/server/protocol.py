@@ -560,7 +560,10 @@ def _thinking_budget(body: dict, params: GenParams, budget: int, message: str) -
 
 def _forced(body: dict, tools: list[dict] | None, params: GenParams):
     """(tools, the function named or None, parallel_tool_calls) of a forced call, else None."""
-    if tools is None or params.grammar is None or params.grammar.origin != "'tools'":
+    grammar = params.grammar
+    if tools is None or grammar is None or grammar.origin != "'tools'":
+        return None
+    if grammar.lazy is not None:  # tool_choice auto: nothing is forced
         return None
     choice = body.get("tool_choice")
     only = choice["function"]["name"] if isinstance(choice, dict) else None
@@ -572,8 +575,9 @@ def _tools(
 ) -> tuple[list[dict] | None, GenParams, Dialect]:
     """`tools`, `tool_choice` and `parallel_tool_calls`: the tools to render (None for none
     or tool_choice "none"), the params, with the grammar of a call in the family's forced form
-    when one is required ("required" or a named function), and the dialect the answer is read
-    in (the fallback's where the family has no forced form)."""
+    when one is required ("required" or a named function), or its lazy grammar under "auto"
+    (free text until the family's call opens: specgguf.core.lazy_grammar), and the dialect
+    the answer is read in (the fallback's where the family has no forced form)."""
     from dataclasses import replace
 
     from specgguf.chat.tools import ToolsError, validate_tool_choice, validate_tools
@@ -591,6 +595,12 @@ def _tools(
         return None, params, dialect
     params = replace(params, format_tokens=True)
     if choice == "auto":
+        if params.grammar is None:  # the family's lazy grammar, where it declares one
+            try:
+                lazy = OutputGrammar.lazy_for_tools(tools, dialect, parallel=parallel)
+            except SpecggufError as e:
+                raise bad(str(e), "invalid_schema") from None
+            params = replace(params, grammar=lazy)
         return tools, params, dialect
     if params.grammar is not None:
         raise bad(f"'tool_choice' {choice!r} and {params.grammar.origin} cannot be combined")

@@ -239,6 +239,14 @@ class Dialect:
     #: template variables the family's template reads for what llama-server calls
     #: enable_thinking (DeepSeek V3.1: `thinking`)
     thinking_vars: tuple[str, ...] = ()
+    #: the openings of its calls (the lazy grammar's triggers): with tools and tool_choice
+    #: auto the answer is free until one of them appears outside the thinking, and from its
+    #: first character on it is held to the family's forced form without the thinking, which
+    #: each trigger must begin; (): auto stays unconstrained
+    triggers: tuple[str, ...] = ()
+    #: the triggers count only as the answer's first text (Llama 3's bare JSON object: the
+    #: same opening later in an answer is text)
+    triggers_at_start: bool = False
     #: the key the family's template reads an earlier assistant turn's reasoning from (GPT-OSS:
     #: `thinking`, and a turn with calls then has empty content beside it); "": none
     past_reasoning: str = ""

@@ -93,6 +93,7 @@ DIALECT = Dialect(
         before="", between=", ", open_all=f"{ACTION[0]}[", close_all=f"]{ACTION[1]}",
         args_key="parameters", think=THINKING,
     ),  # fmt: skip
+    triggers=(ACTION[0],),
     example='<|START_ACTION|>[{"tool_call_id": "0", "tool_name": "f", "parameters": {...}}]'
     "<|END_ACTION|>",
 )

@@ -86,6 +86,7 @@ R1 = Dialect(
     stream=_stream(_R1_CALL),
     control_tokens=CONTROL,
     forced=_forced(_r1_call),
+    triggers=(CALLS_BEGIN,),
     example=f"{CALLS_BEGIN}{CALL_BEGIN}function{SEP}f\\n```json\\n{{...}}\\n```{CALL_END}"
     f"{CALLS_END}",
 )
@@ -98,5 +99,6 @@ V31 = Dialect(
     control_tokens=CONTROL,
     forced=_forced(_v31_call),
     thinking_vars=("thinking",),
+    triggers=(CALLS_BEGIN,),
     example=f"{CALLS_BEGIN}{CALL_BEGIN}f{SEP}{{...}}{CALL_END}{CALLS_END}",
 )

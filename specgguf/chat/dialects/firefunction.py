@@ -22,5 +22,6 @@ DIALECT = Dialect(
     ),
     forced=Forced(before="", between=", ", open_all=" functools[", close_all="]"),
     variables=lambda tools: {"functions": json.dumps(list(tools), indent=2, ensure_ascii=False)},
+    triggers=(" " + FUNCTOOLS,),  # the forced form opens with the blank
     example=' functools[{"name": "f", "arguments": {...}}]',
 )

@@ -32,5 +32,6 @@ DIALECT = Dialect(
     markers=("<|start_header_id|>", "<function="),
     stream=lambda tools, new_id: BlockCallStream(tools, new_id, start=OPEN, end=CLOSE, parse=parse),
     forced=PerToolForced(before="", after=CLOSE, between="", head=named(OPEN + "{name}>")),
+    triggers=(OPEN,),
     example="<function=f>{...}</function>",
 )

@@ -174,5 +174,6 @@ DIALECT = Dialect(
     thinking=THOUGHT,
     forced=GemmaForced(before="", after=CLOSE, between="", head=named(OPEN + "call:{name}"),
                        think=THOUGHT),  # fmt: skip
+    triggers=(OPEN + "call:",),
     example='<|tool_call>call:f{k:<|"|>v<|"|>}<tool_call|>',
 )

@@ -70,5 +70,6 @@ DIALECT = Dialect(
         rules="glm-text ::= [^<]*",
         **think_first(),
     ),
+    triggers=(OPEN,),
     example="<tool_call>f\\n<arg_key>k</arg_key>\\n<arg_value>v</arg_value>\\n</tool_call>",
 )

@@ -20,5 +20,6 @@ DIALECT = Dialect(
     ),
     control_tokens=(TOOL_CALL,),
     forced=Forced(before="", between=", ", open_all=f"{TOOL_CALL}[", close_all="]"),
+    triggers=(TOOL_CALL,),
     example='<|tool_call|>[{"name": "f", "arguments": {...}}]',
 )

@@ -187,5 +187,6 @@ DIALECT = Dialect(
     split=lambda opened, extract, calls: HarmonySplit(opened, extract, calls),
     past_reasoning="thinking",
     thinking=(f"{CHANNEL}analysis{MESSAGE}", END),
+    triggers=(f"{CHANNEL}commentary to=functions.",),
     example="<|channel|>commentary to=functions.f <|constrain|>json<|message|>{...}",
 )

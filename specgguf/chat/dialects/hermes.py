@@ -11,5 +11,6 @@ DIALECT = Dialect(
     markers=(OPEN,),
     stream=lambda tools, new_id: ToolCallStream(tools),
     forced=Forced(before=f"{OPEN}\n", after=f"\n{CLOSE}", between="\n"),
+    triggers=(OPEN,),
     example=f'{OPEN}\\n{{"name": "f", "arguments": {{...}}}}\\n{CLOSE}',
 )

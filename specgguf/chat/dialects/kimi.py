@@ -65,5 +65,6 @@ DIALECT = Dialect(
         close_all=gbnf_literal(SECTION_END),
         **think_first(),
     ),
+    triggers=(SECTION_BEGIN,),
     example=f"{SECTION_BEGIN}{CALL_BEGIN}functions.f:0{ARGS}{{...}}{CALL_END}{SECTION_END}",
 )

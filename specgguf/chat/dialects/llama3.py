@@ -10,5 +10,7 @@ DIALECT = Dialect(
     markers=("<|start_header_id|>", "ipython"),
     stream=lambda tools, new_id: ToolCallStream(tools),
     forced=Forced(before="", args_key="parameters"),
+    triggers=('{"',),
+    triggers_at_start=True,
     example='{"name": "f", "parameters": {...}}',
 )

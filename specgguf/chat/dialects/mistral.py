@@ -73,6 +73,7 @@ SMALL_32 = Dialect(
         before="", between="",
         head=lambda name: f'{gbnf_literal(TOOL_CALLS + name + CALL_ID)} [A-Za-z0-9]{{9}} "{ARGS}"',
     ),  # fmt: skip
+    triggers=(TOOL_CALLS,),
     example="[TOOL_CALLS]f[CALL_ID]a1b2c3d4e[ARGS]{...}",
 )
 DEVSTRAL = Dialect(
@@ -84,6 +85,7 @@ DEVSTRAL = Dialect(
     new_id=alnum9_call_id,
     control_tokens=(TOOL_CALLS, ARGS),
     forced=PerToolForced(before="", between="", head=named(TOOL_CALLS + "{name}" + ARGS)),
+    triggers=(TOOL_CALLS,),
     example="[TOOL_CALLS]f[ARGS]{...}",
 )
 NEMO = Dialect(
@@ -95,5 +97,6 @@ NEMO = Dialect(
     new_id=alnum9_call_id,
     control_tokens=(TOOL_CALLS,),
     forced=Forced(before="", between=", ", open_all=f"{TOOL_CALLS}[", close_all="]"),
+    triggers=(TOOL_CALLS,),
     example='[TOOL_CALLS][{"name": "f", "arguments": {...}, "id": "a1b2c3d4e"}]',
 )

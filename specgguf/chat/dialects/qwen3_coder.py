@@ -112,5 +112,6 @@ DIALECT = Dialect(
         before="", after=f"</function>\n{CLOSE}", between="\n",
         head=named(f"{OPEN}\n<function={{name}}>\n"),
     ),
+    triggers=(OPEN,),
     example="<tool_call>\\n<function=f>\\n<parameter=k>\\nv\\n</parameter>\\n</function>\\n</tool_call>",
 )
