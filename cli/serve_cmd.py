@@ -244,6 +244,8 @@ def serve(
     from specgguf.server.app import ServerConfig
     from specgguf.server.runner import say
     from specgguf.server.runner import serve as run_server
+    from specgguf.server.scheduler import SlotSettings
+    from specgguf.server.sleep import Loaded, Models
 
     if not keys and not is_loopback(host):  # said even with -q: it is about who gets in
         say(
@@ -251,40 +253,53 @@ def serve(
             "every endpoint (generate, tokenize, read /props and /slots)"
         )
 
-    if not quiet:
-        say(f"specgguf serve: loading {model}" + (f" + draft {model_draft}" if model_draft else ""))
-    session = flags.open_session(
-        model, model_draft, types, n_max, parallel=parallel, cache_reuse=cache_reuse
-    )
-    gen = embedder = None
     embeddings = dict(flags.tuning.embeddings) if flags.tuning is not None else {}
-    try:
-        if not quiet:
-            for warning in session.warnings:
-                say(f"warning: {warning}")
-            say(f"offload: {session.offload()}")
-        gen = Generator(
-            session,
-            **gen_flags.generator_args(n_max),
-            warmup=session.load.warmup,
-            system_prompt=system_prompt,
-            template_src=template_src,
-            template_origin=template_origin,
-            warn=None if quiet else (lambda m: say(f"warning: {m}")),
-            grammar=output_grammar,
-            render_options=render_options,
+    slots = SlotSettings(**dict(flags.tuning.slots if flags.tuning is not None else ()))
+    loads = 0
+
+    def load() -> Loaded:
+        """The models, loaded as at start (again after a sleep: quietly)."""
+        nonlocal loads
+        loads += 1
+        tell = say if not quiet and loads == 1 else (lambda _line: None)
+        tell(f"specgguf serve: loading {model}" + (f" + draft {model_draft}" if model_draft
+                                                   else ""))  # fmt: skip
+        session = flags.open_session(
+            model, model_draft, types, n_max, parallel=parallel, cache_reuse=cache_reuse
         )
-        gen.template()  # a template that does not compile fails now, with its line
-        dialect = gen.dialect()
-        if not quiet:
-            say(f"chat dialect: {dialect.name} ({dialect.family}): tool calls are read in it")
-        if output_grammar is not None:  # and so does a grammar llama.cpp refuses
-            gen.constraint(output_grammar)
-        if embeddings.get("on"):
-            embedder = embeddings_context(session, gen.n_ctx, embeddings.get("pooling"))
-            if not quiet:
-                say(f"embeddings: /v1/embeddings and /embedding, {embedder.n_ctx} tokens an "
-                    f"input, pooling {POOLING_NAMES[embedder.pooling]}")  # fmt: skip
+        try:
+            for warning in session.warnings:
+                tell(f"warning: {warning}")
+            tell(f"offload: {session.offload()}")
+            gen = Generator(
+                session,
+                **gen_flags.generator_args(n_max),
+                warmup=session.load.warmup,
+                system_prompt=system_prompt,
+                template_src=template_src,
+                template_origin=template_origin,
+                warn=None if quiet else (lambda m: say(f"warning: {m}")),
+                grammar=output_grammar,
+                render_options=render_options,
+            )
+            gen.template()  # a template that does not compile fails now, with its line
+            dialect = gen.dialect()
+            tell(f"chat dialect: {dialect.name} ({dialect.family}): tool calls are read in it")
+            if output_grammar is not None:  # and so does a grammar llama.cpp refuses
+                gen.constraint(output_grammar)
+            embedder = None
+            if embeddings.get("on"):
+                embedder = embeddings_context(session, gen.n_ctx, embeddings.get("pooling"))
+                tell(f"embeddings: /v1/embeddings and /embedding, {embedder.n_ctx} tokens an "
+                     f"input, pooling {POOLING_NAMES[embedder.pooling]}")  # fmt: skip
+            return Loaded(gen, embedder)
+        except BaseException:
+            session.close()
+            raise
+
+    models = Models(load, slots.sleep_idle_seconds)
+    try:
+        assert models.loaded is not None
         cfg = ServerConfig(
             model_id=alias or model.name,  # public in /v1/models: never the whole path
             model_path=str(model),
@@ -299,14 +314,14 @@ def serve(
             reasoning_budget=gen_flags.reasoning_budget,
             reasoning_budget_message=gen_flags.reasoning_budget_message,
             disabled=flags.switched_off(),
-            embedder=embedder,
+            embedder=models.loaded.embedder,
             embd_normalize=embeddings.get("normalize", 2),
             spm_infill=spm_infill,
             skip_chat_parsing=skip_chat_parsing,
             http=http,
         )
         return run_server(
-            gen,
+            models,
             cfg,
             host=host,
             port=port,
@@ -314,13 +329,10 @@ def serve(
             max_connections=max_connections,
             verbose=flags.verbose,
             announce=None if quiet else say,
+            slots=slots,
         )
     finally:
-        if gen is not None:
-            gen.save_profile()
-        if embedder is not None:
-            embedder.close()
-        session.close()
+        models.close()
         sys.stderr.flush()
 
 

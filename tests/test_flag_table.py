@@ -113,6 +113,9 @@ SAMPLES = {
     "--cors-credentials": (None, "http", "cors_credentials", True),
     "--api-prefix": ("/llm", "http", "api_prefix", "/llm"),
     "--path": (str(ROOT / "docs"), "http", "static_path", ROOT / "docs"),
+    "--sse-ping-interval": ("5", "http", "sse_ping_interval", 5),
+    "--slot-prompt-similarity": ("0.5", "slots", "prompt_similarity", 0.5),
+    "--sleep-idle-seconds": ("60", "slots", "sleep_idle_seconds", 60),
 }
 #: SETTING rows whose value may be any text (a file name): no value is "nonsense" to them
 ANY_TEXT = {"--log-file", "--api-key-file", "--ssl-key-file", "--ssl-cert-file", "--path",

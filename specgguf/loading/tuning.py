@@ -15,7 +15,7 @@ Overrides = tuple[tuple[str, Any], ...]
 
 
 #: the scopes that hold one value per field (the others are per model or context, per role)
-FLAT_SCOPES = ("load", "server", "http", "process", "embeddings", "log")
+FLAT_SCOPES = ("load", "server", "http", "process", "embeddings", "log", "slots")
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,9 @@ class LlamaTuning:
     #: -lv, --log-file, --log-disable, --log-colors, --log-prefix, --log-timestamps
     #: (specgguf.io.log_sink.LogSettings)
     log: Overrides = ()
+    #: serve --slot-prompt-similarity, --sleep-idle-seconds
+    #: (specgguf.server.scheduler.SlotSettings)
+    slots: Overrides = ()
 
     def with_setting(self, scope: str, field: str, value: Any, role: str) -> LlamaTuning:
         """This tuning with `field` set to `value` in `scope` (load, model or context) for

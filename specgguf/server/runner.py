@@ -36,11 +36,11 @@ from collections.abc import Callable, Iterator
 from http import HTTPStatus
 
 from specgguf.errors import ExitCode, SpecggufError
-from specgguf.generator import Generator
 from specgguf.server.app import App, ServerConfig
 from specgguf.server.connections import default_max_connections
 from specgguf.server.protocol import ApiError
-from specgguf.server.scheduler import Scheduler
+from specgguf.server.scheduler import Scheduler, SlotSettings
+from specgguf.server.sleep import Models
 
 #: after SIGTERM, seconds the responses still being written (a client that reads slowly or
 #: not at all) may take before they are cut: a shutdown is never held up longer by a client
@@ -69,7 +69,7 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def serve(
-    gen: Generator,
+    models: Models,
     cfg: ServerConfig,
     *,
     host: str,
@@ -78,16 +78,22 @@ def serve(
     max_connections: int | None = None,
     verbose: bool = False,
     announce: Callable[[str], None] | None = None,
+    slots: SlotSettings | None = None,
 ) -> int:
+    """Serve `models` (loaded; they sleep after --sleep-idle-seconds where `models` says so)
+    until SIGTERM/SIGINT."""
     import uvicorn
+
+    gen = models.gen
 
     if max_connections is None:
         max_connections = default_max_connections(cfg.n_parallel, max_queue)
     _room_for_descriptors(max_connections)
     sock = bind(host, port)
     real_port = sock.getsockname()[1]
-    sched = Scheduler(gen, max_queue=max_queue)
+    sched = Scheduler(gen, max_queue=max_queue, slots=slots or SlotSettings(), models=models)
     app = App(gen, sched, cfg)
+    app.attach(models)
     config = uvicorn.Config(
         cfg.http.with_cors(app),
         http=_bounded_protocol(cfg.read_timeout, max_connections),
@@ -98,6 +104,7 @@ def serve(
         **cfg.http.uvicorn_options(),
     )
     server = _Server(config, sched, app)
+    models.busy()  # (the idle time starts now)
     sched.start()
     if announce is not None:
         shown = f"[{host}]" if ":" in host else host
