@@ -230,6 +230,14 @@ def serve(
         chat_template_kwargs, reasoning, reasoning_format,
         ChatDefaults(reasoning_effort, reasoning_preserve, prefill_assistant),
     )
+    routing = dict(flags.tuning.router) if flags.tuning is not None else {}
+    if "dir" in routing:  # router mode: no model of its own, one serve per model
+        return serve_models_dir(routing, flags, host, port, keys, quiet)
+    if routing and not quiet:
+        from specgguf.server.runner import say as say_now
+
+        say_now("warning: --models-max and --models-autoload are for router mode "
+                "(--models-dir): they do nothing with one model")  # fmt: skip
     model, model_draft, types = flags.resolve(gen_flags.spec_type, n_max)
     template_src, template_origin = chat_flags.template_source(chat_template, chat_template_file)
     from specgguf.server.runner import bind
@@ -334,6 +342,23 @@ def serve(
     finally:
         models.close()
         sys.stderr.flush()
+
+
+def serve_models_dir(routing: dict, flags: o.SessionFlags, host: str, port: int,
+                     keys: tuple[str, ...], quiet: bool) -> int:  # fmt: skip
+    """Router mode: --models-dir's models by name, each in a serve of its own started with
+    this command line's other flags (specgguf.server.router)."""
+    from specgguf.server.router import Router, directory_models
+    from specgguf.server.runner import say, serve_router
+
+    if flags.given["model"] is not None or flags.given["hf_repo"]:
+        raise UsageError("--models-dir serves the directory's models by name: drop -m/-hf "
+                         "(or drop --models-dir to serve one model)")  # fmt: skip
+    models = directory_models(routing["dir"])
+    router = Router(models, sys.argv[1:], models_max=routing.get("max", 4),
+                    autoload=routing.get("autoload", True), api_keys=keys)  # fmt: skip
+    return serve_router(router, host=host, port=port, verbose=flags.verbose,
+                        announce=None if quiet else say)  # fmt: skip
 
 
 #: llama.h's pooling numbers by name, for the start-up line

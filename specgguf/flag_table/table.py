@@ -44,9 +44,10 @@ class Status(str, Enum):
 #: context (for the target, the draft, or both), a serve endpoint switched on or off, the
 #: process's CPU placement (specgguf.loading.cpu_placement), serve's embeddings context,
 #: where the logs go (specgguf.io.log_sink), serve's HTTP server (specgguf.server.http_settings),
-#: or serve's slots: which one a request takes, and when the idle models sleep
-#: (specgguf.server.scheduler.SlotSettings)
-SCOPES = ("load", "model", "context", "server", "process", "embeddings", "log", "http", "slots")
+#: serve's slots: which one a request takes, and when the idle models sleep
+#: (specgguf.server.scheduler.SlotSettings), or serve's router mode (specgguf.server.router)
+SCOPES = ("load", "model", "context", "server", "process", "embeddings", "log", "http", "slots",
+          "router")  # fmt: skip
 ROLES = ("target", "draft", "both")
 
 
@@ -135,7 +136,7 @@ def _commands(names: str | None) -> frozenset[str] | None:
 # -- the reasons shared by several rows -------------------------------------------------------
 _MULTIMODAL = "specgguf generates from text only (no multimodal projector, images, audio or video): run llama-server for media input"  # noqa: E501
 _ADAPTERS = "LoRA adapters and control vectors are not applied here: merge the adapter into a GGUF (llama.cpp's llama-export-lora) and pass it with -m"  # noqa: E501
-_ROUTER = "specgguf serve serves one model pair per process (no router mode: no models by name, --models-max or load/unload endpoints): start one serve per model, each on its own port"  # noqa: E501
+_ROUTER = "router presets (an INI file of per-model flags) are not read: give the models' shared flags on the command line with --models-dir, or start one serve per model"  # noqa: E501
 # llama-cpp-python exposes no llama.cpp thread pool (llama_attach_threadpool is not bound), so
 # CPU placement is process-wide: every thread of the process, and the OpenMP team this build
 # of llama.cpp computes with (which inherits the process's CPUs and reads its environment)
@@ -343,10 +344,10 @@ ENTRIES: dict[str, Entry] = {
     "--slots": setting("server", "slots", v.switch, "the /slots endpoint (on by default here; --no-slots: not served)", commands="serve"),  # noqa: E501
     "--slot-save-path": refused("slots are not saved to files"),
     "--media-path": refused(_MULTIMODAL),
-    "--models-dir": refused(_ROUTER),
+    "--models-dir": setting("router", "dir", v.path, "router mode: serve this directory's GGUFs by name (a request's model field, ?model= for GET), each in a serve of its own loaded on demand; GET /models, POST /models/load and /models/unload (not with -m)", commands="serve"),  # noqa: E501
     "--models-preset": refused(_ROUTER),
-    "--models-max": refused(_ROUTER),
-    "--models-autoload": refused(_ROUTER),
+    "--models-max": setting("router", "max", v.integer(0, 1024), "router mode: models loaded at once; the least recently used idle one is stopped to load another (default: 4; 0: no bound)", commands="serve"),  # noqa: E501
+    "--models-autoload": setting("router", "autoload", v.switch, "router mode: a request for a model not loaded loads it (the default; --no-models-autoload: 400 until POST /models/load; a request's ?autoload= wins)", commands="serve"),  # noqa: E501
     "--jinja": always(True, "chat templates are always rendered with Jinja, in a sandbox (a built-in template's name is a bundled Jinja template): --no-jinja, llama.cpp's older C++ formatters, cannot be honoured"),  # noqa: E501
     "--reasoning-format": declared("how a chat answer's thinking is returned: none, deepseek or auto", "serve"),  # noqa: E501
     "--reasoning": declared("whether thinking models think (the template's enable_thinking): on, off or auto", "serve"),  # noqa: E501

@@ -39,6 +39,7 @@ from specgguf.errors import ExitCode, SpecggufError
 from specgguf.server.app import App, ServerConfig
 from specgguf.server.connections import default_max_connections
 from specgguf.server.protocol import ApiError
+from specgguf.server.router import Router
 from specgguf.server.scheduler import Scheduler, SlotSettings
 from specgguf.server.sleep import Models
 
@@ -119,6 +120,28 @@ def serve(
         app.close()
         sched.shutdown()
         sched.join(timeout=60)
+        sock.close()
+    return 0
+
+
+def serve_router(router: Router, *, host: str, port: int, verbose: bool = False,
+                 announce: Callable[[str], None] | None = None) -> int:  # fmt: skip
+    """Router mode (specgguf.server.router) until SIGTERM/SIGINT; then every model's
+    server is stopped."""
+    import uvicorn
+
+    sock = bind(host, port)
+    config = uvicorn.Config(router, log_level="info" if verbose else "warning",
+                            access_log=verbose, lifespan="off",
+                            timeout_graceful_shutdown=GRACEFUL_S)  # fmt: skip
+    if announce is not None:
+        shown = f"[{host}]" if ":" in host else host
+        announce(f"specgguf serve: listening on http://{shown}:{sock.getsockname()[1]} "
+                 f"(router: {len(router.instances)} models, loaded on demand)")  # fmt: skip
+    try:
+        asyncio.run(_RouterServer(config).serve(sockets=[sock]))
+    finally:
+        router.close()
         sock.close()
     return 0
 
@@ -216,6 +239,33 @@ def _bounded_protocol(seconds: float, max_connections: int):
     return Bounded
 
 
+@contextlib.contextmanager
+def _signals_to(handler) -> Iterator[None]:
+    """SIGINT and SIGTERM handled by `handler` meanwhile: not uvicorn's own capture, which
+    raises the signal again once the server has stopped (the exit status would be the
+    signal's, not 0)."""
+    sigs = (signal.SIGINT, signal.SIGTERM)
+    old = {s: signal.signal(s, handler) for s in sigs}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+class _RouterServer:
+    """uvicorn.Server that stops on SIGTERM/SIGINT and exits 0 (see _signals_to)."""
+
+    def __new__(cls, config):
+        import uvicorn
+
+        class Server(uvicorn.Server):
+            def capture_signals(self) -> contextlib.AbstractContextManager[None]:
+                return _signals_to(self.handle_exit)
+
+        return Server(config)
+
+
 class _Server:
     """uvicorn.Server with specgguf's signal handling (see the module docstring)."""
 
@@ -231,15 +281,8 @@ class _Server:
                 self.loop = asyncio.get_running_loop()
                 await super().startup(sockets=sockets)
 
-            @contextlib.contextmanager
-            def capture_signals(self) -> Iterator[None]:
-                sigs = (signal.SIGINT, signal.SIGTERM)
-                old = {s: signal.signal(s, self.handle_exit) for s in sigs}
-                try:
-                    yield
-                finally:
-                    for s, h in old.items():
-                        signal.signal(s, h)
+            def capture_signals(self) -> contextlib.AbstractContextManager[None]:
+                return _signals_to(self.handle_exit)
 
             def handle_exit(self, sig, frame) -> None:
                 if self.should_exit and sig == signal.SIGINT:
