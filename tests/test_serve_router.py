@@ -96,3 +96,29 @@ def test_a_model_beside_the_directory_is_one_line(models_dir, tiny_target, capsy
     assert run_cli(["serve", "--models-dir", str(models_dir), "-m", str(tiny_target)]) == 1
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "drop -m" in err
+
+
+def test_a_model_whose_server_died_is_loaded_again(server):
+    server.post("/models/load", {"model": "alpha"})
+    router_pid = server.proc.pid
+    import subprocess
+
+    children = subprocess.run(["pgrep", "-P", str(router_pid)], capture_output=True,
+                              text=True).stdout.split()  # fmt: skip
+    assert len(children) == 1
+    subprocess.run(["kill", "-9", children[0]], check=True)
+    answer = server.post("/completion", {"model": "alpha", "prompt": "hi", "n_predict": 2})
+    assert answer["model"] == "alpha"
+
+
+def test_router_flags_without_a_directory_warn(tiny_target, capsys, monkeypatch):
+    from specgguf_cli import options as o
+    from specgguf_cli.app import run_cli
+
+    def stop(*args, **kwargs):
+        raise SystemExit(99)
+
+    monkeypatch.setattr(o.SessionFlags, "resolve", stop)
+    with pytest.raises(SystemExit):
+        run_cli(["serve", "-m", str(tiny_target), "--models-max", "2"])
+    assert "--models-max and --models-autoload are for router mode" in capsys.readouterr().err

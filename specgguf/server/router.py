@@ -161,13 +161,34 @@ class Router:
             raise bad("router mode: name the model ('model' in the body, ?model= for GET)",
                       "missing_field")  # fmt: skip
         inst = self._named(name)
-        if inst.status != "loaded":
-            autoload = (query.get("autoload") or [None])[0]
-            if not (self.autoload if autoload is None else autoload == "true"):
-                raise bad(f"model {name!r} is not loaded (POST /models/load loads it)",
-                          "model_not_loaded")  # fmt: skip
-            await self._load(inst)
-        await self._relay(inst, scope, body, send)
+        autoload = (query.get("autoload") or [None])[0]
+        may_load = self.autoload if autoload is None else autoload == "true"
+        for last in (False, True):
+            if inst.status != "loaded":
+                if not may_load:
+                    raise bad(f"model {name!r} is not loaded (POST /models/load loads it)",
+                              "model_not_loaded")  # fmt: skip
+                await self._load(inst)
+            try:
+                await self._relay(inst, scope, body, send)
+                return
+            except _Gone as e:
+                # its server ended on its own (killed, out of memory): loaded again, once
+                if last or not await self._ended(inst):
+                    raise ApiError(502, str(e), "bad_gateway") from None
+
+    async def _ended(self, inst: Instance) -> bool:
+        """Whether `inst`'s server has ended (waiting a little for it): then it is unloaded."""
+        proc = inst.proc
+        if proc is None:
+            return True
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, proc.wait, 5)
+        except subprocess.TimeoutExpired:
+            return False
+        if inst.proc is proc:
+            inst.status, inst.exit_code, inst.proc = "unloaded", proc.returncode, None
+        return True
 
     def _check_key(self, scope) -> None:
         if not self.api_keys:
@@ -311,14 +332,17 @@ class Router:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except OSError:
             if not started:
-                raise ApiError(502, f"model {inst.name!r}: its server is gone",
-                               "bad_gateway") from None  # fmt: skip
+                raise _Gone(f"model {inst.name!r}: its server is gone") from None
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             inst.in_flight -= 1
             inst.last_used = time.monotonic()
             if writer is not None:
                 writer.close()
+
+
+class _Gone(Exception):
+    """A model's server did not take the request (it is not listening any more)."""
 
 
 def _model_field(body: bytes) -> Any:
