@@ -230,6 +230,14 @@ def serve(
         chat_template_kwargs, reasoning, reasoning_format,
         ChatDefaults(reasoning_effort, reasoning_preserve, prefill_assistant),
     )
+    routing = dict(flags.tuning.router) if flags.tuning is not None else {}
+    if "dir" in routing:  # router mode: no model of its own, one serve per model
+        return serve_models_dir(routing, flags, host, port, keys, quiet)
+    if routing and not quiet:
+        from specgguf.server.runner import say as say_now
+
+        say_now("warning: --models-max and --models-autoload are for router mode "
+                "(--models-dir): they do nothing with one model")  # fmt: skip
     model, model_draft, types = flags.resolve(gen_flags.spec_type, n_max)
     template_src, template_origin = chat_flags.template_source(chat_template, chat_template_file)
     from specgguf.server.runner import bind
@@ -244,6 +252,8 @@ def serve(
     from specgguf.server.app import ServerConfig
     from specgguf.server.runner import say
     from specgguf.server.runner import serve as run_server
+    from specgguf.server.scheduler import SlotSettings
+    from specgguf.server.sleep import Loaded, Models
 
     if not keys and not is_loopback(host):  # said even with -q: it is about who gets in
         say(
@@ -251,40 +261,53 @@ def serve(
             "every endpoint (generate, tokenize, read /props and /slots)"
         )
 
-    if not quiet:
-        say(f"specgguf serve: loading {model}" + (f" + draft {model_draft}" if model_draft else ""))
-    session = flags.open_session(
-        model, model_draft, types, n_max, parallel=parallel, cache_reuse=cache_reuse
-    )
-    gen = embedder = None
     embeddings = dict(flags.tuning.embeddings) if flags.tuning is not None else {}
-    try:
-        if not quiet:
-            for warning in session.warnings:
-                say(f"warning: {warning}")
-            say(f"offload: {session.offload()}")
-        gen = Generator(
-            session,
-            **gen_flags.generator_args(n_max),
-            warmup=session.load.warmup,
-            system_prompt=system_prompt,
-            template_src=template_src,
-            template_origin=template_origin,
-            warn=None if quiet else (lambda m: say(f"warning: {m}")),
-            grammar=output_grammar,
-            render_options=render_options,
+    slots = SlotSettings(**dict(flags.tuning.slots if flags.tuning is not None else ()))
+    loads = 0
+
+    def load() -> Loaded:
+        """The models, loaded as at start (again after a sleep: quietly)."""
+        nonlocal loads
+        loads += 1
+        tell = say if not quiet and loads == 1 else (lambda _line: None)
+        tell(f"specgguf serve: loading {model}" + (f" + draft {model_draft}" if model_draft
+                                                   else ""))  # fmt: skip
+        session = flags.open_session(
+            model, model_draft, types, n_max, parallel=parallel, cache_reuse=cache_reuse
         )
-        gen.template()  # a template that does not compile fails now, with its line
-        dialect = gen.dialect()
-        if not quiet:
-            say(f"chat dialect: {dialect.name} ({dialect.family}): tool calls are read in it")
-        if output_grammar is not None:  # and so does a grammar llama.cpp refuses
-            gen.constraint(output_grammar)
-        if embeddings.get("on"):
-            embedder = embeddings_context(session, gen.n_ctx, embeddings.get("pooling"))
-            if not quiet:
-                say(f"embeddings: /v1/embeddings and /embedding, {embedder.n_ctx} tokens an "
-                    f"input, pooling {POOLING_NAMES[embedder.pooling]}")  # fmt: skip
+        try:
+            for warning in session.warnings:
+                tell(f"warning: {warning}")
+            tell(f"offload: {session.offload()}")
+            gen = Generator(
+                session,
+                **gen_flags.generator_args(n_max),
+                warmup=session.load.warmup,
+                system_prompt=system_prompt,
+                template_src=template_src,
+                template_origin=template_origin,
+                warn=None if quiet else (lambda m: say(f"warning: {m}")),
+                grammar=output_grammar,
+                render_options=render_options,
+            )
+            gen.template()  # a template that does not compile fails now, with its line
+            dialect = gen.dialect()
+            tell(f"chat dialect: {dialect.name} ({dialect.family}): tool calls are read in it")
+            if output_grammar is not None:  # and so does a grammar llama.cpp refuses
+                gen.constraint(output_grammar)
+            embedder = None
+            if embeddings.get("on"):
+                embedder = embeddings_context(session, gen.n_ctx, embeddings.get("pooling"))
+                tell(f"embeddings: /v1/embeddings and /embedding, {embedder.n_ctx} tokens an "
+                     f"input, pooling {POOLING_NAMES[embedder.pooling]}")  # fmt: skip
+            return Loaded(gen, embedder)
+        except BaseException:
+            session.close()
+            raise
+
+    models = Models(load, slots.sleep_idle_seconds)
+    try:
+        assert models.loaded is not None
         cfg = ServerConfig(
             model_id=alias or model.name,  # public in /v1/models: never the whole path
             model_path=str(model),
@@ -299,14 +322,14 @@ def serve(
             reasoning_budget=gen_flags.reasoning_budget,
             reasoning_budget_message=gen_flags.reasoning_budget_message,
             disabled=flags.switched_off(),
-            embedder=embedder,
+            embedder=models.loaded.embedder,
             embd_normalize=embeddings.get("normalize", 2),
             spm_infill=spm_infill,
             skip_chat_parsing=skip_chat_parsing,
             http=http,
         )
         return run_server(
-            gen,
+            models,
             cfg,
             host=host,
             port=port,
@@ -314,14 +337,28 @@ def serve(
             max_connections=max_connections,
             verbose=flags.verbose,
             announce=None if quiet else say,
+            slots=slots,
         )
     finally:
-        if gen is not None:
-            gen.save_profile()
-        if embedder is not None:
-            embedder.close()
-        session.close()
+        models.close()
         sys.stderr.flush()
+
+
+def serve_models_dir(routing: dict, flags: o.SessionFlags, host: str, port: int,
+                     keys: tuple[str, ...], quiet: bool) -> int:  # fmt: skip
+    """Router mode: --models-dir's models by name, each in a serve of its own started with
+    this command line's other flags (specgguf.server.router)."""
+    from specgguf.server.router import Router, directory_models
+    from specgguf.server.runner import say, serve_router
+
+    if flags.given["model"] is not None or flags.given["hf_repo"]:
+        raise UsageError("--models-dir serves the directory's models by name: drop -m/-hf "
+                         "(or drop --models-dir to serve one model)")  # fmt: skip
+    models = directory_models(routing["dir"])
+    router = Router(models, sys.argv[1:], models_max=routing.get("max", 4),
+                    autoload=routing.get("autoload", True), api_keys=keys)  # fmt: skip
+    return serve_router(router, host=host, port=port, verbose=flags.verbose,
+                        announce=None if quiet else say)  # fmt: skip
 
 
 #: llama.h's pooling numbers by name, for the start-up line

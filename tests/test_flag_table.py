@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from specgguf_cli import options as o
+from specgguf_cli import serve_cmd
 from specgguf_cli.app import command as cli_group
 from specgguf_cli.app import run_cli
 from specgguf_cli.table_flags import expand_presets, with_bare_values
@@ -113,10 +114,16 @@ SAMPLES = {
     "--cors-credentials": (None, "http", "cors_credentials", True),
     "--api-prefix": ("/llm", "http", "api_prefix", "/llm"),
     "--path": (str(ROOT / "docs"), "http", "static_path", ROOT / "docs"),
+    "--sse-ping-interval": ("5", "http", "sse_ping_interval", 5),
+    "--slot-prompt-similarity": ("0.5", "slots", "prompt_similarity", 0.5),
+    "--sleep-idle-seconds": ("60", "slots", "sleep_idle_seconds", 60),
+    "--models-dir": (str(ROOT / "docs"), "router", "dir", ROOT / "docs"),
+    "--models-max": ("2", "router", "max", 2),
+    "--models-autoload": (None, "router", "autoload", True),
 }
 #: SETTING rows whose value may be any text (a file name): no value is "nonsense" to them
 ANY_TEXT = {"--log-file", "--api-key-file", "--ssl-key-file", "--ssl-cert-file", "--path",
-            "--cors-origins", "--cors-methods", "--cors-headers"}
+            "--cors-origins", "--cors-methods", "--cors-headers", "--models-dir"}
 
 
 @functools.cache
@@ -209,8 +216,13 @@ def loads(monkeypatch, tmp_path):
         seen.append(self.load_options(model, model_draft))
         raise _Loaded("stopped before loading", 99)
 
+    def models_dir(routing, flags, *args):  # router mode: where its models would start
+        seen.append(flags.load_options(tmp_path / "t.gguf", None))
+        raise _Loaded("stopped before routing", 99)
+
     monkeypatch.setattr(o.SessionFlags, "open_session", open_session)
     monkeypatch.setattr(o, "resolve_models", lambda m, d: (tmp_path / "t.gguf", None))
+    monkeypatch.setattr(serve_cmd, "serve_models_dir", models_dir)
     return seen
 
 

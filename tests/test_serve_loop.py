@@ -33,6 +33,23 @@ async def asgi(
 ) -> tuple[int, Any]:
     """One request through the ASGI app (`body` as JSON, or `raw` bytes): (status, the JSON
     answer)."""
+    out: dict[str, Any] = {"body": b""}
+
+    async def send(message: dict) -> None:
+        if message["type"] == "http.response.start":
+            out["status"] = message["status"]
+        elif message["type"] == "http.response.body":
+            out["body"] += message.get("body", b"")
+
+    await asgi_send(app, method, path, send, body, raw)
+    return out["status"], json.loads(out["body"])
+
+
+async def asgi_send(
+    app: App, method: str, path: str, send, body: Any = None, raw: bytes | None = None
+) -> None:
+    """One request through the ASGI app (`body` as JSON, or `raw` bytes), its answer's
+    messages given to `send`; the client stays connected."""
     data = raw if raw is not None else json.dumps(body).encode() if body is not None else b""
     scope = {
         "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
@@ -42,7 +59,6 @@ async def asgi(
                     (b"content-length", str(len(data)).encode())],
     }  # fmt: skip
     sent = False
-    out: dict[str, Any] = {"body": b""}
 
     async def receive() -> dict:
         nonlocal sent
@@ -52,14 +68,7 @@ async def asgi(
         await asyncio.Event().wait()  # the client stays
         raise AssertionError("unreachable")
 
-    async def send(message: dict) -> None:
-        if message["type"] == "http.response.start":
-            out["status"] = message["status"]
-        elif message["type"] == "http.response.body":
-            out["body"] += message.get("body", b"")
-
     await app(scope, receive, send)
-    return out["status"], json.loads(out["body"])
 
 
 class Gate:

@@ -43,8 +43,11 @@ class Status(str, Enum):
 #: where a SETTING goes: a LoadOptions field, a llama.cpp parameter of the model or of the
 #: context (for the target, the draft, or both), a serve endpoint switched on or off, the
 #: process's CPU placement (specgguf.loading.cpu_placement), serve's embeddings context,
-#: where the logs go (specgguf.io.log_sink), or serve's HTTP server (specgguf.server.http_settings)
-SCOPES = ("load", "model", "context", "server", "process", "embeddings", "log", "http")
+#: where the logs go (specgguf.io.log_sink), serve's HTTP server (specgguf.server.http_settings),
+#: serve's slots: which one a request takes, and when the idle models sleep
+#: (specgguf.server.scheduler.SlotSettings), or serve's router mode (specgguf.server.router)
+SCOPES = ("load", "model", "context", "server", "process", "embeddings", "log", "http", "slots",
+          "router")  # fmt: skip
 ROLES = ("target", "draft", "both")
 
 
@@ -136,7 +139,7 @@ def _commands(names: str | None) -> frozenset[str] | None:
 # -- the reasons shared by several rows -------------------------------------------------------
 _MULTIMODAL = "specgguf generates from text only (no multimodal projector, images, audio or video): run llama-server for media input"  # noqa: E501
 _ADAPTERS = "LoRA adapters and control vectors are not applied here: merge the adapter into a GGUF (llama.cpp's llama-export-lora) and pass it with -m"  # noqa: E501
-_ROUTER = "specgguf serve serves one model pair per process (no model router): start one serve per model"  # noqa: E501
+_ROUTER = "router presets (an INI file of per-model flags) are not read: give the models' shared flags on the command line with --models-dir, or start one serve per model"  # noqa: E501
 # llama-cpp-python exposes no llama.cpp thread pool (llama_attach_threadpool is not bound), so
 # CPU placement is process-wide: every thread of the process, and the OpenMP team this build
 # of llama.cpp computes with (which inherits the process's CPUs and reads its environment)
@@ -335,7 +338,7 @@ ENTRIES: dict[str, Entry] = {
     "--ssl-key-file": setting("http", "ssl_key_file", v.path, "the PEM private key of --ssl-cert-file: with both, serve speaks HTTPS only", commands="serve"),  # noqa: E501
     "--ssl-cert-file": setting("http", "ssl_cert_file", v.path, "the PEM certificate (chain) served over HTTPS, with --ssl-key-file", commands="serve"),  # noqa: E501
     "--timeout": declared(),
-    "--sse-ping-interval": refused("no SSE keep-alive pings are sent"),
+    "--sse-ping-interval": setting("http", "sse_ping_interval", v.integer(-1, 86400), "a streamed answer silent N seconds (a long prompt's evaluation, a wait for a slot) gets an SSE comment line, which clients skip (default: 30; -1 or 0: none); a request's sse_ping_interval wins", commands="serve"),  # noqa: E501
     "--threads-http": setting("http", "threads_http", v.integer(-1, 1024), "threads for the HTTP server's blocking work (the event loop's thread pool: static files, synchronous handlers); below 1: the pool's default, 40 (generation runs on a thread of its own either way)", commands="serve"),  # noqa: E501
     "--cache-prompt": always(True, "each slot always reuses the prefix its KV cache holds: --no-cache-prompt cannot be honoured"),  # noqa: E501
     "--cache-reuse": declared("keep cached chunks of at least N tokens that a new prompt repeats further along, shifted (0: the common prefix only; one slot)", "serve"),  # noqa: E501
@@ -344,10 +347,10 @@ ENTRIES: dict[str, Entry] = {
     "--slots": setting("server", "slots", v.switch, "the /slots endpoint (on by default here; --no-slots: not served)", commands="serve"),  # noqa: E501
     "--slot-save-path": refused("slots are not saved to files"),
     "--media-path": refused(_MULTIMODAL),
-    "--models-dir": refused(_ROUTER),
+    "--models-dir": setting("router", "dir", v.path, "router mode: serve this directory's GGUFs by name (a request's model field, ?model= for GET), each in a serve of its own loaded on demand; GET /models, POST /models/load and /models/unload (not with -m)", commands="serve"),  # noqa: E501
     "--models-preset": refused(_ROUTER),
-    "--models-max": refused(_ROUTER),
-    "--models-autoload": refused(_ROUTER),
+    "--models-max": setting("router", "max", v.integer(0, 1024), "router mode: models loaded at once; the least recently used idle one is stopped to load another (default: 4; 0: no bound)", commands="serve"),  # noqa: E501
+    "--models-autoload": setting("router", "autoload", v.switch, "router mode: a request for a model not loaded loads it (the default; --no-models-autoload: 400 until POST /models/load; a request's ?autoload= wins)", commands="serve"),  # noqa: E501
     "--jinja": always(True, "chat templates are always rendered with Jinja, in a sandbox (a built-in template's name is a bundled Jinja template): --no-jinja, llama.cpp's older C++ formatters, cannot be honoured"),  # noqa: E501
     "--reasoning-format": declared("how a chat answer's thinking is returned: none, deepseek or auto", "serve"),  # noqa: E501
     "--reasoning": declared("whether thinking models think (the template's enable_thinking): on, off or auto", "serve"),  # noqa: E501
@@ -360,9 +363,9 @@ ENTRIES: dict[str, Entry] = {
     "--chat-template-file": declared(commands="run serve"),
     "--skip-chat-parsing": declared("a chat answer is all content: no reasoning or tool calls read out of it", "serve"),  # noqa: E501
     "--prefill-assistant": declared("a last assistant message is continued (--no-prefill-assistant: a whole message)", "serve"),  # noqa: E501
-    "--slot-prompt-similarity": refused("a request goes to the first free slot; slots are not matched by prompt similarity"),  # noqa: E501
+    "--slot-prompt-similarity": setting("slots", "prompt_similarity", v.real(0.0, 1.0), "a request takes the free slot whose cached prompt shares the longest prefix with its own, if that prefix is more than this fraction of its prompt; else the least recently used free slot (default: 0.10; 0: always the least recently used)", commands="serve"),  # noqa: E501
     "--lora-init-without-apply": refused(_ADAPTERS),
-    "--sleep-idle-seconds": refused("the models stay loaded while the server runs"),
+    "--sleep-idle-seconds": setting("slots", "sleep_idle_seconds", v.idle_seconds, "after N seconds with no request, the models and their KV caches are freed (/health and /props say is_sleeping) and loaded again for the next request, which waits for them (default: -1, never)", commands="serve"),  # noqa: E501
     "--simple-io": always(True, "input and output are plain streams (no console tricks)"),
     "--log-disable": setting("log", "disabled", v.switch, "llama.cpp's log goes nowhere, even with -v or --log-file (specgguf's own lines stay: -q hides its report)"),  # noqa: E501
     "--log-file": setting("log", "file", v.path, "append llama.cpp's log (at -lv, else info) and everything specgguf writes to stderr to this file, without colours"),  # noqa: E501

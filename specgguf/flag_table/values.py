@@ -176,3 +176,12 @@ def path_prefix(value: str) -> str:
     if not value.startswith("/") or value.endswith("/") or any(c in value for c in "?# "):
         raise ValueError("a path such as /llm (a leading slash, no trailing one)")
     return value
+
+
+def idle_seconds(text: str) -> int:
+    """--sleep-idle-seconds: -1 (never) or a positive number of seconds (0 is refused, as
+    llama.cpp refuses it)."""
+    n = integer(-1, 1 << 24)(text)
+    if n == 0:
+        raise ValueError("-1 (never) or a positive number of seconds")
+    return n

@@ -42,6 +42,7 @@ from specgguf.server import protocol as p
 from specgguf.server.http_settings import HttpSettings
 from specgguf.server.protocol import ApiError, choice_seed
 from specgguf.server.scheduler import Event, Job, Scheduler
+from specgguf.server.sleep import Loaded, Models
 from specgguf.server.wire import FORMATS, Answer, merged_choices, tools_finish
 
 #: requests parsed and prepared at once, off the event loop (more wait their turn, each held by
@@ -99,6 +100,9 @@ def _namespace() -> tuple[str, str] | None:
     return None if key is None else ("api-key", key)
 
 
+#: what a stream sends after --sse-ping-interval seconds of silence: an SSE comment
+SSE_PING = b":\n\n"
+
 #: paths that answer without the API key
 PUBLIC = frozenset(path for e in ENDPOINTS if e.public for path in e.paths)
 
@@ -155,6 +159,10 @@ class App:
         #: set on the event loop by the first SIGTERM/SIGINT (see begin_shutdown)
         self.closing = asyncio.Event()
         self.preparing = ThreadPoolExecutor(PREPARE_THREADS, thread_name_prefix="specgguf-prep")
+        #: the owner of the models when they may sleep (--sleep-idle-seconds; see attach)
+        self.owner: Models | None = None
+        #: what /props and /v1/models answer while the models sleep (remembered before)
+        self._asleep_answers: dict[str, Any] = {}
         static = cfg.http.static_path if "page" not in cfg.disabled else None
         routes: list[Any] = [
             Route(path, getattr(self, e.handler), methods=[e.method])
@@ -202,6 +210,31 @@ class App:
             # long enough (a client that reads nothing): the end of that request, not a bug
             if not self.closing.is_set():
                 raise
+
+    def attach(self, models: Models) -> None:
+        """Answer from `models`, which may sleep: /props and /v1/models are remembered before
+        they do, and the generator and embeddings context are taken anew once they are back.
+        A generation request holds them awake from its body to its answer's last byte."""
+        self.owner = models
+
+        def remember() -> None:
+            self._asleep_answers = {"props": self.props_body(), "models": self.models_body()}
+
+        def woke(loaded: Loaded) -> None:
+            self.gen = loaded.gen
+            self.cfg.embedder = loaded.embedder
+
+        models.listen(remember, woke)
+
+    @property
+    def sleeping(self) -> bool:
+        return self.owner is not None and self.owner.asleep
+
+    def hold(self) -> Callable[[], None]:
+        """Keep the models awake until the returned release() (called once or more)."""
+        if self.owner is None:
+            return lambda: None
+        return self.owner.hold()
 
     def begin_shutdown(self) -> None:
         """On the event loop, at the first SIGTERM/SIGINT: requests still receiving their
@@ -351,15 +384,22 @@ class App:
             for i in range(req.n)
         ]
 
-    async def events(self, job: Job, request: HttpRequest | None = None) -> AsyncIterator[Event]:
+    async def events(
+        self, job: Job, request: HttpRequest | None = None, ping: int = 0
+    ) -> AsyncIterator[Event]:
         """The job's events up to "done" or "error". When `request` is given (a non-streamed
         answer), a client that disconnects cancels the job; a streamed answer is cancelled by
-        the response being torn down (the finally below)."""
+        the response being torn down (the finally below). `ping` > 0 (a streamed answer):
+        after that many seconds without an event, a "ping" event (--sse-ping-interval)."""
         finished = False
         try:
             while True:
                 if request is None:
-                    ev = await job.events.get()
+                    try:
+                        ev = await asyncio.wait_for(job.events.get(), ping if ping > 0 else None)
+                    except asyncio.TimeoutError:
+                        yield Event("ping")
+                        continue
                 else:
                     try:
                         ev = await asyncio.wait_for(job.events.get(), 0.25)
@@ -389,29 +429,37 @@ class App:
     # -- generation endpoints ------------------------------------------------------------------
 
     async def chat(self, request: HttpRequest):
-        req = await self.body(request, self.parse_chat)
-        jobs = await self.start(req)
-        return await self.answer(req, jobs, request)
+        return await self.generate(request, self.parse_chat)
 
     async def completions(self, request: HttpRequest):
-        req = await self.body(request, lambda b: p.parse_completion(b, native=False))
-        jobs = await self.start(req)
-        return await self.answer(req, jobs, request)
+        return await self.generate(request, lambda b: p.parse_completion(b, native=False))
 
     async def native(self, request: HttpRequest):
-        req = await self.body(request, lambda b: p.parse_completion(b, native=True))
-        jobs = await self.start(req)
-        return await self.answer(req, jobs, request)
+        return await self.generate(request, lambda b: p.parse_completion(b, native=True))
 
     async def infill(self, request: HttpRequest):
-        req = await self.body(request, p.parse_infill)
-        jobs = await self.start(req)
-        return await self.answer(req, jobs, request)
+        return await self.generate(request, p.parse_infill)
 
-    async def answer(self, req: p.Request, jobs: list[Job], request: HttpRequest):
+    async def generate(self, request: HttpRequest, parse: Callable[[Any], p.Request]):
+        """A generation endpoint: the body parsed, the jobs started, the answer given; the
+        models are held awake all along (the answer's pieces are read in the vocabulary)."""
+        release = self.hold()
+        try:
+            req = await self.body(request, parse)
+            jobs = await self.start(req)
+            return await self.answer(req, jobs, request, release)
+        except BaseException:
+            release()
+            raise
+
+    async def answer(
+        self, req: p.Request, jobs: list[Job], request: HttpRequest,
+        release: Callable[[], None] = lambda: None,
+    ):  # fmt: skip
+        """The whole answer, or its stream; `release` once it is sent."""
         if req.stream:
             return StreamingResponse(
-                self.sse_choices(req, jobs),
+                self.sse_choices(req, jobs, release),
                 media_type="text/event-stream",
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
             )
@@ -436,6 +484,7 @@ class App:
             for job in jobs:  # a choice that failed or lost its client ends the others
                 if not job.ended:
                     self.sched.cancel(job, "disconnected")
+            release()
         if len(finals) == 1:
             return JSONResponse(finals[0])
         return JSONResponse(merged_choices(finals, self.usage_of(jobs)))
@@ -545,10 +594,12 @@ class App:
             else "greedy",
         }
 
-    async def sse_choices(self, req: p.Request, jobs: list[Job]) -> AsyncIterator[bytes]:
+    async def sse_choices(
+        self, req: p.Request, jobs: list[Job], release: Callable[[], None] = lambda: None
+    ) -> AsyncIterator[bytes]:
         """The choices' streams one after the other (each chunk names its choice's index),
         one terminator at the end; the usage (where sent) is the last choice's closing's,
-        summed over all. A client that goes away ends every choice."""
+        summed over all. A client that goes away ends every choice. `release` at the end."""
         try:
             for i, job in enumerate(jobs):
                 last = i == len(jobs) - 1
@@ -559,6 +610,7 @@ class App:
             for job in jobs:
                 if not job.ended:
                     self.sched.cancel(job, "disconnected")
+            release()
 
     async def sse(
         self, req: p.Request, job: Job, *, index: int = 0, last: bool = True,
@@ -612,7 +664,13 @@ class App:
                 fmt.attach_probs(a, objs[0], probs)
             return [data(obj) for obj in objs]
 
-        async for ev in self.events(job):
+        ping = req.sse_ping_interval
+        if ping is None:
+            ping = self.cfg.http.sse_ping_interval
+        async for ev in self.events(job, ping=ping):
+            if ev.kind == "ping":  # a comment line: clients skip it, the connection lives
+                yield SSE_PING
+                continue
             if ev.kind == "error":
                 assert ev.error is not None
                 yield data(ev.error.body())
@@ -720,7 +778,8 @@ class App:
 
         def work():
             try:
-                return emb.embed_all(req, self.gen.encode, self.gen.check_ids, embedder)
+                # (the models may have slept and woken since: their embeddings context now)
+                return emb.embed_all(req, self.gen.encode, self.gen.check_ids, self.cfg.embedder)
             except (SpecggufError, InputTooLong) as e:
                 raise p.bad(str(e), "invalid_prompt") from None
 
@@ -741,15 +800,23 @@ class App:
         return JSONResponse({"prompt": await self.sched.call(work)})
 
     async def health(self, request: HttpRequest):
-        return JSONResponse({"status": "ok"})
+        """ok, as llama-server answers, asleep or not (a sleeping server serves: its next
+        request loads the models); while they sleep, is_sleeping says so."""
+        return JSONResponse({"status": "ok", "is_sleeping": True} if self.sleeping
+                            else {"status": "ok"})  # fmt: skip
 
     async def models(self, request: HttpRequest):
+        if self.sleeping:
+            return JSONResponse(self._asleep_answers["models"])
+        return JSONResponse(self.models_body())
+
+    def models_body(self) -> dict[str, Any]:
         """llama-server's answer: OpenAI's `data` (with llama.cpp's `meta` of the model) and,
         beside it, the Ollama-style `models` list that llama-server writes too (its fields
         that llama.cpp does not know are empty, as llama-server leaves them)."""
         m = self.gen.session.target_model
         name = self.cfg.model_id
-        return JSONResponse(
+        return (
             {
                 "models": [
                     {
@@ -798,10 +865,17 @@ class App:
         )
 
     async def props(self, request: HttpRequest):
+        """llama-server's /props; while the models sleep, what it said before they did, with
+        is_sleeping true (it does not wake them)."""
+        if self.sleeping:
+            return JSONResponse({**self._asleep_answers["props"], "is_sleeping": True})
+        return JSONResponse(self.props_body())
+
+    def props_body(self) -> dict[str, Any]:
         from specgguf import __version__
 
         settings = self.settings()
-        return JSONResponse(
+        return (
             {
                 "default_generation_settings": {
                     "id": 0,
@@ -825,7 +899,17 @@ class App:
 
     async def slots(self, request: HttpRequest):
         """Every slot; under --api-key the figures of a slot another key's request runs in
-        or last wrote (its prompt's length, its drafts) are null: they are that key's."""
+        or last wrote (its prompt's length, its drafts) are null: they are that key's. Asks
+        for the models: sleeping ones are loaded again first (as llama-server's task does)."""
+        release = self.hold()
+        try:
+            if self.sleeping:
+                await self.sched.call(lambda: None)
+            return self.slots_answer(request)
+        finally:
+            release()
+
+    def slots_answer(self, request: HttpRequest) -> JSONResponse:
         out = []
         for s in self.sched.slot_states(_namespace()):
             params = self.settings()

@@ -1,5 +1,5 @@
 """serve's HTTP server settings from the flag table's `http` rows (--threads-http,
---api-key-file, --ssl-*, --cors-*, --api-prefix, --path):
+--api-key-file, --ssl-*, --cors-*, --api-prefix, --path, --sse-ping-interval):
 the one value that carries them from the command line to the runner, and their checks.
 
 Each is checked before the models load, so a bad file costs one line, not a minute's load
@@ -36,6 +36,11 @@ class HttpSettings:
     api_prefix: str = ""
     #: --path: a directory of static files served at / in place of the chat page
     static_path: Path | None = None
+    #: --sse-ping-interval: a stream silent this many seconds (a long prompt's evaluation, a
+    #: request waiting for a slot) gets an SSE comment line, `:`, which clients skip, so that
+    #: proxies and clients with read timeouts keep the connection; <= 0: none (llama-server's
+    #: default, 30)
+    sse_ping_interval: int = 30
 
     @classmethod
     def of(cls, pairs: Iterable[tuple[str, Any]]) -> HttpSettings:

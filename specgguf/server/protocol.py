@@ -193,6 +193,9 @@ class Request:
     response_fields: tuple[str, ...] | None = None
     #: OpenAI's `n`: choices, each its own generation (choice i with the seed + i)
     n: int = 1
+    #: llama-server's `sse_ping_interval`: seconds of silence in a stream after which a comment
+    #: line is sent (-1 or 0: none; None: the server's --sse-ping-interval)
+    sse_ping_interval: int | None = None
 
     def params_for(self, base: SamplerParams) -> GenParams:
         """The generation parameters, with the sampler fields given over the server's."""
@@ -453,6 +456,16 @@ def _object(body: Any) -> dict:
     return body
 
 
+#: the longest --sse-ping-interval a request may ask (a day)
+MAX_PING_INTERVAL = 86400
+
+
+def _ping_interval(body: dict) -> int | None:
+    """A request's `sse_ping_interval` (None: the server's)."""
+    return _get(body, "sse_ping_interval", lambda v: is_int(v) and -1 <= v <= MAX_PING_INTERVAL,
+                f"an integer in -1..{MAX_PING_INTERVAL} (seconds; -1: no pings)")  # fmt: skip
+
+
 def _stream(body: dict) -> tuple[bool, bool]:
     stream = _bool(body, "stream", False)
     opts = body.get("stream_options")
@@ -533,6 +546,7 @@ def parse_chat(
         reasoning_effort=effort, reasoning_format=reasoning, parallel_calls=parallel,
         thinking=thinking, family=family, forced=_forced(body, tools, params),
         n=_choices(body, "chat"), pure_content=pure_content,
+        sse_ping_interval=_ping_interval(body),
     )  # fmt: skip
 
 
@@ -682,6 +696,7 @@ def parse_completion(body: Any, *, native: bool) -> Request:
         infill=infill,
         response_fields=_response_fields(body) if native else None,
         n=_choices(body, kind),
+        sse_ping_interval=_ping_interval(body),
     )
 
 
@@ -752,6 +767,7 @@ def parse_infill(body: Any) -> Request:
         infill=infill,
         return_tokens=_bool(body, "return_tokens", False),
         response_fields=_response_fields(body),
+        sse_ping_interval=_ping_interval(body),
     )
 
 

@@ -36,11 +36,12 @@ from collections.abc import Callable, Iterator
 from http import HTTPStatus
 
 from specgguf.errors import ExitCode, SpecggufError
-from specgguf.generator import Generator
 from specgguf.server.app import App, ServerConfig
 from specgguf.server.connections import default_max_connections
 from specgguf.server.protocol import ApiError
-from specgguf.server.scheduler import Scheduler
+from specgguf.server.router import Router
+from specgguf.server.scheduler import Scheduler, SlotSettings
+from specgguf.server.sleep import Models
 
 #: after SIGTERM, seconds the responses still being written (a client that reads slowly or
 #: not at all) may take before they are cut: a shutdown is never held up longer by a client
@@ -69,7 +70,7 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def serve(
-    gen: Generator,
+    models: Models,
     cfg: ServerConfig,
     *,
     host: str,
@@ -78,16 +79,22 @@ def serve(
     max_connections: int | None = None,
     verbose: bool = False,
     announce: Callable[[str], None] | None = None,
+    slots: SlotSettings | None = None,
 ) -> int:
+    """Serve `models` (loaded; they sleep after --sleep-idle-seconds where `models` says so)
+    until SIGTERM/SIGINT."""
     import uvicorn
+
+    gen = models.gen
 
     if max_connections is None:
         max_connections = default_max_connections(cfg.n_parallel, max_queue)
     _room_for_descriptors(max_connections)
     sock = bind(host, port)
     real_port = sock.getsockname()[1]
-    sched = Scheduler(gen, max_queue=max_queue)
+    sched = Scheduler(gen, max_queue=max_queue, slots=slots or SlotSettings(), models=models)
     app = App(gen, sched, cfg)
+    app.attach(models)
     config = uvicorn.Config(
         cfg.http.with_cors(app),
         http=_bounded_protocol(cfg.read_timeout, max_connections),
@@ -98,6 +105,7 @@ def serve(
         **cfg.http.uvicorn_options(),
     )
     server = _Server(config, sched, app)
+    models.busy()  # (the idle time starts now)
     sched.start()
     if announce is not None:
         shown = f"[{host}]" if ":" in host else host
@@ -112,6 +120,28 @@ def serve(
         app.close()
         sched.shutdown()
         sched.join(timeout=60)
+        sock.close()
+    return 0
+
+
+def serve_router(router: Router, *, host: str, port: int, verbose: bool = False,
+                 announce: Callable[[str], None] | None = None) -> int:  # fmt: skip
+    """Router mode (specgguf.server.router) until SIGTERM/SIGINT; then every model's
+    server is stopped."""
+    import uvicorn
+
+    sock = bind(host, port)
+    config = uvicorn.Config(router, log_level="info" if verbose else "warning",
+                            access_log=verbose, lifespan="off",
+                            timeout_graceful_shutdown=GRACEFUL_S)  # fmt: skip
+    if announce is not None:
+        shown = f"[{host}]" if ":" in host else host
+        announce(f"specgguf serve: listening on http://{shown}:{sock.getsockname()[1]} "
+                 f"(router: {len(router.instances)} models, loaded on demand)")  # fmt: skip
+    try:
+        asyncio.run(_RouterServer(config).serve(sockets=[sock]))
+    finally:
+        router.close()
         sock.close()
     return 0
 
@@ -209,6 +239,33 @@ def _bounded_protocol(seconds: float, max_connections: int):
     return Bounded
 
 
+@contextlib.contextmanager
+def _signals_to(handler) -> Iterator[None]:
+    """SIGINT and SIGTERM handled by `handler` meanwhile: not uvicorn's own capture, which
+    raises the signal again once the server has stopped (the exit status would be the
+    signal's, not 0)."""
+    sigs = (signal.SIGINT, signal.SIGTERM)
+    old = {s: signal.signal(s, handler) for s in sigs}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+class _RouterServer:
+    """uvicorn.Server that stops on SIGTERM/SIGINT and exits 0 (see _signals_to)."""
+
+    def __new__(cls, config):
+        import uvicorn
+
+        class Server(uvicorn.Server):
+            def capture_signals(self) -> contextlib.AbstractContextManager[None]:
+                return _signals_to(self.handle_exit)
+
+        return Server(config)
+
+
 class _Server:
     """uvicorn.Server with specgguf's signal handling (see the module docstring)."""
 
@@ -224,15 +281,8 @@ class _Server:
                 self.loop = asyncio.get_running_loop()
                 await super().startup(sockets=sockets)
 
-            @contextlib.contextmanager
-            def capture_signals(self) -> Iterator[None]:
-                sigs = (signal.SIGINT, signal.SIGTERM)
-                old = {s: signal.signal(s, self.handle_exit) for s in sigs}
-                try:
-                    yield
-                finally:
-                    for s, h in old.items():
-                        signal.signal(s, h)
+            def capture_signals(self) -> contextlib.AbstractContextManager[None]:
+                return _signals_to(self.handle_exit)
 
             def handle_exit(self, sig, frame) -> None:
                 if self.should_exit and sig == signal.SIGINT:

@@ -31,6 +31,7 @@ from specgguf.binding.rendezvous import Cancelled
 from specgguf.errors import ExitCode, SpecggufError
 from specgguf.generator import Chunk, Generation, Generator, GenParams
 from specgguf.server.protocol import ApiError
+from specgguf.server.sleep import Loaded, Models
 
 
 @dataclass
@@ -54,7 +55,7 @@ class RoundInfo:
 
 @dataclass
 class Event:
-    kind: str  # "chunk", "done" or "error"
+    kind: str  # "chunk", "done", "error", or "ping" (a silent stream's keep-alive: App.events)
     chunk: Chunk | None = None
     tokens: list[int] = field(default_factory=list)  # the tokens of this round
     info: RoundInfo | None = None
@@ -129,10 +130,35 @@ BATCH_METRICS = (
 )
 
 
+@dataclass(frozen=True)
+class SlotSettings:
+    """The flag table's `slots` rows: how a request's slot is chosen, and when the idle
+    server sleeps."""
+
+    #: --slot-prompt-similarity: a free slot is taken for the prompt it caches when the
+    #: prefix it shares with the request's prompt is more than this fraction of that prompt
+    #: (the longest such prefix wins); else the least recently used free slot. 0: never by
+    #: the prompt, always the least recently used (llama-server's default, 0.1)
+    prompt_similarity: float = 0.1
+    #: --sleep-idle-seconds: after this many seconds with nothing to do, the models are
+    #: freed, and loaded again for the next request (-1: never; specgguf.server.sleep)
+    sleep_idle_seconds: int = -1
+
+
 class Scheduler:
-    def __init__(self, gen: Generator, *, max_queue: int = 64) -> None:
+    def __init__(
+        self, gen: Generator, *, max_queue: int = 64, slots: SlotSettings = SlotSettings(),
+        models: Models | None = None,
+    ) -> None:  # fmt: skip
+        """`models`: the owner of `gen`'s models, which may sleep (--sleep-idle-seconds): the
+        worker frees them after that idle time and loads them again before the next call or
+        request runs."""
         self.gen = gen
         self.max_queue = max_queue
+        self.slots = slots
+        self.models = models
+        if models is not None:
+            models.listen(lambda: None, self._woke)
         self.metrics = Metrics()
         self._lock = threading.Condition()
         self._waiting: deque[Job] = deque()
@@ -141,6 +167,10 @@ class Scheduler:
             deque()
         )
         self._slot_task: list[int] = [-1] * gen.n_slots
+        #: when each slot was last given a request or freed (a count of those events; -1:
+        #: never), for the least recently used one
+        self._slot_used: list[int] = [-1] * gen.n_slots
+        self._uses = 0
         self._stopping = False
         #: several slots: their Generations run on threads of their own, decoding together
         self._rv = gen.rendezvous if gen.n_slots > 1 else None
@@ -276,11 +306,51 @@ class Scheduler:
 
     # -- the worker thread ------------------------------------------------------------------
 
+    @property
+    def sleeping(self) -> bool:
+        """The models are freed (--sleep-idle-seconds) until the next request."""
+        return self.models is not None and self.models.asleep
+
+    def _woke(self, loaded: Loaded) -> None:
+        """(On the worker thread, nothing running.) The models are back: a new generator."""
+        with self._lock:
+            self.gen = loaded.gen
+            self._rv = loaded.gen.rendezvous if loaded.gen.n_slots > 1 else None
+
+    def _idle(self) -> bool:
+        return not (self._calls or self._active or self._waiting)
+
+    def _wait(self, ready: Callable[[], bool]) -> None:
+        """(Under the lock, on the worker thread.) Wait until ready(); meanwhile, once the
+        server has been idle --sleep-idle-seconds, the models sleep (under the lock, so that
+        /slots never reads a freed context)."""
+        models = self.models
+        while not ready():
+            left = models.idle_left() if models is not None and self._idle() else None
+            if left is None:
+                self._lock.wait()
+            elif models is not None and models.may_sleep():
+                models.sleep()
+            else:  # (an answer still held: look again once the idle time may have run out)
+                self._lock.wait(left or models.idle_seconds)  # type: ignore[union-attr]
+
+    def _awake(self) -> None:
+        """(On the worker thread, outside the lock: loading takes a while, and the event
+        loop keeps answering meanwhile.) The models, loaded again if they sleep."""
+        if self.models is not None:
+            if self.models.asleep:
+                self.models.wake()
+            self.models.busy()
+
     def _run(self) -> None:
         while True:
             with self._lock:
-                while not (self._calls or self._active or self._waiting or self._stopping):
-                    self._lock.wait()
+                self._wait(lambda: bool(self._calls or self._active or self._waiting
+                                        or self._stopping))  # fmt: skip
+                if self._stopping and self._idle():
+                    return
+            self._awake()
+            with self._lock:
                 calls = self._take_calls()
                 self._assign()
                 active = list(self._active.values())
@@ -288,6 +358,8 @@ class Scheduler:
                     return
             for fn, fut, loop in calls:
                 self._do_call(fn, fut, loop)
+            if calls and self.models is not None:
+                self.models.busy()
             for job in active:
                 self._step(job)
 
@@ -295,12 +367,15 @@ class Scheduler:
         """Several slots: assign them and start each request's thread; run the calls."""
         while True:
             with self._lock:
-                while not (
+                self._wait(lambda: bool(
                     self._calls
                     or self._stopping
                     or (self._waiting and len(self._active) < self.gen.n_slots)
-                ):
-                    self._lock.wait()
+                ))  # fmt: skip
+                stopping = self._stopping and not self._calls
+            if not stopping:
+                self._awake()
+            with self._lock:
                 calls = self._take_calls()
                 started = self._assign()
                 if self._stopping and not calls:
@@ -309,6 +384,8 @@ class Scheduler:
                     return
             for fn, fut, loop in calls:
                 self._do_call(fn, fut, loop)
+            if calls and self.models is not None:
+                self.models.busy()
             for job in started:
                 threading.Thread(
                     target=self._drive, args=(job,), name=f"specgguf-slot-{job.slot}", daemon=True
@@ -333,11 +410,8 @@ class Scheduler:
         return calls
 
     def _assign(self) -> list[Job]:
-        """Give waiting jobs the free slots (under the lock, on the worker thread): each to the
-        free slot whose KV cache shares the longest prefix with its prompt, so a conversation's
-        next turn finds its earlier turns still cached. Only caches its own API key wrote
-        count (Generator.shared_prefix): which slot another key's prompt lands in says nothing
-        of what this key's slots hold. Returns the jobs given a slot."""
+        """Give waiting jobs the free slots (under the lock, on the worker thread), each to the
+        one _choose_slot picks. Returns the jobs given a slot."""
         started: list[Job] = []
         free = [i for i in range(self.gen.n_slots) if i not in self._active]
         while free and self._waiting:
@@ -345,21 +419,41 @@ class Scheduler:
             if job.cancelled.is_set():
                 self._finish_unstarted(job)
                 continue
-            best = max(free, key=lambda i: self._fit(i, job))
+            best = self._choose_slot(free, job)
             free.remove(best)
             job.slot = best
             self._slot_task[best] = job.id
             self._active[best] = job
+            self._used(best)
             started.append(job)
         return started
 
-    def _fit(self, slot: int, job: Job) -> tuple[int, bool, int]:
-        """How well a free slot suits `job` (the largest wins): the prefix of its prompt that
-        the slot's cache holds for its key; then a slot that is its key's or empty, so another
-        key's cached conversation is not evicted while one is free; then the lowest index."""
-        ns = job.params.namespace
-        own = self.gen.cache_owned_by(slot, ns) or self.gen.cached_tokens(slot) == 0
-        return self.gen.shared_prefix(slot, job.tokens, ns), own, -slot
+    def _choose_slot(self, free: list[int], job: Job) -> int:
+        """llama-server's choice among the free slots: the one whose KV cache shares the
+        longest prefix with the prompt, if that prefix is more than --slot-prompt-similarity
+        of the prompt (so a conversation's next turn finds its earlier turns still cached);
+        else the least recently used (an empty slot first; ties: the lowest index). Only
+        caches its own API key wrote count (Generator.shared_prefix): which slot another
+        key's prompt lands in says nothing of what this key's slots hold."""
+        threshold = self.slots.prompt_similarity
+        if threshold > 0 and job.tokens:
+            best, best_share = None, 0.0
+            for i in free:
+                share = self.gen.shared_prefix(i, job.tokens, job.params.namespace) / len(
+                    job.tokens
+                )
+                if share > best_share and share > threshold:
+                    best, best_share = i, share
+            if best is not None:
+                return best
+        return min(free, key=lambda i: (self._slot_used[i], i))
+
+    def _used(self, slot: int) -> None:
+        """(Under the lock.) The slot was given a request or freed just now."""
+        self._uses += 1
+        self._slot_used[slot] = self._uses
+        if self.models is not None:
+            self.models.busy()
 
     def _do_call(self, fn, fut: asyncio.Future, loop: asyncio.AbstractEventLoop) -> None:
         def deliver(ok: bool, value: Any) -> None:
@@ -452,6 +546,7 @@ class Scheduler:
             m.n_decode += s.rounds + s.plain_steps + (1 if s.prompt_n else 0)
             m.n_tokens_max = max(m.n_tokens_max, self.gen.cached_tokens(job.slot))
             del self._active[job.slot]
+            self._used(job.slot)
             job.ended = True
             self._lock.notify_all()
         job.emit(Event("done"))
@@ -465,6 +560,7 @@ class Scheduler:
         with self._lock:
             if job.slot is not None and self._active.get(job.slot) is job:
                 del self._active[job.slot]
+                self._used(job.slot)
             job.ended = True
             self._lock.notify_all()
         job.emit(Event("error", error=err))
