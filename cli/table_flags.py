@@ -67,7 +67,10 @@ def _option(row: Flag) -> inspect.Parameter:
         hidden=row.status is Status.REFUSED, help=_help(row),
         metavar=None if row.is_switch else " ".join(row.flag.values),
     )  # fmt: skip
-    annotation = bool | None if row.is_switch else str | None
+    # a flag of several values (--control-vector-layer-range START END) takes them all
+    values = len(row.flag.values)
+    annotation = (bool | None if row.is_switch else str | None if values < 2
+                  else tuple[(str,) * values] | None)  # fmt: skip
     return inspect.Parameter(
         row.param, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation
     )

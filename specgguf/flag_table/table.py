@@ -43,8 +43,10 @@ class Status(str, Enum):
 #: where a SETTING goes: a LoadOptions field, a llama.cpp parameter of the model or of the
 #: context (for the target, the draft, or both), a serve endpoint switched on or off, the
 #: process's CPU placement (specgguf.loading.cpu_placement), serve's embeddings context,
-#: where the logs go (specgguf.io.log_sink), or serve's HTTP server (specgguf.server.http_settings)
-SCOPES = ("load", "model", "context", "server", "process", "embeddings", "log", "http")
+#: where the logs go (specgguf.io.log_sink), serve's HTTP server (specgguf.server.http_settings),
+#: or the target's LoRA adapters and control vectors (specgguf.binding.adapters)
+SCOPES = ("load", "model", "context", "server", "process", "embeddings", "log", "http",
+          "adapters")  # fmt: skip
 ROLES = ("target", "draft", "both")
 
 
@@ -132,7 +134,8 @@ def _commands(names: str | None) -> frozenset[str] | None:
 
 # -- the reasons shared by several rows -------------------------------------------------------
 _MULTIMODAL = "specgguf generates from text only (no multimodal projector, images, audio or video): run llama-server for media input"  # noqa: E501
-_ADAPTERS = "LoRA adapters and control vectors are not applied here: merge the adapter into a GGUF (llama.cpp's llama-export-lora) and pass it with -m"  # noqa: E501
+_LORA = "applied to the target's contexts, which verify every draft (the draft model drafts without it: its guesses are checked against the adapted target)"  # noqa: E501
+_CVEC = "added to the target's hidden states in the layers of --control-vector-layer-range (default: all), summed over the files; the draft model drafts without it"  # noqa: E501
 _ROUTER = "specgguf serve serves one model pair per process (no model router): start one serve per model"  # noqa: E501
 # llama-cpp-python exposes no llama.cpp thread pool (llama_attach_threadpool is not bound), so
 # CPU placement is process-wide: every thread of the process, and the OpenMP team this build
@@ -290,13 +293,13 @@ ENTRIES: dict[str, Entry] = {
     "--fit-target": refused("llama.cpp's automatic fitting is not run: set -ngl and -c"),
     "--fit-ctx": refused("llama.cpp's automatic fitting is not run: set -ngl and -c"),
     "--check-tensors": setting("model", "check_tensors", v.switch, "check the weights for invalid values while loading"),  # noqa: E501
-    "--override-kv": refused("metadata overrides are not applied: edit a copy of the GGUF (gguf-py's gguf_set_metadata)"),  # noqa: E501
+    "--override-kv": setting("model", "kv_overrides", v.kv_overrides, "the target's metadata as llama.cpp reads it at load, key by key (types int, float, bool, str; comma-separated; llama.cpp has no draft form)", "target"),  # noqa: E501
     "--op-offload": setting("context", "op_offload", v.switch, "offload host-buffer operations to the device"),  # noqa: E501
-    "--lora": refused(_ADAPTERS),
-    "--lora-scaled": refused(_ADAPTERS),
-    "--control-vector": refused(_ADAPTERS),
-    "--control-vector-scaled": refused(_ADAPTERS),
-    "--control-vector-layer-range": refused(_ADAPTERS),
+    "--lora": setting("adapters", "loras", v.scaled_files(1.0), "LoRA adapters (GGUF, comma-separated) at scale 1: " + _LORA),  # noqa: E501
+    "--lora-scaled": setting("adapters", "loras", v.scaled_files(None), "LoRA adapters at their own scales (FNAME:SCALE, comma-separated): " + _LORA),  # noqa: E501
+    "--control-vector": setting("adapters", "control_vectors", v.scaled_files(1.0), "control vectors (GGUF, comma-separated) at strength 1: " + _CVEC),  # noqa: E501
+    "--control-vector-scaled": setting("adapters", "control_vectors", v.scaled_files(None), "control vectors at their own strengths (FNAME:SCALE, comma-separated): " + _CVEC),  # noqa: E501
+    "--control-vector-layer-range": setting("adapters", "control_vector_layers", v.layer_range, "the first and last layer (both included) the control vectors are added to (0 or less: the first / the last)"),  # noqa: E501
     "--alias": declared(commands="serve"),
     "--tags": refused("model tags are for the model router, which specgguf serve is not"),
     "--model": declared(),
@@ -358,7 +361,7 @@ ENTRIES: dict[str, Entry] = {
     "--skip-chat-parsing": declared("a chat answer is all content: no reasoning or tool calls read out of it", "serve"),  # noqa: E501
     "--prefill-assistant": declared("a last assistant message is continued (--no-prefill-assistant: a whole message)", "serve"),  # noqa: E501
     "--slot-prompt-similarity": refused("a request goes to the first free slot; slots are not matched by prompt similarity"),  # noqa: E501
-    "--lora-init-without-apply": refused(_ADAPTERS),
+    "--lora-init-without-apply": refused("the LoRA adapters are set at load and POST /lora-adapters is not served, so adapters loaded without applying them could never be applied: leave the flag out (--lora-scaled FNAME:0 loads one at scale 0)"),  # noqa: E501
     "--sleep-idle-seconds": refused("the models stay loaded while the server runs"),
     "--simple-io": always(True, "input and output are plain streams (no console tricks)"),
     "--log-disable": setting("log", "disabled", v.switch, "llama.cpp's log goes nowhere, even with -v or --log-file (specgguf's own lines stay: -q hides its report)"),  # noqa: E501
