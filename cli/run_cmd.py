@@ -17,7 +17,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
@@ -496,11 +496,23 @@ class _Run:
             params = replace(params, stop=tuple(dict.fromkeys((*params.stop, *self.stop))))
         if self.probs is not None:
             params = replace(params or GenParams(), probs=self.probs)
+        if self.gen.session.load.verbose_prompt:
+            print(prompt_listing(self.gen.session.target_model.piece_special, tokens),
+                  file=sys.stderr)  # fmt: skip
         return self.gen.generate(tokens, params, trace_probs=self.tracer is not None)
 
     def result_fields(self, result, stats, seed: int) -> dict:
         """The --json object (a --jsonl line adds id and line)."""
         return result_object(result, stats, self.meta, seed)
+
+
+def prompt_listing(piece: Callable[[int], bytes], tokens: Sequence[int]) -> str:
+    """--verbose-prompt: the prompt's text, its length in tokens, then one line per token (its
+    id right-aligned in six columns, an arrow, its text in quotes), as llama.cpp lists it."""
+    texts = [piece(t).decode("utf-8", "replace") for t in tokens]
+    lines = [f"prompt: '{''.join(texts)}'", f"number of tokens in prompt = {len(tokens)}"]
+    lines += [f"{t:6d} -> '{text}'" for t, text in zip(tokens, texts, strict=True)]
+    return "\n".join(lines) + "\n"
 
 
 # -- the three modes --------------------------------------------------------------------------

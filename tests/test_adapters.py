@@ -1,11 +1,12 @@
-"""--override-kv, --lora, --lora-scaled, --control-vector, --control-vector-scaled and
---control-vector-layer-range on the tiny models, end to end through `specgguf run`: each reaches
-the target as llama.cpp applies it, speculation stays exact over the adapted target, and a bad
-file or value is one line with its exit code."""
+"""--override-kv, --lora, --lora-scaled, --control-vector, --control-vector-scaled,
+--control-vector-layer-range, --special and --verbose-prompt on the tiny models, end to end
+through `specgguf run`: each reaches the target as llama.cpp applies it, speculation stays
+exact over the adapted target, and a bad file or value is one line with its exit code."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,14 @@ from specgguf.binding.kv_overrides import KvOverride
 from specgguf.errors import ExitCode
 from specgguf.flag_table import values as v
 from specgguf.loading.session import with_placements
-from tests.tiny_models import N_EMBD, N_VOCAB, TARGET_SEED, build_tiny_model, write_file
+from tests.tiny_models import (
+    IM_START_ID,
+    N_EMBD,
+    N_VOCAB,
+    TARGET_SEED,
+    build_tiny_model,
+    write_file,
+)
 
 FAST = ["-t", "1", "-c", "256", "-fa", "off", "--temp", "0", "-n", "12", "--json", "-q"]
 PROMPT = "the cat sat on the"
@@ -206,3 +214,25 @@ def test_control_vector_errors_are_one_line(run, files, tmp_path) -> None:
     not_gguf.write_text("hello")
     code, _, err = run("--control-vector", not_gguf)
     assert code == ExitCode.MODEL and err.count("\n") == 1
+
+
+# -- --special and --verbose-prompt (a LoRA makes the tiny target write a control token) -------
+
+
+def test_special_prints_special_tokens(run, files, tmp_path) -> None:
+    im_start = write_lora(tmp_path / "im_start.gguf", token=IM_START_ID, strength=120.0)
+    quiet = text(run("--spec-type", "none", "-n", "3", "--lora", im_start))
+    assert quiet == ""  # a special token is nothing in the output ...
+    shown = text(run("--spec-type", "none", "-n", "3", "--lora", im_start, "-sp"))
+    assert shown == "<|im_start|>" * 3  # ... unless --special asks for its text
+
+
+def test_verbose_prompt_lists_the_prompts_tokens(run) -> None:
+    code, obj, err = run("--spec-type", "none", "--verbose-prompt")
+    assert code == 0
+    assert f"prompt: '{PROMPT}'" in err
+    assert f"number of tokens in prompt = {obj['tokens_evaluated']}" in err
+    listed = re.findall(r"^ *(\d+) -> '(.*)'$", err, re.M)
+    assert len(listed) == obj["tokens_evaluated"] and "".join(p for _, p in listed) == PROMPT
+    assert listed[0] == (str(ord("t")), "t") or int(listed[0][0]) >= 256  # a byte or a merge
+    assert "prompt:" not in run("--spec-type", "none")[2]

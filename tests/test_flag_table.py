@@ -122,6 +122,8 @@ SAMPLES = {
     "--control-vector-scaled": ("c.gguf:-2", "adapters", "control_vectors",
                                 ((Path("c.gguf"), -2.0),)),
     "--control-vector-layer-range": (("2", "5"), "adapters", "control_vector_layers", (2, 5)),
+    "--verbose-prompt": (None, "load", "verbose_prompt", True),
+    "--special": (None, "load", "special", True),
 }
 #: SETTING rows whose value may be any text (a file name): no value is "nonsense" to them
 ANY_TEXT = {"--log-file", "--api-key-file", "--ssl-key-file", "--ssl-cert-file", "--path",

@@ -178,7 +178,7 @@ ENTRIES: dict[str, Entry] = {
     "--cache-list": refused("specgguf keeps no llama.cpp download cache list: `specgguf pull` and ~/.cache/specgguf/models hold its models"),  # noqa: E501
     "--completion-bash": refused("no shell completion script is generated"),
     "--server-base": refused("specgguf run is not a client of a running server: run it against the model with -m"),  # noqa: E501
-    "--verbose-prompt": refused("the prompt's tokens are not printed: --trace writes every round's tokens to a file"),  # noqa: E501
+    "--verbose-prompt": setting("load", "verbose_prompt", v.switch, "before each generation, print the prompt's text and each of its tokens (id -> 'piece') on stderr, as llama.cpp does", commands="run"),  # noqa: E501
     "--display-prompt": always(False, "the prompt is not echoed: --no-display-prompt is what specgguf run does"),  # noqa: E501
     "--color": declared("colour the tokens that came from accepted drafts (bare: on)"),
     "--threads": declared(),
@@ -222,7 +222,7 @@ ENTRIES: dict[str, Entry] = {
     "--prompt-cache-all": refused("no prompt cache file"),
     "--prompt-cache-ro": refused("no prompt cache file"),
     "--reverse-prompt": declared("stop an answer at this text (with -cnv: the next turn follows)", "run"),  # noqa: E501
-    "--special": refused("special tokens are not printed: their text is left out of the output"),  # noqa: E501
+    "--special": setting("load", "special", v.switch, "special tokens are printed as their text (<|im_end|>, ...) in the output, where otherwise they are left out", commands="run serve"),  # noqa: E501
     "--conversation": declared("interactive chat"),
     "--single-turn": declared("-cnv answers one turn, then exits", "run"),
     "--interactive": declared("llama-completion's interactive mode on plain text (speculation as in every run)", "run"),  # noqa: E501

@@ -86,6 +86,10 @@ class LoadOptions:
     checkpoint_min_step: int = 0
     #: --warmup (default) / --no-warmup: a first pass of each model at load (specgguf.warmup)
     warmup: bool = True
+    #: -sp/--special: the output's special tokens as their text (otherwise nothing)
+    special: bool = False
+    #: run --verbose-prompt: each prompt's tokens printed on stderr before it is generated from
+    verbose_prompt: bool = False
 
 
 
