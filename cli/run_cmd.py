@@ -233,6 +233,10 @@ def run(
     else:
         use_chat = chat if chat is not None else (default_pair or system_prompt is not None)
         use_chat = (use_chat or conversation) and fim_suffix is None and not interactive
+    transcript_path = dict(flags.tuning.load).get("transcript")
+    if transcript_path is not None and (jsonl or not use_chat):
+        raise UsageError("-o/--output writes a conversation's transcript, as llama-cli does: "
+                         "use it with -cnv or a chat prompt (not --jsonl, -i or plain text)")
 
     # From here on a signal (Ctrl-C while stdin is read, during the imports, the load...) still
     # ends a single run in its report and --json object: nothing generated yet.
@@ -240,7 +244,7 @@ def run(
     meta: dict = {"model": str(given) if given is not None else None, "draft_model": None,
                   "spec_type": None}  # fmt: skip
     types: list[str] = []
-    lines = text = tracer = None
+    lines = text = tracer = transcript = None
     try:
         try:
             # the lookup caches, input, template file and trace file: all checked before any
@@ -277,6 +281,10 @@ def run(
                 from specgguf.io.trace import TraceWriter
 
                 tracer = TraceWriter.open(trace)
+            if transcript_path is not None:
+                from specgguf_cli.transcript import Transcript
+
+                transcript = Transcript(transcript_path)
 
             # imports llama_cpp: not before
             from specgguf.generator import Generator
@@ -331,6 +339,7 @@ def run(
                 stop=tuple(reverse_prompt or ()),
                 thinking=gen_flags.thinking_budget,
                 probs=probs,
+                transcript=transcript,
             )
             if output_grammar is not None:  # a grammar llama.cpp refuses: its line, now
                 ctx.gen.constraint(output_grammar)
@@ -368,6 +377,8 @@ def run(
                 lines.close()
             if tracer is not None:
                 tracer.close()
+            if transcript is not None:
+                transcript.close()
 
 
 # -- setup ------------------------------------------------------------------------------------
@@ -471,6 +482,8 @@ class _Run:
     thinking: Callable[[Any], Any] | None = None
     #: --n-probs: every generation's token probabilities (core.token_probs.ProbsRequest)
     probs: Any = None
+    #: -o/--output: the conversation's transcript (specgguf_cli.transcript.Transcript)
+    transcript: Any = None
     _offload_shown: bool = field(default=False, init=False)
 
     @property
@@ -532,6 +545,8 @@ def _run_single(
     result = GenerationResult("", "interrupted")
     try:
         if use_chat:
+            if run.transcript is not None:
+                run.transcript.user(text)
             text = gen.chat_prompt([{"role": "user", "content": text}])
         if fim_suffix is not None:
             tokens = gen.infill_tokens(text, fim_suffix)
@@ -546,6 +561,8 @@ def _run_single(
         pass  # before generation started: nothing to keep, the report still follows
     stats = generation.stats if generation is not None else RunStats(n_max=gen.session.spec.n_max)
     with interrupts.deferred():
+        if run.transcript is not None and generation is not None:
+            run.transcript.assistant(result.text)
         if not json_out and result.text and not result.text.endswith("\n"):
             write_stdout("\n")  # the text ends before the report starts on a terminal
         _report(result, stats, run.auto, run.meta, seed=gen.seed, quiet=run.quiet,
@@ -726,6 +743,8 @@ def _run_conversation(
         if not user.strip():
             continue
         messages.append({"role": "user", "content": user})
+        if run.transcript is not None:
+            run.transcript.user(user)
         text = gen.chat_prompt(messages)
         try:
             tokens = gen.tokenize(text)
@@ -750,6 +769,8 @@ def _run_conversation(
         if not (split.shown if split is not None else result.text).endswith("\n"):
             write_stdout("\n")
         messages.append({"role": "assistant", "content": answer})
+        if run.transcript is not None:
+            run.transcript.assistant(answer, split.split.reasoning if split is not None else "")
         if not run.quiet:
             print(turn_summary(generation.stats, result.stop_reason), file=sys.stderr)
         if result.stop_reason == "interrupted":

@@ -124,10 +124,12 @@ SAMPLES = {
     "--control-vector-layer-range": (("2", "5"), "adapters", "control_vector_layers", (2, 5)),
     "--verbose-prompt": (None, "load", "verbose_prompt", True),
     "--special": (None, "load", "special", True),
+    "--output": (os.devnull, "load", "transcript", Path(os.devnull)),
 }
 #: SETTING rows whose value may be any text (a file name): no value is "nonsense" to them
 ANY_TEXT = {"--log-file", "--api-key-file", "--ssl-key-file", "--ssl-cert-file", "--path",
-            "--cors-origins", "--cors-methods", "--cors-headers", "--lora", "--control-vector"}
+            "--cors-origins", "--cors-methods", "--cors-headers", "--lora", "--control-vector",
+            "--output"}
 
 
 @functools.cache

@@ -308,7 +308,7 @@ ENTRIES: dict[str, Entry] = {
     "--hf-repo": declared("models by name (Hugging Face Hub)", "run serve bench"),
     "--hf-file": declared("models by name (Hugging Face Hub)", "run serve bench"),
     "--hf-token": declared("models by name (Hugging Face Hub)", "run serve bench"),
-    "--output": refused("the output goes to stdout: redirect it (> FILE)"),
+    "--output": setting("load", "transcript", v.path, "write the conversation to this file as it goes, as llama-cli does (User: and Assistant: turns, the thinking between [Start thinking] and [End thinking]); with -cnv or a chat prompt", commands="run"),  # noqa: E501
     "--embd-normalize": setting("embeddings", "normalize", v.integer(-1, 64), "how pooled embeddings are normalized: -1 none, 0 max absolute (int16 range), 1 taxicab, 2 euclidean (the default), p > 2 p-norm; a request's embd_normalize wins", commands="serve"),  # noqa: E501
     "--host": declared(),
     "--port": declared(),

@@ -90,6 +90,8 @@ class LoadOptions:
     special: bool = False
     #: run --verbose-prompt: each prompt's tokens printed on stderr before it is generated from
     verbose_prompt: bool = False
+    #: run -o/--output FILE: the conversation's transcript (the command writes it)
+    transcript: Path | None = None
 
 
 
