@@ -236,3 +236,32 @@ def test_verbose_prompt_lists_the_prompts_tokens(run) -> None:
     assert len(listed) == obj["tokens_evaluated"] and "".join(p for _, p in listed) == PROMPT
     assert listed[0] == (str(ord("t")), "t") or int(listed[0][0]) >= 256  # a byte or a merge
     assert "prompt:" not in run("--spec-type", "none")[2]
+
+
+def test_repeated_flags_add_up_as_in_llama_cpp(run, files) -> None:
+    """--lora a --lora b loads both (a flag that only set a value would keep b alone)."""
+    one, zero = f"{files['x']}:1", f"{files['x']}:0"
+    assert text(run("--spec-type", "none", "--lora-scaled", one, "--lora-scaled", zero)) == "x" * 12
+
+
+def test_every_slot_of_a_server_is_adapted(tiny_target, tiny_draft, files) -> None:
+    """-np 2: the slots' shared target context (a server's) has the adapter too."""
+    from specgguf.core.sampling import SamplerParams
+    from specgguf.generator import Generator
+    from specgguf.loading.session import LoadOptions, Session, SpecOptions
+    from specgguf.loading.tuning import LlamaTuning
+
+    tuning = LlamaTuning(adapters=(("loras", ((files["x"], 1.0),)),))
+    load = LoadOptions(model=tiny_target, model_draft=tiny_draft, n_ctx=512, threads=1,
+                       flash_attn="off", tuning=tuning)  # fmt: skip
+    session = Session(load, SpecOptions(types=["draft-simple"], n_max=3), parallel=2)
+    try:
+        assert session.rendezvous is not None  # the slots are sequences of one context
+        gen = Generator(session, sampler=SamplerParams(temp=0.0), n_predict=6, seed=7)
+        tokens = session.tokenize(PROMPT)
+        for slot in (0, 1):
+            emitted = [t for c in gen.generate(tokens, slot=slot) if c.round is not None
+                       for t in c.round.emitted]  # fmt: skip
+            assert emitted == [ord("x")] * 6
+    finally:
+        session.close()
