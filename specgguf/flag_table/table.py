@@ -222,7 +222,7 @@ ENTRIES: dict[str, Entry] = {
     "--prompt-cache-all": refused("no prompt cache file"),
     "--prompt-cache-ro": refused("no prompt cache file"),
     "--reverse-prompt": declared("stop an answer at this text (with -cnv: the next turn follows)", "run"),  # noqa: E501
-    "--special": setting("load", "special", v.switch, "special tokens are printed as their text (<|im_end|>, ...) in the output, where otherwise they are left out", commands="run serve"),  # noqa: E501
+    "--special": setting("load", "special", v.switch, "special tokens are printed as their text (<|im_start|>, ...) in the output, where otherwise they are left out; the end-of-generation token that ends an answer is not part of the text either way (llama.cpp prints it with -sp)", commands="run serve"),  # noqa: E501
     "--conversation": declared("interactive chat"),
     "--single-turn": declared("-cnv answers one turn, then exits", "run"),
     "--interactive": declared("llama-completion's interactive mode on plain text (speculation as in every run)", "run"),  # noqa: E501
