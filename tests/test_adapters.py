@@ -265,3 +265,29 @@ def test_every_slot_of_a_server_is_adapted(tiny_target, tiny_draft, files) -> No
             assert emitted == [ord("x")] * 6
     finally:
         session.close()
+
+
+def test_serves_embeddings_from_the_adapted_target(files) -> None:
+    """serve --embeddings: the embeddings context is adapted as the generation's is."""
+    from specgguf_cli.serve_cmd import embeddings_context
+
+    from specgguf.loading.session import LoadOptions, Session, SpecOptions
+    from specgguf.loading.tuning import LlamaTuning
+
+    def embedding(*adapters) -> np.ndarray:
+        load = LoadOptions(model=files["target3"], n_ctx=256, threads=1, flash_attn="off",
+                           tuning=LlamaTuning(adapters=adapters))  # fmt: skip
+        session = Session(load, SpecOptions(types=[]))
+        try:
+            embedder = embeddings_context(session, 256, 1)  # mean pooling
+            try:
+                return embedder.embed(session.tokenize(PROMPT))[0]
+            finally:
+                embedder.close()
+        finally:
+            session.close()
+
+    plain = embedding()
+    steered = embedding(("control_vectors", ((files["cvec"], 1.0),)))
+    assert not np.allclose(plain, steered)
+    assert np.allclose(plain, embedding(("control_vectors", ((files["cvec"], 0.0),))))
