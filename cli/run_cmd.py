@@ -17,7 +17,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
@@ -203,6 +203,10 @@ def run(
     else:
         use_chat = chat if chat is not None else (default_pair or system_prompt is not None)
         use_chat = (use_chat or conversation) and fim_suffix is None and not interactive
+    transcript_path = dict(flags.tuning.load).get("transcript")
+    if transcript_path is not None and (jsonl or not use_chat):
+        raise UsageError("-o/--output writes a conversation's transcript, as llama-cli does: "
+                         "use it with -cnv or a chat prompt (not --jsonl, -i or plain text)")
 
     # From here on a signal (Ctrl-C while stdin is read, during the imports, the load...) still
     # ends a single run in its report and --json object: nothing generated yet.
@@ -210,7 +214,7 @@ def run(
     meta: dict = {"model": str(given) if given is not None else None, "draft_model": None,
                   "spec_type": None}  # fmt: skip
     types: list[str] = []
-    lines = text = tracer = None
+    lines = text = tracer = transcript = None
     try:
         try:
             # the lookup caches, input, template file and trace file: all checked before any
@@ -247,6 +251,10 @@ def run(
                 from specgguf.io.trace import TraceWriter
 
                 tracer = TraceWriter.open(trace)
+            if transcript_path is not None:
+                from specgguf_cli.transcript import Transcript
+
+                transcript = Transcript(transcript_path)
 
             # imports llama_cpp: not before
             from specgguf.generator import Generator
@@ -301,6 +309,7 @@ def run(
                 stop=tuple(reverse_prompt or ()),
                 thinking=gen_flags.thinking_budget,
                 probs=probs,
+                transcript=transcript,
             )
             if output_grammar is not None:  # a grammar llama.cpp refuses: its line, now
                 ctx.gen.constraint(output_grammar)
@@ -338,6 +347,8 @@ def run(
                 lines.close()
             if tracer is not None:
                 tracer.close()
+            if transcript is not None:
+                transcript.close()
 
 
 # -- setup ------------------------------------------------------------------------------------
@@ -441,6 +452,8 @@ class _Run:
     thinking: Callable[[Any], Any] | None = None
     #: --n-probs: every generation's token probabilities (core.token_probs.ProbsRequest)
     probs: Any = None
+    #: -o/--output: the conversation's transcript (specgguf_cli.transcript.Transcript)
+    transcript: Any = None
     _offload_shown: bool = field(default=False, init=False)
 
     @property
@@ -466,11 +479,23 @@ class _Run:
             params = replace(params, stop=tuple(dict.fromkeys((*params.stop, *self.stop))))
         if self.probs is not None:
             params = replace(params or GenParams(), probs=self.probs)
+        if self.gen.session.load.verbose_prompt:
+            print(prompt_listing(self.gen.session.target_model.piece_special, tokens),
+                  file=sys.stderr)  # fmt: skip
         return self.gen.generate(tokens, params, trace_probs=self.tracer is not None)
 
     def result_fields(self, result, stats, seed: int) -> dict:
         """The --json object (a --jsonl line adds id and line)."""
         return result_object(result, stats, self.meta, seed)
+
+
+def prompt_listing(piece: Callable[[int], bytes], tokens: Sequence[int]) -> str:
+    """--verbose-prompt: the prompt's text, its length in tokens, then one line per token (its
+    id right-aligned in six columns, an arrow, its text in quotes), as llama.cpp lists it."""
+    texts = [piece(t).decode("utf-8", "replace") for t in tokens]
+    lines = [f"prompt: '{''.join(texts)}'", f"number of tokens in prompt = {len(tokens)}"]
+    lines += [f"{t:6d} -> '{text}'" for t, text in zip(tokens, texts, strict=True)]
+    return "\n".join(lines) + "\n"
 
 
 # -- the three modes --------------------------------------------------------------------------
@@ -490,6 +515,8 @@ def _run_single(
     result = GenerationResult("", "interrupted")
     try:
         if use_chat:
+            if run.transcript is not None:
+                run.transcript.user(text)
             text = gen.chat_prompt([{"role": "user", "content": text}])
         if fim_suffix is not None:
             tokens = gen.infill_tokens(text, fim_suffix)
@@ -504,6 +531,8 @@ def _run_single(
         pass  # before generation started: nothing to keep, the report still follows
     stats = generation.stats if generation is not None else RunStats(n_max=gen.session.spec.n_max)
     with interrupts.deferred():
+        if run.transcript is not None and generation is not None:
+            run.transcript.assistant(result.text)
         if not json_out and result.text and not result.text.endswith("\n"):
             write_stdout("\n")  # the text ends before the report starts on a terminal
         _report(result, stats, run.auto, run.meta, seed=gen.seed, quiet=run.quiet,
@@ -684,6 +713,8 @@ def _run_conversation(
         if not user.strip():
             continue
         messages.append({"role": "user", "content": user})
+        if run.transcript is not None:
+            run.transcript.user(user)
         text = gen.chat_prompt(messages)
         try:
             tokens = gen.tokenize(text)
@@ -708,6 +739,8 @@ def _run_conversation(
         if not (split.shown if split is not None else result.text).endswith("\n"):
             write_stdout("\n")
         messages.append({"role": "assistant", "content": answer})
+        if run.transcript is not None:
+            run.transcript.assistant(answer, split.split.reasoning if split is not None else "")
         if not run.quiet:
             print(turn_summary(generation.stats, result.stop_reason), file=sys.stderr)
         if result.stop_reason == "interrupted":

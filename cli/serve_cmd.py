@@ -372,8 +372,10 @@ def embeddings_context(session, n_ctx_slot: int, pooling: int | None):
     from specgguf.binding.embedder import Embedder
 
     load = session.load
-    return Embedder(session.target_model, min(n_ctx_slot, load.n_batch), threads=load.threads,
-                    pooling=pooling)  # fmt: skip
+    embedder = Embedder(session.target_model, min(n_ctx_slot, load.n_batch),
+                        threads=load.threads, pooling=pooling)  # fmt: skip
+    session.adapt(embedder.ctx)  # --lora, --control-vector: as the generation's contexts
+    return embedder
 
 
 @dataclass(frozen=True)

@@ -62,13 +62,26 @@ def _help(row: Flag) -> str:
     return entry.note[:1].upper() + entry.note[1:] + default + "."
 
 
+#: the settings a repeated flag adds to, as llama.cpp appends each occurrence (--lora a --lora
+#: b loads both): their options take every occurrence
+APPENDING = frozenset({"kv_overrides", "loras", "control_vectors", "tensor_buft_overrides"})
+
+
+def _appends(row: Flag) -> bool:
+    setting = row.entry.setting
+    return setting is not None and setting.field in APPENDING and len(row.flag.values) == 1
+
+
 def _option(row: Flag) -> inspect.Parameter:
     option = typer.Option(
         None, *_declarations(row), envvar=row.flag.env, show_default=False,
         hidden=row.status is Status.REFUSED, help=_help(row),
         metavar=None if row.is_switch else " ".join(row.flag.values),
     )  # fmt: skip
-    annotation = bool | None if row.is_switch else str | None
+    # a flag of several values (--control-vector-layer-range START END) takes them all
+    values = len(row.flag.values)
+    annotation = (bool | None if row.is_switch else list[str] | None if _appends(row)
+                  else str | None if values < 2 else tuple[(str,) * values] | None)  # fmt: skip
     return inspect.Parameter(
         row.param, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=annotation
     )
@@ -102,7 +115,7 @@ def take(command: str, given: dict[str, Any]) -> LlamaTuning:
     tuning = LlamaTuning()
     for row in rows_for(command, *TABLE_DECLARED):
         value = given.pop(row.param, None)
-        if value is None:
+        if value is None or value == []:
             continue
         entry = row.entry
         if row.status is Status.REFUSED:
@@ -116,12 +129,13 @@ def take(command: str, given: dict[str, Any]) -> LlamaTuning:
             print(f"warning: {entry.note}", file=sys.stderr)
         else:
             assert entry.setting is not None
-            try:
-                parsed = entry.setting.parse(value)
-            except ValueError as e:
-                raise UsageError(f"invalid value for {spelled(row)}: {value!r} ({e})") from None
-            tuning = tuning.with_setting(entry.setting.scope, entry.setting.field, parsed,
-                                         entry.setting.role)  # fmt: skip
+            for one in value if _appends(row) else [value]:
+                try:
+                    parsed = entry.setting.parse(one)
+                except ValueError as e:
+                    raise UsageError(f"invalid value for {spelled(row)}: {one!r} ({e})") from None
+                tuning = tuning.with_setting(entry.setting.scope, entry.setting.field, parsed,
+                                             entry.setting.role)  # fmt: skip
     return tuning
 
 

@@ -662,13 +662,17 @@ class Generator:
                 raise PromptError(f"invalid token id {t!r} (the vocabulary has {n_vocab})")
 
     def piece(self, token: int) -> bytes:
+        """A token's bytes in the output: a special token is nothing, unless -sp/--special
+        asks for its text."""
+        if self.session.load.special:
+            return self.session.target_model.piece_special(token)
         return self.session.target_model.piece(token)
 
     def format_piece(self, token: int) -> bytes:
         """A token's bytes for a tool-call parser: the dialect's control tokens as text."""
         if token in self._format_tokens():
             return self.session.target_model.piece_special(token)
-        return self.session.target_model.piece(token)
+        return self.piece(token)
 
     def fim_tokens(self) -> FimTokens:
         """The target's fill-in-the-middle tokens (specgguf.io.fim), BOS where it adds one."""

@@ -120,10 +120,23 @@ SAMPLES = {
     "--models-dir": (str(ROOT / "docs"), "router", "dir", ROOT / "docs"),
     "--models-max": ("2", "router", "max", 2),
     "--models-autoload": (None, "router", "autoload", True),
+    "--override-kv": ("a.b=int:2,c=bool:false", "model.target", "kv_overrides",
+                      (("a.b", 0, 2), ("c", 2, False))),
+    "--lora": ("a.gguf,b.gguf", "adapters", "loras",
+               ((Path("a.gguf"), 1.0), (Path("b.gguf"), 1.0))),
+    "--lora-scaled": ("a.gguf:0.5", "adapters", "loras", ((Path("a.gguf"), 0.5),)),
+    "--control-vector": ("c.gguf", "adapters", "control_vectors", ((Path("c.gguf"), 1.0),)),
+    "--control-vector-scaled": ("c.gguf:-2", "adapters", "control_vectors",
+                                ((Path("c.gguf"), -2.0),)),
+    "--control-vector-layer-range": (("2", "5"), "adapters", "control_vector_layers", (2, 5)),
+    "--verbose-prompt": (None, "load", "verbose_prompt", True),
+    "--special": (None, "load", "special", True),
+    "--output": (os.devnull, "load", "transcript", Path(os.devnull)),
 }
 #: SETTING rows whose value may be any text (a file name): no value is "nonsense" to them
 ANY_TEXT = {"--log-file", "--api-key-file", "--ssl-key-file", "--ssl-cert-file", "--path",
-            "--cors-origins", "--cors-methods", "--cors-headers", "--models-dir"}
+            "--cors-origins", "--cors-methods", "--cors-headers", "--models-dir", "--lora",
+            "--control-vector", "--output"}
 
 
 @functools.cache
@@ -247,7 +260,8 @@ def test_setting_reaches_the_load_options(row, command: str, loads, capsys, monk
     value, where, field, expected = SAMPLES[row.key]
     # the TLS files are checked as a pair, read as PEM (tests/test_serve_http.py): not here
     monkeypatch.setattr(HttpSettings, "check", lambda self: None)
-    argv = [*BASE[command], row.flag.spellings[0], *([value] if value is not None else [])]
+    values = [value] if isinstance(value, str) else list(value or ())  # a tuple: several
+    argv = [*BASE[command], row.flag.spellings[0], *values]
     assert run_cli(argv) == 99, capsys.readouterr().err
     got = _given(loads[-1].tuning, where, field)
     assert got == pytest.approx(expected) if isinstance(expected, float) else got == expected
@@ -259,7 +273,8 @@ def test_setting_reaches_the_load_options(row, command: str, loads, capsys, monk
 def test_setting_bad_value_is_one_line(row, command: str, loads, capsys) -> None:
     if row.is_switch or row.key in ANY_TEXT:
         pytest.skip("a switch has no value; a file name may be any text")
-    assert run_cli([*BASE[command], row.flag.spellings[0], "nonsense"]) == 1
+    nonsense = ["nonsense"] * len(row.flag.values)
+    assert run_cli([*BASE[command], row.flag.spellings[0], *nonsense]) == 1
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "invalid value for" in err and not loads
 

@@ -45,9 +45,10 @@ class Status(str, Enum):
 #: process's CPU placement (specgguf.loading.cpu_placement), serve's embeddings context,
 #: where the logs go (specgguf.io.log_sink), serve's HTTP server (specgguf.server.http_settings),
 #: serve's slots: which one a request takes, and when the idle models sleep
-#: (specgguf.server.scheduler.SlotSettings), or serve's router mode (specgguf.server.router)
+#: (specgguf.server.scheduler.SlotSettings), serve's router mode (specgguf.server.router),
+#: or the target's LoRA adapters and control vectors (specgguf.binding.adapters)
 SCOPES = ("load", "model", "context", "server", "process", "embeddings", "log", "http", "slots",
-          "router")  # fmt: skip
+          "router", "adapters")  # fmt: skip
 ROLES = ("target", "draft", "both")
 
 
@@ -138,8 +139,9 @@ def _commands(names: str | None) -> frozenset[str] | None:
 
 # -- the reasons shared by several rows -------------------------------------------------------
 _MULTIMODAL = "specgguf generates from text only (no multimodal projector, images, audio or video): run llama-server for media input"  # noqa: E501
-_ADAPTERS = "LoRA adapters and control vectors are not applied here: merge the adapter into a GGUF (llama.cpp's llama-export-lora) and pass it with -m"  # noqa: E501
 _ROUTER = "router presets (an INI file of per-model flags) are not read: give the models' shared flags on the command line with --models-dir, or start one serve per model"  # noqa: E501
+_LORA = "applied to the target's contexts, which verify every draft (the draft model drafts without it: its guesses are checked against the adapted target)"  # noqa: E501
+_CVEC = "added to the target's hidden states in the layers of --control-vector-layer-range (default: all), summed over the files; the draft model drafts without it"  # noqa: E501
 # llama-cpp-python exposes no llama.cpp thread pool (llama_attach_threadpool is not bound), so
 # CPU placement is process-wide: every thread of the process, and the OpenMP team this build
 # of llama.cpp computes with (which inherits the process's CPUs and reads its environment)
@@ -181,7 +183,7 @@ ENTRIES: dict[str, Entry] = {
     "--cache-list": refused("specgguf keeps no llama.cpp download cache list: `specgguf pull` and ~/.cache/specgguf/models hold its models"),  # noqa: E501
     "--completion-bash": refused("no shell completion script is generated"),
     "--server-base": refused("specgguf run is not a client of a running server: run it against the model with -m"),  # noqa: E501
-    "--verbose-prompt": refused("the prompt's tokens are not printed: --trace writes every round's tokens to a file"),  # noqa: E501
+    "--verbose-prompt": setting("load", "verbose_prompt", v.switch, "before each generation, print the prompt's text and each of its tokens (id -> 'piece') on stderr, as llama.cpp does", commands="run"),  # noqa: E501
     "--display-prompt": always(False, "the prompt is not echoed: --no-display-prompt is what specgguf run does"),  # noqa: E501
     "--color": declared("colour the tokens that came from accepted drafts (bare: on)"),
     "--threads": declared(),
@@ -225,7 +227,7 @@ ENTRIES: dict[str, Entry] = {
     "--prompt-cache-all": refused("no prompt cache file"),
     "--prompt-cache-ro": refused("no prompt cache file"),
     "--reverse-prompt": declared("stop an answer at this text (with -cnv: the next turn follows)", "run"),  # noqa: E501
-    "--special": refused("special tokens are not printed: their text is left out of the output"),  # noqa: E501
+    "--special": setting("load", "special", v.switch, "special tokens are printed as their text (<|im_start|>, ...) in the output, where otherwise they are left out; the end-of-generation token that ends an answer is not part of the text either way (llama.cpp prints it with -sp)", commands="run serve"),  # noqa: E501
     "--conversation": declared("interactive chat", help="Interactive chat: read user turns from stdin (one per line; end a line with \\ to continue it), keep the conversation across turns. -p/-f give the first turn."),  # noqa: E501
     "--single-turn": declared("-cnv answers one turn, then exits", "run", help="With -cnv: answer the first turn (-p/-f, else the first stdin line) and exit."),  # noqa: E501
     "--interactive": declared("llama-completion's interactive mode on plain text (speculation as in every run)", "run", help="llama-completion's interactive mode on plain text: generate from -p/-f, then at a reverse prompt (-r), the end of text or -n tokens read what comes next from stdin, and go on (Ctrl-D ends)."),  # noqa: E501
@@ -296,13 +298,13 @@ ENTRIES: dict[str, Entry] = {
     "--fit-target": refused("llama.cpp's automatic fitting is not run: set -ngl and -c"),
     "--fit-ctx": refused("llama.cpp's automatic fitting is not run: set -ngl and -c"),
     "--check-tensors": setting("model", "check_tensors", v.switch, "check the weights for invalid values while loading"),  # noqa: E501
-    "--override-kv": refused("metadata overrides are not applied: edit a copy of the GGUF (gguf-py's gguf_set_metadata)"),  # noqa: E501
+    "--override-kv": setting("model", "kv_overrides", v.kv_overrides, "the target's metadata as llama.cpp reads it at load, key by key (types int, float, bool, str; comma-separated; llama.cpp has no draft form)", "target"),  # noqa: E501
     "--op-offload": setting("context", "op_offload", v.switch, "offload host-buffer operations to the device"),  # noqa: E501
-    "--lora": refused(_ADAPTERS),
-    "--lora-scaled": refused(_ADAPTERS),
-    "--control-vector": refused(_ADAPTERS),
-    "--control-vector-scaled": refused(_ADAPTERS),
-    "--control-vector-layer-range": refused(_ADAPTERS),
+    "--lora": setting("adapters", "loras", v.scaled_files(1.0), "LoRA adapters (GGUF, comma-separated) at scale 1: " + _LORA),  # noqa: E501
+    "--lora-scaled": setting("adapters", "loras", v.scaled_files(None), "LoRA adapters at their own scales (FNAME:SCALE, comma-separated): " + _LORA),  # noqa: E501
+    "--control-vector": setting("adapters", "control_vectors", v.scaled_files(1.0), "control vectors (GGUF, comma-separated) at strength 1: " + _CVEC),  # noqa: E501
+    "--control-vector-scaled": setting("adapters", "control_vectors", v.scaled_files(None), "control vectors at their own strengths (FNAME:SCALE, comma-separated): " + _CVEC),  # noqa: E501
+    "--control-vector-layer-range": setting("adapters", "control_vector_layers", v.layer_range, "the first and last layer (both included) the control vectors are added to (0 or less: the first / the last)"),  # noqa: E501
     "--alias": declared(commands="serve"),
     "--tags": refused("model tags are for the model router, which specgguf serve is not"),
     "--model": declared(),
@@ -311,7 +313,7 @@ ENTRIES: dict[str, Entry] = {
     "--hf-repo": declared("models by name (Hugging Face Hub)", "run serve bench"),
     "--hf-file": declared("models by name (Hugging Face Hub)", "run serve bench"),
     "--hf-token": declared("models by name (Hugging Face Hub)", "run serve bench"),
-    "--output": refused("the output goes to stdout: redirect it (> FILE)"),
+    "--output": setting("load", "transcript", v.path, "write the conversation to this file as it goes, as llama-cli does (User: and Assistant: turns, the thinking between [Start thinking] and [End thinking]); with -cnv or a chat prompt", commands="run"),  # noqa: E501
     "--embd-normalize": setting("embeddings", "normalize", v.integer(-1, 64), "how pooled embeddings are normalized: -1 none, 0 max absolute (int16 range), 1 taxicab, 2 euclidean (the default), p > 2 p-norm; a request's embd_normalize wins", commands="serve"),  # noqa: E501
     "--host": declared(),
     "--port": declared(),
@@ -364,7 +366,7 @@ ENTRIES: dict[str, Entry] = {
     "--skip-chat-parsing": declared("a chat answer is all content: no reasoning or tool calls read out of it", "serve"),  # noqa: E501
     "--prefill-assistant": declared("a last assistant message is continued (--no-prefill-assistant: a whole message)", "serve"),  # noqa: E501
     "--slot-prompt-similarity": setting("slots", "prompt_similarity", v.real(0.0, 1.0), "a request takes the free slot whose cached prompt shares the longest prefix with its own, if that prefix is more than this fraction of its prompt; else the least recently used free slot (default: 0.10; 0: always the least recently used)", commands="serve"),  # noqa: E501
-    "--lora-init-without-apply": refused(_ADAPTERS),
+    "--lora-init-without-apply": refused("the LoRA adapters are set at load and POST /lora-adapters is not served, so adapters loaded without applying them could never be applied: leave the flag out (--lora-scaled FNAME:0 loads one at scale 0)"),  # noqa: E501
     "--sleep-idle-seconds": setting("slots", "sleep_idle_seconds", v.idle_seconds, "after N seconds with no request, the models and their KV caches are freed (/health and /props say is_sleeping) and loaded again for the next request, which waits for them (default: -1, never)", commands="serve"),  # noqa: E501
     "--simple-io": always(True, "input and output are plain streams (no console tricks)"),
     "--log-disable": setting("log", "disabled", v.switch, "llama.cpp's log goes nowhere, even with -v or --log-file (specgguf's own lines stay: -q hides its report)"),  # noqa: E501

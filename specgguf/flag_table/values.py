@@ -185,3 +185,90 @@ def idle_seconds(text: str) -> int:
     if n == 0:
         raise ValueError("-1 (never) or a positive number of seconds")
     return n
+
+
+def csv_items(value: str) -> list[str]:
+    """A comma list as llama.cpp reads one: a field may be put in double quotes to hold a
+    comma, and "" inside quotes is a quote."""
+    import csv
+
+    items = next(csv.reader([value]), [])
+    if not items or any(not item.strip() for item in items) or len(items) > 64:
+        raise ValueError("1 to 64 comma-separated items, none empty")
+    return items
+
+
+#: llama.h's llama_model_kv_override_type, by the word --override-kv spells it with
+KV_TYPES = {"int": 0, "float": 1, "bool": 2, "str": 3}
+#: llama.h's bound on an override's key and on a str value (128 bytes with the final NUL)
+KV_TEXT_MAX = 127
+
+
+def _kv_value(tag: int, text: str) -> int | float | bool | str:
+    """One override's value read as its type asks (strictly: llama.cpp reads a number's
+    leading digits and drops the rest; a number that is not all digits is refused here)."""
+    if tag == KV_TYPES["bool"]:
+        if text not in ("true", "false"):
+            raise ValueError("a bool is true or false")
+        return text == "true"
+    if tag == KV_TYPES["str"]:
+        if len(text.encode()) > KV_TEXT_MAX:
+            raise ValueError(f"a str value of at most {KV_TEXT_MAX} bytes")
+        return text
+    try:
+        return int(text) if tag == KV_TYPES["int"] else float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number") from None
+
+
+def kv_overrides(value: str) -> tuple[tuple[str, int, int | float | bool | str], ...]:
+    """--override-kv KEY=TYPE:VALUE[,...]: (key, llama.h's type tag, value) triples, TYPE one
+    of int, float, bool (true/false) or str."""
+    out = []
+    for item in csv_items(value):
+        key, eq, typed = item.partition("=")
+        kind, colon, text = typed.partition(":")
+        if not eq or not key or not colon or kind not in KV_TYPES:
+            raise ValueError("KEY=TYPE:VALUE with TYPE int, float, bool or str, e.g. "
+                             "tokenizer.ggml.add_bos_token=bool:false")  # fmt: skip
+        if len(key.encode()) > KV_TEXT_MAX:
+            raise ValueError(f"a key of at most {KV_TEXT_MAX} bytes")
+        out.append((key, KV_TYPES[kind], _kv_value(KV_TYPES[kind], text)))
+    return tuple(out)
+
+
+def _scale(text: str) -> float:
+    try:
+        scale = float(text)
+    except ValueError:
+        raise ValueError(f"the scale {text!r} is not a number") from None
+    if scale != scale or abs(scale) > 1e6:
+        raise ValueError("a scale between -1e6 and 1e6")
+    return scale
+
+
+def scaled_files(default_scale: float | None) -> Parser:
+    """--lora FNAME[,...] and --control-vector FNAME[,...] (default_scale: each file at that
+    scale), or their -scaled forms FNAME:SCALE[,...] (None: the scale is given): (path,
+    scale) pairs. The files are opened, and refused in one line, where they are loaded."""
+
+    def parse(value: str) -> tuple[tuple[Path, float], ...]:
+        pairs = []
+        for item in csv_items(value):
+            if default_scale is not None:
+                pairs.append((Path(item), default_scale))
+                continue
+            name, colon, scale = item.rpartition(":")
+            if not colon or not name:
+                raise ValueError("FNAME:SCALE pairs, comma-separated, e.g. adapter.gguf:0.5")
+            pairs.append((Path(name), _scale(scale)))
+        return tuple(pairs)
+
+    return parse
+
+
+def layer_range(values: tuple[str, str]) -> tuple[int, int]:
+    """--control-vector-layer-range START END: the layers a control vector is added to, both
+    included (START 0 or less: from layer 1; END 0 or less: to the last layer)."""
+    start, end = (integer(-(1 << 20), 1 << 20)(x) for x in values)
+    return start, end

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from specgguf.binding import devices, engine, memory_caps
+from specgguf.binding import devices, engine, kv_overrides, memory_caps
+from specgguf.binding.adapters import AdapterFiles, TargetAdapters
 from specgguf.binding.batched import BatchedContext, SequenceView
 from specgguf.binding.checkpoints import PROMPT_CHECKPOINTS, ModelContext, with_rollback
 from specgguf.binding.grammar import draft_source
@@ -85,16 +86,23 @@ class LoadOptions:
     checkpoint_min_step: int = 0
     #: --warmup (default) / --no-warmup: a first pass of each model at load (specgguf.warmup)
     warmup: bool = True
+    #: -sp/--special: the output's special tokens as their text (otherwise nothing)
+    special: bool = False
+    #: run --verbose-prompt: each prompt's tokens printed on stderr before it is generated from
+    verbose_prompt: bool = False
+    #: run -o/--output FILE: the conversation's transcript (the command writes it)
+    transcript: Path | None = None
 
 
 
 def with_placements(overrides: Overrides) -> Overrides:
-    """Model overrides with -ot's (pattern, buffer type) pairs as the array llama.cpp reads
-    (an unknown buffer type: one line, exit 1)."""
-    from specgguf.binding.tensor_placement import override_array
+    """Model overrides with -ot's (pattern, buffer type) pairs and --override-kv's (key, type,
+    value) triples as the arrays llama.cpp reads (an unknown buffer type: one line, exit 1)."""
+    from specgguf.binding import tensor_placement
 
-    return tuple((k, override_array(v) if k == "tensor_buft_overrides" else v)
-                 for k, v in overrides)  # fmt: skip
+    arrays = {"tensor_buft_overrides": tensor_placement.override_array,
+              "kv_overrides": kv_overrides.override_array}  # fmt: skip
+    return tuple((k, arrays[k](v) if k in arrays else v) for k, v in overrides)
 
 
 @dataclass
@@ -225,11 +233,15 @@ class Session:
         #: where each model's layers went, read from llama.cpp's load log (--rpc, -dev)
         self.placement: dict[str, devices.Placement] = {}
         load_target = load_with_mtp_layers if own_layers else engine.Model
+        self.warnings += kv_overrides.check(dict(load.tuning.target_model).get("kv_overrides", ()),
+                                            self.info.target.metadata, load.model.name)
         with devices.recording(self.placement, "target", placed.record):
             self.target_model = load_target(
                 load.model, n_gpu_layers=self.ngl, repack=load.repack, devices=placed.target,
                 overrides=with_placements(load.tuning.target_model),
             )
+        #: --lora, --control-vector: set on each of the target's contexts as it is made
+        self.adapters = self._target_adapters()
         md: engine.Model | None = None  # the -md file, when a type uses it
         assistant = self.info.mtp_drafter is not None
         if (need_draft or assistant) and load.model_draft is not None:
@@ -288,6 +300,7 @@ class Session:
                 **self._batched_tree(draft=False),
             )
             self._batched.append(target)
+            self.adapt(target.ctx)
             drafts: list[SequenceView | None] = [None] * parallel
             if self.draft_model is not None:
                 draft = BatchedContext(
@@ -314,6 +327,22 @@ class Session:
         cache = self.prompt_cache()
         for view in target.views:  # one cache across the slots: a prompt may move between them
             view.prompt_cache = cache
+
+    def _target_adapters(self) -> TargetAdapters | None:
+        """The target's LoRA adapters and control vectors, loaded (None: none given)."""
+        files = AdapterFiles.of(self.load.tuning.adapters)
+        if files.control_vector_layers != (-1, -1) and not files.control_vectors:
+            self.warnings.append("--control-vector-layer-range: no control vector is given, "
+                                 "so it changes nothing")  # fmt: skip
+        if not files.loras and not files.control_vectors:
+            return None
+        return TargetAdapters(self.target_model, files)
+
+    def adapt(self, ctx: engine.Context) -> None:
+        """Set the target's adapters (if any) on `ctx`, a context of the target's weights: the
+        generation's, or serve's embeddings context."""
+        if self.adapters is not None:
+            self.adapters.apply(ctx)
 
     def _check_prompt_cache(self) -> None:
         """--cache-ram where the target rolls back by checkpoints (its memory cannot drop
@@ -448,6 +477,7 @@ class Session:
         )
         target.cache_reuse = self.load.cache_reuse
         target.prompt_cache = self.prompt_cache()
+        self.adapt(target)
         draft_ctx = None
         if self.draft_model is not None:
             try:

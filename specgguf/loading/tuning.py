@@ -15,7 +15,8 @@ Overrides = tuple[tuple[str, Any], ...]
 
 
 #: the scopes that hold one value per field (the others are per model or context, per role)
-FLAT_SCOPES = ("load", "server", "http", "process", "embeddings", "log", "slots", "router")
+FLAT_SCOPES = ("load", "server", "http", "process", "embeddings", "log", "slots", "router",
+               "adapters")
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,9 @@ class LlamaTuning:
     slots: Overrides = ()
     #: serve --models-dir, --models-max, --models-autoload (specgguf.server.router)
     router: Overrides = ()
+    #: --lora, --lora-scaled, --control-vector, --control-vector-scaled,
+    #: --control-vector-layer-range (specgguf.binding.adapters.AdapterFiles' fields)
+    adapters: Overrides = ()
 
     def with_setting(self, scope: str, field: str, value: Any, role: str) -> LlamaTuning:
         """This tuning with `field` set to `value` in `scope` (load, model or context) for
@@ -60,7 +64,8 @@ class LlamaTuning:
 
 
 #: the fields whose values fold together instead of the last one winning: -ot, -cmoe, -ncmoe
-#: each add tensor placements (as llama.cpp appends them); the process-wide CPU placement
+#: each add tensor placements (as llama.cpp appends them), and so do metadata overrides and
+#: adapter files; the process-wide CPU placement
 #: takes every CPU named (-C, -Cr and their batch and draft forms), the highest priority
 #: (the lowest nice), strict placement if any asks for it, and the most polling
 FOLDS = {
@@ -69,6 +74,10 @@ FOLDS = {
     "nice": min,
     "cpu_strict": lambda old, new: old or new,
     "poll": max,
+    # --override-kv, --lora and --control-vector add to what the others gave, as in llama.cpp
+    "kv_overrides": lambda old, new: old + new,
+    "loras": lambda old, new: old + new,
+    "control_vectors": lambda old, new: old + new,
 }
 
 

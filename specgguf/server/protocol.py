@@ -286,7 +286,8 @@ UNSUPPORTED: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("best_of", lambda v: v == 1, "only best_of = 1 is supported"),
     ("grammar_file", lambda v: not v, "grammar_file is not supported"),
     ("echo", lambda v: v is False, "echo is not supported"),
-    ("lora", lambda v: v == [], "lora adapters are not supported"),
+    ("lora", lambda v: v == [], "per-request lora scales are not supported: the adapters of "
+     "serve --lora apply to every request"),
     ("n_keep", lambda v: v == 0, "n_keep is not supported (the context is never shifted)"),
     ("slot_save_path", lambda v: not v, "slot_save_path (saving slots) is not supported"),
     (
