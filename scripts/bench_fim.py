@@ -30,10 +30,21 @@ measures the plugin's stop, not the speed. With 0 each completion ends at its en
 
 Reported per side: completions, p50 and p95 latency, tokens predicted, tokens/s over the
 whole session (predicted tokens / summed latency), mean prompt tokens evaluated
-(`timings.prompt_n`: what the cache did not hold), total time, and how many completions
-wrote the same text as speculation off; and the ratio of each side's total time to
-speculation off. One JSON object per side (each completion's figures too) goes to `--json
-FILE`. CPU-heavy: run it on a quiet machine.
+(`timings.prompt_n`: what the cache did not hold) and mean prompt step (`timings.prompt_ms`),
+total time, and how many completions wrote the same text as speculation off; and the ratio
+of each side's total time to speculation off. One JSON object per side (each completion's
+figures too) goes to `--json FILE`. CPU-heavy: run it on a quiet machine.
+
+Greedy texts may part where the target's two best logits nearly tie (passes of other widths
+round differently: tests/near_tie.py). So for each completion whose tokens part from
+speculation off's, once every server has stopped (the timings are not disturbed), the target
+is loaded in this process and evaluates alone, from an empty cache, the same context: the
+FIM prompt as the server laid it out (specgguf.io.fim, the presets' batch) and the tokens
+both wrote before the part. It prints the two tokens, the target's best two there and the
+gap between their logits, and whether the part is a near tie (the two are the best two and
+the gap is under tests/near_tie.REAL_NEAR_TIE); `--no-judge` skips it. The requests ask for
+the answer's `tokens` (`return_tokens`) for this; the plugins do not, which changes nothing
+else in the answer.
 
     PYTHONPATH=. python scripts/bench_fim.py [--file F] [-m T.gguf -md D.gguf] [--holes 24]
         [--llama-server PATH]
@@ -54,6 +65,7 @@ sys.path.insert(0, str(ROOT))
 
 from scripts.bench_serve import LlamaServer  # noqa: E402
 from specgguf.flag_table.table import EDITOR_SETTINGS  # noqa: E402
+from tests.near_tie import REAL_NEAR_TIE, first_difference  # noqa: E402
 from tests.serve_helpers import Server  # noqa: E402
 
 #: the FIM presets' settings (the flag table's), but the port: each server takes a free one
@@ -65,7 +77,12 @@ EDITOR_FLAGS = [
 LLAMA_SERVER_REUSE = ["--cache-reuse", "256"]
 RESPONSE_FIELDS = ["content", "timings/prompt_n", "timings/prompt_ms", "timings/predicted_n",
                    "timings/predicted_ms", "timings/predicted_per_second", "truncated",
-                   "tokens_cached"]  # fmt: skip
+                   "tokens_cached", "tokens_evaluated", "tokens", "stop_type"]  # fmt: skip
+#: the presets' batch (-b), which bounds the FIM prompt's prefix and suffix
+EDITOR_BATCH = int(EDITOR_SETTINGS[EDITOR_SETTINGS.index("-b") + 1])
+#: the judging context: a FIM prompt of the presets' batch and its completion fit, and the
+#: extra chunks' budget (the context less a batch) holds the ring chunk as the server's does
+JUDGE_CTX = 8192
 
 
 def ring_warmup(extra: list[dict]) -> dict:
@@ -105,6 +122,7 @@ def session_requests(text: str, args, name: str = "file") -> tuple[list[dict], l
             "t_max_prompt_ms": 500,
             "t_max_predict_ms": args.t_max_predict_ms,
             "response_fields": RESPONSE_FIELDS,
+            "return_tokens": True,
         })  # fmt: skip
     opening = ([ring_warmup(extra)] if extra else []) + completions[:1]
     return opening, completions[1:]
@@ -126,6 +144,9 @@ def replay(server, requests: list[dict]) -> list[dict]:
             "evaluated": r.get("timings/prompt_n", 0),
             "prompt_ms": r.get("timings/prompt_ms", 0.0),
             "content": r.get("content", ""),
+            "tokens": r.get("tokens", []),
+            "prompt_tokens": r.get("tokens_evaluated", 0),
+            "stop_type": r.get("stop_type", ""),
         })  # fmt: skip
     return out
 
@@ -143,6 +164,7 @@ def summary(name: str, done: list[dict]) -> dict:
         "tokens": tokens,
         "tokens_per_s": round(tokens / total, 2) if total else 0.0,
         "mean_evaluated": round(statistics.mean(d["evaluated"] for d in done), 1),
+        "mean_prompt_ms": round(statistics.mean(d["prompt_ms"] for d in done), 1),
         "total_s": round(total, 3),
     }
 
@@ -150,6 +172,82 @@ def summary(name: str, done: list[dict]) -> dict:
 def same_texts(done: list[dict], off: list[dict]) -> int:
     """How many completions wrote what speculation off wrote."""
     return sum(a["content"] == b["content"] for a, b in zip(done, off, strict=True))
+
+
+def parts(done: list[dict], off: list[dict]) -> list[tuple[int, int]]:
+    """(completion, token) where each completion's tokens first part from off's."""
+    out = []
+    for i, (a, b) in enumerate(zip(done, off, strict=True)):
+        k = first_difference(b["tokens"], a["tokens"])
+        if k is not None:
+            out.append((i, k))
+    return out
+
+
+def judge_part(
+    off: list[int], got: list[int], k: int, top: tuple[int, int, float], is_eog
+) -> dict:
+    """One part judged from the target's best two tokens after the shared context `top`
+    (best, second, logit gap): a near tie when the two sides took exactly those two tokens
+    and the gap is under REAL_NEAR_TIE. A side that ended there (its tokens stop at k)
+    took an end-of-generation token: any one of the model's counts."""
+    best, second, gap = top
+    taken = [t[k] if k < len(t) else None for t in (off, got)]
+    pair = {best, second}
+
+    def among(t: int | None, others: set[int]) -> bool:
+        return t in others if t is not None else any(is_eog(o) for o in others)
+
+    between = among(taken[0], pair) and among(taken[1], pair) and taken[0] != taken[1]
+    return {
+        "token": k, "off": taken[0], "side": taken[1], "best": best, "second": second,
+        "gap": round(gap, 4), "near_tie": between and gap < REAL_NEAR_TIE,
+    }  # fmt: skip
+
+
+def judge(results: list[dict], requests: list[dict], target: str, n_ctx: int) -> None:
+    """Each side's parts from off's, judged in the target's own fresh evaluation of the
+    shared context (tests/near_tie.top_two_after); printed and kept as each side's
+    `parts`."""
+    off = next(r for r in results if r["side"] == "off")["completions_detail"]
+    found = {r["side"]: parts(r["completions_detail"], off) for r in results if r["side"] != "off"}
+    if not any(found.values()):
+        return
+    from specgguf.generator import Generator
+    from specgguf.io.fim import ExtraChunk
+    from specgguf.loading.session import LoadOptions, Session, SpecOptions
+    from tests.near_tie import top_two_after
+
+    longest = max(len(d["tokens"]) for r in results for d in r["completions_detail"])
+    load = LoadOptions(model=Path(target), n_ctx=n_ctx, n_batch=EDITOR_BATCH,
+                       n_ubatch=EDITOR_BATCH, warmup=False)  # fmt: skip
+    session = Session(load, SpecOptions(types=[]))
+    try:
+        gen = Generator(session)
+        for r in results:
+            for i, k in found.get(r["side"], []):
+                body = requests[i]
+                extra = [ExtraChunk(c["filename"], c["text"]) for c in body["input_extra"]]
+                prompt = gen.infill_tokens(body["input_prefix"], body["input_suffix"], extra)
+                mine, theirs = r["completions_detail"][i], off[i]
+                if len(prompt) != theirs["prompt_tokens"]:
+                    print(f"  (completion {i}: the prompt here is {len(prompt)} tokens, the "
+                          f"server's {theirs['prompt_tokens']}: not the same context)")  # fmt: skip
+                assert len(prompt) + longest < n_ctx
+                top = top_two_after(session, [*prompt, *theirs["tokens"][:k]])
+                v = judge_part(theirs["tokens"], mine["tokens"], k, top,
+                               session.target_model.is_eog)  # fmt: skip
+                v["completion"] = i
+                r.setdefault("parts", []).append(v)
+                piece = gen.piece
+                shown = [repr(piece(t).decode("utf-8", "replace")) if t is not None else "<end>"
+                         for t in (v["off"], v["side"], v["best"], v["second"])]  # fmt: skip
+                print(f"{r['side']}: completion {i} parts from off's at token {k}: "
+                      f"off {shown[0]}, {r['side']} {shown[1]}; the target's best two "
+                      f"{shown[2]}, {shown[3]}, logit gap {v['gap']:.3f}: "
+                      + ("a near tie" if v["near_tie"] else "NOT a near tie"))  # fmt: skip
+    finally:
+        session.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--llama-server", help="a llama-server binary to compare")
     ap.add_argument("--sides", default="default,off", help="specgguf sides: default,off")
     ap.add_argument("--json", help="write the summaries (and each completion) here")
+    ap.add_argument("--no-judge", action="store_true",
+                    help="skip judging where texts part from off's (loads the target)")
     args = ap.parse_args(argv)
 
     if args.model:
@@ -193,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
 
     results = []
     print(f"{len(requests)} completions over {args.file}")
-    print("side          n   p50 s   p95 s  tokens   tok/s    eval   total s")
+    print("side          n   p50 s   p95 s  tokens   tok/s    eval  prompt ms   total s")
     for name, flags, is_llama in sides:
         server = (LlamaServer(args.llama_server, flags) if is_llama
                   else Server(flags, timeout=3600))  # fmt: skip
@@ -206,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         results.append({**s, "completions_detail": done})
         print(f"{name:12s} {s['completions']:3d} {s['p50_s']:7.3f} {s['p95_s']:7.3f} "
               f"{s['tokens']:7d} {s['tokens_per_s']:7.2f} {s['mean_evaluated']:7.1f} "
-              f"{s['total_s']:9.2f}")  # fmt: skip
+              f"{s['mean_prompt_ms']:10.1f} {s['total_s']:9.2f}")  # fmt: skip
     off = next((r for r in results if r["side"] == "off"), None)
     for r in results:
         if off and off["total_s"]:
@@ -215,6 +315,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['side']}: total time {r['total_s'] / off['total_s']:.3f} of off; "
                 f"{r['same_as_off']} of {r['completions']} texts as off's"
             )
+    if off and not args.no_judge:
+        judge(results, requests, target, JUDGE_CTX)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     return 0
