@@ -77,21 +77,43 @@ def test_editor_prompts_keep_the_suffix() -> None:
     assert plan.holes() == [(62, 65)] and plan.end == len(prompt)
 
 
+def test_chunks_shorter_than_the_shift_pass_are_evaluated_again() -> None:
+    # a move in place needs no shift and stays; from the first move that shifts, the chunks
+    # are kept only when they hold at least the break-even's tokens
+    plan = ReusePlan(2, (Move(2, 2, 3), Move(9, 7, 4), Move(14, 12, 5)))
+    assert plan.shifts and not ReusePlan(2, (Move(2, 2, 3),)).shifts
+    assert plan.worth_shifting(0) is plan and plan.worth_shifting(9) is plan
+    assert plan.worth_shifting(10) == ReusePlan(2, (Move(2, 2, 3),))
+    unshifted = ReusePlan(2, (Move(2, 2, 3),))
+    assert unshifted.worth_shifting(100) is unshifted
+
+
 @pytest.fixture(scope="module")
 def one_layer(tmp_path_factory):
     path = tmp_path_factory.mktemp("reuse") / "one-layer.gguf"
     return build_tiny_model(path, seed=TARGET_SEED, n_layer=1)
 
 
-def session(model, cache_reuse: int) -> Session:
+def session(model, cache_reuse: int, *, break_even: int | None = 0) -> Session:
+    """A target-only session; its shift break-even pinned (None: as measured at load), so
+    that what is moved does not depend on this machine's timings."""
     load = LoadOptions(model=model, n_ctx=512, threads=1, flash_attn="off",
                        cache_reuse=cache_reuse)  # fmt: skip
-    return Session(load, SpecOptions(types=[], n_max=4))
+    s = Session(load, SpecOptions(types=[], n_max=4))
+    if break_even is not None:
+        s.target.shift_break_even = break_even
+    return s
 
 
 def generate(s: Session, tokens: list[int], *, reuse: bool = True):
     dec = s.decoder(GREEDY, 16, 0, reuse_prefix=reuse)
     return [t for rnd in dec.generate(tokens) for t in rnd.emitted], dec.stats
+
+
+def same_as_fresh(fresh: Session, prompt: list[int], got: list[int], label: str) -> None:
+    """`got` is what a fresh context's greedy decoding of `prompt` writes (near-tie rule)."""
+    ref, _ = generate(fresh, prompt, reuse=False)
+    assert_same_or_near_tie(fresh, prompt, ref, got, 1e-3, label=label)
 
 
 def test_a_cut_in_the_middle_reuses_the_chunk_after_it(one_layer):
@@ -107,8 +129,7 @@ def test_a_cut_in_the_middle_reuses_the_chunk_after_it(one_layer):
         assert st.cache_n == len(second) - 1 and st.prompt_n == 1
         _, st_prefix = generate(prefix_only, second)
         assert st_prefix.cache_n == common_prefix_len(first, second) < st.cache_n
-        ref, _ = generate(fresh, second, reuse=False)
-        assert_same_or_near_tie(fresh, second, ref, got, 1e-3, label="cache-reuse")
+        same_as_fresh(fresh, second, got, "cache-reuse")
     finally:
         for s in (warm, fresh, prefix_only):
             s.close()
@@ -125,8 +146,7 @@ def test_an_insertion_in_the_middle_is_evaluated_in_place(one_layer):
         # the inserted line and the prompt's last token are evaluated, the rest is cached
         inserted = len(second) - len(first)
         assert st.prompt_n == inserted + 1 and st.cache_n == len(second) - 1 - inserted
-        ref, _ = generate(fresh, second, reuse=False)
-        assert_same_or_near_tie(fresh, second, ref, got, 1e-3, label="cache-reuse holes")
+        same_as_fresh(fresh, second, got, "cache-reuse holes")
     finally:
         for s in (warm, fresh):
             s.close()
@@ -145,19 +165,24 @@ def test_an_editor_step_cut_and_insertion_at_once(one_layer):
         generate(warm, first)
         got, st = generate(warm, second)
         assert st.prompt_n == len(b"    z = y - 1\n") + 1
-        ref, _ = generate(fresh, second, reuse=False)
-        assert_same_or_near_tie(fresh, second, ref, got, 1e-3, label="cut and insertion")
+        same_as_fresh(fresh, second, got, "cut and insertion")
     finally:
         for s in (warm, fresh):
             s.close()
 
 
-def test_the_draft_model_keeps_its_cache_the_same_way(one_layer, tiny_draft):
-    """The draft model's context reuses the moved chunks too, its holes evaluated as the
-    prompt is read: its first draft waits for the prompt's last token only."""
-    load = LoadOptions(model=one_layer, model_draft=tiny_draft, n_ctx=512, threads=1,
+def draft_session(target, draft) -> Session:
+    load = LoadOptions(model=target, model_draft=draft, n_ctx=512, threads=1,
                        flash_attn="off", cache_reuse=8)  # fmt: skip
     s = Session(load, SpecOptions(types=["draft-simple"], n_max=4))
+    s.target.shift_break_even = s.draft_ctx.shift_break_even = 0
+    return s
+
+
+def test_the_draft_model_keeps_its_cache_the_same_way(one_layer, tiny_draft):
+    """The draft model's context reuses the moved chunks too, its holes evaluated by its
+    first pass (the catch-up of its first draft)."""
+    s = draft_session(one_layer, tiny_draft)
     head, tail = b"def f(x):\n", b"    y = x * 2\n    return y + 1\n"
     try:
         generate(s, list(head + tail))
@@ -165,8 +190,53 @@ def test_the_draft_model_keeps_its_cache_the_same_way(one_layer, tiny_draft):
         _, st = generate(s, second)
         inserted = len(second) - len(head + tail)
         assert st.prompt_n == inserted + 1 and s.draft_ctx.refilled == inserted
+        assert s.draft_ctx.pending_holes == 0 and s.draft_ctx.shifts == 1
     finally:
         s.close()
+
+
+def test_a_draft_model_that_does_not_draft_pays_nothing_for_the_reuse(one_layer, tiny_draft):
+    """A generation that never asks the draft model (here: one token, no round) leaves its
+    holes unevaluated (nor does its shift pass run); the next prompt drops the cells after
+    the first such hole, and the text stays a fresh context's."""
+    s, fresh = draft_session(one_layer, tiny_draft), session(one_layer, 0)
+    head, tail = b"def f(x):\n", b"    y = x * 2\n    return y + 1\n"
+    first, second = list(head + tail), list(head + b"    x = abs(x)\n" + tail)
+    third = list(head + b"    x = abs(x)\n    w = 3\n" + tail)
+    try:
+        generate(s, first)
+        dec = s.decoder(GREEDY, 1, 0)
+        assert len([t for rnd in dec.generate(second) for t in rnd.emitted]) == 1
+        inserted = len(second) - len(first)
+        assert s.draft_ctx.pending_holes == inserted  # nothing evaluated on the draft
+        assert s.target.pending_holes == 0  # the target's prefill evaluated its hole
+        kept_before = s.draft_ctx.n_past
+        got, _ = generate(s, third)
+        # the draft's cells after the unevaluated hole were dropped, never read
+        assert s.draft_ctx.pending_holes == 0 and kept_before > len(head)
+        same_as_fresh(fresh, third, got, "draft left idle")
+    finally:
+        for x in (s, fresh):
+            x.close()
+
+
+def test_a_shift_dearer_than_the_chunk_evaluates_it_again(one_layer):
+    """With a break-even above the moved chunk's length the chunk is evaluated again, not
+    shifted: no shift, the whole edit evaluated, the text a fresh context's. Measured at
+    load (break_even None), the break-even is a count and the context is left empty."""
+    head, tail = b"def f(x):\n", b"    y = x * 2\n    return y + 1\n"
+    first, second = list(head + tail), list(head + b"    x = abs(x)\n" + tail)
+    warm, fresh = session(one_layer, 8, break_even=10_000), session(one_layer, 0)
+    measured = session(one_layer, 8, break_even=None)
+    try:
+        assert measured.target.shift_break_even >= 0 and measured.target.n_past == 0
+        generate(warm, first)
+        got, st = generate(warm, second)
+        assert st.cache_n == common_prefix_len(first, second) and warm.target.shifts == 0
+        same_as_fresh(fresh, second, got, "evaluated again")
+    finally:
+        for x in (warm, fresh, measured):
+            x.close()
 
 
 def test_serve_refuses_cache_reuse_with_several_slots(tiny_target, capsys):

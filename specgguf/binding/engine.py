@@ -15,6 +15,7 @@ import ctypes
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -582,6 +583,17 @@ class Context:
         #: prompt tokens the last keep_prefix evaluated in the holes between moved chunks
         #: (counted among its kept positions, though evaluated)
         self.refilled = 0
+        #: the holes of the last --cache-reuse plan not evaluated yet, (position, tokens) in
+        #: prompt order: the next pass evaluates them first (`settle`), so a context that
+        #: is not decoded in a request (a draft model auto leaves idle) pays neither for them
+        #: nor for the shift pass
+        self._holes: list[tuple[int, list[int]]] = []
+        #: --cache-reuse: shifted chunks shorter than this many tokens are evaluated again
+        #: instead (ReusePlan.worth_shifting; `time_shift` measures it); 0: always shift
+        self.shift_break_even = 0
+        #: keep_prefix calls that shifted cells (each costs one shift pass of the whole
+        #: cache at the next decode)
+        self.shifts = 0
         self._give_way_check = ll.ggml_abort_callback(self._gives_way)  # alive with self
 
     def capture(self, layers: Sequence[int]) -> None:
@@ -656,6 +668,7 @@ class Context:
         check_room(pos0 + n, self.n_ctx)
         if pos0 < len(self.tokens) or self._dirty:  # (an interrupted decode left cells)
             self.truncate(pos0)
+        self.settle()
         b = self._batch
         start = 0
         while start < n:
@@ -781,6 +794,7 @@ class Context:
         check_room(t.end, self.n_ctx)
         if pos0 < len(self.tokens) or self._dirty:
             self.truncate(pos0)
+        self.settle()
         t.share(self.memory)
         self._tree = t
         toks, pos, sets = t.rows()
@@ -811,6 +825,7 @@ class Context:
 
     def fork(self, src: int, dst: int) -> None:
         """Sequence `dst` becomes a copy of `src` (cells shared, nothing evaluated)."""
+        self.settle()
         ll.llama_memory_seq_cp(self.memory, src, dst, -1, -1)
 
     def decode_beside(
@@ -820,6 +835,7 @@ class Context:
         valid until the next decode): row j is `tokens[j]` at `pos[j]` of sequence `seq[j]`.
         Rows of sequence 0 extend the context's own bookkeeping (`tokens`, `n_past`), as
         `decode` would; the other sequences are the caller's to keep and to drop."""
+        self.settle()
         own = own_rows(self, tokens, pos, seq)
         try:
             out = self.decode_rows(tokens, pos, seq, [True] * len(tokens))
@@ -873,6 +889,7 @@ class Context:
         self._dirty = False
         self.n_past = min(self.n_past, p0)
         del self.tokens[self.n_past :]
+        self._holes = [(p, t[: p0 - p]) for p, t in self._holes if p < p0]
         return True
 
     @interrupts.atomic
@@ -882,6 +899,7 @@ class Context:
         self._dirty = False
         self.n_past = 0
         self.tokens.clear()
+        self._holes = []
 
     def save_state(self, into: bytearray | None = None) -> bytearray:
         """The sequence's recurrent state as it is now, without its attention KV (llama.cpp's
@@ -918,6 +936,8 @@ class Context:
         (Each cell's key and value depend only on the tokens before it, so a cell whose whole
         prefix matches is exactly what a fresh evaluation would compute.)"""
         self.refilled = 0
+        if self._holes:  # a pass never came: the cells after the first hole lack their past
+            self.truncate(self._holes[0][0])
         n = common_prefix_len(self.tokens, tokens)
         if self.prompt_cache is not None:
             n = self.prompt_cache.swap(self, tokens, n)
@@ -938,20 +958,67 @@ class Context:
         while hidden states are captured (a drafter that heard the chunks at their old
         places would not hear them again). Holes need a second sequence (llama.cpp decodes
         a sequence's rows only right after its last cell): without one, the chunks after
-        the first hole are dropped."""
-        if self._dirty or self.captured or not ll.llama_memory_can_shift(self.memory):
+        the first hole are dropped. The holes are evaluated by the next pass (`settle`);
+        chunks too short to be worth the shift pass are not kept (`shift_break_even`)."""
+        if self._dirty or self.captured or not self.can_shift:
             return n
         plan = plan_reuse(self.tokens, tokens, n, self.cache_reuse, holes=self.n_seq > 1)
+        plan = plan.worth_shifting(self.shift_break_even)
         for p0, p1 in plan.dropped(len(self.tokens)):
             ll.llama_memory_seq_rm(self.memory, 0, p0, p1)
         for m in plan.shift_order():
             ll.llama_memory_seq_add(self.memory, 0, m.src, m.src + m.n, m.dst - m.src)
+        self.shifts += plan.shifts
         self.tokens[:] = tokens[: plan.end]
         self.n_past = plan.end
-        for p0, p1 in plan.holes():
-            self._fill_hole(tokens[p0:p1], p0)
+        self._holes = [(p0, list(tokens[p0:p1])) for p0, p1 in plan.holes()]
         self.refilled = plan.n_holes
         return plan.end
+
+    @property
+    def can_shift(self) -> bool:
+        """Whether this context's memory can move cells to other positions (not a recurrent
+        or hybrid model's)."""
+        return bool(ll.llama_memory_can_shift(self.memory))
+
+    @property
+    def pending_holes(self) -> int:
+        """Hole tokens a pass has yet to evaluate (`settle`)."""
+        return sum(len(hole) for _, hole in self._holes)
+
+    def settle(self) -> None:
+        """Evaluate the holes the last keep_prefix left (each in place, before the chunk
+        after it); the shift pass runs with the first. Every pass over sequence 0 starts
+        here."""
+        holes, self._holes = self._holes, []
+        for pos0, hole in holes:
+            self._fill_hole(hole, pos0)
+
+    def time_shift(self, n: int = 32) -> int:
+        """Measure, on this empty context, how many prompt tokens its shift pass costs to
+        evaluate (rounded up; what `shift_break_even` holds): a pass of `n` tokens, then a
+        one-token pass with and without a shift before it. Leaves the context empty."""
+
+        def timed(tokens: list[int], pos0: int) -> float:
+            t0 = time.perf_counter()
+            self.decode(tokens, pos0, outputs="last")
+            return time.perf_counter() - t0
+
+        n = max(1, min(n, self.n_ctx - 3))
+        best = None
+        try:
+            timed([0] * n, 0)  # (the first pass allocates its graph)
+            for _ in range(2):  # the smaller of two: a pause in one (a busy CPU) is not kept
+                self.clear()
+                per_token = timed([0] * n, 0) / n
+                plain = timed([0], n)
+                ll.llama_memory_seq_add(self.memory, 0, n, n + 1, 1)
+                shifted = timed([0], n + 2)
+                tokens = max(0, int(-(-(shifted - plain) // per_token)))
+                best = tokens if best is None else min(best, tokens)
+        finally:
+            self.clear()
+        return best or 0
 
     def _fill_hole(self, tokens: Sequence[int], pos0: int) -> None:
         """Evaluate `tokens` at pos0.. of sequence 0, whose cells go on after them: in

@@ -14,6 +14,13 @@ inserted tokens are a hole the context evaluates in place, before the chunk that
 cells were computed after other tokens than the ones now before it, which is the
 approximation this option accepts for speed; prefix reuse alone stays exact.
 
+A shift is not free: llama.cpp rotates the keys of every cell of the KV cache, used or not,
+in one pass at the next decode (however many chunks moved), so its cost grows with the
+context's size (-c), not with what moved. Where the chunks to shift hold fewer tokens than
+that pass costs in evaluated tokens (`ReusePlan.worth_shifting`, the break-even the context
+measured at load), they are evaluated again instead: cheaper, and exactly what a fresh
+evaluation computes.
+
 Pure: the plan only; the context applies it (specgguf.binding.engine.Context.keep_prefix).
 Its cost is O(prompt) dictionary lookups once per request, never per token.
 """
@@ -87,6 +94,20 @@ class ReusePlan:
     def n_holes(self) -> int:
         """How many tokens the holes hold (evaluated, not cached)."""
         return sum(b - a for a, b in self.holes())
+
+    @property
+    def shifts(self) -> bool:
+        """Whether any chunk moves (a shift pass at the next decode)."""
+        return any(m.dst != m.src for m in self.moves)
+
+    def worth_shifting(self, break_even: int) -> ReusePlan:
+        """This plan, or the part of it before its first move that shifts when the chunks
+        from there on hold fewer than `break_even` tokens: evaluating them again costs less
+        than the shift pass (0: always shift)."""
+        first = next((i for i, m in enumerate(self.moves) if m.dst != m.src), None)
+        if first is None or sum(m.n for m in self.moves[first:]) >= break_even:
+            return self
+        return ReusePlan(self.n_prefix, self.moves[:first])
 
 
 def _run(cached: Sequence[int], prompt: Sequence[int], c: int, p: int, least: int) -> int:

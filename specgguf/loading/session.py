@@ -475,20 +475,31 @@ class Session:
         target = engine.Context(
             self.target_model, self._branching(self._params(n_ctx, draft=False), draft=False)
         )
-        target.cache_reuse = self.load.cache_reuse
         target.prompt_cache = self.prompt_cache()
         self.adapt(target)
         draft_ctx = None
-        if self.draft_model is not None:
-            try:
+        try:
+            self._reuse_chunks(target)
+            if self.draft_model is not None:
                 params = self._params(target.n_ctx, draft=True)
                 draft_ctx = self._draft_context(target, params)
-            except BaseException:
-                target.close()
-                raise
-            if isinstance(draft_ctx, engine.Context):  # a draft model's own cache
-                draft_ctx.cache_reuse = self.load.cache_reuse
+                if isinstance(draft_ctx, engine.Context):  # a draft model's own cache
+                    self._reuse_chunks(draft_ctx)
+        except BaseException:
+            for ctx in (draft_ctx, target):
+                if ctx is not None:
+                    ctx.close()
+            raise
         return target, draft_ctx
+
+    def _reuse_chunks(self, ctx: engine.Context) -> None:
+        """--cache-reuse on `ctx`, with the break-even of its shift pass measured (a pass
+        over the whole cache: what chunks shorter than that cost to evaluate again is less;
+        core.cache_reuse.ReusePlan.worth_shifting), on a thread of its own as every decode
+        at load."""
+        ctx.cache_reuse = self.load.cache_reuse
+        if ctx.cache_reuse > 0 and ctx.can_shift:
+            ctx.shift_break_even = engine.on_passing_thread(ctx.time_shift)
 
     def _draft_context(self, target: engine.Context, params: engine.ContextParams):  # noqa: ANN202
         """The -md file's context beside `target`: a draft model's own, or a head's over the
