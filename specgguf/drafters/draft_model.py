@@ -51,7 +51,8 @@ class DraftModelDrafter(ModelDrafter):
         kept; the rest is read by the first `propose`, with whatever was emitted by then, in
         one catch-up batch: a generation that never drafts (auto found the draft cannot pay,
         a server whose batch is too wide for drafts to pay) never pays for the prompt on the
-        draft model."""
+        draft model (nor for --cache-reuse's holes and shift: the context's next pass
+        evaluates them)."""
         self.history = list(prompt)
         keep = self.ctx.keep_prefix(self.history[:-1] if self.reuse_prefix else [])
         self.ctx.truncate(keep)
@@ -96,6 +97,12 @@ class DraftModelDrafter(ModelDrafter):
     def propose(self, budget: int, gate: DraftGate | None = None) -> Draft:
         if budget <= 0:
             return Draft()
+        # --cache-reuse's holes in the kept prompt (and the shift pass with them) are the
+        # prompt's cost, paid on the first draft of a request only: not timed as catch-up,
+        # whose per-token cost auto weighs against the tokens a draft model is behind
+        settle = getattr(self.ctx, "settle", None)
+        if settle is not None:
+            settle()
         t0 = time.perf_counter()
         n_pending = len(self.history) - len(self.kv)
         logits = self._catch_up(len(self.history), outputs="last")
