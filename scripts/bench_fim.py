@@ -44,10 +44,12 @@ both wrote before the part. It prints the two tokens, the target's best two ther
 gap between their logits, and whether the part is a near tie (the two are the best two and
 the gap is under tests/near_tie.REAL_NEAR_TIE); `--no-judge` skips it. The requests ask for
 the answer's `tokens` (`return_tokens`) for this; the plugins do not, which changes nothing
-else in the answer.
+else in the answer. Each part's gap is also printed after the cache the server had: the
+session's prompts replayed with the presets' `--cache-reuse` (moved chunks were computed
+after other text, the approximation that option accepts), since a part may come from there.
 
     PYTHONPATH=. python scripts/bench_fim.py [--file F] [-m T.gguf -md D.gguf] [--holes 24]
-        [--llama-server PATH]
+        [--llama-server PATH] [--json FILE] [--no-judge | --judge FILE]
 """
 
 from __future__ import annotations
@@ -78,8 +80,10 @@ LLAMA_SERVER_REUSE = ["--cache-reuse", "256"]
 RESPONSE_FIELDS = ["content", "timings/prompt_n", "timings/prompt_ms", "timings/predicted_n",
                    "timings/predicted_ms", "timings/predicted_per_second", "truncated",
                    "tokens_cached", "tokens_evaluated", "tokens", "stop_type"]  # fmt: skip
-#: the presets' batch (-b), which bounds the FIM prompt's prefix and suffix
+#: the presets' batch (-b), which bounds the FIM prompt's prefix and suffix, and their
+#: --cache-reuse
 EDITOR_BATCH = int(EDITOR_SETTINGS[EDITOR_SETTINGS.index("-b") + 1])
+EDITOR_REUSE = int(EDITOR_SETTINGS[EDITOR_SETTINGS.index("--cache-reuse") + 1])
 #: the judging context: a FIM prompt of the presets' batch and its completion fit, and the
 #: extra chunks' budget (the context less a batch) holds the ring chunk as the server's does
 JUDGE_CTX = 8192
@@ -205,10 +209,14 @@ def judge_part(
     }  # fmt: skip
 
 
-def judge(results: list[dict], requests: list[dict], target: str, n_ctx: int) -> None:
+def judge(
+    results: list[dict], opening: list[dict], requests: list[dict], target: str, reuse: int
+) -> None:
     """Each side's parts from off's, judged in the target's own fresh evaluation of the
-    shared context (tests/near_tie.top_two_after); printed and kept as each side's
-    `parts`."""
+    shared context (tests/near_tie.top_two_after); printed and kept as each side's `parts`.
+    Each part's gap is also given in the context the server computed: the session's prompts
+    replayed with the servers' --cache-reuse `reuse` (off's tokens after each), its chunks
+    always shifted, the parting context evaluated after the same reuse."""
     off = next(r for r in results if r["side"] == "off")["completions_detail"]
     found = {r["side"]: parts(r["completions_detail"], off) for r in results if r["side"] != "off"}
     if not any(found.values()):
@@ -216,36 +224,56 @@ def judge(results: list[dict], requests: list[dict], target: str, n_ctx: int) ->
     from specgguf.generator import Generator
     from specgguf.io.fim import ExtraChunk
     from specgguf.loading.session import LoadOptions, Session, SpecOptions
-    from tests.near_tie import top_two_after
+    from tests.near_tie import top_two, top_two_after
 
-    longest = max(len(d["tokens"]) for r in results for d in r["completions_detail"])
-    load = LoadOptions(model=Path(target), n_ctx=n_ctx, n_batch=EDITOR_BATCH,
-                       n_ubatch=EDITOR_BATCH, warmup=False)  # fmt: skip
+    load = LoadOptions(model=Path(target), n_ctx=JUDGE_CTX, n_batch=EDITOR_BATCH,
+                       n_ubatch=EDITOR_BATCH, warmup=False, cache_reuse=reuse)  # fmt: skip
     session = Session(load, SpecOptions(types=[]))
     try:
         gen = Generator(session)
+        prompts = []
+        for body in opening + requests:
+            extra = [ExtraChunk(c["filename"], c["text"]) for c in body["input_extra"]]
+            prompts.append(gen.infill_tokens(body["input_prefix"], body["input_suffix"], extra))
+        ctx = session.target
+        ctx.shift_break_even = 0  # (as the server before the break-even rule: always shift)
+
+        def reused(tokens: list[int]):
+            keep = ctx.keep_prefix(tokens[:-1])
+            ctx.truncate(keep)
+            return top_two(ctx.decode(tokens[keep:], keep, outputs="last")[0])
+
+        at = {k for side in found.values() for k in side}
+        in_server: dict[tuple[int, int], tuple[int, int, float]] = {}
+        for j, prompt in enumerate(prompts):
+            i = j - len(opening)
+            for k in sorted(kk for ii, kk in at if ii == i):
+                in_server[i, k] = reused([*prompt, *off[i]["tokens"][:k]])
+            reused([*prompt, *(off[i]["tokens"] if i >= 0 else [])])
+
+        def shown(t: int | None) -> str:
+            return repr(gen.piece(t).decode("utf-8", "replace")) if t is not None else "<end>"
+
         for r in results:
             for i, k in found.get(r["side"], []):
-                body = requests[i]
-                extra = [ExtraChunk(c["filename"], c["text"]) for c in body["input_extra"]]
-                prompt = gen.infill_tokens(body["input_prefix"], body["input_suffix"], extra)
                 mine, theirs = r["completions_detail"][i], off[i]
+                prompt = prompts[len(opening) + i]
                 if len(prompt) != theirs["prompt_tokens"]:
                     print(f"  (completion {i}: the prompt here is {len(prompt)} tokens, the "
                           f"server's {theirs['prompt_tokens']}: not the same context)")  # fmt: skip
-                assert len(prompt) + longest < n_ctx
                 top = top_two_after(session, [*prompt, *theirs["tokens"][:k]])
                 v = judge_part(theirs["tokens"], mine["tokens"], k, top,
                                session.target_model.is_eog)  # fmt: skip
-                v["completion"] = i
+                b2, s2, gap2 = in_server[i, k]
+                v.update(completion=i, reused_best=b2, reused_second=s2,
+                         reused_gap=round(gap2, 4))  # fmt: skip
                 r.setdefault("parts", []).append(v)
-                piece = gen.piece
-                shown = [repr(piece(t).decode("utf-8", "replace")) if t is not None else "<end>"
-                         for t in (v["off"], v["side"], v["best"], v["second"])]  # fmt: skip
-                print(f"{r['side']}: completion {i} parts from off's at token {k}: "
-                      f"off {shown[0]}, {r['side']} {shown[1]}; the target's best two "
-                      f"{shown[2]}, {shown[3]}, logit gap {v['gap']:.3f}: "
-                      + ("a near tie" if v["near_tie"] else "NOT a near tie"))  # fmt: skip
+                verdict = "a near tie" if v["near_tie"] else "NOT a near tie"
+                print(f"{r['side']}: completion {i} parts from off's at token {k}: off "
+                      f"{shown(v['off'])}, {r['side']} {shown(v['side'])}; the target's best "
+                      f"two {shown(v['best'])}, {shown(v['second'])}, logit gap "
+                      f"{v['gap']:.3f}: {verdict} (after the reused cache: {shown(b2)}, "
+                      f"{shown(s2)}, gap {gap2:.3f})")  # fmt: skip
     finally:
         session.close()
 
@@ -257,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-m", "--model", help="target GGUF with FIM tokens (default: the pulled one)")
     ap.add_argument("-md", "--model-draft", help="draft GGUF (default: the pulled draft)")
     ap.add_argument("-c", "--ctx", type=int, help="context (default: the presets' -c 0)")
+    ap.add_argument("--cache-reuse", type=int, default=EDITOR_REUSE,
+                    help="serve's --cache-reuse (default: the presets'; 0: prefix reuse only)")
     ap.add_argument("-t", "--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("-n", type=int, default=128, help="n_predict (llama.vim's default: 128)")
     ap.add_argument("--holes", type=int, default=24, help="lines typed (a completion each)")
@@ -271,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="write the summaries (and each completion) here")
     ap.add_argument("--no-judge", action="store_true",
                     help="skip judging where texts part from off's (loads the target)")
+    ap.add_argument("--judge", metavar="JSON",
+                    help="only judge the parts of an earlier run's --json (same session flags)")
     args = ap.parse_args(argv)
 
     if args.model:
@@ -282,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
     pair = ["-m", target, *(["-md", draft] if draft else [])]
     ctx = ["-c", str(args.ctx)] if args.ctx is not None else []
     common = [*pair, "-t", str(args.threads), *EDITOR_FLAGS, *ctx]
+    if args.cache_reuse != EDITOR_REUSE:  # (the last of a flag given twice is the one kept)
+        common += ["--cache-reuse", str(args.cache_reuse)]
     path = Path(args.file)
     opening, requests = session_requests(path.read_text(encoding="utf-8"), args, path.name)
     sides: list[tuple[str, list[str], bool]] = []
@@ -291,6 +325,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.llama_server:
         sides.append(("llama-server", [*common, *LLAMA_SERVER_REUSE], True))
 
+    if args.judge:  # the parts of a finished run's --json, with the same session flags
+        saved = json.loads(Path(args.judge).read_text(encoding="utf-8"))
+        judge(saved, opening, requests, target, args.cache_reuse)
+        return 0
     results = []
     print(f"{len(requests)} completions over {args.file}")
     print("side          n   p50 s   p95 s  tokens   tok/s    eval  prompt ms   total s")
@@ -316,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['same_as_off']} of {r['completions']} texts as off's"
             )
     if off and not args.no_judge:
-        judge(results, requests, target, JUDGE_CTX)
+        judge(results, opening, requests, target, args.cache_reuse)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
     return 0
