@@ -19,6 +19,7 @@ from typing import Literal
 
 import pytest
 
+from tests.agent_weather import ASK, CITIES, weather_agent
 from tests.serve_helpers import tool_serving
 
 pydantic = pytest.importorskip("pydantic")
@@ -30,8 +31,6 @@ class BaseModel(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="forbid")
 
 
-CITIES = ("Paris", "Oslo")
-ASK = "What is the weather in Paris?"
 N = 160
 
 
@@ -118,30 +117,11 @@ def agents(server, openai_mod):
     return agents
 
 
-def weather_agent(agents, server, openai_mod, called: list, **settings):
-    @agents.function_tool
-    def get_weather(city: Literal["Paris", "Oslo"]) -> str:
-        """The weather in a city."""
-        called.append(city)
-        return f"sunny in {city}"
-
-    client = openai_mod.AsyncOpenAI(base_url=server.base + "/v1", api_key="x", max_retries=0,
-                                    timeout=server.timeout)  # fmt: skip
-    return agents.Agent(
-        name="weather",
-        instructions="Answer with the weather tool.",
-        tools=[get_weather],
-        model=agents.OpenAIChatCompletionsModel(model="m", openai_client=client),
-        model_settings=agents.ModelSettings(
-            temperature=0, max_tokens=N, parallel_tool_calls=False, **settings
-        ),
-        tool_use_behavior="stop_on_first_tool",  # the tool's result is the answer
-    )
-
-
 def test_openai_agents_runs_a_forced_tool(agents, server, openai_mod):
     called: list[str] = []
-    agent = weather_agent(agents, server, openai_mod, called, tool_choice="get_weather")
+    agent = weather_agent(
+        agents, server, openai_mod, called, max_tokens=N, tool_choice="get_weather"
+    )
     result = agents.Runner.run_sync(agent, ASK, max_turns=2)
     assert len(called) == 1 and called[0] in CITIES
     assert result.final_output == f"sunny in {called[0]}"
@@ -149,7 +129,9 @@ def test_openai_agents_runs_a_forced_tool(agents, server, openai_mod):
 
 def test_openai_agents_runs_a_tool_from_a_streamed_answer(agents, server, openai_mod):
     called: list[str] = []
-    agent = weather_agent(agents, server, openai_mod, called, tool_choice="get_weather")
+    agent = weather_agent(
+        agents, server, openai_mod, called, max_tokens=N, tool_choice="get_weather"
+    )
 
     async def run():
         result = agents.Runner.run_streamed(agent, ASK, max_turns=2)
@@ -165,7 +147,9 @@ def test_openai_agents_runs_a_fenced_call_under_auto(agents, server, openai_mod)
     # tool_choice left to the model, which writes the call in a ```json fence
     called: list[str] = []
     grammar = fenced_call_grammar("get_weather", {"city": "Oslo"})
-    agent = weather_agent(agents, server, openai_mod, called, extra_body={"grammar": grammar})
+    agent = weather_agent(
+        agents, server, openai_mod, called, max_tokens=N, extra_body={"grammar": grammar}
+    )
     result = agents.Runner.run_sync(agent, ASK, max_turns=2)
     assert called == ["Oslo"] and result.final_output == "sunny in Oslo"
 

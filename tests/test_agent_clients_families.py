@@ -18,6 +18,7 @@ from typing import Literal
 
 import pytest
 
+from tests.agent_weather import ASK, CITIES, weather_agent
 from tests.serve_helpers import FAST, serving
 
 pydantic = pytest.importorskip("pydantic")
@@ -29,8 +30,6 @@ FAMILIES = {
     "llama3.1": ("standins/llama3.1.jinja", r"call_[0-9a-f]{24}"),
     "mistral-nemo": ("mistralai-Mistral-Nemo-Instruct-2407.jinja", r"[A-Za-z0-9]{9}"),
 }
-CITIES = ("Paris", "Oslo")
-ASK = "What is the weather in Paris?"
 N = 120
 
 
@@ -66,25 +65,10 @@ def test_openai_agents_runs_the_tool_and_answers(family, openai_mod):
     name, server, ids = family
     called: list[str] = []
 
-    @agents.function_tool
-    def get_weather(city: Literal["Paris", "Oslo"]) -> str:
-        """The weather in a city."""
-        called.append(city)
-        return f"sunny in {city}"
-
-    client = openai_mod.AsyncOpenAI(base_url=server.base + "/v1", api_key="x", max_retries=0,
-                                    timeout=server.timeout)  # fmt: skip
-    agent = agents.Agent(
-        name="weather",
-        instructions="Answer with the weather tool.",
-        tools=[get_weather],
-        model=agents.OpenAIChatCompletionsModel(model="m", openai_client=client),
-        # the first turn forced; after the tool ran, the agent resets the choice to the
-        # model's (auto) and asks again with the call and its result in the history
-        model_settings=agents.ModelSettings(
-            temperature=0, max_tokens=N, parallel_tool_calls=False, tool_choice="get_weather"
-        ),
-    )
+    # the first turn forced; after the tool ran, the agent resets the choice to the model's
+    # (auto) and asks again with the call and its result in the history
+    agent = weather_agent(agents, server, openai_mod, called, max_tokens=N,
+                          stop_on_first_tool=False, tool_choice="get_weather")  # fmt: skip
     result = agents.Runner.run_sync(agent, ASK, max_turns=3)
     assert len(called) == 1 and called[0] in CITIES, name
     calls = [i.raw_item for i in result.new_items if i.type == "tool_call_item"]
