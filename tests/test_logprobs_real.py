@@ -1,25 +1,21 @@
 """Token probabilities on the real Qwen2.5-Coder pair (select with `-m real`; needs
 `specgguf pull`): with draft-simple speculation every emitted token's log probability (and
-its top alternatives) equals plain decoding's, greedy and seeded, up to the rounding of
-passes of different widths.
+its top alternatives) equals plain decoding's within the issue's 0.05, greedy and seeded.
 
-How large that rounding is, measured on this 2-core AVX2 machine over 2 x 48 tokens: the
-emitted tokens' log probabilities mostly within 1e-2, one token per prompt 0.087 and 0.095
-apart; the top-5 alternatives' (log p down to about -10) up to 0.49 apart. That is the rows,
-not the reading: the same text evaluated in ONE pass (a third width) gives, at those emitted
-tokens, figures 0.03-0.05 from plain decoding's and 0.05-0.12 from the speculative ones. So
-the emitted tokens are held to the issue's 0.05 nine in ten and to REAL_NEAR_TIE (the
-house's measured bound of that rounding, in logits) every one, and the alternatives to
-ALTERNATIVES_BOUND. (The mutants that report a wrong figure are tests/test_logprobs_tiny.py's:
-on this pair's confident tokens a placeholder 0.0 is close.)
+Why that holds on a CPU: a pass of several rows may run other kernels than a 1-token pass
+(on the Q4 target with repacked weights, four rows or more run a blocked product whose
+figures moved by up to 0.16 here), so a generation that reports figures is verified in
+passes no wider than specgguf.binding.exact_rows measured to give plain decoding's rows
+(three on this target and machine: bit-identical rows). Without that cap this test failed:
+one token per prompt 0.087 and 0.095 apart, alternatives up to 0.49.
 
-Texts of passes of different widths may part where the target's two best logits nearly tie
-(greedy) or where a uniform falls at a boundary of the CDF (seeded): the figures are
+Texts of passes of different widths may still part where the target's two best logits
+nearly tie (greedy) or where a uniform falls at a boundary of the CDF (seeded), on a machine
+whose measured widths round within exact_rows.TOLERANCE but not to the bit: the figures are
 compared up to that point (its row included), and a greedy parting must be such a tie."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from specgguf.core.sampling import SamplerParams
@@ -28,10 +24,8 @@ from specgguf.loading.session import LoadOptions, Session, SpecOptions
 from specgguf.modelfiles.models import DRAFT, TARGET, is_present, model_path
 from tests.near_tie import REAL_NEAR_TIE, assert_same_or_near_tie, first_difference
 
-#: the issue's bound, held for nine emitted tokens in ten (see above)
+#: the issue's bound, for every emitted token and every listed alternative
 BOUND = 0.05
-#: the top alternatives' bound: the rounding measured there reached 0.49 (see above)
-ALTERNATIVES_BOUND = 0.75
 PROMPTS = ["def quicksort(arr):", "class Stack:\n    def __init__(self):"]
 ASKED = ProbsRequest(5)
 #: one-hot drafts: seeded speculative text is then plain decoding's token for token
@@ -83,10 +77,9 @@ def test_logprobs_with_speculation_equal_without(session, prompt, sampler, seed)
             emitted.append(abs(a.value - b.value))
         theirs = dict(b.top)
         alternatives += [abs(theirs[t] - v) for t, v in a.top if t in theirs]
-    worst, p90 = max(emitted), float(np.percentile(emitted, 90))
-    print(f"\n{prompt!r} temp {sampler.temp}: {stats.n_accept} drafted tokens accepted, "
-          f"{n} tokens compared; emitted: largest difference {worst:.2e}, 90th percentile "
-          f"{p90:.2e}; alternatives: largest {max(alternatives):.2e}")
-    assert p90 <= BOUND
-    assert worst <= REAL_NEAR_TIE
-    assert max(alternatives) <= ALTERNATIVES_BOUND
+    worst = max(emitted)
+    print(f"\n{prompt!r} temp {sampler.temp}: passes of at most {session.exact_rows()} rows, "
+          f"{stats.n_accept} drafted tokens accepted, {n} tokens compared; emitted: largest "
+          f"difference {worst:.2e}; alternatives: largest {max(alternatives):.2e}")
+    assert worst <= BOUND
+    assert max(alternatives) <= BOUND

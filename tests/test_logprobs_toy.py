@@ -54,3 +54,35 @@ def test_chains_and_trees_report_plain_decodings_figures(name, post):
 def test_nothing_is_read_unless_asked():
     _, probs, _ = figures(ToyContext(), [NoisyOracle(0.3, 5)], SAMPLERS["warm"], None)
     assert probs == []
+
+
+class WidthRecorder(ToyContext):
+    """The toy target, remembering how many rows each pass evaluated after the prompt's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.widths: list[int] = []
+
+    def decode(self, tokens, pos0, *, outputs="last", hear=None):
+        if outputs == "all":
+            self.widths.append(len(tokens))
+        return super().decode(tokens, pos0, outputs=outputs, hear=hear)
+
+
+@pytest.mark.parametrize("cap", [1, 3])
+def test_a_row_cap_keeps_every_verify_pass_that_narrow(cap):
+    """Where wider passes compute other rows (specgguf.binding.exact_rows), a generation that
+    reports figures keeps its passes to `max_rows`, drafting still, with plain decoding's
+    text and figures; without the cap the same drafter's passes are wider (the mutant that
+    ignores the cap fails the first assertion)."""
+    sampler = SAMPLERS["greedy"]
+    ref_tokens, ref, _ = figures(ToyContext(), [], sampler, ProbsRequest(2))
+    capped = WidthRecorder()
+    tokens, got, stats = figures(capped, [NoisyOracle(0.3, 5)], sampler,
+                                 ProbsRequest(2, max_rows=cap))  # fmt: skip
+    assert max(capped.widths) <= cap
+    assert (tokens, got) == (ref_tokens, ref)
+    assert (stats.n_accept > 0) == (cap > 1)
+    free = WidthRecorder()
+    figures(free, [NoisyOracle(0.3, 5)], sampler, ProbsRequest(2))
+    assert max(free.widths) > cap

@@ -195,6 +195,10 @@ class SpeculativeDecoder:
         n_past = self.target.n_past
         room = self.target.n_ctx - n_past - 1  # cells left after id_last
         limit = min(remaining - 1, room)
+        probs = self.config.probs
+        if probs is not None and probs.max_rows is not None:
+            # figures to report: passes no wider than those whose rows a plain step computes
+            limit = min(limit, probs.max_rows - 1)
         if self.policy is not None:
             limit = self.policy.budget(limit)
 

@@ -45,6 +45,10 @@ class ProbsRequest:
 
     n: int = 0
     post_sampling: bool = False
+    #: the widest verify pass (rows) whose rows equal a 1-token pass's on this target, which
+    #: the loop then keeps to, so each figure is what plain decoding would report; None: no
+    #: cap (set by whoever builds the decoder: specgguf.binding.exact_rows measures it)
+    max_rows: int | None = None
 
     def read(self, logits: np.ndarray, dist: Callable[[], SparseDist], token: int) -> TokenProbs:
         """The figures of `token` drawn at the row `logits` (a view that is only read);

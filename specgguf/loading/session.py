@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from specgguf.binding import devices, engine, kv_overrides, memory_caps
+from specgguf.binding import devices, engine, exact_rows, kv_overrides, memory_caps
 from specgguf.binding.adapters import AdapterFiles, TargetAdapters
 from specgguf.binding.batched import BatchedContext, SequenceView
 from specgguf.binding.checkpoints import PROMPT_CHECKPOINTS, ModelContext, with_rollback
@@ -665,6 +665,8 @@ class Session:
         to report (specgguf.core.token_probs; None: none)."""
         spec = spec if spec is not None else self.spec
         slot = slot if slot is not None else self.slots[0]
+        if probs is not None:  # exact figures: verify passes only as wide as plain rows stay
+            probs = replace(probs, max_rows=self.exact_rows())
         random = PositionRandom(seed)
         config = GenerationConfig(
             n_predict=n_predict, n_max=spec.n_max, sampler=sampler, ignore_eos=ignore_eos,
@@ -681,6 +683,11 @@ class Session:
             reuse_prefix=reuse_prefix,
             constraint=constraint,
         )
+
+    def exact_rows(self) -> int | None:
+        """The widest verify pass whose rows are the target's 1-token rows here (measured once
+        per process, specgguf.binding.exact_rows); None: no cap."""
+        return exact_rows.max_rows(self.target_model, self._params(0, draft=False))
 
     # -- timing -------------------------------------------------------------------------------
 
