@@ -77,7 +77,8 @@ def max_rows(model: engine.Model, params: engine.ContextParams) -> int | None:
     """The widest verify pass whose rows are the 1-token passes' on `model` under `params`
     (threads, flash attention, KV types), measured once and remembered for the model; None:
     every probed width agrees (no cap)."""
-    key = (params.n_threads, params.flash_attn, params.type_k, params.type_v, repr(params.overrides))
+    overrides = repr(params.overrides)
+    key = (params.n_threads, params.flash_attn, params.type_k, params.type_v, overrides)
     known = _measured.setdefault(model, {})
     if key not in known:
         known[key] = _measure(model, params)
