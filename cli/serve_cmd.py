@@ -178,7 +178,8 @@ def serve(
     """Serve the model over HTTP: OpenAI's /v1/chat/completions, /v1/completions and
     /v1/models, llama-server's /completion, /infill, /tokenize, /detokenize, /apply-template,
     /props, /slots, /health and /metrics (with --slot-save-path, POST /slots/{id_slot} saves,
-    restores or erases a slot), and a chat page at / that shows the speculation;
+    restores or erases a slot), GET and POST /lora-adapters (the --lora adapters' scales),
+    and a chat page at / that shows the speculation;
     with --embeddings, /v1/embeddings and /embedding.
 
     With no -m, serves the pulled default pair (Qwen2.5-Coder 1.5B + 0.5B draft).

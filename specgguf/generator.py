@@ -575,6 +575,16 @@ class Generator:
         rv.run_locked(lambda: out.append(fn()))
         return out[0]
 
+    def lora_adapters(self) -> list[tuple[Path, float]]:
+        """The target's LoRA adapters (--lora, --lora-scaled), each (file, scale now)."""
+        adapters = self.session.adapters
+        return [] if adapters is None else [(a.path, a.scale) for a in adapters.loras]
+
+    def set_lora_scales(self, scales: dict[int, float]) -> None:
+        """New LoRA scales by index (others: 0) while no request runs; every slot's cached
+        target prefix is dropped with them (Session.set_lora_scales)."""
+        self.session.set_lora_scales(scales, self.exclusive)
+
     def policy(self, slot: int = 0) -> AdaptivePolicy | None:
         return self._slots[slot].policy
 

@@ -119,6 +119,7 @@ SAMPLES = {
     "--sleep-idle-seconds": ("60", "slots", "sleep_idle_seconds", 60),
     "--slot-save-path": (str(ROOT / "docs"), "slots", "save_path", ROOT / "docs"),
     "--reuse-port": (None, "http", "reuse_port", True),
+    "--lora-init-without-apply": (None, "adapters", "init_without_apply", True),
     "--models-dir": (str(ROOT / "docs"), "router", "dir", ROOT / "docs"),
     "--models-max": ("2", "router", "max", 2),
     "--models-autoload": (None, "router", "autoload", True),

@@ -65,6 +65,12 @@ class PromptCache:
         self.loaded += 1
         return best
 
+    def clear(self) -> None:
+        """Forget every saved sequence (they were computed under adapters now changed)."""
+        self.dropped += len(self.entries)
+        self.entries.clear()
+        self.size = 0
+
     def _put(self, key: tuple[int, ...], state: bytes) -> None:
         if self.limit is not None and len(state) > self.limit:
             return

@@ -365,7 +365,7 @@ ENTRIES: dict[str, Entry] = {
     "--skip-chat-parsing": declared("a chat answer is all content: no reasoning or tool calls read out of it", "serve"),  # noqa: E501
     "--prefill-assistant": declared("a last assistant message is continued (--no-prefill-assistant: a whole message)", "serve"),  # noqa: E501
     "--slot-prompt-similarity": setting("slots", "prompt_similarity", v.real(0.0, 1.0), "a request takes the free slot whose cached prompt shares the longest prefix with its own, if that prefix is more than this fraction of its prompt; else the least recently used free slot (default: 0.10; 0: always the least recently used)", commands="serve"),  # noqa: E501
-    "--lora-init-without-apply": refused("the LoRA adapters are set at load and POST /lora-adapters is not served, so adapters loaded without applying them could never be applied: leave the flag out (--lora-scaled FNAME:0 loads one at scale 0)"),  # noqa: E501
+    "--lora-init-without-apply": setting("adapters", "init_without_apply", v.switch, "the LoRA adapters are loaded at scale 0; serve's POST /lora-adapters sets their scales", commands="serve"),  # noqa: E501
     "--sleep-idle-seconds": setting("slots", "sleep_idle_seconds", v.idle_seconds, "after N seconds with no request, the models and their KV caches are freed (/health and /props say is_sleeping) and loaded again for the next request, which waits for them (default: -1, never)", commands="serve"),  # noqa: E501
     "--simple-io": always(True, "input and output are plain streams (no console tricks)"),
     "--log-disable": setting("log", "disabled", v.switch, "llama.cpp's log goes nowhere, even with -v or --log-file (specgguf's own lines stay: -q hides its report)"),  # noqa: E501

@@ -42,7 +42,7 @@ from specgguf.server import embeddings as emb
 from specgguf.server import protocol as p
 from specgguf.server.http_settings import HttpSettings
 from specgguf.server.protocol import ApiError, choice_seed
-from specgguf.server.scheduler import Event, Job, Scheduler
+from specgguf.server.scheduler import ALL_SLOTS, Event, Job, Scheduler
 from specgguf.server.sleep import Loaded, Models
 from specgguf.server.wire import FORMATS, Answer, merged_choices, tools_finish
 
@@ -86,6 +86,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("GET", "/props", "props"),
     Endpoint("GET", "/slots", "slots"),
     Endpoint("POST", "/slots/{id_slot}", "slot_action"),
+    Endpoint("GET", "/lora-adapters", "lora_adapters"),
+    Endpoint("POST", "/lora-adapters", "set_lora_adapters"),
     Endpoint("GET", "/metrics", "metrics"),
     Endpoint("GET", "/", "page", public=True),
 )
@@ -933,6 +935,32 @@ class App:
             slot = sf.check_slot(self.gen, request.path_params["id_slot"])
             work = files.action(self.gen, slot, action, name, path, _namespace())
             return JSONResponse(await self.sched.call(work, idle_slot=slot))
+        finally:
+            release()
+
+    async def lora_adapters(self, request: HttpRequest):
+        """GET /lora-adapters: [{id, path, scale}] of the target's LoRA adapters."""
+        release = self.hold()
+        try:
+            if self.sleeping:
+                await self.sched.call(lambda: None)
+            return JSONResponse(p.lora_list(self.gen.lora_adapters()))
+        finally:
+            release()
+
+    async def set_lora_adapters(self, request: HttpRequest):
+        """POST /lora-adapters [{id, scale}, ...]: new scales (an adapter not named: 0), set
+        once every running request has ended under the old ones (none starts meanwhile);
+        every cached prefix is dropped with them."""
+        body = await self.body(request)
+        release = self.hold()
+        try:
+            if self.sleeping:
+                await self.sched.call(lambda: None)
+            scales = p.lora_scales(body, len(self.gen.lora_adapters()))
+            gen = self.gen
+            await self.sched.call(lambda: gen.set_lora_scales(scales), idle_slot=ALL_SLOTS)
+            return JSONResponse({"success": True})
         finally:
             release()
 

@@ -149,6 +149,9 @@ class SlotSettings:
     save_path: Path | None = None
 
 
+#: Scheduler.call's idle_slot that waits for every slot (and holds new requests back)
+ALL_SLOTS = -1
+
 #: a call queued for the worker thread: fn, its future and loop, the slot it waits to find idle
 _Call = tuple[Callable[[], Any], asyncio.Future, asyncio.AbstractEventLoop, "int | None"]
 
@@ -203,7 +206,9 @@ class Scheduler:
     async def call(self, fn: Callable[[], Any], *, idle_slot: int | None = None) -> Any:
         """Run fn on the worker thread (between two rounds) and return its result. With
         `idle_slot`, fn waits until no request runs in that slot, and runs before the slot
-        is given another (a slot file saved or restored: as llama-server defers it)."""
+        is given another (a slot file saved or restored: as llama-server defers it); with
+        ALL_SLOTS, until no request runs at all, no waiting one starting meanwhile (new
+        LoRA scales: the running requests finish under the old ones)."""
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
         with self._lock:
@@ -342,7 +347,17 @@ class Scheduler:
 
     def _runnable(self) -> bool:
         """(Under the lock.) A call may run now: none waits for a slot still busy."""
-        return any(c[3] is None or c[3] not in self._active for c in self._calls)
+        return any(self._may_run(c) for c in self._calls)
+
+    def _draining(self) -> bool:
+        """(Under the lock.) A call waits for every slot: no waiting request starts."""
+        return any(c[3] == ALL_SLOTS for c in self._calls)
+
+    def _may_run(self, call: _Call) -> bool:
+        """(Under the lock.) Whether the slot (or the slots) the call waits for are idle."""
+        slot = call[3]
+        return slot is None or (not self._active if slot == ALL_SLOTS
+                                else slot not in self._active)  # fmt: skip
 
     def _wait(self, ready: Callable[[], bool]) -> None:
         """(Under the lock, on the worker thread.) Wait until ready(); meanwhile, once the
@@ -394,7 +409,8 @@ class Scheduler:
                 self._wait(lambda: bool(
                     self._runnable()
                     or self._stopping
-                    or (self._waiting and len(self._active) < self.gen.n_slots)
+                    or (self._waiting and len(self._active) < self.gen.n_slots
+                        and not self._draining())
                 ))  # fmt: skip
                 stopping = self._stopping and not self._runnable()
             if not stopping:
@@ -426,7 +442,7 @@ class Scheduler:
     def _take_calls(self, everything: bool = False) -> list[_Call]:
         """(Under the lock.) The calls queued so far, but those waiting for a busy slot
         (`everything`: those end with a 503); when stopping, the waiting jobs end."""
-        calls = [c for c in self._calls if c[3] is None or c[3] not in self._active]
+        calls = [c for c in self._calls if self._may_run(c)]
         left = [c for c in self._calls if c not in calls]
         self._calls.clear()
         if everything:
@@ -447,6 +463,8 @@ class Scheduler:
         """Give waiting jobs the free slots (under the lock, on the worker thread), each to the
         one _choose_slot picks. Returns the jobs given a slot."""
         started: list[Job] = []
+        if self._draining():
+            return started
         free = [i for i in range(self.gen.n_slots) if i not in self._active]
         while free and self._waiting:
             job = self._waiting.popleft()
