@@ -177,7 +177,9 @@ def serve(
 ) -> int:
     """Serve the model over HTTP: OpenAI's /v1/chat/completions, /v1/completions and
     /v1/models, llama-server's /completion, /infill, /tokenize, /detokenize, /apply-template,
-    /props, /slots, /health and /metrics, and a chat page at / that shows the speculation;
+    /props, /slots, /health and /metrics (with --slot-save-path, POST /slots/{id_slot} saves,
+    restores or erases a slot), GET and POST /lora-adapters (the --lora adapters' scales),
+    and a chat page at / that shows the speculation;
     with --embeddings, /v1/embeddings and /embedding.
 
     With no -m, serves the pulled default pair (Qwen2.5-Coder 1.5B + 0.5B draft).
@@ -232,7 +234,7 @@ def serve(
     )
     routing = dict(flags.tuning.router) if flags.tuning is not None else {}
     if "dir" in routing:  # router mode: no model of its own, one serve per model
-        return serve_models_dir(routing, flags, host, port, keys, quiet)
+        return serve_models_dir(routing, flags, host, port, keys, quiet, http.reuse_port)
     if routing and not quiet:
         from specgguf.server.runner import say as say_now
 
@@ -245,7 +247,7 @@ def serve(
     # the default constraint of every request that brings none (llama-server's meaning)
     output_grammar = gen_flags.output_grammar()
 
-    bind(host, port).close()  # a port in use fails now, not after the weights are read
+    bind(host, port, http.reuse_port).close()  # a port in use fails now, not after the load
 
     from specgguf.binding.devices import is_loopback
     from specgguf.generator import Generator
@@ -263,6 +265,7 @@ def serve(
 
     embeddings = dict(flags.tuning.embeddings) if flags.tuning is not None else {}
     slots = SlotSettings(**dict(flags.tuning.slots if flags.tuning is not None else ()))
+    check_slot_save_path(slots.save_path, keys)
     loads = 0
 
     def load() -> Loaded:
@@ -327,6 +330,7 @@ def serve(
             spm_infill=spm_infill,
             skip_chat_parsing=skip_chat_parsing,
             http=http,
+            slot_save_path=slots.save_path,
         )
         return run_server(
             models,
@@ -345,7 +349,7 @@ def serve(
 
 
 def serve_models_dir(routing: dict, flags: o.SessionFlags, host: str, port: int,
-                     keys: tuple[str, ...], quiet: bool) -> int:  # fmt: skip
+                     keys: tuple[str, ...], quiet: bool, reuse_port: bool) -> int:  # fmt: skip
     """Router mode: --models-dir's models by name, each in a serve of its own started with
     this command line's other flags (specgguf.server.router)."""
     from specgguf.server.router import Router, directory_models
@@ -358,7 +362,20 @@ def serve_models_dir(routing: dict, flags: o.SessionFlags, host: str, port: int,
     router = Router(models, sys.argv[1:], models_max=routing.get("max", 4),
                     autoload=routing.get("autoload", True), api_keys=keys)  # fmt: skip
     return serve_router(router, host=host, port=port, verbose=flags.verbose,
-                        announce=None if quiet else say)  # fmt: skip
+                        announce=None if quiet else say, reuse_port=reuse_port)  # fmt: skip
+
+
+def check_slot_save_path(path: Path | None, keys: tuple[str, ...]) -> None:
+    """--slot-save-path names an existing directory; its files carry no key, so one key's
+    saved conversation must not be restorable under another: one --api-key at most."""
+    if path is None:
+        return
+    if not path.is_dir():
+        raise UsageError(f"--slot-save-path: not a directory: {path}")
+    if len(keys) > 1:
+        raise UsageError("--slot-save-path keeps one set of slot files for every request, "
+                         "which several --api-key keys must not share: give one key, or "
+                         "drop --slot-save-path")  # fmt: skip
 
 
 #: llama.h's pooling numbers by name, for the start-up line

@@ -554,6 +554,37 @@ class Generator:
             return 0
         return common_prefix_len(self._slots[slot].slot.target.tokens, tokens)
 
+    def slot_target(self, slot: int) -> Any:
+        """The slot's target context (its KV sequence), for serve's slot files, while no
+        request runs in the slot; llama.cpp's state of it is read and set in `exclusive`."""
+        return self._slots[slot].slot.target
+
+    def slot_written(self, slot: int, namespace: Hashable | None) -> None:
+        """The slot's target cache was replaced from outside a call (a slot file restored):
+        it is `namespace`'s now, as after that namespace's own prefill."""
+        self._slots[slot].owner = namespace
+
+    def exclusive(self, fn: Callable[[], Any]) -> Any:
+        """fn() while no pass of the slots' contexts runs: at once with one slot (the
+        caller, the server's worker, runs its passes); with several, under the lock every
+        shared step takes (fn must not take it again: no rollback inside)."""
+        rv = self.rendezvous
+        if rv is None:
+            return fn()
+        out: list[Any] = []
+        rv.run_locked(lambda: out.append(fn()))
+        return out[0]
+
+    def lora_adapters(self) -> list[tuple[Path, float]]:
+        """The target's LoRA adapters (--lora, --lora-scaled), each (file, scale now)."""
+        adapters = self.session.adapters
+        return [] if adapters is None else [(a.path, a.scale) for a in adapters.loras]
+
+    def set_lora_scales(self, scales: dict[int, float]) -> None:
+        """New LoRA scales by index (others: 0) while no request runs; every slot's cached
+        target prefix is dropped with them (Session.set_lora_scales)."""
+        self.session.set_lora_scales(scales, self.exclusive)
+
     def policy(self, slot: int = 0) -> AdaptivePolicy | None:
         return self._slots[slot].policy
 

@@ -117,6 +117,9 @@ SAMPLES = {
     "--sse-ping-interval": ("5", "http", "sse_ping_interval", 5),
     "--slot-prompt-similarity": ("0.5", "slots", "prompt_similarity", 0.5),
     "--sleep-idle-seconds": ("60", "slots", "sleep_idle_seconds", 60),
+    "--slot-save-path": (str(ROOT / "docs"), "slots", "save_path", ROOT / "docs"),
+    "--reuse-port": (None, "http", "reuse_port", True),
+    "--lora-init-without-apply": (None, "adapters", "init_without_apply", True),
     "--models-dir": (str(ROOT / "docs"), "router", "dir", ROOT / "docs"),
     "--models-max": ("2", "router", "max", 2),
     "--models-autoload": (None, "router", "autoload", True),
@@ -136,7 +139,7 @@ SAMPLES = {
 #: SETTING rows whose value may be any text (a file name): no value is "nonsense" to them
 ANY_TEXT = {"--log-file", "--api-key-file", "--ssl-key-file", "--ssl-cert-file", "--path",
             "--cors-origins", "--cors-methods", "--cors-headers", "--models-dir", "--lora",
-            "--control-vector", "--output"}
+            "--control-vector", "--output", "--slot-save-path"}
 
 
 @functools.cache

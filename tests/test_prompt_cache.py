@@ -61,13 +61,13 @@ def test_a_replaced_sequence_comes_back_exactly(model) -> None:
 
 
 def test_the_cache_keeps_within_its_bound(model) -> None:
-    from specgguf.binding.prompt_cache import PromptCache, _get_state
+    from specgguf.binding.prompt_cache import PromptCache, get_state
 
     prompts = [model.tokenize(f"prompt number {i} " * 8) for i in range(3)]
     ctx = _context(model)
     try:
         _prefill(ctx, prompts[0])
-        one = len(_get_state(*ctx.state_handle()))
+        one = len(get_state(*ctx.state_handle()))
         ctx.prompt_cache = cache = PromptCache(-1)
         cache.limit = one + one // 2  # room for one saved sequence of this length
         for p in (*prompts[1:], prompts[0]):

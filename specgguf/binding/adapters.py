@@ -42,6 +42,9 @@ class AdapterFiles:
     control_vectors: tuple[tuple[Path, float], ...] = ()
     #: the first and last layer the control vectors are added to (0 or less: first / last)
     control_vector_layers: tuple[int, int] = (-1, -1)
+    #: --lora-init-without-apply: the LoRA adapters are loaded at scale 0 (serve's
+    #: POST /lora-adapters sets their scales later)
+    init_without_apply: bool = False
 
     @classmethod
     def of(cls, fields: Sequence[tuple[str, Any]]) -> AdapterFiles:
@@ -106,6 +109,7 @@ class TargetAdapters:
             if not handle:
                 raise ModelFileError(f"{path}: llama.cpp could not load it as a LoRA adapter of "
                                      f"{model.path.name} (run with -v to see why)")  # fmt: skip
+            scale = 0.0 if files.init_without_apply else scale
             self.loras.append(Lora(path, scale, handle))
         self.n_embd = model.n_embd
         self.cvec: np.ndarray | None = None
@@ -114,9 +118,12 @@ class TargetAdapters:
                             for p, s in files.control_vectors)  # fmt: skip
         start, end = files.control_vector_layers
         self.layers = (start if start > 0 else 1, end if end > 0 else model.n_layer)
+        #: the contexts `apply` adapted, which `set_scales` sets again
+        self.contexts: list[engine.Context] = []
 
     def apply(self, ctx: engine.Context) -> None:
         """Set the adapters on `ctx` (one of the target's contexts)."""
+        self.contexts.append(ctx)
         self._set_loras(ctx.ptr)
         if self.cvec is not None:
             flat = np.ascontiguousarray(self.cvec.reshape(-1))
@@ -125,12 +132,23 @@ class TargetAdapters:
                 raise SpecggufError("llama.cpp refused the control vectors (run with -v)",
                                     ExitCode.RUNTIME)  # fmt: skip
 
+    def set_scales(self, scales: dict[int, float]) -> None:
+        """New scales for the LoRA adapters, by index (one not named: 0, as llama-server's
+        POST /lora-adapters), set on every context still open. The caller sees that no pass
+        runs meanwhile, and that nothing computed under the old scales is reused."""
+        for i, lora in enumerate(self.loras):
+            lora.scale = float(scales.get(i, 0.0))
+        self.contexts = [c for c in self.contexts if c.ptr is not None]
+        for ctx in self.contexts:
+            self._set_loras(ctx.ptr)
+
     def _set_loras(self, ptr: Any) -> None:
-        """The adapters whose scale is not 0 (one at 0 would cost its products for nothing)."""
-        active = [a for a in self.loras if a.scale != 0.0]
-        if not active:
+        """Every LoRA adapter at its scale (llama.cpp leaves those at 0 out: they cost
+        nothing)."""
+        if not self.loras:
             return
-        handles = (ll.llama_adapter_lora_p_ctypes * len(active))(*(a.handle for a in active))
-        scales = (ctypes.c_float * len(active))(*(a.scale for a in active))
-        ll.llama_set_adapters_lora(ptr, handles, len(active), scales)
+        n = len(self.loras)
+        handles = (ll.llama_adapter_lora_p_ctypes * n)(*(a.handle for a in self.loras))
+        scales = (ctypes.c_float * n)(*(a.scale for a in self.loras))
+        ll.llama_set_adapters_lora(ptr, handles, n, scales)
 

@@ -43,7 +43,7 @@ class PromptCache:
         how many positions match now (the caller drops the rest)."""
         held = ctx.tokens
         if len(held) - n >= MIN_TOKENS and len(held) == ctx.n_past and not ctx.dirty:
-            self._put(tuple(held), _get_state(*ctx.state_handle()))
+            self._put(tuple(held), get_state(*ctx.state_handle()))
         best, key = n, None
         for k in self.entries:
             m = common_prefix_len(k, tokens)
@@ -55,7 +55,7 @@ class PromptCache:
         self.entries.move_to_end(key)
         ptr, seq = ctx.state_handle()
         ll.llama_memory_seq_rm(ll.llama_get_memory(ptr), seq, -1, -1)
-        if not _set_state(ptr, seq, state):  # nothing half-loaded stays: evaluated whole
+        if not set_state(ptr, seq, state):  # nothing half-loaded stays: evaluated whole
             ll.llama_memory_seq_rm(ll.llama_get_memory(ptr), seq, -1, -1)
             ctx.tokens.clear()
             ctx.n_past = 0
@@ -64,6 +64,12 @@ class PromptCache:
         ctx.n_past = len(key)
         self.loaded += 1
         return best
+
+    def clear(self) -> None:
+        """Forget every saved sequence (they were computed under adapters now changed)."""
+        self.dropped += len(self.entries)
+        self.entries.clear()
+        self.size = 0
 
     def _put(self, key: tuple[int, ...], state: bytes) -> None:
         if self.limit is not None and len(state) > self.limit:
@@ -80,14 +86,21 @@ class PromptCache:
             self.dropped += 1
 
 
-def _get_state(ptr: Any, seq: int) -> bytes:
+def get_state(ptr: Any, seq: int) -> bytes:
+    """llama.cpp's whole state of sequence `seq` (its KV cells, and a recurrent state)."""
     size = ll.llama_state_seq_get_size(ptr, seq)
     buf = (ctypes.c_uint8 * size)()
     got = ll.llama_state_seq_get_data(ptr, buf, size, seq)
     return bytes(buf)[:got]
 
 
-def _set_state(ptr: Any, seq: int, state: bytes) -> bool:
+def set_state(ptr: Any, seq: int, state: bytes | memoryview) -> bool:
+    """Set sequence `seq` from what get_state returned (a writable buffer is read in place,
+    not copied); False where llama.cpp did not take all of it."""
     size = len(state)
-    buf = (ctypes.c_uint8 * size).from_buffer_copy(state)
-    return ll.llama_state_seq_set_data(ptr, buf, size, seq) == size
+    writable = isinstance(state, memoryview) and not state.readonly
+    array = ctypes.c_uint8 * size
+    buf = array.from_buffer(state) if writable else array.from_buffer_copy(state)
+    ok = ll.llama_state_seq_set_data(ptr, buf, size, seq) == size
+    del buf  # releases the export of `state`
+    return ok

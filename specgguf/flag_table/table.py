@@ -156,7 +156,6 @@ _CPU_STRICT = setting("process", "cpu_strict", v.zero_or_one, _STRICT)
 _PRIO_MAIN = setting("process", "nice", v.priority(-1), _PRIO)
 _PRIO_BATCH = setting("process", "nice", v.priority(0), _PRIO)  # batch forms: 0..3
 _POLL_LEVEL = setting("process", "poll", v.integer(0, 100), _POLL)
-_SERVER_FEATURE = "is not built into specgguf serve: put a reverse proxy in front for it"
 _TOOLS = "specgguf serve runs no tools or MCP servers of its own: clients call tools (the OpenAI tools API is supported)"  # noqa: E501
 _JSONL = "llama.cpp's log is not written as JSON lines here: --log-file FNAME keeps it (with specgguf's own lines) as text"  # noqa: E501
 
@@ -317,7 +316,7 @@ ENTRIES: dict[str, Entry] = {
     "--embd-normalize": setting("embeddings", "normalize", v.integer(-1, 64), "how pooled embeddings are normalized: -1 none, 0 max absolute (int16 range), 1 taxicab, 2 euclidean (the default), p > 2 p-norm; a request's embd_normalize wins", commands="serve"),  # noqa: E501
     "--host": declared(),
     "--port": declared(),
-    "--reuse-port": refused("SO_REUSEPORT " + _SERVER_FEATURE),
+    "--reuse-port": setting("http", "reuse_port", v.switch, "bind the listening socket with SO_REUSEPORT: several servers (each with this flag) listen on one port, the kernel spreading connections between them", commands="serve"),  # noqa: E501
     "--path": setting("http", "static_path", v.path, "serve the files of this directory at / (its index.html in place of the chat page; the endpoints first; not with --no-webui)", commands="serve"),  # noqa: E501
     "--cors-origins": setting("http", "cors_origins", v.text, "CORS: the origins allowed, a comma list; * (the default once a --cors-* flag is given) or localhost (a loopback Origin only); without any --cors-* flag no CORS answer is sent", commands="serve"),  # noqa: E501
     "--cors-methods": setting("http", "cors_methods", v.text, "CORS: the methods allowed, a comma list (default: GET, POST, DELETE, OPTIONS)", commands="serve"),  # noqa: E501
@@ -347,7 +346,7 @@ ENTRIES: dict[str, Entry] = {
     "--metrics": always(True, "/metrics is always served"),
     "--props": always(True, "/props is always served (read only)"),
     "--slots": setting("server", "slots", v.switch, "the /slots endpoint (on by default here; --no-slots: not served)", commands="serve"),  # noqa: E501
-    "--slot-save-path": refused("slots are not saved to files"),
+    "--slot-save-path": setting("slots", "save_path", v.path, "a directory (it must exist) for POST /slots/{id}?action=save|restore|erase: a slot's KV cache and tokens saved to a file there by name, restored, or erased (laid out as llama-server's); one --api-key at most", commands="serve"),  # noqa: E501
     "--media-path": refused(_MULTIMODAL),
     "--models-dir": setting("router", "dir", v.path, "router mode: serve this directory's GGUFs by name (a request's model field, ?model= for GET), each in a serve of its own loaded on demand; GET /models, POST /models/load and /models/unload (not with -m)", commands="serve"),  # noqa: E501
     "--models-preset": refused(_ROUTER),
@@ -366,7 +365,7 @@ ENTRIES: dict[str, Entry] = {
     "--skip-chat-parsing": declared("a chat answer is all content: no reasoning or tool calls read out of it", "serve"),  # noqa: E501
     "--prefill-assistant": declared("a last assistant message is continued (--no-prefill-assistant: a whole message)", "serve"),  # noqa: E501
     "--slot-prompt-similarity": setting("slots", "prompt_similarity", v.real(0.0, 1.0), "a request takes the free slot whose cached prompt shares the longest prefix with its own, if that prefix is more than this fraction of its prompt; else the least recently used free slot (default: 0.10; 0: always the least recently used)", commands="serve"),  # noqa: E501
-    "--lora-init-without-apply": refused("the LoRA adapters are set at load and POST /lora-adapters is not served, so adapters loaded without applying them could never be applied: leave the flag out (--lora-scaled FNAME:0 loads one at scale 0)"),  # noqa: E501
+    "--lora-init-without-apply": setting("adapters", "init_without_apply", v.switch, "the LoRA adapters are loaded at scale 0; serve's POST /lora-adapters sets their scales", commands="serve"),  # noqa: E501
     "--sleep-idle-seconds": setting("slots", "sleep_idle_seconds", v.idle_seconds, "after N seconds with no request, the models and their KV caches are freed (/health and /props say is_sleeping) and loaded again for the next request, which waits for them (default: -1, never)", commands="serve"),  # noqa: E501
     "--simple-io": always(True, "input and output are plain streams (no console tricks)"),
     "--log-disable": setting("log", "disabled", v.switch, "llama.cpp's log goes nowhere, even with -v or --log-file (specgguf's own lines stay: -q hides its report)"),  # noqa: E501

@@ -334,6 +334,9 @@ class Session:
         if files.control_vector_layers != (-1, -1) and not files.control_vectors:
             self.warnings.append("--control-vector-layer-range: no control vector is given, "
                                  "so it changes nothing")  # fmt: skip
+        if files.init_without_apply and not files.loras:
+            self.warnings.append("--lora-init-without-apply: no --lora is given, so it "
+                                 "changes nothing")  # fmt: skip
         if not files.loras and not files.control_vectors:
             return None
         return TargetAdapters(self.target_model, files)
@@ -343,6 +346,22 @@ class Session:
         generation's, or serve's embeddings context."""
         if self.adapters is not None:
             self.adapters.apply(ctx)
+
+    def set_lora_scales(self, scales: dict[int, float], exclusive) -> None:
+        """serve's POST /lora-adapters, while no request runs: the adapters' new scales on
+        every target context (through `exclusive`: where no pass runs), then every cached
+        target sequence dropped, the slots' and --cache-ram's: a prefix computed under the
+        old scales is not what the new ones would compute. The draft keeps its cache (it
+        drafts without adapters)."""
+        if self.adapters is None:
+            return
+        adapters = self.adapters
+        exclusive(lambda: adapters.set_scales(scales))
+        for slot in self.slots:
+            slot.target.truncate(0)
+            cache = getattr(slot.target, "prompt_cache", None)
+            if cache is not None:
+                cache.clear()
 
     def _check_prompt_cache(self) -> None:
         """--cache-ram where the target rolls back by checkpoints (its memory cannot drop

@@ -19,6 +19,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
@@ -41,7 +42,7 @@ from specgguf.server import embeddings as emb
 from specgguf.server import protocol as p
 from specgguf.server.http_settings import HttpSettings
 from specgguf.server.protocol import ApiError, choice_seed
-from specgguf.server.scheduler import Event, Job, Scheduler
+from specgguf.server.scheduler import ALL_SLOTS, Event, Job, Scheduler
 from specgguf.server.sleep import Loaded, Models
 from specgguf.server.wire import FORMATS, Answer, merged_choices, tools_finish
 
@@ -84,6 +85,9 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("GET", "/health", "health", ("/v1/health",), public=True),
     Endpoint("GET", "/props", "props"),
     Endpoint("GET", "/slots", "slots"),
+    Endpoint("POST", "/slots/{id_slot}", "slot_action"),
+    Endpoint("GET", "/lora-adapters", "lora_adapters"),
+    Endpoint("POST", "/lora-adapters", "set_lora_adapters"),
     Endpoint("GET", "/metrics", "metrics"),
     Endpoint("GET", "/", "page", public=True),
 )
@@ -140,6 +144,8 @@ class ServerConfig:
     skip_chat_parsing: bool = False
     #: --threads-http, --ssl-key-file, --ssl-cert-file (the runner's part of the server)
     http: HttpSettings = HttpSettings()
+    #: --slot-save-path: the directory of POST /slots/{id}'s files (None: 501)
+    slot_save_path: Path | None = None
 
 
 def served(cfg: ServerConfig) -> tuple[Endpoint, ...]:
@@ -906,6 +912,55 @@ class App:
             if self.sleeping:
                 await self.sched.call(lambda: None)
             return self.slots_answer(request)
+        finally:
+            release()
+
+    async def slot_action(self, request: HttpRequest):
+        """POST /slots/{id}?action=save|restore|erase (specgguf.server.slot_files): once no
+        request runs in the slot, on the worker thread."""
+        from specgguf.server import slot_files as sf
+
+        if self.cfg.slot_save_path is None:
+            raise ApiError(501, "This server does not support slots action. Start it with "
+                           "`--slot-save-path`", "not_supported")  # fmt: skip
+        files = sf.SlotFiles(self.cfg.slot_save_path)
+        action = sf.check_action(request.query_params.get("action"))
+        name, path = "", None
+        if action != "erase":
+            name, path = files.path_of(await self.body(request))
+        release = self.hold()
+        try:
+            if self.sleeping:
+                await self.sched.call(lambda: None)
+            slot = sf.check_slot(self.gen, request.path_params["id_slot"])
+            work = files.action(self.gen, slot, action, name, path, _namespace())
+            return JSONResponse(await self.sched.call(work, idle_slot=slot))
+        finally:
+            release()
+
+    async def lora_adapters(self, request: HttpRequest):
+        """GET /lora-adapters: [{id, path, scale}] of the target's LoRA adapters."""
+        release = self.hold()
+        try:
+            if self.sleeping:
+                await self.sched.call(lambda: None)
+            return JSONResponse(p.lora_list(self.gen.lora_adapters()))
+        finally:
+            release()
+
+    async def set_lora_adapters(self, request: HttpRequest):
+        """POST /lora-adapters [{id, scale}, ...]: new scales (an adapter not named: 0), set
+        once every running request has ended under the old ones (none starts meanwhile);
+        every cached prefix is dropped with them."""
+        body = await self.body(request)
+        release = self.hold()
+        try:
+            if self.sleeping:
+                await self.sched.call(lambda: None)
+            scales = p.lora_scales(body, len(self.gen.lora_adapters()))
+            gen = self.gen
+            await self.sched.call(lambda: gen.set_lora_scales(scales), idle_slot=ALL_SLOTS)
+            return JSONResponse({"success": True})
         finally:
             release()
 

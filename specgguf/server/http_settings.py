@@ -41,6 +41,9 @@ class HttpSettings:
     #: proxies and clients with read timeouts keep the connection; <= 0: none (llama-server's
     #: default, 30)
     sse_ping_interval: int = 30
+    #: --reuse-port: the listening socket is bound with SO_REUSEPORT, so that several
+    #: servers may listen on one port (the kernel spreads the connections between them)
+    reuse_port: bool = False
 
     @classmethod
     def of(cls, pairs: Iterable[tuple[str, Any]]) -> HttpSettings:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -287,7 +287,7 @@ UNSUPPORTED: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
     ("grammar_file", lambda v: not v, "grammar_file is not supported"),
     ("echo", lambda v: v is False, "echo is not supported"),
     ("lora", lambda v: v == [], "per-request lora scales are not supported: the adapters of "
-     "serve --lora apply to every request"),
+     "serve --lora apply to every request at the scales POST /lora-adapters sets"),
     ("n_keep", lambda v: v == 0, "n_keep is not supported (the context is never shifted)"),
     ("slot_save_path", lambda v: not v, "slot_save_path (saving slots) is not supported"),
     (
@@ -296,6 +296,34 @@ UNSUPPORTED: tuple[tuple[str, Callable[[Any], bool], str], ...] = (
         "chat_template_file per request is not supported (serve --chat-template-file sets it)",
     ),
 )
+
+
+def lora_list(adapters: Sequence[tuple[Any, float]]) -> list[dict[str, Any]]:
+    """GET /lora-adapters' answer: each adapter's index, file and scale now."""
+    return [{"id": i, "path": str(path), "scale": scale}
+            for i, (path, scale) in enumerate(adapters)]  # fmt: skip
+
+
+def lora_scales(body: Any, n_adapters: int) -> dict[int, float]:
+    """POST /lora-adapters' body, [{"id": N, "scale": S}, ...], as {index: scale}; an id
+    that names no adapter, a repeated id or a scale that is not a finite number is a 400
+    (never dropped)."""
+    if not isinstance(body, list):
+        raise bad("Request body must be an array of {\"id\", \"scale\"} objects")
+    scales: dict[int, float] = {}
+    for entry in body:
+        if not isinstance(entry, dict) or set(entry) - {"id", "scale"}:
+            raise bad("each entry must be an object with 'id' and 'scale'")
+        i, scale = entry.get("id"), entry.get("scale", 0.0)
+        if not is_int(i) or not 0 <= i < n_adapters:
+            raise bad(f"no LoRA adapter has id {i!r} (this server has {n_adapters}: "
+                      "see GET /lora-adapters)", "invalid_adapter")  # fmt: skip
+        if i in scales:
+            raise bad(f"adapter id {i} is given twice")
+        if not is_number(scale):
+            raise bad(f"the scale of adapter {i} must be a number")
+        scales[i] = float(scale)
+    return scales
 
 
 def _refuse_unsupported(body: dict) -> None:

@@ -48,8 +48,9 @@ from specgguf.server.sleep import Models
 GRACEFUL_S = 5
 
 
-def bind(host: str, port: int) -> socket.socket:
-    """A listening socket, or one clear line (address in use, bad host)."""
+def bind(host: str, port: int, reuse_port: bool = False) -> socket.socket:
+    """A listening socket, or one clear line (address in use, bad host). `reuse_port`
+    (--reuse-port): bound with SO_REUSEPORT, beside other sockets bound so."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as e:
@@ -58,6 +59,8 @@ def bind(host: str, port: int) -> socket.socket:
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind(addr)
         sock.listen(128)
     except OSError as e:
@@ -90,7 +93,7 @@ def serve(
     if max_connections is None:
         max_connections = default_max_connections(cfg.n_parallel, max_queue)
     _room_for_descriptors(max_connections)
-    sock = bind(host, port)
+    sock = bind(host, port, cfg.http.reuse_port)
     real_port = sock.getsockname()[1]
     sched = Scheduler(gen, max_queue=max_queue, slots=slots or SlotSettings(), models=models)
     app = App(gen, sched, cfg)
@@ -125,12 +128,13 @@ def serve(
 
 
 def serve_router(router: Router, *, host: str, port: int, verbose: bool = False,
-                 announce: Callable[[str], None] | None = None) -> int:  # fmt: skip
+                 announce: Callable[[str], None] | None = None,
+                 reuse_port: bool = False) -> int:  # fmt: skip
     """Router mode (specgguf.server.router) until SIGTERM/SIGINT; then every model's
     server is stopped."""
     import uvicorn
 
-    sock = bind(host, port)
+    sock = bind(host, port, reuse_port)
     config = uvicorn.Config(router, log_level="info" if verbose else "warning",
                             access_log=verbose, lifespan="off",
                             timeout_graceful_shutdown=GRACEFUL_S)  # fmt: skip

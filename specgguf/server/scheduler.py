@@ -25,6 +25,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from specgguf.binding.rendezvous import Cancelled
@@ -143,6 +144,26 @@ class SlotSettings:
     #: --sleep-idle-seconds: after this many seconds with nothing to do, the models are
     #: freed, and loaded again for the next request (-1: never; specgguf.server.sleep)
     sleep_idle_seconds: int = -1
+    #: --slot-save-path: the directory of the slots' files (specgguf.server.slot_files;
+    #: None: POST /slots/{id} answers 501)
+    save_path: Path | None = None
+
+
+#: Scheduler.call's idle_slot that waits for every slot (and holds new requests back)
+ALL_SLOTS = -1
+
+#: a call queued for the worker thread: fn, its future and loop, the slot it waits to find idle
+_Call = tuple[Callable[[], Any], asyncio.Future, asyncio.AbstractEventLoop, "int | None"]
+
+
+def _settle(fut: asyncio.Future, ok: bool, value: Any) -> None:
+    """(On the event loop.) A call's result or exception, unless its waiter is gone."""
+    if fut.done():
+        return
+    if ok:
+        fut.set_result(value)
+    else:
+        fut.set_exception(value)
 
 
 class Scheduler:
@@ -163,9 +184,9 @@ class Scheduler:
         self._lock = threading.Condition()
         self._waiting: deque[Job] = deque()
         self._active: dict[int, Job] = {}
-        self._calls: deque[tuple[Callable[[], Any], asyncio.Future, asyncio.AbstractEventLoop]] = (
-            deque()
-        )
+        #: calls for the worker thread: (fn, its future, its loop, the slot it must find
+        #: idle or None)
+        self._calls: deque[_Call] = deque()
         self._slot_task: list[int] = [-1] * gen.n_slots
         #: when each slot was last given a request or freed (a count of those events; -1:
         #: never), for the least recently used one
@@ -182,14 +203,18 @@ class Scheduler:
     def start(self) -> None:
         self._thread.start()
 
-    async def call(self, fn: Callable[[], Any]) -> Any:
-        """Run fn on the worker thread (between two rounds) and return its result."""
+    async def call(self, fn: Callable[[], Any], *, idle_slot: int | None = None) -> Any:
+        """Run fn on the worker thread (between two rounds) and return its result. With
+        `idle_slot`, fn waits until no request runs in that slot, and runs before the slot
+        is given another (a slot file saved or restored: as llama-server defers it); with
+        ALL_SLOTS, until no request runs at all, no waiting one starting meanwhile (new
+        LoRA scales: the running requests finish under the old ones)."""
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
         with self._lock:
             if self._stopping:
                 raise ApiError(503, "the server is shutting down", "shutting_down")
-            self._calls.append((fn, fut, loop))
+            self._calls.append((fn, fut, loop, idle_slot))
             self._lock.notify()
         return await fut
 
@@ -320,6 +345,20 @@ class Scheduler:
     def _idle(self) -> bool:
         return not (self._calls or self._active or self._waiting)
 
+    def _runnable(self) -> bool:
+        """(Under the lock.) A call may run now: none waits for a slot still busy."""
+        return any(self._may_run(c) for c in self._calls)
+
+    def _draining(self) -> bool:
+        """(Under the lock.) A call waits for every slot: no waiting request starts."""
+        return any(c[3] == ALL_SLOTS for c in self._calls)
+
+    def _may_run(self, call: _Call) -> bool:
+        """(Under the lock.) Whether the slot (or the slots) the call waits for are idle."""
+        slot = call[3]
+        return slot is None or (not self._active if slot == ALL_SLOTS
+                                else slot not in self._active)  # fmt: skip
+
     def _wait(self, ready: Callable[[], bool]) -> None:
         """(Under the lock, on the worker thread.) Wait until ready(); meanwhile, once the
         server has been idle --sleep-idle-seconds, the models sleep (under the lock, so that
@@ -356,7 +395,7 @@ class Scheduler:
                 active = list(self._active.values())
                 if self._stopping and not active and not calls:
                     return
-            for fn, fut, loop in calls:
+            for fn, fut, loop, _slot in calls:
                 self._do_call(fn, fut, loop)
             if calls and self.models is not None:
                 self.models.busy()
@@ -368,21 +407,23 @@ class Scheduler:
         while True:
             with self._lock:
                 self._wait(lambda: bool(
-                    self._calls
+                    self._runnable()
                     or self._stopping
-                    or (self._waiting and len(self._active) < self.gen.n_slots)
+                    or (self._waiting and len(self._active) < self.gen.n_slots
+                        and not self._draining())
                 ))  # fmt: skip
-                stopping = self._stopping and not self._calls
+                stopping = self._stopping and not self._runnable()
             if not stopping:
                 self._awake()
             with self._lock:
                 calls = self._take_calls()
                 started = self._assign()
                 if self._stopping and not calls:
+                    self._take_calls(everything=True)
                     while self._active:  # each thread finishes its request (final chunk)
                         self._lock.wait()
                     return
-            for fn, fut, loop in calls:
+            for fn, fut, loop, _slot in calls:
                 self._do_call(fn, fut, loop)
             if calls and self.models is not None:
                 self.models.busy()
@@ -398,10 +439,19 @@ class Scheduler:
             while not job.ended:
                 self._step(job)
 
-    def _take_calls(self) -> list[tuple[Callable[[], Any], asyncio.Future, Any]]:
-        """(Under the lock.) The calls queued so far; when stopping, the waiting jobs end."""
-        calls = list(self._calls)
+    def _take_calls(self, everything: bool = False) -> list[_Call]:
+        """(Under the lock.) The calls queued so far, but those waiting for a busy slot
+        (`everything`: those end with a 503); when stopping, the waiting jobs end."""
+        calls = [c for c in self._calls if self._may_run(c)]
+        left = [c for c in self._calls if c not in calls]
         self._calls.clear()
+        if everything:
+            for _fn, fut, loop, _slot in left:
+                shut = ApiError(503, "the server is shutting down", "shutting_down")
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(_settle, fut, False, shut)
+        else:
+            self._calls.extend(left)
         if self._stopping:
             for job in self._waiting:
                 job.cancel("shutdown")
@@ -413,6 +463,8 @@ class Scheduler:
         """Give waiting jobs the free slots (under the lock, on the worker thread), each to the
         one _choose_slot picks. Returns the jobs given a slot."""
         started: list[Job] = []
+        if self._draining():
+            return started
         free = [i for i in range(self.gen.n_slots) if i not in self._active]
         while free and self._waiting:
             job = self._waiting.popleft()
@@ -456,21 +508,13 @@ class Scheduler:
             self.models.busy()
 
     def _do_call(self, fn, fut: asyncio.Future, loop: asyncio.AbstractEventLoop) -> None:
-        def deliver(ok: bool, value: Any) -> None:
-            if fut.done():
-                return
-            if ok:
-                fut.set_result(value)
-            else:
-                fut.set_exception(value)
-
         try:
             result = fn()
             ok = True
         except Exception as e:  # noqa: BLE001 - delivered to the awaiting handler
             result, ok = e, False
         with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(deliver, ok, result)
+            loop.call_soon_threadsafe(_settle, fut, ok, result)
 
     def _step(self, job: Job) -> None:
         """One round of one job (the prompt pass on its first)."""
