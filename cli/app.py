@@ -96,6 +96,27 @@ def _stderr_line(line: str) -> None:
         print(line, file=sys.stderr)
 
 
+def _dashes_for_underscores(argv: list[str]) -> list[str]:
+    """llama.cpp reads `--repeat_penalty` as `--repeat-penalty`: a long flag's underscores are
+    dashes. Done for the words (and the name part of `--name=value`) that are not a flag as
+    written but are one with dashes, before `--`; a value is left as it is."""
+    if not argv or argv[0] not in ("run", "bench", "serve"):
+        return argv
+    params = command().commands[argv[0]].params
+    known = {n for p in params for n in (*p.opts, *p.secondary_opts)}
+    valued = {n for p in params if not getattr(p, "is_flag", False) for n in p.opts}
+    out = [argv[0]]
+    for i, word in enumerate(argv[1:], start=1):
+        if word == "--":
+            return out + argv[i:]
+        name, eq, value = word.partition("=")
+        dashed = name.replace("_", "-")
+        is_value = out[-1] in valued  # the word after a flag that takes one
+        fixed = name.startswith("--") and not is_value and name not in known and dashed in known
+        out.append(dashed + eq + value if fixed else word)
+    return out
+
+
 def run_cli(argv: list[str]) -> int:
     """Run one command; every outcome is an exit status. SIGINT, SIGTERM and SIGHUP are
     handled by specgguf.interrupts for the duration (128 + the signal's number)."""
@@ -123,13 +144,20 @@ def _run_cli(argv: list[str]) -> int:
 
         argv = expand(argv)  # serve --fim-qwen-*: llama-server's presets, as flags
         if argv and argv[0] in ("run", "bench", "serve"):
-            from specgguf_cli.table_flags import expand_presets, with_bare_values
+            from specgguf_cli.table_flags import (
+                expand_model_presets,
+                expand_presets,
+                with_bare_values,
+            )
 
             from specgguf.migrate.refuse import check_run_argv
 
             # -fa/--color alone mean on; --spec-default stands for its flags (the flag table)
-            argv = [argv[0], *expand_presets(with_bare_values(argv[1:]))]
+            # and a model preset (--gpt-oss-20b-default) for its -hf model and settings
+            words = expand_model_presets(argv[0], with_bare_values(argv[1:]))
+            argv = [argv[0], *expand_presets(words)]
             check_run_argv(argv, os.environ)
+        argv = _dashes_for_underscores(argv)
         from specgguf_cli.short_flags import check_short_flags
 
         group = command()

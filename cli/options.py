@@ -51,6 +51,16 @@ ModelDraft = typer.Option(
     envvar="LLAMA_ARG_SPEC_DRAFT_MODEL",
     help="Draft GGUF of the target's family. Default with no -m: the pulled Qwen2.5-Coder-0.5B.",
 )
+ModelUrl = typer.Option(
+    None,
+    "-mu",
+    "--model-url",
+    envvar="LLAMA_ARG_MODEL_URL",
+    help="Target by address: the GGUF at this http(s) URL, downloaded into llama.cpp's cache "
+    "(LLAMA_CACHE, else ~/.cache/llama.cpp; resumable, with a progress bar) unless it is "
+    "there. Instead of -m.",
+    show_default=False,
+)
 HfRepo = typer.Option(
     None,
     "-hf",
@@ -243,6 +253,16 @@ DeviceDraft = typer.Option(
 )
 ListDevices = typer.Option(
     False, "--list-devices", help="Print the available devices (after --rpc) and exit."
+)
+CacheList = typer.Option(
+    False, "-cl", "--cache-list",
+    help="List the models downloaded by name (-hf) in the Hub cache, as llama.cpp does "
+    "(user/model:TAG), and exit.",
+)
+CompletionBash = typer.Option(
+    False, "--completion-bash",
+    help="Print a bash completion script for specgguf (source <(specgguf run "
+    "--completion-bash)) and exit.",
 )
 Version = typer.Option(
     False, "--version", help="Print the version (llama.cpp's two lines) and exit."
@@ -540,6 +560,7 @@ SESSION_FLAGS: tuple[SharedFlag, ...] = (
     SharedFlag("model", Model, Path | None),  # None: the pulled pair (SessionFlags.resolve)
     SharedFlag("model_draft", ModelDraft, Path | None),
     SharedFlag("hf_repo", HfRepo, str | None),  # resolved by SessionFlags.hub_models
+    SharedFlag("model_url", ModelUrl, str | None),
     SharedFlag("hf_file", HfFile, str | None),
     SharedFlag("hf_repo_draft", HfRepoDraft, str | None),
     SharedFlag("hf_token", HfToken, str | None),
@@ -564,6 +585,8 @@ SESSION_FLAGS: tuple[SharedFlag, ...] = (
     SharedFlag("device", Device, str | None, "device"),
     SharedFlag("device_draft", DeviceDraft, str | None, "device_draft"),
     SharedFlag("list_devices", ListDevices, bool),  # handled by with_session_flags
+    SharedFlag("cache_list", CacheList, bool),  # handled by with_session_flags
+    SharedFlag("completion_bash", CompletionBash, bool),  # handled by with_session_flags
     SharedFlag("version", Version, bool),  # handled by with_session_flags
     SharedFlag("cache_type_k", CacheTypeK, str, "cache_type_k"),
     SharedFlag("cache_type_v", CacheTypeV, str, "cache_type_v"),
@@ -693,6 +716,12 @@ class SessionFlags:
             raise UsageError("-m and -hf both name the target model: give one of them")
         if g["hf_repo_draft"] and draft is not None:
             raise UsageError("-md and -hfd both name the draft model: give one of them")
+        if g["model_url"] is not None:
+            if model is not None or g["hf_repo"]:
+                raise UsageError("-mu names the target model as -m and -hf do: give one")
+            from specgguf.modelfiles.url_download import fetch_url
+
+            model = fetch_url(g["model_url"], offline=g["offline"])
         if not (g["hf_repo"] or g["hf_repo_draft"]):
             return model, draft
         from specgguf.modelfiles.hub import Hub, HubModel
@@ -805,6 +834,17 @@ def with_session_flags(func):
             return list_devices(given["rpc"])
         if given["version"]:
             return print_version()
+        if given["cache_list"]:
+            from specgguf.modelfiles.cache_list import cached_models, format_cache_list
+
+            print(format_cache_list(cached_models()))
+            return 0
+        if given["completion_bash"]:
+            from specgguf_cli.app import command
+            from specgguf_cli.completion_bash import completion_script
+
+            print(completion_script(command()), end="")
+            return 0
         return func(*args, flags=flags, **kwargs)
 
     return with_ngram_options(_extend_signature(func, "flags", added, call))

@@ -88,6 +88,10 @@ InSuffix = own_option("--in-suffix")
 InPrefixBos = own_option("--in-prefix-bos")
 MultilineInput = own_option("--multiline-input")
 Escape = own_option("--escape")
+PrintTokenCount = own_option("--print-token-count")
+PromptCache = own_option("--prompt-cache")
+PromptCacheAll = own_option("--prompt-cache-all")
+PromptCacheRo = own_option("--prompt-cache-ro")
 FimSuffix = typer.Option(
     None,
     "--fim-suffix",
@@ -151,6 +155,10 @@ def run(
     color: str = Color,
     trace: Path | None = Trace,
     escape: bool = Escape,
+    print_token_count: int | None = PrintTokenCount,
+    prompt_cache: Path | None = PromptCache,
+    prompt_cache_all: bool = PromptCacheAll,
+    prompt_cache_ro: bool = PromptCacheRo,
     quiet: bool = o.Quiet,
     fim_suffix: str | None = FimSuffix,
     n_probs: int = NProbs,
@@ -173,8 +181,14 @@ def run(
             raise UsageError("-sys and -sysf both give the system message: give one")
         system_prompt = o.read_prompt(None, system_prompt_file, "-sysf").removesuffix("\n")
     reasoning = _reasoning_view(reasoning_format, hide_reasoning, conversation)
-    if single_turn and not conversation:
-        raise UsageError("-st/--single-turn ends a -cnv conversation after one turn: add -cnv")
+    if (prompt_cache_all or prompt_cache_ro) and prompt_cache is None:
+        raise UsageError("--prompt-cache-all and --prompt-cache-ro need --prompt-cache FNAME")
+    if prompt_cache is not None and (conversation or interactive or interactive_first
+                                     or single_turn or jsonl):  # fmt: skip
+        raise UsageError("--prompt-cache keeps one prompt: not with -cnv, -st, -i, -if or "
+                         "--jsonl")
+    # llama-cli is a conversation whatever its flags: -st is one turn of it, as -cnv -st
+    conversation = conversation or single_turn
     interactive = interactive or interactive_first
     _check_interactive(interactive, conversation, multiline_input, in_prefix, in_suffix,
                        in_prefix_bos, jsonl or json_out or fim_suffix is not None or bool(chat))
@@ -197,7 +211,8 @@ def run(
     if chat is False and (conversation or system_prompt is not None):
         what = "-cnv/--conversation" if conversation else "-sys/--system-prompt"
         raise UsageError(f"{what} needs the chat template: drop --no-chat")
-    default_pair = flags.model is None and not flags.given["hf_repo"]  # -hf names a model
+    # -hf and -mu name a model
+    default_pair = flags.model is None and not (flags.given["hf_repo"] or flags.given["model_url"])
     if jsonl:  # each line says what it is: "messages" is chat, "prompt" is text unless --chat
         use_chat = chat if chat is not None else system_prompt is not None
     else:
@@ -310,9 +325,13 @@ def run(
                 thinking=gen_flags.thinking_budget,
                 probs=probs,
                 transcript=transcript,
+                count_every=print_token_count or 0,
+                cache_file=prompt_cache,
+                cache_saves=None if prompt_cache_ro else "all" if prompt_cache_all else "prompt",
             )
             if output_grammar is not None:  # a grammar llama.cpp refuses: its line, now
                 ctx.gen.constraint(output_grammar)
+            ctx.attach_prompt_cache()
             if jsonl:
                 assert lines is not None
                 return _run_batch(ctx, lines, use_chat=use_chat)
@@ -366,7 +385,11 @@ def _check_interactive(interactive: bool, conversation: bool, multiline: bool,
     wraps = [f for f, on in (("--in-prefix", in_prefix is not None),
                              ("--in-suffix", in_suffix is not None),
                              ("--in-prefix-bos", prefix_bos)) if on]  # fmt: skip
-    if wraps and not interactive:
+    if wraps and conversation:
+        # llama-completion reads them and leaves them out of a conversation's turns
+        print(f"warning: {wraps[0]} has no effect with -cnv/--conversation: the chat template "
+              "wraps each turn", file=sys.stderr)
+    elif wraps and not interactive:
         raise UsageError(f"{wraps[0]} wraps the input of interactive mode: add -i or -if")
     if multiline and not (interactive or conversation):
         raise UsageError("--multiline-input reads interactive input: add -i, -if or -cnv")
@@ -454,6 +477,12 @@ class _Run:
     probs: Any = None
     #: -o/--output: the conversation's transcript (specgguf_cli.transcript.Transcript)
     transcript: Any = None
+    #: -ptc N: the context's tokens printed at each multiple of N (0: never)
+    count_every: int = 0
+    #: --prompt-cache FNAME: the file, and what is saved to it (None: only read; "prompt",
+    #: "all": with the generated tokens)
+    cache_file: Path | None = None
+    cache_saves: str | None = None
     _offload_shown: bool = field(default=False, init=False)
 
     @property
@@ -482,7 +511,29 @@ class _Run:
         if self.gen.session.load.verbose_prompt:
             print(prompt_listing(self.gen.session.target_model.piece_special, tokens),
                   file=sys.stderr)  # fmt: skip
-        return self.gen.generate(tokens, params, trace_probs=self.tracer is not None)
+        generation = self.gen.generate(tokens, params, trace_probs=self.tracer is not None)
+        if self.count_every > 0:
+            from specgguf.io.token_count import TokenCount
+
+            generation.token_count = TokenCount(self.count_every, self.gen.session.target.n_ctx,
+                                                len(tokens))  # fmt: skip
+        return generation
+
+    def attach_prompt_cache(self) -> None:
+        """--prompt-cache: the file's prompt, for the first generation to start from."""
+        if self.cache_file is not None:
+            from specgguf.binding import prompt_cache_file
+
+            session = self.gen.session
+            prompt_cache_file.attach(session.target, self.cache_file, session.load.model)
+
+    def save_prompt_cache(self, n_prompt: int) -> None:
+        from specgguf.binding import prompt_cache_file
+
+        session = self.gen.session
+        keep = None if self.cache_saves == "all" else n_prompt
+        if not prompt_cache_file.save(session.target, self.cache_file, session.load.model, keep):
+            _warn(f"--prompt-cache {self.cache_file}: not written (the cache was not whole)")
 
     def result_fields(self, result, stats, seed: int) -> dict:
         """The --json object (a --jsonl line adds id and line)."""
@@ -527,6 +578,8 @@ def _run_single(
         if run.tracer is not None:
             run.tracer.begin()
         result = stream_generation(generation, json_out=json_out, color=color, trace=run.tracer)
+        if run.cache_file is not None and run.cache_saves is not None:
+            run.save_prompt_cache(len(tokens))
     except KeyboardInterrupt:
         pass  # before generation started: nothing to keep, the report still follows
     stats = generation.stats if generation is not None else RunStats(n_max=gen.session.spec.n_max)
@@ -845,10 +898,13 @@ def stream_generation(
         else:
             reasoning.write(stream, pieces, final)
 
+    count = getattr(generation, "token_count", None)  # -ptc
     try:
         for chunk in generation:
             if trace is not None and chunk.round is not None:
                 trace.write(chunk.round)
+            if count is not None and chunk.round is not None:
+                count.add(len(chunk.round.emitted))
             write(chunk.pieces)
             probs += chunk.probs
     except KeyboardInterrupt:

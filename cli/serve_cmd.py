@@ -355,8 +355,8 @@ def serve_models_dir(routing: dict, flags: o.SessionFlags, host: str, port: int,
     from specgguf.server.router import Router, directory_models
     from specgguf.server.runner import say, serve_router
 
-    if flags.given["model"] is not None or flags.given["hf_repo"]:
-        raise UsageError("--models-dir serves the directory's models by name: drop -m/-hf "
+    if flags.given["model"] is not None or flags.given["hf_repo"] or flags.given["model_url"]:
+        raise UsageError("--models-dir serves the directory's models by name: drop -m/-hf/-mu "
                          "(or drop --models-dir to serve one model)")  # fmt: skip
     models = directory_models(routing["dir"])
     router = Router(models, sys.argv[1:], models_max=routing.get("max", 4),

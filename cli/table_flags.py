@@ -18,6 +18,7 @@ import typer
 from specgguf.errors import UsageError
 from specgguf.flag_table.table import (
     BARE_VALUES,
+    MODEL_PRESETS,
     PRESETS,
     Flag,
     Status,
@@ -179,11 +180,27 @@ def with_bare_values(argv: list[str]) -> list[str]:
 #: the flags that name a draft model (with one, a preset's speculation also drafts with it)
 _DRAFT_FLAGS = ("-md", "--model-draft", "--spec-draft-model", "-hfd", "-hfrd", "--hf-repo-draft",
                 "--spec-draft-hf")  # fmt: skip
-_TARGET_FLAGS = ("-m", "--model", "-hf", "-hfr", "--hf-repo")
+_TARGET_FLAGS = ("-m", "--model", "-hf", "-hfr", "--hf-repo", "-mu", "--model-url")
 
 
 def _given(argv: list[str], names: tuple[str, ...]) -> bool:
     return any(t in names or t.split("=", 1)[0] in names for t in argv)
+
+
+def expand_model_presets(command: str, argv: list[str]) -> list[str]:
+    """`argv` (after the command) with a model preset (--gpt-oss-20b-default ...) replaced by
+    its model and settings, placed first so that a flag given on the command line wins; a
+    model given with -m or -hf replaces the preset's. Two presets are one line, exit 1."""
+    given = [t for t in argv if t in MODEL_PRESETS and command in MODEL_PRESETS[t].commands]
+    if not given:  # (one another command lacks stays: an unknown option there)
+        return argv
+    if len(given) > 1:
+        raise UsageError(f"{given[0]} and {given[1]} are two presets: give one")
+    preset = MODEL_PRESETS[given[0]]
+    rest = [t for t in argv if t != given[0]]
+    model = () if _given(rest, _TARGET_FLAGS) else preset.flags
+    serve = preset.serve if command == "serve" else ()
+    return [*model, *preset.settings, *serve, *rest]
 
 
 def expand_presets(argv: list[str]) -> list[str]:

@@ -135,3 +135,27 @@ class HubStandIn:
         if self.server is not None:
             self.server.shutdown()
             self.server.server_close()
+
+
+def point_at(hub: HubStandIn, monkeypatch, tmp_path) -> None:
+    """Point huggingface_hub and the llama.cpp cache at `hub` and at caches in `tmp_path`, with
+    no token and not offline, for one test."""
+    monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+    monkeypatch.setenv("LLAMA_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    # huggingface_hub asks its import-time endpoint for a registry of agent tools once a day:
+    # nothing the tests need, and it must not reach the internet
+    from huggingface_hub.utils import _detect_agent
+
+    monkeypatch.setattr(_detect_agent, "_fetch_registry", lambda: None)
+    # small chunks, so that a cut-short download has written what it received; no pause
+    # between its retries
+    import types
+
+    from huggingface_hub import constants, file_download
+
+    monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", 1000)
+    monkeypatch.setattr(file_download, "time", types.SimpleNamespace(
+        sleep=lambda s: None, time=__import__("time").time))  # fmt: skip

@@ -13,8 +13,8 @@ import re
 from pathlib import Path
 
 import pytest
+from load_stop import Loaded, stop_at_load
 from specgguf_cli import options as o
-from specgguf_cli import serve_cmd
 from specgguf_cli.app import command as cli_group
 from specgguf_cli.app import run_cli
 from specgguf_cli.table_flags import expand_presets, with_bare_values
@@ -219,26 +219,11 @@ def test_delegated_flags_once_merged(row, command: str) -> None:
     assert not missing, f"specgguf {command} lacks {missing}"
 
 
-class _Loaded(SpecggufError):
-    """Where the session would load: the LoadOptions the flags made."""
-
-
 @pytest.fixture
 def loads(monkeypatch, tmp_path):
     """run/serve stopped where they would load the pair; yields the LoadOptions seen."""
-    seen: list = []
-
-    def open_session(self, model, model_draft, types, n_max, **kw):
-        seen.append(self.load_options(model, model_draft))
-        raise _Loaded("stopped before loading", 99)
-
-    def models_dir(routing, flags, *args):  # router mode: where its models would start
-        seen.append(flags.load_options(tmp_path / "t.gguf", None))
-        raise _Loaded("stopped before routing", 99)
-
-    monkeypatch.setattr(o.SessionFlags, "open_session", open_session)
+    seen = stop_at_load(monkeypatch, tmp_path)
     monkeypatch.setattr(o, "resolve_models", lambda m, d: (tmp_path / "t.gguf", None))
-    monkeypatch.setattr(serve_cmd, "serve_models_dir", models_dir)
     return seen
 
 
@@ -399,7 +384,7 @@ def test_no_webui_and_no_slots_switch_their_endpoints_off(loads, monkeypatch) ->
 
     seen = []
     monkeypatch.setattr(o.SessionFlags, "open_session", lambda self, *a, **k: seen.append(
-        self.switched_off()) or (_ for _ in ()).throw(_Loaded("stop", 99)))  # fmt: skip
+        self.switched_off()) or (_ for _ in ()).throw(Loaded("stop", 99)))  # fmt: skip
     assert run_cli([*BASE["serve"], "--no-webui", "--no-slots"]) == 99
     assert seen[-1] == {"page", "slots"}
     handlers = {e.handler for e in served(ServerConfig("m", "m", disabled=seen[-1]))}

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
-from hub_standin import HubStandIn, Repo
+from hub_standin import HubStandIn, Repo, point_at
 from specgguf_cli.app import run_cli
 
 from specgguf.errors import PullError, UsageError
@@ -50,25 +50,7 @@ def hub(tmp_path, monkeypatch):
                "u/secret": Repo({"s-Q8_0.gguf": Q8}, private=True)},
         tokens={"good-token"},
     ).start()  # fmt: skip
-    monkeypatch.setenv("HF_ENDPOINT", standin.endpoint)
-    monkeypatch.setenv("LLAMA_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    # huggingface_hub asks its import-time endpoint for a registry of agent tools once a day:
-    # nothing the tests need, and it must not reach the internet
-    from huggingface_hub.utils import _detect_agent
-
-    monkeypatch.setattr(_detect_agent, "_fetch_registry", lambda: None)
-    # small chunks, so that a cut-short download has written what it received; no pause
-    # between its retries
-    import types
-
-    from huggingface_hub import constants, file_download
-
-    monkeypatch.setattr(constants, "DOWNLOAD_CHUNK_SIZE", 1000)
-    monkeypatch.setattr(file_download, "time", types.SimpleNamespace(
-        sleep=lambda s: None, time=__import__("time").time))  # fmt: skip
+    point_at(standin, monkeypatch, tmp_path)
     yield standin
     standin.stop()
 

@@ -356,10 +356,14 @@ def test_bad_kv_cache_type_is_refused_before_loading(run):
 # -- llama-cli's interactive flags: -st, -r, -sysf, -e ------------------------------------------
 
 
-def test_single_turn_answers_once(run, monkeypatch):
+@pytest.mark.parametrize("flags", [("-cnv", "-st"), ("-st",), ("-st", "--in-prefix", "U: ")])
+def test_single_turn_answers_once(run, monkeypatch, flags):
+    """-st alone is llama-cli's one-turn conversation; --in-prefix has no effect on a
+    conversation's turns (as in llama-completion) and says so."""
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"hi\nnever answered\n")))
-    code, _, err = run("-cnv", "-st", "-n", "4", "--temp", "0")
+    code, _, err = run(*flags, "-n", "4", "--temp", "0")
     assert code == 0 and len(re.findall(r"^\[4 tokens", err, re.M)) == 1
+    assert ("--in-prefix has no effect with -cnv" in err) == ("--in-prefix" in flags)
 
 
 def test_reverse_prompt_stops_the_answer(run):
@@ -420,3 +424,64 @@ def test_conversation_prints_thinking_apart_or_hides_it(run, monkeypatch):
     assert turn("--hide-reasoning") == f"{answer}\n"
     code, _, err = run("-p", "hi", "--hide-reasoning")
     assert code == ExitCode.USAGE and "add -cnv" in err
+
+
+def test_print_token_count_at_each_multiple(run):
+    """-ptc N: a line each time the context's tokens reach a multiple of N (a round that
+    accepts several tokens prints once, with the count after it)."""
+    code, _, err = run("-p", "the cat sat", "-n", "16", "--temp", "0", "--ignore-eos", "-ptc", "4")
+    counts = [int(n) for n in re.findall(r"^tokens consumed so far = (\d+) / \d+$", err, re.M)]
+    assert code == 0 and len(counts) >= 3, err
+    buckets = [n // 4 for n in counts]
+    assert buckets == sorted(set(buckets))  # each line crossed a new multiple
+    code, _, err = run("-p", "the cat sat", "-n", "8", "--temp", "0")
+    assert "tokens consumed" not in err
+
+
+def test_token_count_lines() -> None:
+    from specgguf.io.token_count import TokenCount
+
+    out = io.StringIO()
+    count = TokenCount(4, 100, 3, out=out)
+    for n in (1, 3, 5, 1):
+        count.add(n)
+    assert out.getvalue() == ("tokens consumed so far = 4 / 100\n"
+                              "tokens consumed so far = 12 / 100\n")
+    never = TokenCount(0, 100, out=out)
+    never.add(50)
+    assert out.getvalue().count("\n") == 2
+
+
+def _cache_file_tokens(path) -> int:
+    import json as _json
+
+    raw = path.read_bytes()
+    n = int.from_bytes(raw[24:32], "little")
+    return _json.loads(raw[32:32 + n])["n_tokens"]
+
+
+def test_prompt_cache_file_reuses_the_prompt_exactly(run, tmp_path, tiny_draft):
+    """--prompt-cache: the first run writes the evaluated prompt; the next one with the same
+    start evaluates only the rest and says the same; -ro never writes; -all keeps the answer;
+    a file of another model is one line."""
+    cache = tmp_path / "p.cache"
+    prompt = "the cat sat on the mat and then the dog came in to see"
+    args = ("-p", prompt, "-n", "8", "--temp", "0", "--json", "--prompt-cache", cache)
+    first = as_json(run(*args))
+    assert cache.is_file() and _cache_file_tokens(cache) == first["tokens_evaluated"]
+    second = as_json(run(*args))
+    assert second["text"] == first["text"]
+    assert second["tokens_evaluated"] < first["tokens_evaluated"], (first, second)
+    written = cache.read_bytes()
+    longer = as_json(run("-p", prompt + " the garden", "-n", "4", "--temp", "0", "--json",
+                         "--prompt-cache", cache, "--prompt-cache-ro"))  # fmt: skip
+    assert longer["tokens_evaluated"] < first["tokens_evaluated"] + 3
+    assert cache.read_bytes() == written  # read only
+    run(*args, "--prompt-cache-all")
+    assert _cache_file_tokens(cache) > first["tokens_evaluated"]  # the answer too
+    code, _, err = run(*args, model=tiny_draft, draft=False)
+    assert code == 1 and "made with another model" in err and err.count("\n") == 1
+    for bad in (("-cnv",), ("--prompt-cache-ro",)):
+        drop = ("--prompt-cache", cache) if bad == ("--prompt-cache-ro",) else ()
+        kept = [a for a in args if a not in drop]
+        assert run(*kept, *bad)[0] == 1

@@ -175,12 +175,59 @@ def _editor_preset(model: str) -> Entry:
                  + " ".join(EDITOR_SETTINGS), commands=frozenset({"serve"}))  # fmt: skip
 
 
+@dataclass(frozen=True)
+class ModelPreset:
+    """llama-server's presets that name a model by its Hub repository (downloaded by -hf as
+    any -hf is) with the settings it is served with: `settings` for every command that takes
+    it, `serve` for serve alone (its port, slots). A model (-m, -hf) given on the command line
+    replaces the preset's; any other flag given wins over the preset's as well."""
+
+    repo: str
+    file: str | None
+    what: str
+    settings: tuple[str, ...]
+    serve: tuple[str, ...] = ()
+    commands: tuple[str, ...] = ("run", "serve")
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """The model flags: -hf REPO and, where llama-server names one, -hff FILE."""
+        return ("-hf", self.repo, *(("-hff", self.file) if self.file else ()))
+
+
+#: gpt-oss: 131072 tokens per slot, two slots; sampling as its authors recommend
+_GPT_OSS = ("-ub", "2048", "-b", "32768", "-c", "262144", "--temp", "1.0", "--top-p", "1.0",
+            "--top-k", "0", "--min-p", "0.01", "--jinja")  # fmt: skip
+MODEL_PRESETS: dict[str, ModelPreset] = {
+    "--gpt-oss-20b-default": ModelPreset(
+        "ggml-org/gpt-oss-20b-GGUF", "gpt-oss-20b-mxfp4.gguf", "gpt-oss-20b", _GPT_OSS,
+        ("--port", "8013", "-np", "2")),
+    "--gpt-oss-120b-default": ModelPreset(
+        "ggml-org/gpt-oss-120b-GGUF", None, "gpt-oss-120b", _GPT_OSS,
+        ("--port", "8013", "-np", "2")),
+    # llama-server also prints each prompt's tokens with this preset (--verbose-prompt), which
+    # specgguf serve does not: its embeddings are the same
+    "--embd-gemma-default": ModelPreset(
+        "ggml-org/embeddinggemma-300M-qat-q4_0-GGUF", "embeddinggemma-300M-qat-Q4_0.gguf",
+        "EmbeddingGemma 300M", ("-ub", "2048", "-b", "2048", "-c", "65536", "--embedding"),
+        ("--port", "8011", "-np", "32"), commands=("serve",)),
+}  # fmt: skip
+
+
+def _model_preset(flag: str) -> Entry:
+    preset = MODEL_PRESETS[flag]
+    serve = f" (serve: {' '.join(preset.serve)})" if preset.serve else ""
+    return Entry(Status.PRESET, f"llama-server's {preset.what} preset: "
+                 + " ".join((*preset.flags, *preset.settings)) + serve,
+                 commands=frozenset(preset.commands))  # fmt: skip
+
+
 #: what specgguf does with each vendored flag, by its key (VendoredFlag.key)
 ENTRIES: dict[str, Entry] = {
     "--help": declared("this help"),
     "--version": declared("the version, in llama.cpp's shape"),
-    "--cache-list": refused("specgguf keeps no llama.cpp download cache list: `specgguf pull` and ~/.cache/specgguf/models hold its models"),  # noqa: E501
-    "--completion-bash": refused("no shell completion script is generated"),
+    "--cache-list": declared("list the models -hf downloaded (user/model:TAG, numbered), as llama.cpp does, and exit", "run serve bench"),  # noqa: E501
+    "--completion-bash": declared("print a bash completion script for specgguf's commands and flags, and exit", "run serve bench"),  # noqa: E501
     "--server-base": refused("specgguf run is not a client of a running server: run it against the model with -m"),  # noqa: E501
     "--verbose-prompt": setting("load", "verbose_prompt", v.switch, "before each generation, print the prompt's text and each of its tokens (id -> 'piece') on stderr, as llama.cpp does", commands="run"),  # noqa: E501
     "--display-prompt": always(False, "the prompt is not echoed: --no-display-prompt is what specgguf run does"),  # noqa: E501
@@ -221,10 +268,10 @@ ENTRIES: dict[str, Entry] = {
     "--system-prompt-file": declared("the system message from a file", "run"),
     "--binary-file": refused("the prompt is UTF-8 text: use -f"),
     "--escape": declared("process escape sequences (\\n, \\t, \\\", \\\\) in -p", "run", help="Process escape sequences (\\n, \\t, \\', \\\", \\\\) in -p before it is used."),  # noqa: E501
-    "--print-token-count": refused("no periodic token count is printed: the report counts tokens"),  # noqa: E501
-    "--prompt-cache": refused("no prompt cache file: -cnv keeps the conversation in the KV cache"),  # noqa: E501
-    "--prompt-cache-all": refused("no prompt cache file"),
-    "--prompt-cache-ro": refused("no prompt cache file"),
+    "--print-token-count": declared("a line on stderr each time the context's tokens reach a multiple of N", "run", help="Print the tokens in the context (prompt and generated) on stderr each time they reach a multiple of N (default: -1, never)."),  # noqa: E501
+    "--prompt-cache": declared("a file keeping the evaluated prompt's state: a later prompt that starts the same evaluates only the rest", "run", help="A file keeping the target's evaluated prompt (its tokens and state): the next run whose prompt starts the same evaluates only the rest (exact). One prompt: not with -cnv, -i or --jsonl."),  # noqa: E501
+    "--prompt-cache-all": declared("--prompt-cache keeps the generated tokens too", "run", help="With --prompt-cache: keep the generated tokens in the file too."),  # noqa: E501
+    "--prompt-cache-ro": declared("--prompt-cache is read, never written", "run", help="With --prompt-cache: read the file, never write it."),  # noqa: E501
     "--reverse-prompt": declared("stop an answer at this text (with -cnv: the next turn follows)", "run"),  # noqa: E501
     "--special": setting("load", "special", v.switch, "special tokens are printed as their text (<|im_start|>, ...) in the output, where otherwise they are left out; the end-of-generation token that ends an answer is not part of the text either way (llama.cpp prints it with -sp)", commands="run serve"),  # noqa: E501
     "--conversation": declared("interactive chat", help="Interactive chat: read user turns from stdin (one per line; end a line with \\ to continue it), keep the conversation across turns. -p/-f give the first turn."),  # noqa: E501
@@ -307,7 +354,7 @@ ENTRIES: dict[str, Entry] = {
     "--alias": declared(commands="serve"),
     "--tags": refused("model tags are for the model router, which specgguf serve is not"),
     "--model": declared(),
-    "--model-url": refused("models are not downloaded from a URL: download the GGUF and pass it with -m"),  # noqa: E501
+    "--model-url": declared("the target downloaded from an address into llama.cpp's cache (resumable, with a progress bar) unless it is there; instead of -m", "run serve bench"),  # noqa: E501
     "--docker-repo": refused("models are not pulled from Docker Hub: download the GGUF and pass it with -m"),  # noqa: E501
     "--hf-repo": declared("models by name (Hugging Face Hub)", "run serve bench"),
     "--hf-file": declared("models by name (Hugging Face Hub)", "run serve bench"),
@@ -417,15 +464,15 @@ ENTRIES: dict[str, Entry] = {
     "--spec-ngram-size-n": REMOVED,
     "--spec-ngram-size-m": REMOVED,
     "--spec-ngram-min-hits": REMOVED,
-    "--embd-gemma-default": refused("this preset downloads EmbeddingGemma, which specgguf does not pull: pass an embedding GGUF with -m and --embeddings"),  # noqa: E501
+    "--embd-gemma-default": _model_preset("--embd-gemma-default"),
     "--fim-qwen-1.5b-default": _editor_preset("Qwen2.5-Coder 1.5B: the pulled pair"),
     "--fim-qwen-3b-default": _editor_preset("Qwen2.5-Coder 3B, given with -m"),
     "--fim-qwen-7b-default": _editor_preset("Qwen2.5-Coder 7B, given with -m"),
     "--fim-qwen-7b-spec": _editor_preset("Qwen2.5-Coder 7B with the 0.5B draft, given with -m and -md"),  # noqa: E501
     "--fim-qwen-14b-spec": _editor_preset("Qwen2.5-Coder 14B with the 0.5B draft, given with -m and -md"),  # noqa: E501
     "--fim-qwen-30b-default": _editor_preset("Qwen3-Coder 30B-A3B, given with -m"),
-    "--gpt-oss-20b-default": refused("this preset downloads gpt-oss-20b, which specgguf does not pull: pass the GGUF with -m"),  # noqa: E501
-    "--gpt-oss-120b-default": refused("this preset downloads gpt-oss-120b, which specgguf does not pull: pass the GGUF with -m"),  # noqa: E501
+    "--gpt-oss-20b-default": _model_preset("--gpt-oss-20b-default"),
+    "--gpt-oss-120b-default": _model_preset("--gpt-oss-120b-default"),
     "--vision-gemma-4b-default": refused(_MULTIMODAL),
     "--vision-gemma-12b-default": refused(_MULTIMODAL),
     "--spec-default": Entry(Status.PRESET, "llama-server's default speculation: ngram-mod (n-match 24, n-min 48, n-max 64) added to the spec types; with a draft model (-md, -hfd, or no -m: the pulled pair) draft-simple too"),  # noqa: E501
