@@ -162,6 +162,12 @@ def _run_cli(argv: list[str]) -> int:
 
         group = command()
         check_short_flags(group, argv)
+        if argv[:1] in (["run"], ["bench"], ["serve"]) and "--completion-bash" in argv[1:]:
+            # the script covers every command: made here, where the whole group is known
+            from specgguf_cli.completion_bash import completion_script
+
+            print(completion_script(group), end="")
+            return 0
         rv = group.main(args=argv, prog_name="specgguf", standalone_mode=False)
         return int(rv) if isinstance(rv, int) else 0
     except OutputError as err:

@@ -839,12 +839,8 @@ def with_session_flags(func):
 
             print(format_cache_list(cached_models()))
             return 0
-        if given["completion_bash"]:
-            from specgguf_cli.app import command
-            from specgguf_cli.completion_bash import completion_script
-
-            print(completion_script(command()), end="")
-            return 0
+        if given["completion_bash"]:  # specgguf_cli.app prints the script before parsing
+            raise UsageError("--completion-bash: run it as `specgguf run --completion-bash`")
         return func(*args, flags=flags, **kwargs)
 
     return with_ngram_options(_extend_signature(func, "flags", added, call))

@@ -75,8 +75,8 @@ EDITOR_FLAGS = [
     a for i, a in enumerate(EDITOR_SETTINGS)
     if a != "--port" and (i == 0 or EDITOR_SETTINGS[i - 1] != "--port")
 ]  # fmt: skip
-#: llama-server's own presets keep chunks of 256 tokens and more
-LLAMA_SERVER_REUSE = ["--cache-reuse", "256"]
+#: llama-server's own presets keep chunks of 256 tokens and more (--llama-server-cache-reuse)
+LLAMA_SERVER_REUSE = 256
 RESPONSE_FIELDS = ["content", "timings/prompt_n", "timings/prompt_ms", "timings/predicted_n",
                    "timings/predicted_ms", "timings/predicted_per_second", "truncated",
                    "tokens_cached", "tokens_evaluated", "tokens", "stop_type"]  # fmt: skip
@@ -297,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--t-max-predict-ms", type=int, default=0,
                     help="each completion's time stop (0: none; see above)")  # fmt: skip
     ap.add_argument("--llama-server", help="a llama-server binary to compare")
+    ap.add_argument("--llama-server-cache-reuse", type=int, default=LLAMA_SERVER_REUSE,
+                    help="llama-server's --cache-reuse (default: its FIM presets' 256)")
     ap.add_argument("--sides", default="default,off", help="specgguf sides: default,off")
     ap.add_argument("--json", help="write the summaries (and each completion) here")
     ap.add_argument("--no-judge", action="store_true",
@@ -323,7 +325,8 @@ def main(argv: list[str] | None = None) -> int:
         spec = {"default": [], "off": ["--spec-type", "none"]}[side]
         sides.append((side, [*common, *spec], False))
     if args.llama_server:
-        sides.append(("llama-server", [*common, *LLAMA_SERVER_REUSE], True))
+        reuse = ["--cache-reuse", str(args.llama_server_cache_reuse)]
+        sides.append(("llama-server", [*common, *reuse], True))
 
     if args.judge:  # the parts of a finished run's --json, with the same session flags
         saved = json.loads(Path(args.judge).read_text(encoding="utf-8"))

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from specgguf.binding import engine
-from specgguf.binding.prompt_cache import PromptCache, _get_state
+from specgguf.binding.prompt_cache import PromptCache, get_state
 from specgguf.errors import UsageError
 
 ll = engine.ll
@@ -85,7 +85,7 @@ def save(ctx: Any, path: Path, model: Path, keep: int | None) -> bool:
         del ctx.tokens[keep:]
         ctx.n_past = keep
         tokens = tokens[:keep]
-    state = _get_state(ptr, seq)
+    state = get_state(ptr, seq)
     header = json.dumps({"model": model_identity(model), "n_tokens": len(tokens),
                          "state_bytes": len(state)}).encode()  # fmt: skip
     tmp = path.with_name(path.name + ".tmp")
