@@ -175,6 +175,9 @@ class GenParams:
     #: each emitted token's probabilities to report (logprobs, n_probs: Chunk.probs);
     #: None: none, and no work per token for them
     probs: ProbsRequest | None = None
+    #: a server's slot this call must run in (llama-server's `id_slot`; it waits for that
+    #: slot), -1: whichever free slot the scheduler picks
+    id_slot: int = -1
 
 
 @dataclass

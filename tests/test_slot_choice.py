@@ -115,3 +115,40 @@ def test_a_new_prompt_takes_the_least_recently_used_slot(server):
     order = [_complete(server, t)["id_slot"] for t in TEXTS]
     answer = _complete(server, "an unrelated question about the weather on mars tomorrow")
     assert answer["id_slot"] == order[0]
+
+
+# -- id_slot: a request that names its slot --------------------------------------------------
+
+
+def test_a_job_waits_for_the_slot_it_names_while_others_go_ahead():
+    """llama-server's id_slot: a job naming a busy slot waits (in its place in the queue), a
+    job after it that names none takes a free slot meanwhile."""
+    sched = Scheduler(_Caches([[], [], []]), slots=SlotSettings())  # type: ignore[arg-type]
+    sched._active[1] = object()  # slot 1 busy
+    named = Job(PROMPT, GenParams(id_slot=1), None)  # type: ignore[arg-type]
+    anyone = Job(PROMPT, GenParams(), None)  # type: ignore[arg-type]
+    sched._waiting.extend([named, anyone])
+    started = sched._assign()
+    assert started == [anyone] and anyone.slot in (0, 2)
+    assert list(sched._waiting) == [named]
+    del sched._active[1]  # the slot frees: the named job takes it, not another free one
+    assert sched._assign() == [named] and named.slot == 1
+
+
+def test_id_slot_runs_the_request_in_that_slot(server):
+    """Each text's cache sits in another slot than the one named: the choice by prefix
+    would pick that slot; the named one runs the request instead."""
+    homes = [_complete(server, t)["id_slot"] for t in TEXTS]
+    for i, text in enumerate(TEXTS):
+        named = homes[(i + 1) % 3]
+        answer = server.post("/completion", {"prompt": text + " again", "n_predict": 2,
+                                             "id_slot": named})  # fmt: skip
+        assert answer["id_slot"] == named
+
+
+@pytest.mark.parametrize("bad", [3, -2, "1", 1.5])
+def test_an_id_slot_the_server_has_not_is_a_400(server, bad):
+    status, _, body = server.request("POST", "/completion", {"prompt": "hi", "n_predict": 1,
+                                                             "id_slot": bad})  # fmt: skip
+    assert status == 400
+    assert "id_slot" in body["error"]["message"]

@@ -411,6 +411,8 @@ def _params(
                       f"an integer in 0..{MAX_INDENT}", 0),
         t_max_predict_ms=_milliseconds(body, "t_max_predict_ms"),
         probs=_probs(body, kind),
+        id_slot=_get(body, "id_slot", lambda v: is_int(v) and v >= -1,
+                     "a slot's index, or -1 for any free slot", -1),
     )
     # llama-server reads t_max_prompt_ms and does not enforce it; neither does specgguf
     # (docs/server.md says so), but a bad value is refused

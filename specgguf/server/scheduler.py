@@ -220,6 +220,9 @@ class Scheduler:
 
     def submit(self, tokens: Sequence[int], params: GenParams) -> Job:
         """Queue a generation; 503 (with Retry-After) when the queue is full."""
+        if params.id_slot >= self.gen.n_slots:
+            raise ApiError(400, f"id_slot {params.id_slot}: this server has {self.gen.n_slots} "
+                           "slot(s), 0 to n - 1 (-1: any free one)", "invalid_request_error")
         job = Job(tokens, params, asyncio.get_running_loop())
         with self._lock:
             if self._stopping:
@@ -466,18 +469,24 @@ class Scheduler:
         if self._draining():
             return started
         free = [i for i in range(self.gen.n_slots) if i not in self._active]
+        held: list[Job] = []  # waiting for a slot of their own (id_slot) that is busy
         while free and self._waiting:
             job = self._waiting.popleft()
             if job.cancelled.is_set():
                 self._finish_unstarted(job)
                 continue
-            best = self._choose_slot(free, job)
+            wanted = job.params.id_slot
+            if wanted >= 0 and wanted not in free:
+                held.append(job)
+                continue
+            best = wanted if wanted >= 0 else self._choose_slot(free, job)
             free.remove(best)
             job.slot = best
             self._slot_task[best] = job.id
             self._active[best] = job
             self._used(best)
             started.append(job)
+        self._waiting.extendleft(reversed(held))  # in their order, ahead of the rest
         return started
 
     def _choose_slot(self, free: list[int], job: Job) -> int:
