@@ -14,7 +14,7 @@ from pathlib import Path
 import typer
 from specgguf_cli import chat_flags
 from specgguf_cli import options as o
-from specgguf_cli.table_flags import with_table_flags
+from specgguf_cli.table_flags import own_option, with_table_flags
 
 from specgguf.chat.reasoning import REASONING_FORMATS
 from specgguf.chat.render import REASONING_EFFORT_LEVELS, RenderOptions
@@ -145,6 +145,7 @@ Timeout = typer.Option(
 SystemPrompt = typer.Option(
     None, "-sys", "--system-prompt", help="System message for chat requests that have none."
 )
+Escape = own_option("--escape")  # accepted as llama-server accepts it: no effect here
 
 
 @with_table_flags("serve")
@@ -173,6 +174,7 @@ def serve(
     alias: str | None = Alias,
     timeout: int = Timeout,
     system_prompt: str | None = SystemPrompt,
+    escape: bool = Escape,
     quiet: bool = o.Quiet,
 ) -> int:
     """Serve the model over HTTP: OpenAI's /v1/chat/completions, /v1/completions and
@@ -190,6 +192,9 @@ def serve(
     from specgguf.errors import ExitCode, SpecggufError, UsageError
 
     n_max = gen_flags.check(flags)
+    if escape:  # llama-server takes -e too and reads no escapes: its prompts are requests'
+        print("note: -e/--escape has no effect on serve: prompts come in requests, where no "
+              "escapes are processed (as in llama-server)", file=sys.stderr)
     if not 1 <= parallel <= 64:
         raise UsageError(f"invalid value for -np/--parallel: {parallel} (must be 1..64)")
     if cache_reuse < 0:

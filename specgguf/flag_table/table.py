@@ -267,7 +267,7 @@ ENTRIES: dict[str, Entry] = {
     "--file": declared(),
     "--system-prompt-file": declared("the system message from a file", "run"),
     "--binary-file": refused("the prompt is UTF-8 text: use -f"),
-    "--escape": declared("process escape sequences (\\n, \\t, \\\", \\\\) in -p", "run", help="Process escape sequences (\\n, \\t, \\', \\\", \\\\) in -p before it is used."),  # noqa: E501
+    "--escape": declared("process escape sequences (\\n, \\t, \\\", \\\\) in -p (serve: accepted with a note, as llama-server, whose prompts come in requests, reads no escapes either)", "run serve", help="Process escape sequences (\\n, \\t, \\', \\\", \\\\) in -p before it is used (serve: no effect, its prompts come in requests)."),  # noqa: E501
     "--print-token-count": declared("a line on stderr each time the context's tokens reach a multiple of N", "run", help="Print the tokens in the context (prompt and generated) on stderr each time they reach a multiple of N (default: -1, never)."),  # noqa: E501
     "--prompt-cache": declared("a file keeping the evaluated prompt's state: a later prompt that starts the same evaluates only the rest", "run", help="A file keeping the target's evaluated prompt (its tokens and state): the next run whose prompt starts the same evaluates only the rest (exact). One prompt: not with -cnv, -i or --jsonl."),  # noqa: E501
     "--prompt-cache-all": declared("--prompt-cache keeps the generated tokens too", "run", help="With --prompt-cache: keep the generated tokens in the file too."),  # noqa: E501
