@@ -20,9 +20,9 @@ import pytest
 
 from specgguf.core.sampling import SamplerParams
 from specgguf.core.token_probs import ProbsRequest
-from specgguf.loading.session import LoadOptions, Session, SpecOptions
-from specgguf.modelfiles.models import DRAFT, TARGET, is_present, model_path
+from specgguf.loading.session import SpecOptions
 from tests.near_tie import REAL_NEAR_TIE, assert_same_or_near_tie, first_difference
+from tests.real_pair import REAL_PAIR, pair_session
 
 #: the issue's bound, for every emitted token and every listed alternative
 BOUND = 0.05
@@ -33,19 +33,11 @@ SPEC = SpecOptions(types=["draft-simple"], n_max=4, draft_sampling="greedy")
 PLAIN = SpecOptions(types=[])
 
 
-pytestmark = [
-    pytest.mark.real,
-    pytest.mark.skipif(
-        not (is_present(TARGET) and is_present(DRAFT)), reason="run `specgguf pull` first"
-    ),
-]
+pytestmark = REAL_PAIR
 
 @pytest.fixture(scope="module")
 def session():
-    load = LoadOptions(model=model_path(TARGET), model_draft=model_path(DRAFT), n_ctx=1024)
-    s = Session(load, SPEC)
-    yield s
-    s.close()
+    yield from pair_session(SPEC)
 
 
 def figures(session, tokens, sampler, seed, spec):

@@ -20,9 +20,9 @@ import pytest
 from specgguf.core.sampler_vocab import SamplerVocab
 from specgguf.core.sampling import SamplerParams
 from specgguf.core.token_probs import ProbsRequest
-from specgguf.loading.session import LoadOptions, Session, SpecOptions
-from specgguf.modelfiles.models import DRAFT, TARGET, is_present, model_path
+from specgguf.loading.session import SpecOptions
 from tests.near_tie import first_difference
+from tests.real_pair import REAL_PAIR, pair_session
 
 N = 40
 PROMPT = "def quicksort(arr):\n"
@@ -50,20 +50,12 @@ SETTINGS = {
 GREEDY = ("penalties", "dry", "logit-bias")
 CASES = [(name, 0.0) for name in GREEDY] + [(name, 0.8) for name in SETTINGS]
 
-pytestmark = [
-    pytest.mark.real,
-    pytest.mark.skipif(
-        not (is_present(TARGET) and is_present(DRAFT)), reason="run `specgguf pull` first"
-    ),
-]
+pytestmark = REAL_PAIR
 
 
 @pytest.fixture(scope="module")
 def session():
-    load = LoadOptions(model=model_path(TARGET), model_draft=model_path(DRAFT), n_ctx=1024)
-    s = Session(load, SPEC)
-    yield s
-    s.close()
+    yield from pair_session(SPEC)
 
 
 @pytest.fixture(scope="module")
