@@ -58,6 +58,11 @@ def rows_agree(wide: np.ndarray, single: np.ndarray, tolerance: float = TOLERANC
     return bool(np.max(np.abs(log_softmax(wide)[top] - ref[top])) <= tolerance)
 
 
+def pass_agrees(rows: np.ndarray, single: Sequence[np.ndarray]) -> bool:
+    """Whether every row of one wide pass agrees with the 1-token row at its position."""
+    return all(rows_agree(row, single[i]) for i, row in enumerate(rows))
+
+
 def widest_agreeing(
     single: Sequence[np.ndarray], wide: dict[int, np.ndarray], widths: Sequence[int]
 ) -> int | None:
@@ -67,7 +72,7 @@ def widest_agreeing(
     ok = 1
     for w in widths:
         rows = wide.get(w)
-        if rows is None or not all(rows_agree(rows[i], single[i]) for i in range(w)):
+        if rows is None or not pass_agrees(rows, single):
             return ok
         ok = w
     return None
@@ -108,7 +113,7 @@ def _measure(model: engine.Model, params: engine.ContextParams) -> int | None:
             rows = ctx.decode(tokens[PREFIX : PREFIX + w], PREFIX, outputs="all")
             assert rows is not None
             wide[w] = rows.copy()
-            if widest_agreeing(single, {w: wide[w]}, [w]) is not None:
+            if not pass_agrees(wide[w], single):
                 break  # wider passes are not probed past the first that disagrees
         return widest_agreeing(single, wide, PROBE_WIDTHS)
     finally:
