@@ -215,7 +215,15 @@ def measure(a: argparse.Namespace) -> dict:
     gpu = ["-ngl", a.ngl, "-ngld", a.ngl, "-c", str(a.ctx)]
     if a.threads:
         gpu += ["-t", str(a.threads)]
-    res: dict = {"smoke": a.smoke, "started": time.time()}
+    res: dict = {"smoke": a.smoke, "started": time.time(), "complete": False}
+    # the device tool returns only what is under $OUT when a call runs out of time: each
+    # step's results are written there (and to out/) as soon as they exist
+    copies = [out / "results.json"] + ([Path(os.environ["OUT"]) / "results.json"]
+                                       if os.path.isdir(os.environ.get("OUT", "")) else [])
+
+    def save() -> None:
+        for path in copies:
+            path.write_text(json.dumps(res, indent=1))
 
     t_start = time.perf_counter()
 
@@ -237,6 +245,7 @@ def measure(a: argparse.Namespace) -> dict:
     head = checks["draft-eagle3"]
     res["eagle3_check"] = {"compatible": head.get("compatible"), "draft": head.get("draft_kind")}
     res["seconds_check"] = round(time.perf_counter() - t0, 1)
+    save()
 
     # 2. one run per drafter: the offload line and greedy text equal to plain decoding
     t0 = step("specgguf run (plain, then each drafter)")
@@ -262,6 +271,7 @@ def measure(a: argparse.Namespace) -> dict:
             "plain_tokens_per_second": jp["timings"]["predicted_per_second"],
         }
     res["seconds_run"] = round(time.perf_counter() - t0, 1)
+    save()
 
     # 3. in-process: the verify cost curve 1..16, the draft step, the Python overhead
     t0 = step("cost curve 1..16 and Python overhead (in process)")
@@ -293,6 +303,7 @@ def measure(a: argparse.Namespace) -> dict:
     finally:
         session.close()
     res["seconds_inprocess"] = round(time.perf_counter() - t0, 1)
+    save()
 
     # 4. specgguf bench per drafter: plain, K = 2..8, auto (plain is in each: the reference
     # its rows' ratios are taken against in that same run); the control row (plain measured
@@ -316,11 +327,13 @@ def measure(a: argparse.Namespace) -> dict:
                              f"{p.stderr.strip()[-400:]}")  # fmt: skip
         res["bench"][kind] = json.loads(p.stdout)
         res[f"seconds_bench_{kind}"] = round(time.perf_counter() - t0, 1)
+        save()
 
     # 5. the draft tree next to the same chain (draft-simple, depth TREE_DEPTH): run and bench
     t0 = step(f"tree vs chain (draft-simple:{TREE_DEPTH}, {len(TREE_SHAPES)} shapes)")
     res["tree"] = _tree_rows(a, base, bench_base, jp["text"], env)
     res["seconds_tree"] = round(time.perf_counter() - t0, 1)
+    save()
 
     # 6. one step of the designed head (its lm_head the target's whole vocabulary) and of a
     # converted head's size (a 32k-token d2t vocabulary), next to the target's and the draft's
@@ -336,7 +349,8 @@ def measure(a: argparse.Namespace) -> dict:
         raise SystemExit(f"bench_head_step failed ({p.returncode}): {p.stderr.strip()[-400:]}")
     res["head_step"] = json.loads(p.stdout)
     res["seconds_head_step"] = round(time.perf_counter() - t0, 1)
-    (out / "results.json").write_text(json.dumps(res, indent=1))
+    res["complete"] = True
+    save()
     return res
 
 

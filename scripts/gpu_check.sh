@@ -25,7 +25,9 @@
 #
 # Settings: SPECGGUF_GPU_DIR (.gpu), SPECGGUF_GPU_WORK (.gpu-work), SPECGGUF_GPU_CMAKE_ARGS
 # (extra CMake flags, e.g. -DGGML_CUDA_FA=OFF to skip the FlashAttention kernels and build faster),
-# SPECGGUF_GPU_AGREEMENT (0.8: the designed greedy agreement of draft and target), PYTHON;
+# SPECGGUF_GPU_AGREEMENT (0.8: the designed greedy agreement of draft and target),
+# SPECGGUF_GPU_MEASURE_ARGS (extra options of gpu_check.py measure, e.g. "--repeat 1 --reps 3"
+# for a shorter lease), PYTHON;
 # for --prepare, SPECGGUF_SDIST (a llama_cpp_python-0.3.36.tar.gz already downloaded).
 set -euo pipefail
 
@@ -72,12 +74,13 @@ if [ "$MODE" = prepare ]; then
   sha256sum "$sdist" | cut -d' ' -f1 > "$GPU_DIR/llama-src/SDIST_SHA256"
   # specgguf's dependencies (numpy aside: the GPU machine has it) as wheels for CPython
   # 3.10-3.13, each the newest not newer than what .venv runs (so exactly that for .venv's
-  # Python); click for a typer old enough to need it. Only MarkupSafe and PyYAML are compiled,
-  # and both also work without their compiled part.
+  # Python); click for a typer old enough to need it, pydantic for one new enough to need it.
+  # MarkupSafe, PyYAML and pydantic-core are compiled (one wheel per Python version).
   pins=$("$PY" - <<'EOF'
 from importlib.metadata import PackageNotFoundError, version
 names = ["gguf", "typer", "annotated-doc", "click", "rich", "markdown-it-py", "mdurl", "pygments",
-         "shellingham", "jinja2", "markupsafe", "diskcache", "typing-extensions", "pyyaml", "tqdm"]
+         "shellingham", "jinja2", "markupsafe", "diskcache", "typing-extensions", "pyyaml", "tqdm",
+         "pydantic", "pydantic-core", "annotated-types", "typing-inspection"]
 out = []
 for n in names:
     try:
@@ -116,6 +119,8 @@ mkdir -p "$RESULTS"
 rm -f "$RESULTS/results.json" "$RESULTS/phases.json"
 phases=()
 phase() { phases+=("\"$1\": $2"); }
+# what the device tool brings back (also when a call runs out of time): files under $OUT
+to_out() { if [ -n "${OUT:-}" ] && [ -d "$OUT" ]; then cp "$@" "$OUT/" 2>/dev/null || true; fi; }
 
 if [ "$MODE" = smoke ]; then
   PY=${PYTHON:-$ROOT/.venv/bin/python}
@@ -147,7 +152,8 @@ else
   ls "$GPU_DIR"/wheels/gguf-*.whl >/dev/null 2>&1 || die "no gguf wheel in $GPU_DIR/wheels (--prepare)"
   SHAPE=7b
   NGL=all
-  MEASURE=()
+  # shellcheck disable=SC2206
+  MEASURE=(${SPECGGUF_GPU_MEASURE_ARGS:-})
   SITE=$WORK/site
   say "installing the wheels from $GPU_DIR/wheels into $SITE"
   "$PY" "$ROOT/scripts/gpu_check.py" install-wheels "$GPU_DIR/wheels" "$SITE" >/dev/null
@@ -172,6 +178,7 @@ if [ "$MODE" = gpu ]; then
         -DLLAMA_BUILD_COMMON=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_TOOLS=OFF \
         -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
         -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON "-DCMAKE_INSTALL_RPATH=\$ORIGIN" \
+        "-DCMAKE_SHARED_LINKER_FLAGS=-Wl,--exclude-libs,ALL" \
         ${SPECGGUF_GPU_CMAKE_ARGS:-}
     fi
     ninja -C "$BUILD" -j "$jobs" llama
@@ -192,7 +199,7 @@ HEAD=$WORK/models-$SHAPE/head.gguf
 
 if [ -n "$build_pid" ]; then
   say "waiting for the build"
-  wait "$build_pid" || { tail -n 30 "$BUILD.log" >&2; die "the CUDA build failed (log: $BUILD.log)"; }
+  wait "$build_pid" || { tail -n 30 "$BUILD.log" >&2; to_out "$BUILD.log"; die "the CUDA build failed (log: $BUILD.log)"; }
   phase build "$(cat "$BUILD.seconds")"
   say "build done in $(cat "$BUILD.seconds") s"
   # llama_cpp's Python files from the trimmed source, its libraries from this build
@@ -203,6 +210,17 @@ if [ -n "$build_pid" ]; then
   ln -sfn "$ROOT/cli" "$SITE/specgguf_cli"
   "$PY" -c "import llama_cpp, sys; sys.exit(0 if llama_cpp.llama_supports_gpu_offload() else 1)" \
     || die "the built llama-cpp-python cannot offload to the GPU"
+  # The first H200 run (CUDA 13.0 image) linked libstdc++ statically into libggml-cuda and
+  # exported its symbols; libllama's stream calls then bound to that copy and the load crashed
+  # in print_info whenever a Python log callback was set (specgguf's always is).
+  # --exclude-libs,ALL above keeps them private: check it took, and load once before measuring.
+  if command -v nm >/dev/null && nm -D --defined-only "$SITE"/llama_cpp/lib/libggml-cuda.so* 2>/dev/null \
+       | grep -q ' T _ZNSo'; then
+    die "libggml-cuda exports libstdc++'s symbols (a static libstdc++ made public): loading would crash"
+  fi
+  say "one short run on the GPU before the measurements"
+  "$PY" -m specgguf_cli.app run -m "$TARGET" -ngl all -c 512 -p "Once" -n 4 --temp 0 \
+    --spec-type none >/dev/null || die "a 4-token specgguf run on the GPU failed (exit $?)"
 fi
 
 cpus=$(nproc)
@@ -215,6 +233,7 @@ sizes = ", ".join(f"{k} {m.get(k + '_bytes', 0) / 2**30:.2f} GiB" for k in ("tar
 json.dump({"gpu": gpu, "cuda": cuda, "cpus": cpus, "python": sys.version.split()[0],
            "models": f"{m['shape']}: {sizes}, designed agreement {m['agreement']}"}, open(out, "w"))
 EOF
+to_out "$RESULTS/environment.json"
 
 t0=$(date +%s)
 say "measuring"
