@@ -7,6 +7,7 @@ and put its table in the closing note:
 
     .venv/bin/python scripts/bench_default.py main [--rounds 3] [-n 128]
         [--targets f16,q4] [--classes code,chat,edit] [--fixed 3,4,6] [--no-agent]
+        [--agent-rounds R]
 
 BASE_REV is checked out into a git worktree (detached, kept under the system temp folder and
 reused) and runs against the same environment (this venv, the same llama-cpp-python). Every
@@ -24,7 +25,9 @@ configuration once per target and class, the order rotated from round to round.
 
 Last, unless --no-agent: the write_file tool call (scripts/bench_agent.py's "write" turn) as
 the FIRST request of a freshly started `specgguf serve` on the Q4 pair, for each tree, with
-speculation on, then the same request with `"speculative": false` on that server.
+speculation on, then the same request with `"speculative": false` on that server;
+`--agent-rounds R` repeats that R times per tree, the trees interleaved (the turn's spread
+from one fresh server to the next is as large as most differences between trees).
 
 Printed: per target and class, each configuration's median decode t/s, its ratio to plain
 decoding's median and the spread of the per-round ratios (each round's run over that round's
@@ -222,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--classes", default="code,chat,edit")
     ap.add_argument("--fixed", default="3,4,6", help="fixed --spec-draft-n-max values ('' none)")
     ap.add_argument("--no-agent", action="store_true", help="skip the write_file server turn")
+    ap.add_argument("--agent-rounds", type=int, default=1,
+                    help="write_file turns per tree, interleaved (each on a fresh server)")
     args = ap.parse_args(argv)
     args.fixed = [int(k) for k in args.fixed.split(",") if k]
     pair_args(ap, args, "bench_default")
@@ -231,11 +236,18 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         print_table(bench_runs(args, base, cur))
         if not args.no_agent:
-            print("\n| write_file turn, fresh Q4 server | on t/s | off t/s | on / off |")
-            print("|---|---|---|---|")
-            for tree in (base, cur):
-                on, off = agent_turn(tree, TARGETS["q4"])
-                print(f"| {tree.name} | {on:.2f} | {off:.2f} | x{on / off:.2f} |", flush=True)
+            print("\n| write_file turn, fresh Q4 server | round | on t/s | off t/s | on / off |")
+            print("|---|---|---|---|---|")
+            ratios: dict[str, list[float]] = {base.name: [], cur.name: []}
+            for r in range(args.agent_rounds):  # interleaved, the first tree alternating
+                for tree in (base, cur) if r % 2 == 0 else (cur, base):
+                    on, off = agent_turn(tree, TARGETS["q4"])
+                    ratios[tree.name].append(on / off)
+                    print(f"| {tree.name} | {r + 1} | {on:.2f} | {off:.2f} | x{on / off:.2f} |",
+                          flush=True)  # fmt: skip
+            for name, xs in ratios.items():
+                print(f"| {name}: median of {len(xs)} |  |  |  | x{statistics.median(xs):.2f} "
+                      f"({min(xs):.2f}-{max(xs):.2f}) |")  # fmt: skip
         print(f"\n({time.perf_counter() - t0:.0f} s)")
     return 0
 

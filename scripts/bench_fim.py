@@ -17,7 +17,9 @@ newest llama.vim; llama.vscode's differ in sampling defaults only):
    and the lines below the stretch (at most `--n-suffix`), the ring chunk, `n_predict`,
    `top_k` 40, `top_p` 0.90, the chain [top_k, top_p, temperature, infill] at temperature
    0 (greedy, so that every side writes the same text; llama.vim leaves temperature out and
-   samples), `cache_prompt`, `t_max_prompt_ms` 500, `t_max_predict_ms`, `response_fields`.
+   samples: `--sampled SEED` sends its chain [top_k, top_p, infill] at the server's default
+   temperature, a seed per completion, and compares tokens/s, the texts being samples),
+   `cache_prompt`, `t_max_prompt_ms` 500, `t_max_predict_ms`, `response_fields`.
 
 Steps 1 and 2 are not timed (the file being opened); each request of step 3 is sent after
 the previous answer (a person waits for the suggestion) and timed at the client.
@@ -99,6 +101,15 @@ def ring_warmup(extra: list[dict]) -> dict:
     }  # fmt: skip
 
 
+#: the chain the requests ask for: greedy (every side writes the same text), or as llama.vim
+#: sends it (no temperature: the server's default, 0.8, then infill; a seed per completion)
+GREEDY_CHAIN = {"temperature": 0, "samplers": ["top_k", "top_p", "temperature", "infill"]}
+
+
+def sampled_chain(seed: int) -> dict:
+    return {"samplers": ["top_k", "top_p", "infill"], "seed": seed}
+
+
 def session_requests(text: str, args, name: str = "file") -> tuple[list[dict], list[dict]]:
     """(the untimed requests of opening the file, the timed completions in typing order)."""
     lines = text.splitlines(keepends=True)
@@ -119,8 +130,7 @@ def session_requests(text: str, args, name: str = "file") -> tuple[list[dict], l
             "n_indent": 0,
             "top_k": 40,
             "top_p": 0.90,
-            "temperature": 0,
-            "samplers": ["top_k", "top_p", "temperature", "infill"],
+            **(sampled_chain(args.sampled + i) if args.sampled is not None else GREEDY_CHAIN),
             "stream": False,
             "cache_prompt": True,
             "t_max_prompt_ms": 500,
@@ -160,6 +170,7 @@ def summary(name: str, done: list[dict]) -> dict:
     total = sum(lat)
     tokens = sum(d["predicted_n"] for d in done)
     p95 = lat[min(len(lat) - 1, round(0.95 * (len(lat) - 1)))]
+    decode = total - sum(d["prompt_ms"] for d in done) / 1e3
     return {
         "side": name,
         "completions": len(done),
@@ -167,6 +178,8 @@ def summary(name: str, done: list[dict]) -> dict:
         "p95_s": round(p95, 4),
         "tokens": tokens,
         "tokens_per_s": round(tokens / total, 2) if total else 0.0,
+        # after the prompt step: what compares sides whose texts differ in length (sampled)
+        "decode_tokens_per_s": round(tokens / decode, 2) if decode > 0 else 0.0,
         "mean_evaluated": round(statistics.mean(d["evaluated"] for d in done), 1),
         "mean_prompt_ms": round(statistics.mean(d["prompt_ms"] for d in done), 1),
         "total_s": round(total, 3),
@@ -301,6 +314,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="llama-server's --cache-reuse (default: its FIM presets' 256)")
     ap.add_argument("--sides", default="default,off", help="specgguf sides: default,off")
     ap.add_argument("--json", help="write the summaries (and each completion) here")
+    ap.add_argument("--sampled", type=int, metavar="SEED",
+                    help="sample as llama.vim asks (no temperature field: the server's 0.8, "
+                         "then the infill stage), completion i with seed SEED+i; the sides' "
+                         "texts then differ, so tok/s is what compares them (nothing judged)")
     ap.add_argument("--no-judge", action="store_true",
                     help="skip judging where texts part from off's (loads the target)")
     ap.add_argument("--judge", metavar="JSON",
@@ -354,9 +371,12 @@ def main(argv: list[str] | None = None) -> int:
             r["same_as_off"] = same_texts(r["completions_detail"], off["completions_detail"])
             print(
                 f"{r['side']}: total time {r['total_s'] / off['total_s']:.3f} of off; "
+                f"tok/s x{r['tokens_per_s'] / max(off['tokens_per_s'], 1e-9):.3f} of off's "
+                f"(after the prompt step x"
+                f"{r['decode_tokens_per_s'] / max(off['decode_tokens_per_s'], 1e-9):.3f}); "
                 f"{r['same_as_off']} of {r['completions']} texts as off's"
             )
-    if off and not args.no_judge:
+    if off and not args.no_judge and args.sampled is None:
         judge(results, opening, requests, target, args.cache_reuse)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
