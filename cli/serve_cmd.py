@@ -182,7 +182,8 @@ def serve(
     /props, /slots, /health and /metrics (with --slot-save-path, POST /slots/{id_slot} saves,
     restores or erases a slot), GET and POST /lora-adapters (the --lora adapters' scales),
     and a chat page at / that shows the speculation;
-    with --embeddings, /v1/embeddings and /embedding.
+    with --embeddings, /v1/embeddings and /embedding; with --rerank, /rerank (also
+    /reranking, /v1/rerank, /v1/reranking).
 
     With no -m, serves the pulled default pair (Qwen2.5-Coder 1.5B + 0.5B draft).
     llama-server's code-completion presets (--fim-qwen-1.5b-default, --fim-qwen-7b-spec, ...)
@@ -268,7 +269,8 @@ def serve(
             "every endpoint (generate, tokenize, read /props and /slots)"
         )
 
-    embeddings = dict(flags.tuning.embeddings) if flags.tuning is not None else {}
+    embeddings = embedding_settings(dict(flags.tuning.embeddings) if flags.tuning is not None
+                                    else {})  # fmt: skip
     slots = SlotSettings(**dict(flags.tuning.slots if flags.tuning is not None else ()))
     check_slot_save_path(slots.save_path, keys)
     loads = 0
@@ -284,6 +286,8 @@ def serve(
             model, model_draft, types, n_max, parallel=parallel, cache_reuse=cache_reuse
         )
         try:
+            if embeddings.get("rank"):
+                require_reranker(session.info.target, model.name)
             for warning in session.warnings:
                 tell(f"warning: {warning}")
             tell(f"offload: {session.offload()}")
@@ -306,8 +310,9 @@ def serve(
             embedder = None
             if embeddings.get("on"):
                 embedder = embeddings_context(session, gen.n_ctx, embeddings.get("pooling"))
-                tell(f"embeddings: /v1/embeddings and /embedding, {embedder.n_ctx} tokens an "
-                     f"input, pooling {POOLING_NAMES[embedder.pooling]}")  # fmt: skip
+                tell(f"embeddings: /v1/embeddings and /embedding"
+                     f"{', /rerank' if embeddings.get('rank') else ''}, {embedder.n_ctx} "
+                     f"tokens an input, pooling {POOLING_NAMES[embedder.pooling]}")  # fmt: skip
             return Loaded(gen, embedder)
         except BaseException:
             session.close()
@@ -332,6 +337,8 @@ def serve(
             disabled=flags.switched_off(),
             embedder=models.loaded.embedder,
             embd_normalize=embeddings.get("normalize", 2),
+            rerank=bool(embeddings.get("rank")),
+            rerank_format=rerank_format(models.loaded.gen) if embeddings.get("rank") else None,
             spm_infill=spm_infill,
             skip_chat_parsing=skip_chat_parsing,
             http=http,
@@ -383,8 +390,41 @@ def check_slot_save_path(path: Path | None, keys: tuple[str, ...]) -> None:
                          "drop --slot-save-path")  # fmt: skip
 
 
+def embedding_settings(given: dict) -> dict:
+    """--embedding, --pooling, --rerank as llama-server reads them: --rerank is --embedding
+    with rank pooling, and --embedding --pooling rank reranks too ("rank" set in both cases);
+    --rerank with another --pooling is one line, exit 1."""
+    pooling = given.get("pooling")
+    if given.get("rank"):
+        if pooling is not None and pooling != POOLING["rank"]:
+            raise UsageError(f"--rerank pools by rank: drop --pooling {POOLING_NAMES[pooling]}")
+        return {**given, "on": True, "pooling": POOLING["rank"]}
+    if given.get("on") and pooling == POOLING["rank"]:
+        return {**given, "rank": True}
+    return given
+
+
+def require_reranker(info, name: str) -> None:  # noqa: ANN001 - modelfiles.gguf_info.GGUFInfo
+    """--rerank reads a classifier head's output: a model without one (a chat or embedding
+    model) would score every pair with a meaningless number, so it is refused (one line),
+    from the header the session read."""
+    from specgguf.binding.rerank_prompt import CLASSIFIER_TENSORS, has_classifier
+
+    if not has_classifier(info.tensor_names):
+        raise UsageError(f"--rerank: {name} is not a reranker: it has no classifier head "
+                         f"({' or '.join(CLASSIFIER_TENSORS)}), which llama.cpp scores pairs "
+                         "with; serve a reranker model (e.g. a Qwen3 or BGE reranker GGUF)")
+
+
+def rerank_format(gen):
+    """The target's layout of a (query, document) pair (binding.rerank_prompt)."""
+    from specgguf.binding.rerank_prompt import rerank_format as read
+
+    return read(gen.session.target_model)
+
+
 #: llama.h's pooling numbers by name, for the start-up line
-POOLING_NAMES = {n: name for name, n in POOLING.items()} | {4: "rank"}
+POOLING_NAMES = {n: name for name, n in POOLING.items()}
 
 
 def embeddings_context(session, n_ctx_slot: int, pooling: int | None):

@@ -94,6 +94,7 @@ SAMPLES = {
     "--numa": ("isolate", "process", "numa", 2),
     "--embedding": (None, "embeddings", "on", True),
     "--pooling": ("mean", "embeddings", "pooling", 1),
+    "--rerank": (None, "embeddings", "rank", True),
     "--embd-normalize": ("-1", "embeddings", "normalize", -1),
     "--cache-ram": ("64", "load", "cache_ram", 64),
     "--ctx-checkpoints": ("8", "load", "ctx_checkpoints", 8),

@@ -294,7 +294,7 @@ ENTRIES: dict[str, Entry] = {
     "--grammar-file": declared(),
     "--json-schema": declared(),
     "--json-schema-file": declared(),
-    "--pooling": setting("embeddings", "pooling", v.choice(v.POOLING), "the embeddings' pooling: none (a vector per token: /embedding only), mean, cls or last; default: the model's own", commands="serve"),  # noqa: E501
+    "--pooling": setting("embeddings", "pooling", v.choice(v.POOLING), "the embeddings' pooling: none (a vector per token: /embedding only), mean, cls, last or rank (a reranker's scores: /rerank, as --rerank); default: the model's own", commands="serve"),  # noqa: E501
     "--rope-scaling": setting("context", "rope_scaling_type", v.choice(v.ROPE_SCALING), "RoPE frequency scaling: none, linear or yarn"),  # noqa: E501
     "--rope-scale": setting("context", "rope_freq_scale", v.reciprocal(1e-3, 1e3), "RoPE context scaling factor (the context is stretched N times)"),  # noqa: E501
     "--rope-freq-base": setting("context", "rope_freq_base", v.real(0.0, 1e12), "RoPE base frequency"),  # noqa: E501
@@ -380,7 +380,7 @@ ENTRIES: dict[str, Entry] = {
     "--agent": refused(_TOOLS),
     "--ui": setting("server", "page", v.switch, "the chat page at / (--no-webui: not served)", commands="serve"),  # noqa: E501
     "--embedding": setting("embeddings", "on", v.switch, "serve /v1/embeddings and /embedding from the target, in a context of their own beside the generation's (its KV cache holds one input: min(-c per slot, -b) tokens)", commands="serve"),  # noqa: E501
-    "--rerank": refused("reranking is not served: run llama-server --reranking for it"),
+    "--rerank": setting("embeddings", "rank", v.switch, "serve /rerank (/reranking, /v1/rerank, /v1/reranking): documents scored against a query by a reranker model (one with a classifier head: refused at start otherwise), in the embeddings context pooling by rank; as --embedding --pooling rank", commands="serve"),  # noqa: E501
     "--api-key": declared(),
     "--api-key-file": setting("http", "api_key_file", v.path, "more API keys, one a line (lines starting with # and empty ones skipped; up to 1 MiB), with --api-key's", commands="serve"),  # noqa: E501
     "--ssl-key-file": setting("http", "ssl_key_file", v.path, "the PEM private key of --ssl-cert-file: with both, serve speaks HTTPS only", commands="serve"),  # noqa: E501
