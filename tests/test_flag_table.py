@@ -97,6 +97,7 @@ SAMPLES = {
     "--rerank": (None, "embeddings", "rank", True),
     "--embd-normalize": ("-1", "embeddings", "normalize", -1),
     "--cache-ram": ("64", "load", "cache_ram", 64),
+    "--kv-unified-per-slot": ("128", "load", "kv_unified_per_slot", 128),
     "--ctx-checkpoints": ("8", "load", "ctx_checkpoints", 8),
     "--checkpoint-min-step": ("256", "load", "checkpoint_min_step", 256),
     "--log-disable": (None, "log", "disabled", True),

@@ -247,7 +247,7 @@ ENTRIES: dict[str, Entry] = {
     "--lookup-cache-static": declared("n-gram cache drafting (--spec-type ngram-cache)", "run serve bench"),  # noqa: E501
     "--lookup-cache-dynamic": declared("n-gram cache drafting (--spec-type ngram-cache)", "run serve bench"),  # noqa: E501
     "--ctx-size": declared(),
-    "--kv-unified-per-slot": refused("slots share one context here; its KV cache is unified whenever -np > 1"),  # noqa: E501
+    "--kv-unified-per-slot": setting("load", "kv_unified_per_slot", v.integer(0, 1 << 24), "no slot holds more than N tokens; without -c the KV pool is -np x N (with -c, a slot's share of it, -c / -np, is cut to N; N above the share has no effect: a warning); 0: unset", commands="serve"),  # noqa: E501
     "--predict": declared(),
     "--batch-size": declared(),
     "--ubatch-size": setting("load", "n_ubatch", v.integer(1, 65536), "physical batch size (rows per pass; capped at -b)"),  # noqa: E501

@@ -351,7 +351,8 @@ class App:
             raise ApiError(
                 400,
                 f"the prompt is {len(tokens)} tokens; the context of a slot is {gen.n_ctx} "
-                "(-c / -np), and at least one token must fit after it",
+                "(-c / -np, at most --kv-unified-per-slot), and at least one token must fit "
+                "after it",
                 "context_length_exceeded",
             )
         return tokens
