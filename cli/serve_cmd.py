@@ -239,13 +239,13 @@ def serve(
         ChatDefaults(reasoning_effort, reasoning_preserve, prefill_assistant),
     )
     routing = dict(flags.tuning.router) if flags.tuning is not None else {}
-    if "dir" in routing:  # router mode: no model of its own, one serve per model
+    if "dir" in routing or "preset" in routing:  # router mode: one serve per model
         return serve_models_dir(routing, flags, host, port, keys, quiet, http.reuse_port)
     if routing and not quiet:
         from specgguf.server.runner import say as say_now
 
         say_now("warning: --models-max and --models-autoload are for router mode "
-                "(--models-dir): they do nothing with one model")  # fmt: skip
+                "(--models-dir, --models-preset): they do nothing with one model")  # fmt: skip
     model, model_draft, types = flags.resolve(gen_flags.spec_type, n_max)
     template_src, template_origin = chat_flags.template_source(chat_template, chat_template_file)
     from specgguf.server.runner import bind
@@ -362,15 +362,25 @@ def serve(
 
 def serve_models_dir(routing: dict, flags: o.SessionFlags, host: str, port: int,
                      keys: tuple[str, ...], quiet: bool, reuse_port: bool) -> int:  # fmt: skip
-    """Router mode: --models-dir's models by name, each in a serve of its own started with
-    this command line's other flags (specgguf.server.router)."""
-    from specgguf.server.router import Router, directory_models
+    """Router mode: --models-dir's models and --models-preset's by name, each in a serve of
+    its own started with this command line's other flags (specgguf.server.router) and its
+    preset's (specgguf.server.presets)."""
+    from specgguf.server.router import Router, directory_entries, directory_models
     from specgguf.server.runner import say, serve_router
 
     if flags.given["model"] is not None or flags.given["hf_repo"] or flags.given["model_url"]:
-        raise UsageError("--models-dir serves the directory's models by name: drop -m/-hf/-mu "
-                         "(or drop --models-dir to serve one model)")  # fmt: skip
-    models = directory_models(routing["dir"])
+        raise UsageError("router mode (--models-dir, --models-preset) serves models by name: "
+                         "drop -m/-hf/-mu (or drop the router flags to serve one model)")
+    directory = directory_models(routing["dir"]) if "dir" in routing else {}
+    if "preset" in routing:
+        from specgguf.server import presets
+
+        glob, sections = presets.read_presets(routing["preset"])
+        models = presets.router_models(directory, glob, sections, presets.spelled(sys.argv[1:]))
+        if not models:
+            raise UsageError(f"--models-preset {routing['preset']}: no model in it")
+    else:
+        models = directory_entries(directory)
     router = Router(models, sys.argv[1:], models_max=routing.get("max", 4),
                     autoload=routing.get("autoload", True), api_keys=keys)  # fmt: skip
     return serve_router(router, host=host, port=port, verbose=flags.verbose,

@@ -124,6 +124,7 @@ SAMPLES = {
     "--lora-init-without-apply": (None, "adapters", "init_without_apply", True),
     "--models-dir": (str(ROOT / "docs"), "router", "dir", ROOT / "docs"),
     "--models-max": ("2", "router", "max", 2),
+    "--models-preset": (os.devnull, "router", "preset", Path(os.devnull)),
     "--models-autoload": (None, "router", "autoload", True),
     "--override-kv": ("a.b=int:2,c=bool:false", "model.target", "kv_overrides",
                       (("a.b", 0, 2), ("c", 2, False))),
@@ -141,7 +142,7 @@ SAMPLES = {
 #: SETTING rows whose value may be any text (a file name): no value is "nonsense" to them
 ANY_TEXT = {"--log-file", "--api-key-file", "--ssl-key-file", "--ssl-cert-file", "--path",
             "--cors-origins", "--cors-methods", "--cors-headers", "--models-dir", "--lora",
-            "--control-vector", "--output", "--slot-save-path"}
+            "--control-vector", "--output", "--slot-save-path", "--models-preset"}
 
 
 @functools.cache

@@ -139,7 +139,6 @@ def _commands(names: str | None) -> frozenset[str] | None:
 
 # -- the reasons shared by several rows -------------------------------------------------------
 _MULTIMODAL = "specgguf generates from text only (no multimodal projector, images, audio or video): run llama-server for media input"  # noqa: E501
-_ROUTER = "router presets (an INI file of per-model flags) are not read: give the models' shared flags on the command line with --models-dir, or start one serve per model"  # noqa: E501
 _LORA = "applied to the target's contexts, which verify every draft (the draft model drafts without it: its guesses are checked against the adapted target)"  # noqa: E501
 _CVEC = "added to the target's hidden states in the layers of --control-vector-layer-range (default: all), summed over the files; the draft model drafts without it"  # noqa: E501
 # llama-cpp-python exposes no llama.cpp thread pool (llama_attach_threadpool is not bound), so
@@ -396,7 +395,7 @@ ENTRIES: dict[str, Entry] = {
     "--slot-save-path": setting("slots", "save_path", v.path, "a directory (it must exist) for POST /slots/{id}?action=save|restore|erase: a slot's KV cache and tokens saved to a file there by name, restored, or erased (laid out as llama-server's); one --api-key at most", commands="serve"),  # noqa: E501
     "--media-path": refused(_MULTIMODAL),
     "--models-dir": setting("router", "dir", v.path, "router mode: serve this directory's GGUFs by name (a request's model field, ?model= for GET), each in a serve of its own loaded on demand; GET /models, POST /models/load and /models/unload (not with -m)", commands="serve"),  # noqa: E501
-    "--models-preset": refused(_ROUTER),
+    "--models-preset": setting("router", "preset", v.path, "router mode: llama-server's INI file of model presets ([NAME] sections of flag = value, [*] for every model; a section not of --models-dir names its model or hf-repo; load-on-startup, stop-timeout, alias); the command line's flags win over a preset's (read at start: an unknown or refused key is one line, exit 1)", commands="serve"),  # noqa: E501
     "--models-max": setting("router", "max", v.integer(0, 1024), "router mode: models loaded at once; the least recently used idle one is stopped to load another (default: 4; 0: no bound)", commands="serve"),  # noqa: E501
     "--models-autoload": setting("router", "autoload", v.switch, "router mode: a request for a model not loaded loads it (the default; --no-models-autoload: 400 until POST /models/load; a request's ?autoload= wins)", commands="serve"),  # noqa: E501
     "--jinja": always(True, "chat templates are always rendered with Jinja, in a sandbox (a built-in template's name is a bundled Jinja template): --no-jinja, llama.cpp's older C++ formatters, cannot be honoured"),  # noqa: E501
