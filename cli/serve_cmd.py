@@ -225,6 +225,10 @@ def serve(
         raise UsageError("-cram/--cache-ram keeps one prompt cache for every request, which "
                          "several --api-key keys must not share: give one key, or drop "
                          "--cache-ram")  # fmt: skip
+    idle_saves = dict(flags.tuning.slots).get("cache_idle_slots") if flags.tuning else None
+    if idle_saves and not cache_ram and not quiet:  # as llama-server warns
+        print("warning: --cache-idle-slots needs --cache-ram: no idle slot is saved",
+              file=sys.stderr)
     try:
         import starlette  # noqa: F401
         import uvicorn  # noqa: F401

@@ -120,6 +120,7 @@ SAMPLES = {
     "--slot-prompt-similarity": ("0.5", "slots", "prompt_similarity", 0.5),
     "--sleep-idle-seconds": ("60", "slots", "sleep_idle_seconds", 60),
     "--slot-save-path": (str(ROOT / "docs"), "slots", "save_path", ROOT / "docs"),
+    "--cache-idle-slots": (None, "slots", "cache_idle_slots", True),
     "--reuse-port": (None, "http", "reuse_port", True),
     "--lora-init-without-apply": (None, "adapters", "init_without_apply", True),
     "--models-dir": (str(ROOT / "docs"), "router", "dir", ROOT / "docs"),

@@ -256,7 +256,7 @@ ENTRIES: dict[str, Entry] = {
     "--checkpoint-min-step": setting("load", "checkpoint_min_step", v.integer(0, 1 << 24), "the fewest tokens between two prompt checkpoints (default here: 0, any)"),  # noqa: E501
     "--cache-ram": setting("load", "cache_ram", v.integer(-1, 1 << 24), "a host-memory prompt cache of the target's sequences across requests and slots, bounded by N MiB (-1: no bound; 0, the default here: none)"),  # noqa: E501
     "--kv-unified": always(True, "slots share one KV cache (it is unified whenever -np > 1): --no-kv-unified cannot be honoured"),  # noqa: E501
-    "--cache-idle-slots": refused("idle slots are not saved ahead: with --cache-ram a slot's sequence is saved when a new prompt replaces it"),  # noqa: E501
+    "--cache-idle-slots": setting("slots", "cache_idle_slots", v.switch, "with --cache-ram and -np > 1: as a request starts, the idle slots' sequences are saved into the prompt cache, so a request in another slot can load them (on by default; without --cache-ram, a warning); they are not cleared: each slot's share of the KV cache is its own here", commands="serve"),  # noqa: E501
     "--context-shift": always(False, "specgguf never shifts the context (a full context ends the generation, as --no-context-shift): --context-shift cannot be honoured"),  # noqa: E501
     "--flash-attn": declared("flash attention: on, off or auto (bare -fa: on)"),
     "--prompt": declared(),
