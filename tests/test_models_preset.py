@@ -66,6 +66,7 @@ def test_keys_are_flag_names_short_names_or_variables(tmp_path) -> None:
     ("[m]\ntags = a\n", "refused by serve"),
     ("[m]\nno-jinja = true\n", "refused by serve"),
     ("[m]\nstop-timeout = soon\n", "stop-timeout must be"),
+    ("[m]\ncontrol-vector-layer-range = 1 2\n", "takes two values"),
 ])  # fmt: skip
 def test_what_serve_cannot_take_is_one_line_at_start(tmp_path, text, says) -> None:
     with pytest.raises(UsageError, match=says) as e:

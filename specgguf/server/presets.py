@@ -2,7 +2,8 @@
 
 The file: `[NAME]` sections, one per model, of `key = value` lines; `;` or `#` starts a comment
 (at a line's start, or after a value: a value ends where whitespace and a comment begin);
-keys before any section, and the `version` key, are not options. A key is a flag's name
+the `version` key is skipped, and keys before any section make a model named `default`, as
+llama-server reads them. A key is a flag's name
 without its dashes, long or short (`ctx-size`, `c`), or its variable (`LLAMA_ARG_CTX_SIZE`);
 a switch takes true/false (on/off, 1/0, enabled/disabled), and its negative spelling
 (`no-warmup = true`) the opposite. The `[*]` section's options go to every model; a model's
@@ -14,8 +15,9 @@ the router's, not flags: `load-on-startup` (load it when the router starts), `st
 (seconds a stopped model's server has before it is killed) and `dedup-cache-models` (about
 llama-server's listing of its download cache, which this router does not list: accepted,
 nothing to hide). Keys the router sets itself (host, port, API keys, TLS files, the router's
-own flags) are refused with the reason, and so is a flag serve refuses: at start, in one
-line, never when the model is first asked for."""
+own flags) are refused with the reason, and so are a flag serve refuses and one of two values
+(as llama-server refuses those): at start, in one line, never when the model is first asked
+for."""
 
 from __future__ import annotations
 
@@ -155,6 +157,8 @@ def _refused(row: Flag, value: str) -> str | None:
     """Why serve would refuse the flag with this value (None: it takes it)."""
     if row.status in (Status.REFUSED, Status.REMOVED):
         return f"refused by serve: {row.entry.note}"
+    if len(row.flag.values) > 1:
+        return "it takes two values, which a preset cannot give (llama-server refuses it too)"
     if row.status is Status.ALWAYS and row.is_switch and (value not in FALSEY) != row.entry.always:
         return f"refused by serve: {row.entry.note}"
     return None
