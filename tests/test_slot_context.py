@@ -46,6 +46,12 @@ def test_n_above_the_share_is_a_warning(tiny_target) -> None:
     assert len(warnings) == 1 and "exceeds a slot's share" in warnings[0]
 
 
+def test_n_past_the_training_context_is_a_warning(tiny_target) -> None:
+    sizes, warnings = _slot_sizes(tiny_target, None, 1, 4096)  # the tiny model trained on 2048
+    assert sizes == [4096]
+    assert len(warnings) == 1 and "larger than the model's training context" in warnings[0]
+
+
 def test_serve_refuses_a_prompt_past_the_slot_cap(tiny_target) -> None:
     for server in serving(["-m", str(tiny_target), *FAST, "-np", "2", "--spec-type", "none",
                            "--kv-unified-per-slot", "64"]):  # fmt: skip

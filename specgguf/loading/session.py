@@ -345,6 +345,11 @@ class Session:
         be larger: the cap is the slot's own bound, exact). N above a slot's share of -c
         cannot bind: a warning, as llama-server's."""
         share = self.target.n_ctx
+        train = self.target_model.n_ctx_train
+        if 0 < train < min(per_slot, share):  # as -c past it is said (resolve_n_ctx)
+            self.warnings.append(f"--kv-unified-per-slot {per_slot} is larger than the model's "
+                                 f"training context ({train} tokens): text past position "
+                                 f"{train} may degrade")  # fmt: skip
         if per_slot <= 0 or per_slot == share:
             return
         if per_slot > share:
