@@ -182,7 +182,8 @@ def serve(
     /props, /slots, /health and /metrics (with --slot-save-path, POST /slots/{id_slot} saves,
     restores or erases a slot), GET and POST /lora-adapters (the --lora adapters' scales),
     and a chat page at / that shows the speculation;
-    with --embeddings, /v1/embeddings and /embedding.
+    with --embeddings, /v1/embeddings and /embedding; with --rerank, /rerank (also
+    /reranking, /v1/rerank, /v1/reranking).
 
     With no -m, serves the pulled default pair (Qwen2.5-Coder 1.5B + 0.5B draft).
     llama-server's code-completion presets (--fim-qwen-1.5b-default, --fim-qwen-7b-spec, ...)
@@ -224,6 +225,10 @@ def serve(
         raise UsageError("-cram/--cache-ram keeps one prompt cache for every request, which "
                          "several --api-key keys must not share: give one key, or drop "
                          "--cache-ram")  # fmt: skip
+    idle_saves = dict(flags.tuning.slots).get("cache_idle_slots") if flags.tuning else None
+    if idle_saves and not cache_ram and not quiet:  # as llama-server warns
+        print("warning: --cache-idle-slots needs --cache-ram: no idle slot is saved",
+              file=sys.stderr)
     try:
         import starlette  # noqa: F401
         import uvicorn  # noqa: F401
@@ -238,13 +243,13 @@ def serve(
         ChatDefaults(reasoning_effort, reasoning_preserve, prefill_assistant),
     )
     routing = dict(flags.tuning.router) if flags.tuning is not None else {}
-    if "dir" in routing:  # router mode: no model of its own, one serve per model
+    if "dir" in routing or "preset" in routing:  # router mode: one serve per model
         return serve_models_dir(routing, flags, host, port, keys, quiet, http.reuse_port)
     if routing and not quiet:
         from specgguf.server.runner import say as say_now
 
         say_now("warning: --models-max and --models-autoload are for router mode "
-                "(--models-dir): they do nothing with one model")  # fmt: skip
+                "(--models-dir, --models-preset): they do nothing with one model")  # fmt: skip
     model, model_draft, types = flags.resolve(gen_flags.spec_type, n_max)
     template_src, template_origin = chat_flags.template_source(chat_template, chat_template_file)
     from specgguf.server.runner import bind
@@ -268,7 +273,8 @@ def serve(
             "every endpoint (generate, tokenize, read /props and /slots)"
         )
 
-    embeddings = dict(flags.tuning.embeddings) if flags.tuning is not None else {}
+    embeddings = embedding_settings(dict(flags.tuning.embeddings) if flags.tuning is not None
+                                    else {})  # fmt: skip
     slots = SlotSettings(**dict(flags.tuning.slots if flags.tuning is not None else ()))
     check_slot_save_path(slots.save_path, keys)
     loads = 0
@@ -284,6 +290,8 @@ def serve(
             model, model_draft, types, n_max, parallel=parallel, cache_reuse=cache_reuse
         )
         try:
+            if embeddings.get("rank"):
+                require_reranker(session.info.target, model.name)
             for warning in session.warnings:
                 tell(f"warning: {warning}")
             tell(f"offload: {session.offload()}")
@@ -306,8 +314,9 @@ def serve(
             embedder = None
             if embeddings.get("on"):
                 embedder = embeddings_context(session, gen.n_ctx, embeddings.get("pooling"))
-                tell(f"embeddings: /v1/embeddings and /embedding, {embedder.n_ctx} tokens an "
-                     f"input, pooling {POOLING_NAMES[embedder.pooling]}")  # fmt: skip
+                tell(f"embeddings: /v1/embeddings and /embedding"
+                     f"{', /rerank' if embeddings.get('rank') else ''}, {embedder.n_ctx} "
+                     f"tokens an input, pooling {POOLING_NAMES[embedder.pooling]}")  # fmt: skip
             return Loaded(gen, embedder)
         except BaseException:
             session.close()
@@ -332,6 +341,8 @@ def serve(
             disabled=flags.switched_off(),
             embedder=models.loaded.embedder,
             embd_normalize=embeddings.get("normalize", 2),
+            rerank=bool(embeddings.get("rank")),
+            rerank_format=rerank_format(models.loaded.gen) if embeddings.get("rank") else None,
             spm_infill=spm_infill,
             skip_chat_parsing=skip_chat_parsing,
             http=http,
@@ -355,15 +366,25 @@ def serve(
 
 def serve_models_dir(routing: dict, flags: o.SessionFlags, host: str, port: int,
                      keys: tuple[str, ...], quiet: bool, reuse_port: bool) -> int:  # fmt: skip
-    """Router mode: --models-dir's models by name, each in a serve of its own started with
-    this command line's other flags (specgguf.server.router)."""
-    from specgguf.server.router import Router, directory_models
+    """Router mode: --models-dir's models and --models-preset's by name, each in a serve of
+    its own started with this command line's other flags (specgguf.server.router) and its
+    preset's (specgguf.server.presets)."""
+    from specgguf.server.router import Router, directory_entries, directory_models
     from specgguf.server.runner import say, serve_router
 
     if flags.given["model"] is not None or flags.given["hf_repo"] or flags.given["model_url"]:
-        raise UsageError("--models-dir serves the directory's models by name: drop -m/-hf/-mu "
-                         "(or drop --models-dir to serve one model)")  # fmt: skip
-    models = directory_models(routing["dir"])
+        raise UsageError("router mode (--models-dir, --models-preset) serves models by name: "
+                         "drop -m/-hf/-mu (or drop the router flags to serve one model)")
+    directory = directory_models(routing["dir"]) if "dir" in routing else {}
+    if "preset" in routing:
+        from specgguf.server import presets
+
+        glob, sections = presets.read_presets(routing["preset"])
+        models = presets.router_models(directory, glob, sections, presets.spelled(sys.argv[1:]))
+        if not models:
+            raise UsageError(f"--models-preset {routing['preset']}: no model in it")
+    else:
+        models = directory_entries(directory)
     router = Router(models, sys.argv[1:], models_max=routing.get("max", 4),
                     autoload=routing.get("autoload", True), api_keys=keys)  # fmt: skip
     return serve_router(router, host=host, port=port, verbose=flags.verbose,
@@ -383,8 +404,41 @@ def check_slot_save_path(path: Path | None, keys: tuple[str, ...]) -> None:
                          "drop --slot-save-path")  # fmt: skip
 
 
+def embedding_settings(given: dict) -> dict:
+    """--embedding, --pooling, --rerank as llama-server reads them: --rerank is --embedding
+    with rank pooling, and --embedding --pooling rank reranks too ("rank" set in both cases);
+    --rerank with another --pooling is one line, exit 1."""
+    pooling = given.get("pooling")
+    if given.get("rank"):
+        if pooling is not None and pooling != POOLING["rank"]:
+            raise UsageError(f"--rerank pools by rank: drop --pooling {POOLING_NAMES[pooling]}")
+        return {**given, "on": True, "pooling": POOLING["rank"]}
+    if given.get("on") and pooling == POOLING["rank"]:
+        return {**given, "rank": True}
+    return given
+
+
+def require_reranker(info, name: str) -> None:  # noqa: ANN001 - modelfiles.gguf_info.GGUFInfo
+    """--rerank reads a classifier head's output: a model without one (a chat or embedding
+    model) would score every pair with a meaningless number, so it is refused (one line),
+    from the header the session read."""
+    from specgguf.binding.rerank_prompt import CLASSIFIER_TENSORS, has_classifier
+
+    if not has_classifier(info.tensor_names):
+        raise UsageError(f"--rerank: {name} is not a reranker: it has no classifier head "
+                         f"({' or '.join(CLASSIFIER_TENSORS)}), which llama.cpp scores pairs "
+                         "with; serve a reranker model (e.g. a Qwen3 or BGE reranker GGUF)")
+
+
+def rerank_format(gen):
+    """The target's layout of a (query, document) pair (binding.rerank_prompt)."""
+    from specgguf.binding.rerank_prompt import rerank_format as read
+
+    return read(gen.session.target_model)
+
+
 #: llama.h's pooling numbers by name, for the start-up line
-POOLING_NAMES = {n: name for name, n in POOLING.items()} | {4: "rank"}
+POOLING_NAMES = {n: name for name, n in POOLING.items()}
 
 
 def embeddings_context(session, n_ctx_slot: int, pooling: int | None):

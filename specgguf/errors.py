@@ -105,21 +105,22 @@ def open_user_file(path: Any, flag: str, mode: str = "rb", **kw: Any) -> IO[Any]
 MAX_TEXT_BYTES = 64 << 20
 
 
-def read_bounded(f: IO[bytes], what: str, error: type[SpecggufError] | None = None) -> bytes:
-    """All of `f`, at most MAX_TEXT_BYTES: past that, one line naming `what` (an `error`,
+def read_bounded(f: IO[bytes], what: str, error: type[SpecggufError] | None = None,
+                 limit: int = MAX_TEXT_BYTES) -> bytes:  # fmt: skip
+    """All of `f`, at most `limit` bytes: past that, one line naming `what` (an `error`,
     UsageError by default) before more than the bound is held."""
-    data = f.read(MAX_TEXT_BYTES + 1)
-    if len(data) > MAX_TEXT_BYTES:
-        raise (error or UsageError)(f"{what}: larger than {MAX_TEXT_BYTES} bytes")
+    data = f.read(limit + 1)
+    if len(data) > limit:
+        raise (error or UsageError)(f"{what}: larger than {limit} bytes")
     return data
 
 
-def read_user_text(path: Any, flag: str) -> str:
+def read_user_text(path: Any, flag: str, limit: int = MAX_TEXT_BYTES) -> str:
     """The UTF-8 text of a file the user named with `flag`; one UsageError line when it
-    cannot be opened (open_user_file's wording), is larger than MAX_TEXT_BYTES or is not
+    cannot be opened (open_user_file's wording), is larger than `limit` bytes or is not
     UTF-8."""
     with open_user_file(path, flag) as f:
-        data = read_bounded(f, f"{flag} {path}")
+        data = read_bounded(f, f"{flag} {path}", limit=limit)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

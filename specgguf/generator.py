@@ -578,6 +578,16 @@ class Generator:
         rv.run_locked(lambda: out.append(fn()))
         return out[0]
 
+    def cache_idle_slots(self, idle: Sequence[int]) -> int:
+        """--cache-idle-slots, as a request starts: the `idle` slots' target sequences saved
+        into --cache-ram's prompt cache (while no pass runs), as llama-server saves its idle
+        slots; returns how many were saved. Their KV cells stay: each slot here holds a fixed
+        share of the cache, so emptying one would free nothing another slot could use."""
+        cache = getattr(self._slots[0].slot.target, "prompt_cache", None)
+        if cache is None or not idle:
+            return 0
+        return self.exclusive(lambda: sum(cache.save(self._slots[i].slot.target) for i in idle))
+
     def lora_adapters(self) -> list[tuple[Path, float]]:
         """The target's LoRA adapters (--lora, --lora-scaled), each (file, scale now)."""
         adapters = self.session.adapters

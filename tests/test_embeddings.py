@@ -134,6 +134,12 @@ def test_too_long_and_bad_ids_are_400(mean_server) -> None:
     assert status == 400
 
 
+def test_reranking_needs_rerank(mean_server) -> None:
+    """Embeddings on, but not rank pooling: /rerank answers llama-server's 501."""
+    status, _, err = mean_server.request("POST", "/v1/rerank", {"query": "a", "documents": ["b"]})
+    assert status == 501 and "--reranking" in err["error"]["message"]
+
+
 def test_pooling_none_gives_a_vector_per_token(rows_server) -> None:
     tokens = rows_server.post("/tokenize", {"content": "hello world"})["tokens"]
     out = rows_server.post("/embedding", {"content": "hello world"})

@@ -94,8 +94,10 @@ SAMPLES = {
     "--numa": ("isolate", "process", "numa", 2),
     "--embedding": (None, "embeddings", "on", True),
     "--pooling": ("mean", "embeddings", "pooling", 1),
+    "--rerank": (None, "embeddings", "rank", True),
     "--embd-normalize": ("-1", "embeddings", "normalize", -1),
     "--cache-ram": ("64", "load", "cache_ram", 64),
+    "--kv-unified-per-slot": ("128", "load", "kv_unified_per_slot", 128),
     "--ctx-checkpoints": ("8", "load", "ctx_checkpoints", 8),
     "--checkpoint-min-step": ("256", "load", "checkpoint_min_step", 256),
     "--log-disable": (None, "log", "disabled", True),
@@ -118,10 +120,12 @@ SAMPLES = {
     "--slot-prompt-similarity": ("0.5", "slots", "prompt_similarity", 0.5),
     "--sleep-idle-seconds": ("60", "slots", "sleep_idle_seconds", 60),
     "--slot-save-path": (str(ROOT / "docs"), "slots", "save_path", ROOT / "docs"),
+    "--cache-idle-slots": (None, "slots", "cache_idle_slots", True),
     "--reuse-port": (None, "http", "reuse_port", True),
     "--lora-init-without-apply": (None, "adapters", "init_without_apply", True),
     "--models-dir": (str(ROOT / "docs"), "router", "dir", ROOT / "docs"),
     "--models-max": ("2", "router", "max", 2),
+    "--models-preset": (os.devnull, "router", "preset", Path(os.devnull)),
     "--models-autoload": (None, "router", "autoload", True),
     "--override-kv": ("a.b=int:2,c=bool:false", "model.target", "kv_overrides",
                       (("a.b", 0, 2), ("c", 2, False))),
@@ -139,7 +143,7 @@ SAMPLES = {
 #: SETTING rows whose value may be any text (a file name): no value is "nonsense" to them
 ANY_TEXT = {"--log-file", "--api-key-file", "--ssl-key-file", "--ssl-cert-file", "--path",
             "--cors-origins", "--cors-methods", "--cors-headers", "--models-dir", "--lora",
-            "--control-vector", "--output", "--slot-save-path"}
+            "--control-vector", "--output", "--slot-save-path", "--models-preset"}
 
 
 @functools.cache

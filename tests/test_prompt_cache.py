@@ -186,3 +186,47 @@ def test_ctx_checkpoints_and_min_step_choose_what_a_hybrid_resumes_from(
     finally:
         ctx.close()
         model.close()
+
+
+def _idle_slot_case(server) -> tuple[dict, dict]:
+    """Prompt A in slot 0, then B in slot 1 (slot 0 idle as B starts), then A again in slot 1:
+    only an idle-slot save put A in the cache (slot 0 was never replaced)."""
+    a = "the idle slot's prompt, long enough to be worth keeping around " * 2
+    b = "another prompt for the other slot, with other words in it " * 2
+    first = server.post("/completion", {"prompt": a, "n_predict": 2, "id_slot": 0})
+    server.post("/completion", {"prompt": b, "n_predict": 2, "id_slot": 1})
+    again = server.post("/completion", {"prompt": a, "n_predict": 2, "id_slot": 1})
+    return first, again
+
+
+def test_idle_slots_are_saved_for_the_other_slots(two_slots) -> None:
+    """--cache-idle-slots (on by default): A, idle in slot 0, reaches slot 1 from the cache."""
+    first, again = _idle_slot_case(two_slots)
+    assert again["timings"]["cache_n"] >= first["tokens_evaluated"] - 1
+    assert again["content"] == first["content"]
+
+
+@pytest.fixture(scope="module")
+def no_idle_saves(tiny_target):
+    yield from serving(["-m", str(tiny_target), *FAST, "-c", "1024", "-np", "2",
+                        "--spec-type", "none", "--cache-ram", "8",
+                        "--no-cache-idle-slots"])  # fmt: skip
+
+
+def test_no_cache_idle_slots_leaves_idle_slots_alone(no_idle_saves) -> None:
+    first, again = _idle_slot_case(no_idle_saves)
+    assert again["timings"]["cache_n"] == 0  # A was only ever in slot 0's cells
+    assert again["content"] == first["content"]
+
+
+def test_cache_idle_slots_without_cache_ram_warns(tiny_target, capsys, monkeypatch) -> None:
+    from specgguf_cli import options as o
+    from specgguf_cli.app import run_cli
+
+    def stop(*args, **kwargs):
+        raise SystemExit(99)
+
+    monkeypatch.setattr(o.SessionFlags, "resolve", stop)
+    with pytest.raises(SystemExit):
+        run_cli(["serve", "-m", str(tiny_target), "--cache-idle-slots", "--port", "0"])
+    assert "--cache-idle-slots needs --cache-ram" in capsys.readouterr().err

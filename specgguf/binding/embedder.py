@@ -19,6 +19,9 @@ ll = engine.ll
 
 #: llama.h's LLAMA_POOLING_TYPE_NONE: one vector per token
 POOLING_NONE = 0
+#: llama.h's LLAMA_POOLING_TYPE_RANK: a reranker's classifier outputs per input (the score
+#: of a query-document pair is the first)
+POOLING_RANK = 4
 
 
 class InputTooLong(ValueError):
@@ -41,7 +44,10 @@ class Embedder:
         # llama.cpp may round the context up: an input must fit one physical batch
         self.n_ctx = min(self.ctx.n_ctx, int(ll.llama_n_ubatch(self.ctx.ptr)))
         self.pooling = int(ll.llama_pooling_type(self.ctx.ptr))
-        self.n_embd = int(ll.llama_model_n_embd_out(model.ptr))
+        # rank pooling hands over the classifier's outputs (llama.cpp keeps that many floats
+        # per sequence), not a hidden state: reading n_embd of them would read past its buffer
+        self.n_embd = int(ll.llama_model_n_cls_out(model.ptr) if self.pooling == POOLING_RANK
+                          else ll.llama_model_n_embd_out(model.ptr))  # fmt: skip
         # an encoder-only model (BERT-like) is run with llama_encode
         encoder_only = ll.llama_model_has_encoder(model.ptr) and not ll.llama_model_has_decoder(
             model.ptr)

@@ -65,6 +65,19 @@ class PromptCache:
         self.loaded += 1
         return best
 
+    def save(self, ctx: Any) -> bool:
+        """--cache-idle-slots: save what an idle slot's context holds, ahead of any prompt
+        replacing it, so that a request in another slot can load it; False where there is
+        nothing worth saving or it is saved already (then it is counted as used now)."""
+        held = tuple(ctx.tokens)
+        if len(held) < MIN_TOKENS or len(held) != ctx.n_past or ctx.dirty:
+            return False
+        if held in self.entries:
+            self.entries.move_to_end(held)
+            return False
+        self._put(held, get_state(*ctx.state_handle()))
+        return True
+
     def clear(self) -> None:
         """Forget every saved sequence (they were computed under adapters now changed)."""
         self.dropped += len(self.entries)

@@ -139,7 +139,6 @@ def _commands(names: str | None) -> frozenset[str] | None:
 
 # -- the reasons shared by several rows -------------------------------------------------------
 _MULTIMODAL = "specgguf generates from text only (no multimodal projector, images, audio or video): run llama-server for media input"  # noqa: E501
-_ROUTER = "router presets (an INI file of per-model flags) are not read: give the models' shared flags on the command line with --models-dir, or start one serve per model"  # noqa: E501
 _LORA = "applied to the target's contexts, which verify every draft (the draft model drafts without it: its guesses are checked against the adapted target)"  # noqa: E501
 _CVEC = "added to the target's hidden states in the layers of --control-vector-layer-range (default: all), summed over the files; the draft model drafts without it"  # noqa: E501
 # llama-cpp-python exposes no llama.cpp thread pool (llama_attach_threadpool is not bound), so
@@ -247,7 +246,7 @@ ENTRIES: dict[str, Entry] = {
     "--lookup-cache-static": declared("n-gram cache drafting (--spec-type ngram-cache)", "run serve bench"),  # noqa: E501
     "--lookup-cache-dynamic": declared("n-gram cache drafting (--spec-type ngram-cache)", "run serve bench"),  # noqa: E501
     "--ctx-size": declared(),
-    "--kv-unified-per-slot": refused("slots share one context here; its KV cache is unified whenever -np > 1"),  # noqa: E501
+    "--kv-unified-per-slot": setting("load", "kv_unified_per_slot", v.integer(0, 1 << 24), "no slot holds more than N tokens; without -c the KV pool is -np x N (with -c, a slot's share of it, -c / -np, is cut to N; N above the share has no effect: a warning); 0: unset", commands="serve"),  # noqa: E501
     "--predict": declared(),
     "--batch-size": declared(),
     "--ubatch-size": setting("load", "n_ubatch", v.integer(1, 65536), "physical batch size (rows per pass; capped at -b)"),  # noqa: E501
@@ -257,7 +256,7 @@ ENTRIES: dict[str, Entry] = {
     "--checkpoint-min-step": setting("load", "checkpoint_min_step", v.integer(0, 1 << 24), "the fewest tokens between two prompt checkpoints (default here: 0, any)"),  # noqa: E501
     "--cache-ram": setting("load", "cache_ram", v.integer(-1, 1 << 24), "a host-memory prompt cache of the target's sequences across requests and slots, bounded by N MiB (-1: no bound; 0, the default here: none)"),  # noqa: E501
     "--kv-unified": always(True, "slots share one KV cache (it is unified whenever -np > 1): --no-kv-unified cannot be honoured"),  # noqa: E501
-    "--cache-idle-slots": refused("idle slots are not saved ahead: with --cache-ram a slot's sequence is saved when a new prompt replaces it"),  # noqa: E501
+    "--cache-idle-slots": setting("slots", "cache_idle_slots", v.switch, "with --cache-ram and -np > 1: as a request starts, the idle slots' sequences are saved into the prompt cache, so a request in another slot can load them (on by default; without --cache-ram, a warning); they are not cleared: each slot's share of the KV cache is its own here", commands="serve"),  # noqa: E501
     "--context-shift": always(False, "specgguf never shifts the context (a full context ends the generation, as --no-context-shift): --context-shift cannot be honoured"),  # noqa: E501
     "--flash-attn": declared("flash attention: on, off or auto (bare -fa: on)"),
     "--prompt": declared(),
@@ -294,7 +293,7 @@ ENTRIES: dict[str, Entry] = {
     "--grammar-file": declared(),
     "--json-schema": declared(),
     "--json-schema-file": declared(),
-    "--pooling": setting("embeddings", "pooling", v.choice(v.POOLING), "the embeddings' pooling: none (a vector per token: /embedding only), mean, cls or last; default: the model's own", commands="serve"),  # noqa: E501
+    "--pooling": setting("embeddings", "pooling", v.choice(v.POOLING), "the embeddings' pooling: none (a vector per token: /embedding only), mean, cls, last or rank (a reranker's scores: /rerank, as --rerank); default: the model's own", commands="serve"),  # noqa: E501
     "--rope-scaling": setting("context", "rope_scaling_type", v.choice(v.ROPE_SCALING), "RoPE frequency scaling: none, linear or yarn"),  # noqa: E501
     "--rope-scale": setting("context", "rope_freq_scale", v.reciprocal(1e-3, 1e3), "RoPE context scaling factor (the context is stretched N times)"),  # noqa: E501
     "--rope-freq-base": setting("context", "rope_freq_base", v.real(0.0, 1e12), "RoPE base frequency"),  # noqa: E501
@@ -380,7 +379,7 @@ ENTRIES: dict[str, Entry] = {
     "--agent": refused(_TOOLS),
     "--ui": setting("server", "page", v.switch, "the chat page at / (--no-webui: not served)", commands="serve"),  # noqa: E501
     "--embedding": setting("embeddings", "on", v.switch, "serve /v1/embeddings and /embedding from the target, in a context of their own beside the generation's (its KV cache holds one input: min(-c per slot, -b) tokens)", commands="serve"),  # noqa: E501
-    "--rerank": refused("reranking is not served: run llama-server --reranking for it"),
+    "--rerank": setting("embeddings", "rank", v.switch, "serve /rerank (/reranking, /v1/rerank, /v1/reranking): documents scored against a query by a reranker model (one with a classifier head: refused at start otherwise), in the embeddings context pooling by rank; as --embedding --pooling rank", commands="serve"),  # noqa: E501
     "--api-key": declared(),
     "--api-key-file": setting("http", "api_key_file", v.path, "more API keys, one a line (lines starting with # and empty ones skipped; up to 1 MiB), with --api-key's", commands="serve"),  # noqa: E501
     "--ssl-key-file": setting("http", "ssl_key_file", v.path, "the PEM private key of --ssl-cert-file: with both, serve speaks HTTPS only", commands="serve"),  # noqa: E501
@@ -396,7 +395,7 @@ ENTRIES: dict[str, Entry] = {
     "--slot-save-path": setting("slots", "save_path", v.path, "a directory (it must exist) for POST /slots/{id}?action=save|restore|erase: a slot's KV cache and tokens saved to a file there by name, restored, or erased (laid out as llama-server's); one --api-key at most", commands="serve"),  # noqa: E501
     "--media-path": refused(_MULTIMODAL),
     "--models-dir": setting("router", "dir", v.path, "router mode: serve this directory's GGUFs by name (a request's model field, ?model= for GET), each in a serve of its own loaded on demand; GET /models, POST /models/load and /models/unload (not with -m)", commands="serve"),  # noqa: E501
-    "--models-preset": refused(_ROUTER),
+    "--models-preset": setting("router", "preset", v.path, "router mode: llama-server's INI file of model presets ([NAME] sections of flag = value, [*] for every model; a section not of --models-dir names its model or hf-repo; load-on-startup, stop-timeout, alias); the command line's flags win over a preset's (read at start: an unknown or refused key is one line, exit 1)", commands="serve"),  # noqa: E501
     "--models-max": setting("router", "max", v.integer(0, 1024), "router mode: models loaded at once; the least recently used idle one is stopped to load another (default: 4; 0: no bound)", commands="serve"),  # noqa: E501
     "--models-autoload": setting("router", "autoload", v.switch, "router mode: a request for a model not loaded loads it (the default; --no-models-autoload: 400 until POST /models/load; a request's ?autoload= wins)", commands="serve"),  # noqa: E501
     "--jinja": always(True, "chat templates are always rendered with Jinja, in a sandbox (a built-in template's name is a bundled Jinja template): --no-jinja, llama.cpp's older C++ formatters, cannot be honoured"),  # noqa: E501

@@ -23,8 +23,8 @@ ROPE_SCALING = {"none": 0, "linear": 1, "yarn": 2}
 COLOUR_WORDS = {"on": "on", "enabled": "on", "true": "on", "1": "on", "yes": "on",
                 "off": "off", "disabled": "off", "false": "off", "0": "off", "no": "off",
                 "auto": "auto", "-1": "auto"}  # fmt: skip
-#: llama.h's llama_pooling_type (--pooling; rank, for reranking, is not served here)
-POOLING = {"none": 0, "mean": 1, "cls": 2, "last": 3}
+#: llama.h's llama_pooling_type (--pooling; rank, a reranker's scores, is what --rerank sets)
+POOLING = {"none": 0, "mean": 1, "cls": 2, "last": 3, "rank": 4}
 
 
 def choice(names: Mapping[str, Any]) -> Parser:

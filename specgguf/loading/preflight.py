@@ -98,3 +98,19 @@ def resolve_n_ctx(requested: int | None, n_ctx_train: int | None) -> tuple[int, 
             f"text past position {train} may degrade"
         )
     return requested, None
+
+
+
+def slot_pool(requested: int | None, n_ctx: int, parallel: int, per_slot: int) -> int:
+    """serve --kv-unified-per-slot N: the context to create for `parallel` slots, where `n_ctx`
+    is what resolve_n_ctx made of -c (`requested`); N <= 0: unset, `n_ctx` as it was.
+
+    llama-server's rule: without -c the shared pool is -np x N tokens; with -c (0 too) the
+    pool is -c and no slot holds more than N (Session caps each slot). Here every slot holds
+    a fixed share of the pool (-c / -np), so where that share is above N the pool is made
+    -np x N: the cells no slot could reach are not allocated."""
+    if per_slot <= 0:
+        return n_ctx
+    if requested is None or n_ctx // parallel > per_slot:
+        return parallel * per_slot
+    return n_ctx

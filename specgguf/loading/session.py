@@ -39,7 +39,7 @@ from specgguf.heads.mtp_head import PURPOSE as MTP_PURPOSE
 from specgguf.heads.mtp_head import MtpHead, load_with_mtp_layers
 from specgguf.heads.mtp_info import require_mtp
 from specgguf.loading import memory_budget
-from specgguf.loading.preflight import preflight, resolve_n_ctx
+from specgguf.loading.preflight import preflight, resolve_n_ctx, slot_pool
 from specgguf.loading.tuning import LlamaTuning, Overrides
 
 #: the one line `run` prints when the draft drafts through text
@@ -80,6 +80,9 @@ class LoadOptions:
     #: --cache-ram MiB: the target's host-memory prompt cache across requests and slots
     #: (binding.prompt_cache); 0: none, -1: unbounded
     cache_ram: int = 0
+    #: serve --kv-unified-per-slot N: no slot holds more than N tokens; without -c the pool
+    #: is -np x N (preflight.slot_pool); 0: unset
+    kv_unified_per_slot: int = 0
     #: --ctx-checkpoints, --checkpoint-min-step: the prompt checkpoints a recurrent or hybrid
     #: model keeps per context for the next prompt's reuse (binding.checkpoints)
     ctx_checkpoints: int = PROMPT_CHECKPOINTS
@@ -214,6 +217,7 @@ class Session:
         #: namespace -> the earlier outputs `suffix` drafts from (suffix_corpus)
         self._suffix_corpora: dict[Hashable | None, SuffixCorpus] = {}
         n_ctx, ctx_warning = resolve_n_ctx(load.n_ctx, self.info.target.context_length)
+        n_ctx = slot_pool(load.n_ctx, n_ctx, parallel, load.kv_unified_per_slot)
         #: one-line warnings for the caller to print (this module never writes to stderr)
         self.warnings: list[str] = [ctx_warning] if ctx_warning else []
         self.ngl = engine.parse_gpu_layers(load.n_gpu_layers)
@@ -268,6 +272,13 @@ class Session:
         self._ngram_drafters: dict[str, Drafter] = {}
         self.extra_slots: list[Slot] = []
         self.mtp: HeadState | None = None
+        self._make_slots(n_ctx, parallel)
+        self._cap_slots(load.kv_unified_per_slot)
+
+    def _make_slots(self, n_ctx: int, parallel: int) -> None:
+        """The slots' contexts over a pool of `n_ctx` (0: the training context): one slot's
+        own, each slot's own where sequences cannot share a context, else one shared context
+        per model holding the slots as sequences."""
         if parallel == 1:
             self.target, self.draft_ctx = self._contexts(n_ctx)
             self._check_prompt_cache()
@@ -327,6 +338,28 @@ class Session:
         cache = self.prompt_cache()
         for view in target.views:  # one cache across the slots: a prompt may move between them
             view.prompt_cache = cache
+
+    def _cap_slots(self, per_slot: int) -> None:
+        """--kv-unified-per-slot N (0: unset): no slot's target holds more than N tokens, as
+        llama-server caps a slot (llama.cpp pads a context's size, so the pool made for N can
+        be larger: the cap is the slot's own bound, exact). N above a slot's share of -c
+        cannot bind: a warning, as llama-server's."""
+        share = self.target.n_ctx
+        train = self.target_model.n_ctx_train
+        if 0 < train < min(per_slot, share):  # as -c past it is said (resolve_n_ctx)
+            self.warnings.append(f"--kv-unified-per-slot {per_slot} is larger than the model's "
+                                 f"training context ({train} tokens): text past position "
+                                 f"{train} may degrade")  # fmt: skip
+        if per_slot <= 0 or per_slot == share:
+            return
+        if per_slot > share:
+            self.warnings.append(f"--kv-unified-per-slot ({per_slot}) exceeds a slot's share of "
+                                 f"the KV pool ({share}): it has no effect, slots hold {share} "
+                                 "tokens (raise -c, or drop -c to size the pool to -np x N)")
+            return
+        for slot in self.slots:
+            ctx = slot.target
+            getattr(ctx, "inner", ctx).n_ctx = per_slot  # (a checkpointed context wraps one)
 
     def _target_adapters(self) -> TargetAdapters | None:
         """The target's LoRA adapters and control vectors, loaded (None: none given)."""

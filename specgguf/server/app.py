@@ -40,6 +40,7 @@ from specgguf.generator import Generator, GenParams
 from specgguf.io import json_input
 from specgguf.server import embeddings as emb
 from specgguf.server import protocol as p
+from specgguf.server import rerank as ranking
 from specgguf.server.http_settings import HttpSettings
 from specgguf.server.protocol import ApiError, choice_seed
 from specgguf.server.scheduler import ALL_SLOTS, Event, Job, Scheduler
@@ -81,6 +82,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("POST", "/detokenize", "detokenize"),
     Endpoint("POST", "/v1/embeddings", "embeddings"),
     Endpoint("POST", "/embedding", "embedding", ("/embeddings",)),
+    Endpoint("POST", "/rerank", "rerank", ("/reranking", "/v1/rerank", "/v1/reranking")),
     Endpoint("POST", "/apply-template", "apply_template"),
     Endpoint("GET", "/health", "health", ("/v1/health",), public=True),
     Endpoint("GET", "/props", "props"),
@@ -138,6 +140,10 @@ class ServerConfig:
     #: embeddings endpoints answer 501) and --embd-normalize, a request's default
     embedder: Any = None
     embd_normalize: int = 2
+    #: --rerank: /rerank scores pairs in the embeddings context (which then pools by rank),
+    #: each laid out by `rerank_format` (binding.rerank_prompt.RerankFormat); off: 501
+    rerank: bool = False
+    rerank_format: Any = None
     #: --spm-infill: fill-in-the-middle prompts suffix first (specgguf.io.fim)
     spm_infill: bool = False
     #: --skip-chat-parsing: chat answers are returned as content, no reasoning or tool calls
@@ -345,7 +351,8 @@ class App:
             raise ApiError(
                 400,
                 f"the prompt is {len(tokens)} tokens; the context of a slot is {gen.n_ctx} "
-                "(-c / -np), and at least one token must fit after it",
+                "(-c / -np, at most --kv-unified-per-slot), and at least one token must fit "
+                "after it",
                 "context_length_exceeded",
             )
         return tokens
@@ -793,6 +800,34 @@ class App:
         answer = emb.oai_answer(req, self.cfg.model_id, results) if oai else emb.native_answer(
             results)
         return await self.prepare(lambda: JSONResponse(answer))
+
+    async def rerank(self, request: HttpRequest):
+        """/rerank: each document's score against the query, highest first (llama-server's
+        shapes: Jina's, or TEI's when the body names `texts`)."""
+        if not self.cfg.rerank or self.cfg.embedder is None:
+            raise ranking.not_enabled()
+        req = await self.body(request, ranking.parse)
+        fmt = self.cfg.rerank_format
+
+        def work() -> list[ranking.Scored]:
+            def tokenize(text: str, special: bool) -> list[int]:
+                return self.gen.encode(text, add_special=False, parse_special=special)
+
+            out = []
+            try:
+                for doc in req.documents:
+                    tokens = fmt.tokens(req.query, doc, tokenize)
+                    if not tokens:
+                        raise p.bad("Input content cannot be empty", "invalid_prompt")
+                    # (the models may have slept and woken since: their context now)
+                    score = float(self.cfg.embedder.embed(tokens)[0][0])
+                    out.append(ranking.Scored(score, len(tokens)))
+            except (SpecggufError, InputTooLong) as e:
+                raise p.bad(str(e), "invalid_prompt") from None
+            return out
+
+        scored = await self.sched.call(work)
+        return JSONResponse(ranking.answer(req, self.cfg.model_id, scored))
 
     async def apply_template(self, request: HttpRequest):
         req = await self.body(request, self.parse_chat)

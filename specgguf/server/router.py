@@ -11,6 +11,11 @@ streams included. At most --models-max are loaded at once (0: no bound): the lea
 used idle one is stopped to make room. Like llama-server, one process per model: stopping
 it gives its memory back whole.
 
+With --models-preset FILE (specgguf.server.presets), the file's sections add options to
+the directory's models, or are models of their own; a model may have other names (its
+`alias`), be loaded when the router starts (`load-on-startup`) and be given more or less
+time to stop (`stop-timeout`).
+
 Endpoints of the router itself: GET /models (and /v1/models): every model with its
 `status` (`unloaded`, `loading`, `loaded`; `failed` and `exit_code` after a failed load);
 POST /models/load and /models/unload `{"model": NAME}`; GET /health."""
@@ -44,8 +49,27 @@ STOP_S = 30
 #: the headers of a relayed answer that are the connection's, not the answer's
 _HOP = {b"connection", b"keep-alive", b"transfer-encoding"}
 #: the router's own flags and variables, which a model's server must not inherit
-ROUTER_FLAGS = ("--models-dir", "--models-max", "--models-autoload", "--no-models-autoload")
-ROUTER_ENV = ("LLAMA_ARG_MODELS_DIR", "LLAMA_ARG_MODELS_MAX", "LLAMA_ARG_MODELS_AUTOLOAD")
+ROUTER_FLAGS = ("--models-dir", "--models-preset", "--models-max", "--models-autoload",
+                "--no-models-autoload")  # fmt: skip
+ROUTER_ENV = ("LLAMA_ARG_MODELS_DIR", "LLAMA_ARG_MODELS_PRESET", "LLAMA_ARG_MODELS_MAX",
+              "LLAMA_ARG_MODELS_AUTOLOAD")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RouterModel:
+    """One model the router serves: its server's arguments beyond the router's own."""
+
+    name: str
+    path: Path | None  # its file where known (GET /models shows it)
+    args: tuple[str, ...]  # e.g. ("--model", PATH, "--ctx-size", "4096")
+    aliases: tuple[str, ...] = ()  # other names a request may give it by
+    load_on_startup: bool = False
+    stop_timeout: int | None = None  # seconds its server has to stop (None: STOP_S)
+
+
+def directory_entries(models: dict[str, Path]) -> dict[str, RouterModel]:
+    """--models-dir's models with no preset: each its file."""
+    return {name: RouterModel(name, path, ("--model", str(path))) for name, path in models.items()}
 
 
 def directory_models(directory: Path) -> dict[str, Path]:
@@ -72,7 +96,7 @@ def directory_models(directory: Path) -> dict[str, Path]:
 def child_argv(argv: Sequence[str]) -> list[str]:
     """`serve`'s own arguments less the router's flags and --host/--port (a model's server
     listens on 127.0.0.1, on a free port)."""
-    valued = {"--models-dir", "--models-max", "--host", "--port"}
+    valued = {"--models-dir", "--models-preset", "--models-max", "--host", "--port"}
     out: list[str] = []
     skip = False
     for arg in argv:
@@ -94,7 +118,7 @@ class Instance:
     """One model of the router, and its server while it is loaded."""
 
     name: str
-    path: Path
+    model: RouterModel
     status: str = "unloaded"  # unloaded, loading, loaded
     proc: subprocess.Popen | None = None
     port: int = 0
@@ -106,18 +130,29 @@ class Instance:
         status: dict[str, Any] = {"value": self.status}
         if self.exit_code is not None and self.status == "unloaded":
             status.update(failed=True, exit_code=self.exit_code)
+        path = self.model.path
         return {"id": self.name, "object": "model", "created": created, "owned_by": "specgguf",
-                "path": str(self.path), "status": status}  # fmt: skip
+                "aliases": list(self.model.aliases), "path": str(path) if path else None,
+                "status": status}  # fmt: skip
 
 
 class Router:
     """The router's ASGI app over its models (see the module docstring)."""
 
     def __init__(
-        self, models: dict[str, Path], argv: Sequence[str], *, models_max: int = 4,
+        self, models: dict[str, RouterModel], argv: Sequence[str], *, models_max: int = 4,
         autoload: bool = True, api_keys: tuple[str, ...] = (), max_body: int = 8 << 20,
     ) -> None:  # fmt: skip
-        self.instances = {name: Instance(name, path) for name, path in models.items()}
+        self.instances = {name: Instance(name, m) for name, m in models.items()}
+        #: a model's other names (its preset's alias), each to its name
+        self.aliases = {a: m.name for m in models.values() for a in m.aliases
+                        if a not in models}  # fmt: skip
+        startup = [m.name for m in models.values() if m.load_on_startup]
+        if 0 < models_max < len(startup):
+            raise UsageError(f"--models-preset: {len(startup)} models load on startup, more "
+                             f"than --models-max {models_max}")  # fmt: skip
+        #: the models loaded as the router starts (load-on-startup)
+        self.startup = startup
         self.argv = child_argv(argv)
         self.models_max = models_max
         self.autoload = autoload
@@ -212,9 +247,10 @@ class Router:
                 return bytes(data)
 
     def _named(self, name: Any) -> Instance:
+        name = self.aliases.get(name, name) if isinstance(name, str) else name
         if not isinstance(name, str) or name not in self.instances:
-            raise ApiError(404, f"no model named {name!r} in --models-dir (GET /models lists "
-                           "them)", "model_not_found")  # fmt: skip
+            raise ApiError(404, f"no model named {name!r} in --models-dir or --models-preset "
+                           "(GET /models lists them)", "model_not_found")  # fmt: skip
         return self.instances[name]
 
     # -- loading and stopping -------------------------------------------------------------
@@ -239,6 +275,15 @@ class Router:
                 inst.status = "loaded"
                 inst.last_used = time.monotonic()
 
+    async def load_startup_models(self) -> None:
+        """As the router starts: the load-on-startup models loaded, in turn (a failure is in
+        the log and in GET /models; the router serves on)."""
+        for name in self.startup:
+            try:
+                await self._load(self.instances[name])
+            except ApiError as e:
+                sys.stderr.write(f"[{name}] {e}\n")
+
     async def _make_room(self) -> None:
         """(Under the lock.) Stop the least recently used idle models until one more fits."""
         while self.models_max > 0:
@@ -254,10 +299,11 @@ class Router:
     def _start(self, inst: Instance) -> tuple[subprocess.Popen, int]:
         """(On a thread.) `inst`'s server started; its port once it listens."""
         env = {k: v for k, v in os.environ.items() if k not in ROUTER_ENV}
-        cmd = [sys.executable, "-m", "specgguf_cli.app", *self.argv, "-m", str(inst.path),
+        cmd = [sys.executable, "-m", "specgguf_cli.app", *self.argv, *inst.model.args,
                "-a", inst.name, "--host", "127.0.0.1", "--port", "0"]  # fmt: skip
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, env=env)  # fmt: skip
+        inst.proc = proc  # at once: a router stopping mid-load (close()) stops it too
         assert proc.stderr is not None
         deadline = time.monotonic() + LOAD_S
         port: list[int] = []
@@ -275,7 +321,7 @@ class Router:
         while not port:
             if proc.poll() is not None or time.monotonic() > deadline:
                 _end(proc)
-                inst.exit_code = proc.returncode
+                inst.proc, inst.exit_code = None, proc.returncode
                 raise ApiError(500, f"model {inst.name!r} failed to load (exit "
                                f"{proc.returncode}): see the server's log", "load_failed")
             time.sleep(0.05)
@@ -284,13 +330,16 @@ class Router:
     async def _stop(self, inst: Instance) -> None:
         proc, inst.proc, inst.status = inst.proc, None, "unloaded"
         if proc is not None:
-            await asyncio.get_running_loop().run_in_executor(None, _end, proc)
+            wait = inst.model.stop_timeout
+            await asyncio.get_running_loop().run_in_executor(
+                None, _end, proc, STOP_S if wait is None else wait)
 
     def close(self) -> None:
         """At the end: every model's server stopped."""
         for inst in self.instances.values():
             if inst.proc is not None:
-                _end(inst.proc)
+                wait = inst.model.stop_timeout
+                _end(inst.proc, STOP_S if wait is None else wait)
                 inst.proc, inst.status = None, "unloaded"
 
     # -- relaying ---------------------------------------------------------------------------
@@ -361,12 +410,12 @@ async def _json(send, status: int, obj: Any) -> None:
     await send({"type": "http.response.body", "body": data, "more_body": False})
 
 
-def _end(proc: subprocess.Popen) -> None:
-    """SIGTERM (a graceful stop: its requests end), then SIGKILL after STOP_S."""
+def _end(proc: subprocess.Popen, wait: float = STOP_S) -> None:
+    """SIGTERM (a graceful stop: its requests end), then SIGKILL after `wait` seconds."""
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:
-            proc.wait(STOP_S)
+            proc.wait(wait)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()

@@ -141,9 +141,20 @@ def serve_router(router: Router, *, host: str, port: int, verbose: bool = False,
     if announce is not None:
         shown = f"[{host}]" if ":" in host else host
         announce(f"specgguf serve: listening on http://{shown}:{sock.getsockname()[1]} "
-                 f"(router: {len(router.instances)} models, loaded on demand)")  # fmt: skip
+                 f"(router: {len(router.instances)} models, loaded on demand"
+                 + (f"; {len(router.startup)} loading now" if router.startup else "")
+                 + ")")  # fmt: skip
+    async def main() -> None:
+        # load-on-startup models load as the router begins to listen (held: a task's only
+        # reference must not be the loop's weak one)
+        loads = asyncio.create_task(router.load_startup_models())
+        try:
+            await _RouterServer(config).serve(sockets=[sock])
+        finally:
+            loads.cancel()
+
     try:
-        asyncio.run(_RouterServer(config).serve(sockets=[sock]))
+        asyncio.run(main())
     finally:
         router.close()
         sock.close()

@@ -147,6 +147,9 @@ class SlotSettings:
     #: --slot-save-path: the directory of the slots' files (specgguf.server.slot_files;
     #: None: POST /slots/{id} answers 501)
     save_path: Path | None = None
+    #: --cache-idle-slots / --no-cache-idle-slots (None: not given, on): as a request starts,
+    #: the idle slots' sequences are saved into --cache-ram's cache (Generator.cache_idle_slots)
+    cache_idle_slots: bool | None = None
 
 
 #: Scheduler.call's idle_slot that waits for every slot (and holds new requests back)
@@ -421,6 +424,7 @@ class Scheduler:
             with self._lock:
                 calls = self._take_calls()
                 started = self._assign()
+                idle = [i for i in range(self.gen.n_slots) if i not in self._active]
                 if self._stopping and not calls:
                     self._take_calls(everything=True)
                     while self._active:  # each thread finishes its request (final chunk)
@@ -430,6 +434,8 @@ class Scheduler:
                 self._do_call(fn, fut, loop)
             if calls and self.models is not None:
                 self.models.busy()
+            if started and self.slots.cache_idle_slots is not False:
+                self.gen.cache_idle_slots(idle)  # before their threads touch any slot
             for job in started:
                 threading.Thread(
                     target=self._drive, args=(job,), name=f"specgguf-slot-{job.slot}", daemon=True
