@@ -195,6 +195,8 @@ def parts(done: list[dict], off: list[dict]) -> list[tuple[int, int]]:
     """(completion, token) where each completion's tokens first part from off's."""
     out = []
     for i, (a, b) in enumerate(zip(done, off, strict=True)):
+        if a["content"] == b["content"]:  # llama-server lists the end token too: not a part
+            continue
         k = first_difference(b["tokens"], a["tokens"])
         if k is not None:
             out.append((i, k))

@@ -14,9 +14,17 @@ def is_eog(token: int) -> bool:
 
 
 def test_parts_finds_each_completions_first_difference() -> None:
-    off = [{"tokens": [1, 2, 3]}, {"tokens": [1, 2]}, {"tokens": [5, 6]}]
-    side = [{"tokens": [1, 2, 3]}, {"tokens": [1, 2, 7]}, {"tokens": [5, 8]}]
+    off = [{"tokens": [1, 2, 3], "content": "abc"}, {"tokens": [1, 2], "content": "ab"},
+           {"tokens": [5, 6], "content": "ef"}]  # fmt: skip
+    side = [{"tokens": [1, 2, 3], "content": "abc"}, {"tokens": [1, 2, 7], "content": "abg"},
+            {"tokens": [5, 8], "content": "eh"}]  # fmt: skip
     assert parts(side, off) == [(1, 2), (2, 1)]
+
+
+def test_the_same_text_with_its_end_token_listed_is_no_part() -> None:
+    # llama-server lists the end-of-generation token among the answer's tokens, off does not
+    off = [{"tokens": [1, 2], "content": "ab"}]
+    assert parts([{"tokens": [1, 2, EOG], "content": "ab"}], off) == []
 
 
 def test_a_part_between_the_best_two_under_the_bound_is_a_near_tie() -> None:
