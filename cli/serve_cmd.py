@@ -134,6 +134,11 @@ PrefillAssistant = typer.Option(
 Alias = typer.Option(
     None, "-a", "--alias", envvar="LLAMA_ARG_ALIAS", help="Model name in /v1/models and answers."
 )
+Tags = typer.Option(
+    None, "--tags", envvar="LLAMA_ARG_TAGS", metavar="STRING",
+    help="Model tags, comma-separated, listed in /v1/models (informational, not used for "
+    "routing).",
+)
 Timeout = typer.Option(
     600,
     "-to",
@@ -172,6 +177,7 @@ def serve(
     skip_chat_parsing: bool = SkipChatParsing,
     prefill_assistant: bool = PrefillAssistant,
     alias: str | None = Alias,
+    tags: str | None = Tags,
     timeout: int = Timeout,
     system_prompt: str | None = SystemPrompt,
     escape: bool = Escape,
@@ -327,6 +333,7 @@ def serve(
         assert models.loaded is not None
         cfg = ServerConfig(
             model_id=alias or model.name,  # public in /v1/models: never the whole path
+            model_tags=model_tags(tags),
             model_path=str(model),
             api_keys=keys,
             read_timeout=float(timeout),
@@ -402,6 +409,19 @@ def check_slot_save_path(path: Path | None, keys: tuple[str, ...]) -> None:
         raise UsageError("--slot-save-path keeps one set of slot files for every request, "
                          "which several --api-key keys must not share: give one key, or "
                          "drop --slot-save-path")  # fmt: skip
+
+
+#: --tags: at most this many tags of at most this many characters each
+MAX_TAGS, MAX_TAG_LEN = 64, 256
+
+
+def model_tags(value: str | None) -> tuple[str, ...]:
+    """--tags as llama-server keeps them: split at commas, stripped, empty ones dropped, each
+    once, in sorted order (what /v1/models lists)."""
+    tags = sorted({t.strip() for t in (value or "").split(",")} - {""})
+    if len(tags) > MAX_TAGS or any(len(t) > MAX_TAG_LEN for t in tags):
+        raise UsageError(f"--tags: at most {MAX_TAGS} tags of at most {MAX_TAG_LEN} characters")
+    return tuple(tags)
 
 
 def embedding_settings(given: dict) -> dict:

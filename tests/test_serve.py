@@ -29,7 +29,7 @@ N = 16  # tokens per answer
 def server(tiny_target, tiny_draft):
     yield from serving(
         ["-m", str(tiny_target), "-md", str(tiny_draft), *FAST, "-c", "2048", "-np", "4",
-         "--api-key", KEY, "-a", "tiny"]
+         "--api-key", KEY, "-a", "tiny", "--tags", " tool, chat,,tool"]
     )  # fmt: skip
 
 
@@ -112,7 +112,7 @@ def test_models_has_llama_servers_shape(server, tiny_target):
                                      "parameter_size", "quantization_level"}  # fmt: skip
     (model,) = obj["data"]
     assert model["id"] == "tiny" and model["object"] == "model"
-    assert model["aliases"] == [] and model["tags"] == []
+    assert model["aliases"] == [] and model["tags"] == ["chat", "tool"]  # --tags, as kept
     # meta: libllama's figures of the model, checked against the file itself
     tensors = gguf.GGUFReader(tiny_target).tensors
     assert model["meta"] == {

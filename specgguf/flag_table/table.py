@@ -351,7 +351,7 @@ ENTRIES: dict[str, Entry] = {
     "--control-vector-scaled": setting("adapters", "control_vectors", v.scaled_files(None), "control vectors at their own strengths (FNAME:SCALE, comma-separated): " + _CVEC),  # noqa: E501
     "--control-vector-layer-range": setting("adapters", "control_vector_layers", v.layer_range, "the first and last layer (both included) the control vectors are added to (0 or less: the first / the last)"),  # noqa: E501
     "--alias": declared(commands="serve"),
-    "--tags": refused("model tags are for the model router, which specgguf serve is not"),
+    "--tags": declared(commands="serve"),
     "--model": declared(),
     "--model-url": declared("the target downloaded from an address into llama.cpp's cache (resumable, with a progress bar) unless it is there; instead of -m", "run serve bench"),  # noqa: E501
     "--docker-repo": refused("models are not pulled from Docker Hub: download the GGUF and pass it with -m"),  # noqa: E501

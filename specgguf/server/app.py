@@ -120,6 +120,8 @@ _PRIVATE_SLOT_FIGURES = ("n_cached", "n_drafted", "n_accepted", "n_decoded")
 class ServerConfig:
     model_id: str  # -a/--alias, else the model file name (what /v1/models lists)
     model_path: str
+    #: --tags: informational labels /v1/models lists with the model (sorted, each once)
+    model_tags: tuple[str, ...] = ()
     api_keys: tuple[str, ...] = ()
     max_body: int = 8 << 20  # bytes; larger bodies get 413
     read_timeout: float = 600.0  # seconds to receive a request body (--timeout)
@@ -886,7 +888,7 @@ class App:
                     {
                         "id": name,
                         "aliases": [],
-                        "tags": [],
+                        "tags": list(self.cfg.model_tags),
                         "object": "model",
                         "created": self.started,
                         "owned_by": "specgguf",
