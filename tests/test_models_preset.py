@@ -63,7 +63,7 @@ def test_keys_are_flag_names_short_names_or_variables(tmp_path) -> None:
     ("[m]\nnonsense-key = 1\n", "option 'nonsense-key' not recognized in preset 'm'"),
     ("[m]\nport = 9000\n", "free port the router picks"),
     ("[m]\napi-key = k\n", "the router checks the API keys"),
-    ("[m]\ntags = a\n", "refused by serve"),
+    ("[m]\nmmproj = vision.gguf\n", "refused by serve"),
     ("[m]\nno-jinja = true\n", "refused by serve"),
     ("[m]\nstop-timeout = soon\n", "stop-timeout must be"),
     ("[m]\ncontrol-vector-layer-range = 1 2\n", "takes two values"),
