@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specgguf.errors import UsageError, read_user_text
-from specgguf.flag_table.table import Flag, Status, rows_for
+from specgguf.flag_table.table import Flag, Status, row_of, rows_for
 from specgguf.server.router import RouterModel
 
 #: the largest preset file read (real ones are a few KiB)
@@ -202,13 +202,8 @@ def preset_args(values: dict[str, str]) -> list[str]:
 
 def spelled(argv: list[str]) -> set[str]:
     """The row keys the router's command line gives (its options win over a preset's)."""
-    keys: set[str] = set()
-    for arg in argv:
-        name = arg.split("=", 1)[0]
-        for row in rows_for("serve", *Status):
-            if name in row.flag.spellings or name in row.flag.negative:
-                keys.add(row.key)
-    return keys
+    rows = (row_of(arg.split("=", 1)[0]) for arg in argv)
+    return {row.key for row in rows if row is not None and "serve" in row.commands}
 
 
 def router_models(directory: dict[str, Path], glob: Preset, presets: dict[str, Preset],
