@@ -55,9 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     from specgguf.modelfiles.models import require_default_pair
     from tests.tiny_eagle3 import build_eagle3_head
 
-    target_path, draft_path = require_default_pair()
-    target_path = args.model or target_path
-    draft_path = args.model_draft or draft_path
+    # the pulled pair only for what was not named (a GPU machine has no pulled pair)
+    target_path, draft_path = args.model, args.model_draft
+    if target_path is None or draft_path is None:
+        pulled_target, pulled_draft = require_default_pair()
+        target_path = target_path or pulled_target
+        draft_path = draft_path or pulled_draft
     info = read_gguf_info(target_path)
     n_embd, n_layer = info.embedding_length, info.block_count
     arch = info.architecture

@@ -243,7 +243,9 @@ def measure_warm(
     for _ in range(3):
         next(gen)
     target, dctx = session.target, session.draft_ctx
-    width = session.spec.n_max + 1
+    # the widest pass a round can ask rows of: under auto a free drafter proposes up to its
+    # own length, past n_max (a buffer only n_max + 1 rows long was read past its end)
+    width = max(session.spec.n_max, policy.width if policy is not None else 0) + 1
     n_past = target.n_past
     target.decode([tokens[-1]] * width, n_past, outputs="all")  # a buffer of `width` rows
     target.truncate(n_past)

@@ -319,6 +319,64 @@ def test_policy_continue_drafting_depends_on_cost_and_confidence():
     assert not cheap.continue_drafting("draft-simple", 2, 0.01)
 
 
+def test_the_gate_prices_a_draft_token_at_the_throughput_rounds_really_reach():
+    """continue_drafting weighs a token's expected gain against its cost at the rate a unit
+    of cost already buys. That rate is the measured one (tokens per step of the last rounds),
+    not the plan's expected speedup: the plan is computed from the acceptance of the tokens
+    the gate let through, the confident ones, and runs ahead of what rounds bring; a gate
+    priced at it stopped drafts that would pay (on a GPU: a round that drafted one token and
+    went plain, auto at 0.74 of a fixed length)."""
+    policy = measured_policy(0.18, FLAT_CURVE, 0.97)
+    policy.schedule._ladder = []
+    assert policy.budget(100) >= 2
+    plan = policy._plans["draft-simple"]
+    assert plan.speedup > 2.0  # what the acceptance of confident tokens promises
+    # rounds that in fact bring 1.3 tokens a step: a 45%-likely first token is worth its
+    # step of the draft and its row of the pass
+    policy._rate_tokens, policy._rate_steps = 13.0, 10.0
+    assert policy.realized_rate() == pytest.approx(1.3)
+    calibrated = policy.calibrated("draft-simple", 0.45)
+    assert policy.continue_drafting("draft-simple", 0, 0.45), calibrated
+    # rounds that bring 2.5 tokens a step: that same token is not worth it
+    policy._rate_tokens, policy._rate_steps = 25.0, 10.0
+    assert not policy.continue_drafting("draft-simple", 0, 0.45)
+    # the rate is learned from the rounds' own timings, never below a plain step's
+    fresh = AdaptivePolicy(n_max_cap=6)
+    assert fresh.realized_rate() == 1.0
+    fresh._learn_rate(1, 3.0)
+    assert fresh.realized_rate() == 1.0
+
+
+def test_an_unread_prompt_is_priced_as_one_batch_on_the_draft_model():
+    """Until a catch-up has been timed, reading n tokens on the draft model costs one draft
+    step scaled as the target's pass over n tokens is (the likely curve, extrapolated): a
+    400-token prompt costs a GPU's draft model a few of its steps. Priced per token at half a
+    step, a long prompt kept a draft model that pays x2 off for the whole answer."""
+    d = Behind(lag=401)
+    policy = AdaptivePolicy(n_max_cap=8)
+    policy.attach([d])
+    for k, rel in enumerate(FLAT_CURVE[:5]):
+        policy.cost.add_verify(k, 10.0 * rel)
+    policy.cost.add_draft("draft-simple", 0.0)  # (a drafter's first step is warm-up)
+    policy.cost.add_draft("draft-simple", 2.0)  # 0.2 of a target step
+    policy._cache.clear()
+    batch = policy.catch_up_cost("draft-simple", 400)
+    assert batch == pytest.approx(0.2 * (1.0 + 0.03 * 399), rel=0.05)
+    assert batch < 0.05 * 400  # far below the old half a step per token (0.1 * 400)
+    plan = _plan_for_tests(4, 2.0)
+    assert policy._repays_catch_up(d.name, plan, 64)  # 32 steps saved against ~2.6
+    # once a catch-up is timed, its measured per-token cost prices the next one
+    policy.cost.add_catch_up("draft-simple", 0.01)
+    assert policy.catch_up_cost("draft-simple", 400) == pytest.approx(4.0)
+    assert policy.catch_up_cost("draft-simple", 0) == 0.0
+
+
+def _plan_for_tests(k: int, speedup: float):
+    from specgguf.auto.policy import _Plan
+
+    return _Plan(k, speedup, probe=False)
+
+
 def test_attach_gives_per_drafter_budgets_without_touching_the_drafters():
     model = FakeDrafter("draft-simple", 3)
     ngram = type(
@@ -349,7 +407,7 @@ def test_draft_cost_ignores_catch_up_after_skipped_rounds():
     s = policy.summary()
     assert s["probes"] > 20  # resumed many times
     assert s["drafters"]["draft-simple"]["draft_cost_rel"] == pytest.approx(0.1, rel=0.1)
-    assert policy.catch_up_cost("draft-simple") == pytest.approx(0.04, rel=0.2)
+    assert policy.catch_up_cost("draft-simple", 10) == pytest.approx(0.4, rel=0.2)
 
 
 def test_one_policy_can_serve_several_prompts():
@@ -568,7 +626,7 @@ def test_draft_cost_comes_from_the_drafters_own_timing():
         policy.observe(FakeRound("draft-simple", [1, 2, 3], 3, [1, 2, 3, 4], ms + 40.0, 140.0))
     # the long catch-up round's own decodes (20 ms each) count as steps; its batch does not
     assert 70.0 / 3 > policy.cost.draft_ms["draft-simple"].mean > 20.0
-    assert policy.catch_up_cost("draft-simple") == pytest.approx(10.0 / 70.0)
+    assert policy.catch_up_cost("draft-simple", 1) == pytest.approx(10.0 / 70.0)
 
 
 def test_slots_in_one_pass_share_one_exploration_budget():
@@ -614,7 +672,7 @@ def test_a_draft_model_starts_only_where_the_rest_of_the_answer_repays_its_catch
     d = Behind(lag=1)
     policy = AdaptivePolicy(n_max_cap=8)
     policy.attach([d])
-    policy.catch_up_cost = lambda name: 0.05  # target steps per token read
+    policy.catch_up_cost = lambda name, tokens: 0.05 * tokens  # target steps per token read
     plan = _Plan(4, 1.3, probe=False)  # saves (1 - 1/1.3) = 0.23 of a step per token
     d.lag = 1  # nothing to read: always worth it
     assert policy._repays_catch_up(d.name, plan, 2)
@@ -636,7 +694,7 @@ def test_a_probe_does_not_make_a_draft_model_read_a_prompt_it_cannot_repay():
     def first_probe(limit: int, draft_rel: float | None) -> int:
         policy = AdaptivePolicy(n_max_cap=8)
         policy.attach([Behind(lag=901)])
-        policy.catch_up_cost = lambda name: 0.12
+        policy.catch_up_cost = lambda name, tokens: 0.12 * tokens
         if draft_rel is not None:
             for k, rel in enumerate(CPU_CURVE[:5]):
                 policy.cost.add_verify(k, 70.0 * rel)

@@ -69,6 +69,8 @@ class CostEstimator:
         # the last raw times by width: the profile gets their medians, which a burst of
         # contention (another process on the CPU) cannot drag the way it drags a mean
         self._samples: list[deque[float]] = [deque(maxlen=64) for _ in self._verify]
+        self._measured: set[int] = set()  # the widths with a sample (the curve's loops walk
+        # these and the profile's, not every width up to 64, each round)
         self.draft_ms: dict[str, DecayedMean] = {}  # per proposed token, by drafter
         self._draft_samples: dict[str, deque[float]] = {}  # ... raw, for the profile's median
         self.catch_up: dict[str, DecayedMean] = {}  # target steps per caught-up token
@@ -102,6 +104,7 @@ class CostEstimator:
         if 0 <= k <= self.width:
             self._verify[k].add(ms, self.decay)
             self._samples[k].append(ms)
+            self._measured.add(k)
 
     def add_draft(self, name: str, ms_per_token: float) -> None:
         """A draft step's time. A drafter's first one in a run is not a sample: like the
@@ -136,7 +139,7 @@ class CostEstimator:
         return self._verify[k].known
 
     def widest_measured(self) -> int:
-        return max((k for k, v in enumerate(self._verify) if v.known), default=0)
+        return max(self._measured, default=0)
 
     def target_step_ms(self) -> float | None:
         """Estimated plain-step time; if k = 0 was never measured, the cheapest pass seen
@@ -154,7 +157,7 @@ class CostEstimator:
     def _compute_known_curve(self) -> dict[int, float]:
         base = self.target_step_ms()
         out: dict[int, float] = {}
-        for k in range(self.width + 1):
+        for k in sorted(self._measured | self.prior_verify.keys()):
             v, prior = self._verify[k], self.prior_verify.get(k)
             num = den = 0.0
             if v.known and base:

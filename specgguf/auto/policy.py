@@ -134,7 +134,9 @@ class AdaptivePolicy:
 
     KNOWN_WEIGHT = 3.0  # a profile width with this many samples is not probed again
     HOPELESS_RECHECK = 32  # rounds a "cannot pay here" verdict stands before it is re-checked
+    HOPEFUL_RECHECK = 8  # ... and a "can pay" verdict
     FIRST_PROBE_K = 2  # the longest probe of a model drafter this run has not measured yet
+    RATE_DECAY = 0.9  # per round: the realized throughput follows the last ~10 rounds
 
     def __init__(
         self,
@@ -174,7 +176,8 @@ class AdaptivePolicy:
         self._fresh_widths: frozenset[int] = frozenset()  # the warm-up's (CostProfile.fresh)
         self._observed = 0
         self._seen_timing: dict[str, Any] = {}  # a model drafter's last DraftTiming, consumed
-        self._hopeless_memo: dict[str, int] = {}  # name -> round of the last "cannot pay"
+        #: name -> (hopeless?, the round it was decided, what was known then)
+        self._hopeless_memo: dict[str, tuple[bool, int, tuple[int, bool]]] = {}
         self._cache: dict[tuple, Any] = {}  # per-drafter derived estimates, cleared by observe
         #: the passes this sequence shares with others (a server's slots decoded together;
         #: None alone), given by whoever builds the decoder (the Generator): drafts are priced
@@ -185,6 +188,10 @@ class AdaptivePolicy:
         #: chain or tree, per drafter whose shape branches (measured rates, the cost model's
         #: veto first)
         self.trees = TreeChoice()
+        #: tokens emitted and their cost in target steps, both faded by RATE_DECAY per round:
+        #: the throughput this sequence really reaches (continue_drafting's exchange rate)
+        self._rate_tokens = 0.0
+        self._rate_steps = 0.0
 
     # -- attaching, sequences, the machine profile ------------------------------------------
 
@@ -340,30 +347,46 @@ class AdaptivePolicy:
         Only decided once its draft cost and at least two verify widths are known (measured or
         from the profile); such a drafter is never probed again, which is what keeps auto
         within a hair of plain decoding where speculation cannot win (a small CPU)."""
-        # a "yes" is cheap to keep: costs drift slowly, so it is re-checked every
-        # HOPELESS_RECHECK rounds (this is the hot path of auto on a machine where it decodes
-        # plainly, and on a GPU a round is only a few ms)
+        # either verdict is cheap to keep: costs drift slowly, so a "yes" is re-checked every
+        # HOPELESS_RECHECK rounds (the hot path of auto on a machine where it decodes
+        # plainly), a "no" every HOPEFUL_RECHECK (the hot path where it drafts: the ceiling
+        # walks the whole extended curve, and on a GPU a round is only a few ms)
+        # (a verdict also ends when what is known changes in kind: another width measured,
+        # the draft cost measured here for the first time)
+        known = (len(self.cost.known_widths()), self.cost.draft_known(name))
         memo = self._hopeless_memo.get(name)
-        if memo is not None and self._observed - memo < self.HOPELESS_RECHECK:
-            return True
-        if self._draft_rel(name) is None or len(self.cost.known_widths()) < 2:
+        if memo is not None:
+            verdict, since, then = memo
+            if then == known and self._observed - since < (
+                self.HOPELESS_RECHECK if verdict else self.HOPEFUL_RECHECK
+            ):
+                return verdict
+        if self._draft_rel(name) is None or known[0] < 2:
             return False
         verdict = self.ceiling(name) < 1.0 + self.margin
-        if verdict:
-            self._hopeless_memo[name] = self._observed
-        else:
-            self._hopeless_memo.pop(name, None)
+        self._hopeless_memo[name] = (verdict, self._observed, known)
         return verdict
 
-    def catch_up_cost(self, name: str) -> float:
-        """Cost, in target steps, of each token a model drafter must catch up on when it is
-        resumed after being skipped (0 for n-gram drafters, which see every token anyway).
-        Unmeasured: half a draft step per token (a batch is cheaper per token than steps)."""
+    def catch_up_cost(self, name: str, tokens: int) -> float:
+        """Cost, in target steps, of the catch-up a model drafter needs before it can draft
+        again after sitting out: reading `tokens` tokens in one batch (0 for n-gram
+        drafters, which see every token anyway).
+
+        Measured in this run: its per-token cost times `tokens`. Unmeasured: one draft step
+        scaled as the target's pass of that width is (the likely verify curve, extrapolated
+        past the widest measured pass). A batch costs far less per token than a step, and
+        the more so the wider it is: a draft model that has not read a 400-token prompt yet
+        pays about two of its steps for it on a GPU, not 400. (Priced at half a step per
+        token, such a drafter never looked worth starting on a long prompt: a fresh process
+        decoded the whole answer plainly.)"""
         m = self._drafters.get(name)
-        if m is None or not m.gated:
+        if m is None or not m.gated or tokens <= 0:
             return 0.0
         measured = self.cost.catch_up_rel(name)
-        return measured if measured is not None else 0.5 * self.costs(name).draft
+        if measured is not None:
+            return measured * tokens
+        draft = self.costs(name).draft
+        return draft * Costs(verify=self.cost.likely_curve()).verify_cost(tokens - 1)
 
     def _behind(self, name: str) -> int:
         """Tokens drafter `name` must read before its next draft: the drafter's own count
@@ -376,7 +399,7 @@ class AdaptivePolicy:
     def _catch_up_liability(self, name: str) -> float:
         """What starting to draft with `name` now costs before its first draft step, in
         target steps (its catch-up; the token emitted last round is part of any draft)."""
-        return self.catch_up_cost(name) * max(0, self._behind(name) - 1)
+        return self.catch_up_cost(name, self._behind(name) - 1)
 
     def _may_explore(self, name: str | None = None) -> bool:
         """Within the exploration budget, counting what probing `name` would cost right now:
@@ -717,7 +740,8 @@ class AdaptivePolicy:
         """Asked by a model drafter before it proposes token `position` (0-based) of this
         round, whose top probability is `confidence`: is that token still worth its cost?
         (calibrated confidence; continue iff some longer draft has positive net value
-        tokens - rate * extra cost, rate being the speedup the plan expects anyway)."""
+        tokens - rate * extra cost, rate being the throughput this sequence really reaches:
+        `realized_rate`)."""
         m = self._model(name)
         m.gated = True
         st = self._round.get(name)
@@ -739,7 +763,7 @@ class AdaptivePolicy:
                 a_next=a_now,
                 future=acc[position + 1 :] or acc[-1:],
                 n_max=n_max,
-                rate=max(1.0, plan.speedup if plan is not None else 1.0),
+                rate=self.realized_rate(),
             )
             if ok:
                 st.p_reach *= a_now
@@ -748,6 +772,25 @@ class AdaptivePolicy:
         else:
             st.stopped = True
         return ok
+
+    def realized_rate(self) -> float:
+        """Tokens per target step over the last rounds, as measured (at least 1: a plain
+        step's): what a unit of cost already buys, so a draft token is worth proposing only
+        if it brings more than that (maximising tokens per cost over many rounds means
+        maximising tokens - rate * cost in each, at the rate reached). Not the plan's
+        expected speedup: that comes from the acceptance of the tokens the gate let through,
+        the confident ones, so it runs ahead of what rounds bring, and a gate priced at it
+        stops drafts that would pay (on a GPU, auto at 0.74 of a fixed length)."""
+        if self._rate_steps <= 0.0:
+            return 1.0
+        return max(1.0, self._rate_tokens / self._rate_steps)
+
+    def _learn_rate(self, emitted: int, steps: float | None) -> None:
+        if steps is None or steps <= 0.0:
+            return
+        d = self.RATE_DECAY
+        self._rate_tokens = self._rate_tokens * d + emitted
+        self._rate_steps = self._rate_steps * d + steps
 
     # -- learning ----------------------------------------------------------------------------
 
@@ -779,6 +822,8 @@ class AdaptivePolicy:
         self.schedule.end_round(
             k, len(rnd.emitted), cost, width_known=bool(self.cost.known_widths())
         )
+        if self._observed > 1 and solo:  # (the first round follows the prompt's pass)
+            self._learn_rate(len(rnd.emitted), cost)
         self.accept.next_round()
         self.accept.resolve_shadows(rnd.emitted)
         timed = self._learn_draft_timing(base, learn=solo)
