@@ -329,6 +329,34 @@ def measure(a: argparse.Namespace) -> dict:
         res[f"seconds_bench_{kind}"] = round(time.perf_counter() - t0, 1)
         save()
 
+    # 4b. auto's decisions, round by round: draft-simple under auto on each prompt, traced
+    # (each record's `auto`: the k it allowed and why), with its report lines; the traces
+    # travel in $OUT, so a lease that shows auto behind a fixed length also shows where
+    t0 = step("auto traced (draft-simple, each prompt)")
+    traces = out / "traces"
+    traces.mkdir(exist_ok=True)
+    res["auto_traced"] = {}
+    for i, (cls, _prompt) in enumerate(PROMPTS):
+        one = out / f"prompt-{cls}.txt"
+        one.write_text(PROMPTS[i][1])
+        trace = traces / f"auto-draft-simple-{cls}.jsonl"
+        p = _cli(["run", "-m", a.target, "-md", a.draft, *gpu, "-f", str(one), "-n",
+                  str(a.n_bench), "--ignore-eos", "--temp", "0", "--spec-type", "draft-simple",
+                  "--spec-draft-n-max", "auto", "--trace", str(trace), "--json"],
+                 env)  # fmt: skip
+        if p.returncode != 0:
+            raise SystemExit(f"specgguf run (auto, {cls}) failed: {p.stderr.strip()[-400:]}")
+        run = json.loads(p.stdout)
+        res["auto_traced"][cls] = {
+            "tokens_per_second": run["timings"].get("predicted_per_second"),
+            "report": [ln.strip() for ln in p.stderr.splitlines() if "auto:" in ln],
+            "auto": run.get("auto"),
+        }
+        if os.path.isdir(os.environ.get("OUT", "")):
+            shutil.copy(trace, Path(os.environ["OUT"]) / trace.name)
+    res["seconds_auto_traced"] = round(time.perf_counter() - t0, 1)
+    save()
+
     # 5. the draft tree next to the same chain (draft-simple, depth TREE_DEPTH): run and bench
     t0 = step(f"tree vs chain (draft-simple:{TREE_DEPTH}, {len(TREE_SHAPES)} shapes)")
     res["tree"] = _tree_rows(a, base, bench_base, jp["text"], env)
@@ -430,6 +458,12 @@ def summary(res: dict, phases: dict | None = None) -> str:
             rec = b.get("recommendation") or {}
             if rec:
                 add(f"  recommendation ({kind}): {rec.get('command')}")
+    traced = res.get("auto_traced") or {}
+    if traced:
+        add("auto traced (draft-simple, --trace in traces/): tok/s and auto's report per prompt")
+        for cls, t in traced.items():
+            add(f"  {cls}: {t.get('tokens_per_second')} tok/s")
+            lines.extend(f"    {ln}" for ln in t.get("report", []))
     lines += _tree_summary(res.get("tree") or {})
     hs = res.get("head_step")
     if hs:

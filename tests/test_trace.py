@@ -70,3 +70,32 @@ def test_a_tree_run_traces_trees_and_its_chain_run_does_not(tiny_target, tiny_dr
         assert 1 <= r["depth"] <= 4
     assert any(r["off_chain"] for r in trees)
     assert not any(set(TREE_KEYS) & set(r) for r in trace("--spec-tree-topk", "1"))
+
+
+def test_an_auto_run_traces_what_auto_allowed_each_round_and_why(tiny_target, tiny_draft,
+                                                                  tmp_path, capsys):
+    """Under --spec-draft-n-max auto every record but the prompt's says the draft length auto
+    allowed (`auto.k`: what the round proposed never exceeds it), why, and each drafter's plan;
+    a fixed length's records have no `auto`."""
+    def trace(n_max: str) -> list[dict]:
+        path = tmp_path / f"{n_max}.jsonl"
+        code = run_cli(["run", "-m", str(tiny_target), "-md", str(tiny_draft), "-t", "1",
+                        "-c", "512", "-fa", "off", "-p", "Once upon a time, in a land", "-n",
+                        "40", "--temp", "0", "--spec-type", "draft-simple",
+                        "--spec-draft-n-max", n_max, "--no-auto-profile", "--trace", str(path)])
+        capsys.readouterr()
+        assert code == 0
+        return [json.loads(x) for x in path.read_text().splitlines()]
+
+    records = trace("auto")
+    assert "auto" not in records[0] and records[0]["from_prompt"]
+    rest = records[1:]
+    assert rest and all("auto" in r for r in rest)
+    for r in rest:
+        a = r["auto"]
+        assert len(r["proposed"]) <= a["k"] or r["drafter"] is None
+        assert isinstance(a["why"], str) and a["why"]
+        assert set(a["plans"]) == {"draft-simple"}
+    # a cold run measures the cost curve first: its first rounds say so
+    assert rest[0]["auto"]["why"].startswith("first rounds")
+    assert not any("auto" in r for r in trace("4"))

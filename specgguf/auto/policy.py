@@ -192,6 +192,8 @@ class AdaptivePolicy:
         #: the throughput this sequence really reaches (continue_drafting's exchange rate)
         self._rate_tokens = 0.0
         self._rate_steps = 0.0
+        #: the last budget() call's answer and its reason (the loop copies it into the round)
+        self.last_decision: dict[str, Any] | None = None
 
     # -- attaching, sequences, the machine profile ------------------------------------------
 
@@ -603,6 +605,7 @@ class AdaptivePolicy:
     def _budget(self, limit: int) -> int:
         default = 0
         charged = False
+        why = "plan"
         self.schedule.share = 1 + self._peers()  # the server explores within one budget
         ladder = self.schedule.next_ladder_width(
             self._known_well,
@@ -612,12 +615,14 @@ class AdaptivePolicy:
             default = ladder
             plans = self._plan_probe(limit, default)
             self.schedule.probes += default > 0
+            why = "first rounds: measuring this width"
         else:
             plans = self._plan_model()
             for name, plan in plans.items():
                 m = self._drafters[name]
                 if plan.k and m.gated and not self._repays_catch_up(name, plan, limit):
                     plans[name] = _Plan(0, 1.0, probe=False)
+                    why = "catch-up not repaid in the tokens left"
             if all(p.k == 0 for p in plans.values()):
                 names = self.schedule.idle_round(
                     lambda: [n for n in self._drafters if self._worth_probing(n, limit)],
@@ -628,10 +633,16 @@ class AdaptivePolicy:
                     self.schedule.probes += 1
                     # no drafter known yet (not attached, none has proposed): a short probe
                     default = 1 if not plans else 0
+                    why = "probe burst after plain steps"
+                elif why == "plan":
+                    why = "no drafter pays at the current estimates"
             elif self.schedule.drafting_round():
                 # while speculating, a plain step now and then keeps the unit of every cost
                 # (the plain step's time, which drifts with the context) measured
                 plans = {n: _Plan(0, p.speedup, probe=False) for n, p in plans.items()}
+                why = "plain step: re-measuring the unit"
+            elif any(p.probe for p in plans.values()):
+                why = "probe: a wider pass"
             # (the initial probes are the price of measuring at all: not charged)
             charged = default > 0 or any(p.probe for p in plans.values())
         in_probe = default > 0 or any(p.probe for p in plans.values())
@@ -643,6 +654,12 @@ class AdaptivePolicy:
         k = max((p.k for p in plans.values()), default=default)
         k = max(0, min(k, limit, self.width))
         self.chosen.append(k)
+        #: what this round was allowed and why, with each drafter's plan (--trace's `auto`)
+        self.last_decision = {
+            "k": k,
+            "why": why,
+            "plans": {n: [p.k, round(p.speedup, 3)] for n, p in plans.items()},
+        }
         return k
 
     def allowance(self, name: str) -> int:

@@ -199,8 +199,10 @@ class SpeculativeDecoder:
         if probs is not None and probs.max_rows is not None:
             # figures to report: passes no wider than those whose rows a plain step computes
             limit = min(limit, probs.max_rows - 1)
+        decision = None
         if self.policy is not None:
             limit = self.policy.budget(limit)
+            decision = getattr(self.policy, "last_decision", None)
 
         t0 = time.perf_counter()
         drafter, draft = self._draft(limit)
@@ -213,7 +215,9 @@ class SpeculativeDecoder:
             draft.parents = None  # a "tree" of one branch is a chain, verified as one
             logits = self._decode([self._last, *draft.tokens], n_past, "all")
         assert logits is not None
-        return self._judge(logits, n_past, drafter, draft, t0, t1, translation)
+        rnd = self._judge(logits, n_past, drafter, draft, t0, t1, translation)
+        rnd.decision = decision
+        return rnd
 
     def _prompt_round(self, logits: np.ndarray) -> Round:
         """The first round: its token sampled from the prompt pass's last row (`prefill`'s

@@ -7,7 +7,7 @@ the loop (and the loop can report to statistics without a cycle).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from specgguf.core.draft import DraftGate
 from specgguf.core.sampling import SamplerParams
@@ -59,6 +59,9 @@ class Round:
     #: with GenerationConfig.probs: one entry per emitted token (cut where `emitted` is), read
     #: from the row of the pass that decided it (specgguf.core.token_probs); else None
     probs: list[TokenProbs] | None = None
+    #: what the budget policy decided before this round, where it says (AdaptivePolicy's
+    #: `last_decision`: the k it allowed and why), for --trace; None without one
+    decision: dict[str, Any] | None = None
 
     @property
     def depth(self) -> int:

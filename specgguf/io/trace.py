@@ -21,7 +21,11 @@ proposal's parent: -1 the root, else an earlier proposal's index), `path` (the a
 proposals' indices, root down: `emitted` starts with those tokens), `depth` (its deepest
 branch) and `off_chain` (true when a kept node is not its parent's first child: a branch
 the drafter's best chain alone would have lost); a chain's record has none of the four, as
-before trees.
+before trees. Under `--spec-draft-n-max auto` each record has `auto`: the draft length auto
+allowed that round (`k`, 0 for a plain step), `why` (its plan; the first rounds' width
+measurements; a probe burst after plain steps; a plain step that re-measures the unit; no
+drafter paying at the current estimates; a draft model's catch-up that the tokens left could
+not repay) and `plans` (each drafter's [k, expected speedup]).
 
 The file is opened before any model is loaded, so an unwritable path costs nothing.
 """
@@ -102,6 +106,8 @@ class TraceWriter:
         }
         if rnd.parents is not None:
             rec.update(_tree_fields(rnd))
+        if rnd.decision is not None:
+            rec["auto"] = rnd.decision
         if self.piece is not None:
             rec["proposed_text"] = self._texts(rnd.proposed)
             rec["emitted_text"] = self._texts(rnd.emitted)
