@@ -48,6 +48,9 @@ class DrafterRecord:
     #: what earlier runs measured, by position (fading by SEED_DECAY a round)
     seed_trials: list[float] = field(default_factory=list)
     seed_hits: list[float] = field(default_factory=list)
+    #: positions 0..span-1 may hold counts (this run's or seeded); past it every count is 0,
+    #: so the per-round fading and the estimates walk only these (a draft model's 8 of 64)
+    span: int = 0
 
     def __post_init__(self) -> None:
         self.trials = [0.0] * self.width
@@ -60,12 +63,16 @@ class DrafterRecord:
         self.seed_hits = [0.0] * self.width
 
     def decay(self, f: float, seed_f: float) -> None:
-        for arr in (self.trials, self.hits, self.cal_trials, self.cal_hits):
+        n = self.span
+        for arr in (self.trials, self.hits):
+            for i in range(n):
+                arr[i] *= f
+        for arr in (self.cal_trials, self.cal_hits):
             for i in range(len(arr)):
                 arr[i] *= f
         if self.seed_trials[0] > 1e-3:
             for arr in (self.seed_trials, self.seed_hits):
-                for i in range(len(arr)):
+                for i in range(n):
                     arr[i] *= seed_f
         self.attempts *= f
         self.empties *= f
@@ -122,9 +129,11 @@ class AcceptanceEstimator:
         r = self.record(name)
         r.seeded = r.seeded or sum(trials) > 0
         f = min(1.0, self.SEED_ROUNDS / trials[0]) if trials and trials[0] > 0 else 0.0
-        for i in range(min(self.width, len(trials), len(hits))):
+        n = min(self.width, len(trials), len(hits))
+        for i in range(n):
             r.seed_trials[i] += trials[i] * f
             r.seed_hits[i] += hits[i] * f
+        r.span = max(r.span, n)
         r.remembered_best = best
         self._cache.pop(name, None)
 
@@ -151,6 +160,7 @@ class AcceptanceEstimator:
             r.hits[i] += hit
             r.run_trials[i] += 1.0
             r.run_hits[i] += hit
+            r.span = max(r.span, i + 1)
         bins = self.settings.bins
         for i, c in enumerate(confidences[:k]):
             if i > n_accepted:
@@ -203,6 +213,7 @@ class AcceptanceEstimator:
                 if sh.hits < self.width:
                     r.trials[sh.hits] += 1.0
                     r.hits[sh.hits] += 1.0 if ok else 0.0
+                    r.span = max(r.span, sh.hits + 1)
                 if not ok:
                     done = True
                     break
@@ -234,13 +245,16 @@ class AcceptanceEstimator:
         out: list[float] = []
         prior = self.settings.prior
         w = self.settings.prior_weight
-        for i in range(self.width):
-            t, h = 0.0, 0.0
-            if r is not None:
-                t, h = r.trials[i] + r.seed_trials[i], r.hits[i] + r.seed_hits[i]
+        if r is None:
+            return [prior] * self.width
+        span = r.span
+        for i in range(span):
+            t, h = r.trials[i] + r.seed_trials[i], r.hits[i] + r.seed_hits[i]
             a = (h + w * prior) / (t + w)
             out.append(a)
             prior = a
+        # past the span no position has a count: each estimate is the one before it
+        out.extend([prior] * (self.width - span))
         return out
 
     def calibrated(self, name: str, confidence: float) -> float:
