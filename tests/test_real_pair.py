@@ -98,10 +98,17 @@ def test_default_auto_learns_this_machine_and_never_drafts_where_it_cannot_pay()
     ds = cold["auto"]["drafters"]["draft-simple"]
     if ds["hopeless"]:
         assert ds["ceiling"] < 1.05  # what "hopeless" means: x1.05 out of reach even at 100%
-        last = warm[-1]
-        assert "cannot pay here" in last["draft_model_skipped"]
-        assert last["draft_model"] is None and last["timings"]["draft_n"] == 0
-        assert last["text"] == json.loads(plain.stdout)["text"]
+        # the second run re-measures the draft step (one run's verdict is thin evidence);
+        # where it confirms the verdict, the next run does not load the draft model. (On a
+        # machine whose ceiling sits at x1.05, the second run may measure x1.06: then loading
+        # it again is the right call, and there is nothing to skip.)
+        second = warm[0]
+        seen = second["auto"]["drafters"].get("draft-simple") or {}
+        if second.get("draft_model_skipped") or seen.get("hopeless"):
+            last = warm[-1]
+            assert "cannot pay here" in last["draft_model_skipped"]
+            assert last["draft_model"] is None and last["timings"]["draft_n"] == 0
+            assert last["text"] == json.loads(plain.stdout)["text"]
     else:
         # not hopeless is not "pays": the warm runs start from the profile; whether they then
         # draft depends on the acceptance and the costs they measure, which on a 2-core CPU
