@@ -336,9 +336,9 @@ def measure(a: argparse.Namespace) -> dict:
     traces = out / "traces"
     traces.mkdir(exist_ok=True)
     res["auto_traced"] = {}
-    for i, (cls, _prompt) in enumerate(PROMPTS):
+    for cls, prompt in PROMPTS:
         one = out / f"prompt-{cls}.txt"
-        one.write_text(PROMPTS[i][1])
+        one.write_text(prompt)
         trace = traces / f"auto-draft-simple-{cls}.jsonl"
         p = _cli(["run", "-m", a.target, "-md", a.draft, *gpu, "-f", str(one), "-n",
                   str(a.n_bench), "--ignore-eos", "--temp", "0", "--spec-type", "draft-simple",

@@ -618,11 +618,12 @@ class AdaptivePolicy:
             why = "first rounds: measuring this width"
         else:
             plans = self._plan_model()
+            unrepaid = False  # a plan dropped: its catch-up would not be won back
             for name, plan in plans.items():
                 m = self._drafters[name]
                 if plan.k and m.gated and not self._repays_catch_up(name, plan, limit):
                     plans[name] = _Plan(0, 1.0, probe=False)
-                    why = "catch-up not repaid in the tokens left"
+                    unrepaid = True
             if all(p.k == 0 for p in plans.values()):
                 names = self.schedule.idle_round(
                     lambda: [n for n in self._drafters if self._worth_probing(n, limit)],
@@ -634,7 +635,9 @@ class AdaptivePolicy:
                     # no drafter known yet (not attached, none has proposed): a short probe
                     default = 1 if not plans else 0
                     why = "probe burst after plain steps"
-                elif why == "plan":
+                elif unrepaid:
+                    why = "catch-up not repaid in the tokens left"
+                else:
                     why = "no drafter pays at the current estimates"
             elif self.schedule.drafting_round():
                 # while speculating, a plain step now and then keeps the unit of every cost
