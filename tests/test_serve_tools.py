@@ -63,11 +63,17 @@ def test_a_named_function_is_the_one_called(client):
 
 def test_streamed_calls_equal_the_whole_answer(client):
     named = {"type": "function", "function": {"name": "get_weather"}}
-    whole = ask(client, tool_choice=named, parallel_tool_calls=False).choices[0].message
+    # a fixed draft length: rounds of at most 3 tokens, so the arguments arrive in several
+    # fragments whatever auto would decide from this machine's timings (under auto, rounds
+    # as long as the whole arguments are allowed, and the fragment count is the clock's)
+    fixed = {"speculative.n_max": 2}
+    whole = ask(client, tool_choice=named, parallel_tool_calls=False,
+                extra_body=fixed).choices[0].message
     calls: dict[int, dict] = {}
     pieces = []
     finish = None
-    for chunk in ask(client, tool_choice=named, parallel_tool_calls=False, stream=True):
+    for chunk in ask(client, tool_choice=named, parallel_tool_calls=False, stream=True,
+                     extra_body=fixed):
         if not chunk.choices:
             continue
         d = chunk.choices[0].delta
