@@ -351,6 +351,7 @@ def measure(a: argparse.Namespace) -> dict:
             "tokens_per_second": run["timings"].get("predicted_per_second"),
             "report": [ln.strip() for ln in p.stderr.splitlines() if "auto:" in ln],
             "auto": run.get("auto"),
+            "rounds": trace_digest(trace),
         }
         if os.path.isdir(os.environ.get("OUT", "")):
             shutil.copy(trace, Path(os.environ["OUT"]) / trace.name)
@@ -385,6 +386,53 @@ def measure(a: argparse.Namespace) -> dict:
 # -- summary -------------------------------------------------------------------------------
 
 
+def _spans(indices: list[int]) -> str:
+    """Round numbers as runs: [1, 2, 3, 7, 9, 10] -> "1-3, 7, 9-10"."""
+    out: list[str] = []
+    for i in indices:
+        if out and i == int(out[-1].rsplit("-", 1)[-1]) + 1:
+            out[-1] = f"{out[-1].split('-')[0]}-{i}"
+        else:
+            out.append(str(i))
+    return ", ".join(out)
+
+
+def trace_digest(path: Path) -> dict:
+    """What a `--trace` file of a run under auto says about its rounds: how many, how many
+    of them sent no proposal and why auto allowed none (its `auto.why`), where in the run
+    they fell, the tokens a drafting round brought, and the mean verify time by width.
+    A lease that shows auto behind a fixed length reads here whether the missing speed is
+    plain rounds (and their reasons) or short drafts, without another lease."""
+    rounds = [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
+    rounds = [r for r in rounds if not r.get("from_prompt")]
+    plain_why: dict[str, int] = {}
+    plain_at: list[int] = []
+    behind = 0  # the most a model drafter was behind at a plain round (a long catch-up?)
+    drafted = drafted_tokens = 0
+    verify: dict[int, list[float]] = {}
+    for r in rounds:
+        width = len(r.get("proposed") or [])
+        verify.setdefault(width, []).append(float(r.get("verify_ms") or 0.0))
+        if width:
+            drafted += 1
+            drafted_tokens += len(r.get("emitted") or [])
+            continue
+        auto = r.get("auto") or {}
+        why = auto.get("why", "?") if auto.get("k", 0) == 0 else "allowed, none proposed"
+        plain_why[why] = plain_why.get(why, 0) + 1
+        plain_at.append(int(r.get("round", 0)))
+        behind = max([behind, *(auto.get("behind") or {}).values()])
+    return {
+        "rounds": len(rounds),
+        "plain": len(plain_at),
+        "plain_why": dict(sorted(plain_why.items(), key=lambda kv: -kv[1])),
+        "plain_at": _spans(plain_at),
+        "most_behind_at_plain": behind,
+        "tokens_per_drafting_round": round(drafted_tokens / drafted, 3) if drafted else None,
+        "verify_ms": {w: round(sum(v) / len(v), 3) for w, v in sorted(verify.items())},
+    }
+
+
 def _bench_row(row: dict) -> str:
     """One configuration of a `specgguf bench --json` report as a line of the table."""
     tps = row["tokens_per_second"]["median"] if row["tokens_per_second"] else float("nan")
@@ -414,6 +462,19 @@ def _tree_summary(tree: dict) -> list[str]:
     runs = ", ".join(f"{label} {t['same_text']}" for label, t in tree.items())
     lines.append(f"  run: greedy speculative text == plain: {runs}")
     return lines
+
+
+def _digest_lines(d: dict | None) -> list[str]:
+    """trace_digest's findings, for the summary."""
+    if not d:
+        return []
+    why = ", ".join(f"{w} {n}" for w, n in d["plain_why"].items()) or "-"
+    ms = " ".join(f"{w}:{v}" for w, v in d["verify_ms"].items())
+    return [
+        f"rounds {d['rounds']}, plain {d['plain']} (at {d['plain_at'] or '-'}); why: {why}; "
+        f"a draft model was behind by up to {d['most_behind_at_plain']} tokens then",
+        f"tokens per drafting round {d['tokens_per_drafting_round']}; verify ms by width {ms}",
+    ]
 
 
 def summary(res: dict, phases: dict | None = None) -> str:
@@ -464,6 +525,7 @@ def summary(res: dict, phases: dict | None = None) -> str:
         for cls, t in traced.items():
             add(f"  {cls}: {t.get('tokens_per_second')} tok/s")
             lines.extend(f"    {ln}" for ln in t.get("report", []))
+            lines.extend(f"    {ln}" for ln in _digest_lines(t.get("rounds")))
     lines += _tree_summary(res.get("tree") or {})
     hs = res.get("head_step")
     if hs:

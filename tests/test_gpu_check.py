@@ -228,6 +228,37 @@ def test_the_summary_shows_the_tree_next_to_its_chain() -> None:
     assert lines[head + 5] == f"  run: greedy speculative text == plain: {chain} True, {tree} True"
 
 
+def test_the_trace_digest_counts_plain_rounds_by_reason_and_where_they_fell(tmp_path) -> None:
+    """What a lease brings back for auto's traced runs: its plain rounds, auto's reasons for
+    them (a round allowed a draft that proposed nothing is told apart), where they fell, how
+    far the draft model was behind then, the tokens of a drafting round, verify ms by width."""
+    def rec(i: int, proposed: int, emitted: int, k: int, why: str, behind: int, ms: float):
+        return {"round": i, "proposed": [7] * proposed, "emitted": [7] * emitted,
+                "verify_ms": ms, "auto": {"k": k, "why": why, "behind": {"draft-simple": behind}}}
+    rows = [{"round": 0, "proposed": [], "emitted": [1], "verify_ms": 1.0, "from_prompt": True},
+            rec(1, 0, 1, 0, "first rounds: measuring this width", 9, 7.0),
+            rec(2, 0, 1, 0, "first rounds: measuring this width", 10, 7.2),
+            rec(3, 4, 5, 4, "plan", 11, 9.0), rec(4, 4, 3, 4, "plan", 1, 9.4),
+            rec(5, 0, 1, 4, "plan", 3, 6.8),  # allowed 4, the gate stopped the first token
+            rec(6, 0, 1, 0, "catch-up not repaid in the tokens left", 40, 7.0),
+            rec(7, 0, 1, 0, "catch-up not repaid in the tokens left", 41, 7.0)]  # fmt: skip
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    d = gpu_check.trace_digest(path)
+    assert d["rounds"] == 7 and d["plain"] == 5 and d["plain_at"] == "1-2, 5-7"
+    assert d["plain_why"] == {"first rounds: measuring this width": 2,
+                              "catch-up not repaid in the tokens left": 2,
+                              "allowed, none proposed": 1}  # fmt: skip
+    assert d["most_behind_at_plain"] == 41 and d["tokens_per_drafting_round"] == 4.0
+    assert d["verify_ms"] == {0: 7.0, 4: 9.2}
+    # the summary prints it under the traced prompt, from results.json's reading of it
+    res = {"auto_traced": {"long": {"tokens_per_second": 200.0, "report": ["auto: 7 rounds"],
+                                    "rounds": json.loads(json.dumps(d))}}}  # fmt: skip
+    out = gpu_check.summary(res)
+    assert "    rounds 7, plain 5 (at 1-2, 5-7); why: first rounds: measuring this width 2, " in out
+    assert "behind by up to 41 tokens" in out and "verify ms by width 0:7.0 4:9.2" in out
+
+
 def test_the_tree_row_is_a_tree_next_to_the_same_chain() -> None:
     """The shapes the check runs: a chain, and the tree the GPU run is asked about."""
     shapes = dict(gpu_check.TREE_SHAPES)

@@ -75,7 +75,7 @@ def test_a_tree_run_traces_trees_and_its_chain_run_does_not(tiny_target, tiny_dr
 def test_an_auto_run_traces_what_auto_allowed_each_round_and_why(tiny_target, tiny_draft,
                                                                   tmp_path, capsys):
     """Under --spec-draft-n-max auto every record but the prompt's says the draft length auto
-    allowed (`auto.k`: what the round proposed never exceeds it), why, and each drafter's plan;
+    allowed (`auto.k`: no chain proposed more, no tree went deeper), why, and each drafter's plan;
     a fixed length's records have no `auto`."""
     def trace(n_max: str) -> list[dict]:
         path = tmp_path / f"{n_max}.jsonl"
@@ -93,9 +93,18 @@ def test_an_auto_run_traces_what_auto_allowed_each_round_and_why(tiny_target, ti
     assert rest and all("auto" in r for r in rest)
     for r in rest:
         a = r["auto"]
-        assert len(r["proposed"]) <= a["k"] or r["drafter"] is None
+        # (a tree's k is its depth: a tree round may send more nodes than k)
+        assert r.get("depth", len(r["proposed"])) <= a["k"] or r["drafter"] is None
         assert isinstance(a["why"], str) and a["why"]
         assert set(a["plans"]) == {"draft-simple"}
+        assert set(a["behind"]) == {"draft-simple"} and a["behind"]["draft-simple"] >= 0
     # a cold run measures the cost curve first: its first rounds say so
     assert rest[0]["auto"]["why"].startswith("first rounds")
+    # the draft model has read nothing of the prompt before its first draft: it is behind by
+    # all of it, and by one more token each plain round; once it drafts it keeps up (the
+    # last round's tokens: at most a draft's worth and one)
+    behind = [r["auto"]["behind"]["draft-simple"] for r in rest]
+    assert behind[0] >= 5 and behind[1] == behind[0] + 1
+    after = [b for a, b in zip(rest, behind[1:], strict=False) if a["drafter"] == "draft-simple"]
+    assert max(after, default=0) <= 1 + 4
     assert not any("auto" in r for r in trace("4"))

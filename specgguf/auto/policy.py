@@ -657,11 +657,13 @@ class AdaptivePolicy:
         k = max((p.k for p in plans.values()), default=default)
         k = max(0, min(k, limit, self.width))
         self.chosen.append(k)
-        #: what this round was allowed and why, with each drafter's plan (--trace's `auto`)
+        #: what this round was allowed and why, with each drafter's plan and how far each
+        #: model drafter is behind (what its catch-up must read first) (--trace's `auto`)
         self.last_decision = {
             "k": k,
             "why": why,
             "plans": {n: [p.k, round(p.speedup, 3)] for n, p in plans.items()},
+            "behind": {n: self._behind(n) for n, m in self._drafters.items() if m.gated},
         }
         return k
 
