@@ -731,3 +731,22 @@ def test_a_free_draft_passes_the_round_to_a_drafter_in_line_that_plans_better(mo
     plans["draft-simple"] = _Plan(0, 1.0, probe=False)  # the draft model sits this round out
     policy._asked = {"suffix"}
     assert policy.trim("suffix", 2) == 2
+
+
+def test_a_probes_hope_shrinks_with_evidence_to_the_fixed_optimism():
+    """What a probe may hope for: the estimate plus one standard error where a position has
+    few trials (one rejection is not a verdict), plus the fixed optimism once there are many."""
+    from specgguf.auto.acceptance_estimator import AcceptanceEstimator
+
+    est = AcceptanceEstimator(width=4)
+    est.add_round("d", 4, 0)  # one round, its first token rejected
+    acc = est.acceptance("d")
+    hoped = est.optimistic("d", 0.15)
+    assert acc[0] == pytest.approx(0.25)
+    assert hoped[0] == pytest.approx(0.25 + (0.25 * 0.75 / 2) ** 0.5)  # > 0.25 + 0.15
+    assert hoped[1] == pytest.approx(acc[1] + 0.15)  # never reached: the fixed optimism
+    for i in range(60):
+        est.add_round("d", 4, i % 2)  # the first token accepted every other round
+    acc, hoped = est.acceptance("d"), est.optimistic("d", 0.15)
+    assert 0.4 < acc[0] < 0.6
+    assert hoped[0] == pytest.approx(acc[0] + 0.15)  # 61 trials: the standard error is small

@@ -166,7 +166,9 @@ def test_a_drafter_that_cannot_pay_stays_off_at_a_bounded_cost(tmp_path):
             why = s["drafters"]["draft-simple"]["why_not"]
             assert why is not None and "too low: needs" in why
             assert why.startswith(("measured acceptance", "remembered acceptance"))
-    assert spent / plain_steps < 0.02
+    # at most half the exploration budget (5%), the cold first run included: its first few
+    # trials cannot tell 0.2 from 0.45, so it probes a few rounds more than the warm ones
+    assert spent / plain_steps < 0.025
 
 
 def test_a_hopeless_draft_model_is_not_loaded_and_is_re_checked(tmp_path):
@@ -241,3 +243,31 @@ def test_a_damaged_acceptance_entry_makes_the_profile_unreadable_not_fatal(tmp_p
     obj["acceptance"] = {"draft-simple": bad}
     path.write_text(json.dumps(obj))
     assert load_profile(path) is None
+
+
+#: a GPU's costs (an H200 measured with a 7B f16 target): a pass over 1 + k tokens costs
+#: little more than a plain step, a draft step a fifth of one
+GPU_CURVE = (1.0, 1.22, 1.23, 1.23, 1.25, 1.30, 1.28, 1.29, 1.33)
+GPU_DRAFT = 0.19
+
+
+def test_one_rejected_first_draft_does_not_keep_a_paying_drafter_off(tmp_path):
+    """A run whose profile knows the costs but no acceptance for this pair: its first draft
+    meets a rejection at the first token (one round in six or seven at 85%). One trial is
+    thin evidence (the estimate falls to 0.25, under which nothing pays): the drafter is
+    tried again at once, not after dozens of plain rounds (what an H200 showed: 19 of 49)."""
+    import random
+
+    path = tmp_path / "p.json"
+    save_profile(path, CostProfile(
+        verify={k: Estimate(v, 6.0) for k, v in enumerate(GPU_CURVE) if k},
+        draft={"draft-simple": Estimate(GPU_DRAFT, 6.0)}, target_step_ms=7.0))  # fmt: skip
+    # a seed whose first acceptance draw is a rejection
+    seed = next(s for s in range(100) if random.Random(s).random() >= 0.85)
+    sim = Sim(verify=GPU_CURVE, draft=GPU_DRAFT, acceptance=0.85, gated=True, confidence=0.85,
+              step_ms=7.0, seed=seed)  # fmt: skip
+    _, speedup = one_run(path, sim, rounds=60)
+    first = next(i for i, k in enumerate(sim.ks) if k)
+    again = next(i for i, k in enumerate(sim.ks) if k and i > first)
+    assert again - first <= 3, sim.ks[:30]
+    assert speedup >= 0.85 * best_fixed(GPU_CURVE, GPU_DRAFT, 0.85)

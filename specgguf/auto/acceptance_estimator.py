@@ -17,6 +17,7 @@ repeating itself is noticed. Four sources:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,6 +49,8 @@ class DrafterRecord:
     #: what earlier runs measured, by position (fading by SEED_DECAY a round)
     seed_trials: list[float] = field(default_factory=list)
     seed_hits: list[float] = field(default_factory=list)
+    #: ... the same trials as seeded, never faded: how much evidence the seed was
+    seed_given: list[float] = field(default_factory=list)
     #: positions 0..span-1 may hold counts (this run's or seeded); past it every count is 0,
     #: so the per-round fading and the estimates walk only these (a draft model's 8 of 64)
     span: int = 0
@@ -61,6 +64,7 @@ class DrafterRecord:
         self.run_hits = [0.0] * self.width
         self.seed_trials = [0.0] * self.width
         self.seed_hits = [0.0] * self.width
+        self.seed_given = [0.0] * self.width
 
     def decay(self, f: float, seed_f: float) -> None:
         n = self.span
@@ -133,6 +137,7 @@ class AcceptanceEstimator:
         for i in range(n):
             r.seed_trials[i] += trials[i] * f
             r.seed_hits[i] += hits[i] * f
+            r.seed_given[i] += trials[i] * f
         r.span = max(r.span, n)
         r.remembered_best = best
         self._cache.pop(name, None)
@@ -255,6 +260,31 @@ class AcceptanceEstimator:
             prior = a
         # past the span no position has a count: each estimate is the one before it
         out.extend([prior] * (self.width - span))
+        return out
+
+    def optimistic(self, name: str, least: float) -> list[float]:
+        """`acceptance` raised by `least`, and at the first position by one standard error of
+        its estimate where that is more (a rate over the trials this run and the profile's
+        seed, as seeded, gave it, plus the prior's weight): what a probe may hope for.
+
+        Why: one unlucky round must not make a drafter look not worth another try for dozens
+        of rounds. A first draft whose first token was rejected leaves an estimate of 0.25
+        from one trial; at 0.25 + `least` no draft length pays, while the drafter's real rate
+        may be 0.8 (an H200 run decoded 19 of its 49 rounds plainly so). With many trials the
+        standard error is small and `least` decides. Only the first position: it gates every
+        other, and deeper positions' estimates lean on it (with their own few trials lifted
+        too, a drafter that cannot pay was re-probed twice as often). The trials counted are
+        not the decayed ones: fading lets a changed text move the estimate, but evidence once
+        seen does not become thin again."""
+        acc = self.acceptance(name)
+        r = self.records.get(name)
+        out = [min(1.0, a + least) for a in acc]
+        if r is not None and r.span > 0 and acc:
+            n = r.run_trials[0] + r.seed_given[0]
+            a = acc[0]
+            if n > 0:
+                se = math.sqrt(a * (1.0 - a) / (n + self.settings.prior_weight))
+                out[0] = min(1.0, a + max(least, se))
         return out
 
     def calibrated(self, name: str, confidence: float) -> float:

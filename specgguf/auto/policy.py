@@ -419,10 +419,11 @@ class AdaptivePolicy:
         return cost <= 0.0 or (1.0 - 1.0 / max(plan.speedup, 1.0)) * limit > cost
 
     def _hoped_acceptance(self, name: str) -> list[float]:
-        """The acceptance a probe of `name` hopes for: `optimism` above the estimate, and not
-        less than the best rate it has plausibly shown (this run, or remembered from earlier
-        runs, until this run measures it); 100% when it was never measured anywhere."""
-        acc = [min(1.0, a + self.optimism) for a in self.acceptance(name)]
+        """The acceptance a probe of `name` hopes for: `optimism` above the estimate, or one
+        standard error where that is more (thin evidence: acceptance_estimator.optimistic),
+        and not less than the best rate it has plausibly shown (this run, or remembered from
+        earlier runs, until this run measures it); 100% when it was never measured anywhere."""
+        acc = self.accept.optimistic(name, self.optimism)
         if self._drafters[name].free or self.accept.measured_here(name):
             return acc
         shown = self.accept.plausible(name)
