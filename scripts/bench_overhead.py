@@ -226,6 +226,15 @@ def measure(
     return m
 
 
+def warm_width(n_max: int, policy, drafters) -> int:
+    """The widest pass a warm round can ask rows of, so the rows buffer it fills: an n-gram
+    drafter proposes up to its own length, past n_max, under a fixed length and under auto
+    alike (a buffer only n_max + 1 rows long was read past its end: a segfault for suffix and
+    the n-gram map types on a 150k-token vocabulary)."""
+    longest = max((d.max_draft for d in drafters), default=0)
+    return max(n_max, policy.width if policy is not None else 0, longest) + 1
+
+
 def measure_warm(
     session, cfg: str, tokens, temp: float, seed: int, rounds: int = 150, timer=None
 ) -> Measure:
@@ -243,9 +252,7 @@ def measure_warm(
     for _ in range(3):
         next(gen)
     target, dctx = session.target, session.draft_ctx
-    # the widest pass a round can ask rows of: under auto a free drafter proposes up to its
-    # own length, past n_max (a buffer only n_max + 1 rows long was read past its end)
-    width = max(session.spec.n_max, policy.width if policy is not None else 0) + 1
+    width = warm_width(session.spec.n_max, policy, dec.drafters)
     n_past = target.n_past
     target.decode([tokens[-1]] * width, n_past, outputs="all")  # a buffer of `width` rows
     target.truncate(n_past)
