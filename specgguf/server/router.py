@@ -350,7 +350,18 @@ class Router:
         inst.in_flight += 1
         inst.last_used = time.monotonic()
         writer = None
-        started = False
+        started = released = False
+
+        def release() -> None:
+            """The model has answered: idle again. Before the client can see the answer's end
+            (its last body byte, or the end of a stream), so a request that follows at once
+            finds it idle: released after, the next one could still count it busy (a 503)."""
+            nonlocal released
+            if not released:
+                released = True
+                inst.in_flight -= 1
+                inst.last_used = time.monotonic()
+
         try:
             reader, writer = await asyncio.open_connection("127.0.0.1", inst.port)
             target = scope.get("raw_path") or scope["path"].encode()
@@ -373,19 +384,25 @@ class Router:
                 k, _, v = line.rstrip(b"\r\n").partition(b":")
                 if k.strip().lower() not in _HOP:
                     headers.append((k.strip().lower(), v.strip()))
+            length = next((int(v) for k, v in headers if k == b"content-length" and v.isdigit()),
+                          None)  # fmt: skip
             await send({"type": "http.response.start", "status": int(parts[1]),
                         "headers": headers})  # fmt: skip
             started = True
+            relayed = 0
             while chunk := await reader.read(65536):
+                relayed += len(chunk)
+                if length is not None and relayed >= length:
+                    release()  # the client has the whole answer with this chunk
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            release()
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except OSError:
             if not started:
                 raise _Gone(f"model {inst.name!r}: its server is gone") from None
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
-            inst.in_flight -= 1
-            inst.last_used = time.monotonic()
+            release()
             if writer is not None:
                 writer.close()
 
