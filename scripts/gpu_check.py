@@ -388,13 +388,13 @@ def measure(a: argparse.Namespace) -> dict:
 
 def _spans(indices: list[int]) -> str:
     """Round numbers as runs: [1, 2, 3, 7, 9, 10] -> "1-3, 7, 9-10"."""
-    out: list[str] = []
+    runs: list[list[int]] = []  # [first, last] of each run
     for i in indices:
-        if out and i == int(out[-1].rsplit("-", 1)[-1]) + 1:
-            out[-1] = f"{out[-1].split('-')[0]}-{i}"
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
         else:
-            out.append(str(i))
-    return ", ".join(out)
+            runs.append([i, i])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def trace_digest(path: Path) -> dict:

@@ -279,12 +279,11 @@ class AcceptanceEstimator:
         acc = self.acceptance(name)
         r = self.records.get(name)
         out = [min(1.0, a + least) for a in acc]
-        if r is not None and r.span > 0 and acc:
-            n = r.run_trials[0] + r.seed_given[0]
+        n = r.run_trials[0] + r.seed_given[0] if r is not None and acc else 0.0
+        if n > 0:
             a = acc[0]
-            if n > 0:
-                se = math.sqrt(a * (1.0 - a) / (n + self.settings.prior_weight))
-                out[0] = min(1.0, a + max(least, se))
+            se = math.sqrt(a * (1.0 - a) / (n + self.settings.prior_weight))
+            out[0] = min(1.0, a + max(least, se))
         return out
 
     def calibrated(self, name: str, confidence: float) -> float:
